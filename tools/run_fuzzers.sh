@@ -24,25 +24,29 @@ if [ -z "$targets" ]; then
   exit 0
 fi
 # --symlink_prefix=/ keeps bazel-bin & co pointing at the default build.
-if ! "${BAZEL[@]}" build --config=fuzz --symlink_prefix=/ --keep_going -- $targets; then
-  for t in $targets; do printf '%s\tfailed\tfuzz build failed\n' "$t" >>"$OUT"; done
-  exit 0
-fi
+"${BAZEL[@]}" build --config=fuzz --symlink_prefix=/ --keep_going -- $targets
+build_rc=$?
 bin=$("${BAZEL[@]}" info --config=fuzz bazel-bin 2>/dev/null)
+ARTIFACTS=${WEFT_FUZZ_ARTIFACTS:-/tmp/weft-fuzz-artifacts}
+mkdir -p "$ARTIFACTS"
 for t in $targets; do
   rel=${t#//}; pkg=${rel%%:*}; name=${rel##*:}
+  if [ "$build_rc" != 0 ] && ! "${BAZEL[@]}" build --config=fuzz --symlink_prefix=/ -- "$t" >/dev/null 2>&1; then
+    printf '%s\tfailed\tfuzz build failed\n' "$t" >>"$OUT"
+    continue
+  fi
   corpus_src="tests/fuzz_corpus/${name%_fuzz}"
   work=$(mktemp -d)
   [ -d "$corpus_src" ] && cp -r "$corpus_src"/. "$work/" 2>/dev/null
   log=$(mktemp)
   echo "fuzz: $t for ${SECONDS_EACH}s on $corpus_src" >&2
   if "$bin/$pkg/$name" -max_total_time="$SECONDS_EACH" -rss_limit_mb=4096 -timeout=25 \
-      -print_final_stats=1 "$work" >"$log" 2>&1; then
+      -print_final_stats=1 -artifact_prefix="$ARTIFACTS/" "$work" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
     printf '%s\tpassed\t%s runs\n' "$t" "${runs:-?}" >>"$OUT"
   else
     tail -n 30 "$log" >&2
-    printf '%s\tfailed\tcrash or leak (see log above)\n' "$t" >>"$OUT"
+    printf '%s\tfailed\tcrash or leak (see log above; reproducer in %s)\n' "$t" "$ARTIFACTS" >>"$OUT"
   fi
   rm -rf "$work" "$log"
 done
