@@ -1,0 +1,153 @@
+#include "worker/plan/state_cache.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace weft {
+namespace {
+
+absl::Status PlanError(int64_t step, absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat("plan ", step, ": ", what));
+}
+
+// Blocks a sequence of `len` positions needs.
+int64_t BlocksFor(int64_t len, int32_t block_size) { return (len + block_size - 1) / block_size; }
+
+}  // namespace
+
+void StateCache::Reset(int64_t first_step_id) {
+  seqs_.clear();
+  next_step_id_ = first_step_id;
+}
+
+const SequenceState* StateCache::Find(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? nullptr : &it->second;
+}
+
+absl::Status StateCache::CheckBlocks(const google::protobuf::RepeatedField<int32_t>& ids) const {
+  for (int32_t b : ids) {
+    if (b < 0 || b >= num_blocks_) {
+      return absl::OutOfRangeError(absl::StrCat("block id ", b, " outside [0, ", num_blocks_, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Everything Apply would do, checked without mutating.
+absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
+  const int64_t step = plan.step_id();
+  if (step != next_step_id_) {
+    return PlanError(step, absl::StrCat("expected plan ", next_step_id_, " (missed or repeated)"));
+  }
+  absl::flat_hash_set<int64_t> dropped(plan.finished_seq_ids().begin(), plan.finished_seq_ids().end());
+  dropped.insert(plan.preempted_seq_ids().begin(), plan.preempted_seq_ids().end());
+  absl::flat_hash_set<int64_t> scheduled;
+  int64_t total = 0;
+  for (const auto& c : plan.block_copies()) {
+    if (c.src() < 0 || c.src() >= num_blocks_ || c.dst() < 0 || c.dst() >= num_blocks_ ||
+        c.src() == c.dst()) {
+      return PlanError(step, absl::StrCat("bad block copy ", c.src(), " -> ", c.dst()));
+    }
+  }
+  for (const auto& n : plan.new_sequences()) {
+    if (!scheduled.insert(n.seq_id()).second) return PlanError(step, "sequence scheduled twice");
+    if (seqs_.contains(n.seq_id()) && !dropped.contains(n.seq_id())) {
+      return PlanError(step, absl::StrCat("new sequence ", n.seq_id(), " is already held"));
+    }
+    const int64_t len = n.token_ids_size();
+    if (len == 0 || n.num_prompt_tokens() <= 0 || n.num_prompt_tokens() > len) {
+      return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " has bad token counts"));
+    }
+    for (int32_t t : n.token_ids()) {
+      if (t < 0 || t >= vocab_size_) return PlanError(step, absl::StrCat("token id ", t, " outside the vocabulary"));
+    }
+    if (n.num_computed_tokens() < 0 || n.num_scheduled_tokens() <= 0 ||
+        n.num_computed_tokens() + n.num_scheduled_tokens() > len) {
+      return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " schedules past its tokens"));
+    }
+    if (n.block_ids_size() < BlocksFor(n.num_computed_tokens() + n.num_scheduled_tokens(), block_size_)) {
+      return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " has too few blocks"));
+    }
+    if (n.num_output_tokens() != len - n.num_prompt_tokens()) {
+      return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " output count mismatch"));
+    }
+    WEFT_RETURN_IF_ERROR(CheckBlocks(n.block_ids()));
+    total += n.num_scheduled_tokens();
+  }
+  for (const auto& c : plan.cached_sequences()) {
+    if (!scheduled.insert(c.seq_id()).second) return PlanError(step, "sequence scheduled twice");
+    auto it = seqs_.find(c.seq_id());
+    if (it == seqs_.end() || dropped.contains(c.seq_id())) {
+      return PlanError(step, absl::StrCat("cached sequence ", c.seq_id(), " is not held"));
+    }
+    const SequenceState& s = it->second;
+    const int64_t end = int64_t{s.num_computed_tokens} + c.num_scheduled_tokens();
+    if (c.num_scheduled_tokens() <= 0 || end > static_cast<int64_t>(s.tokens.size())) {
+      return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " schedules past its tokens"));
+    }
+    if (static_cast<int64_t>(s.block_ids.size()) + c.new_block_ids_size() < BlocksFor(end, block_size_)) {
+      return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " has too few blocks"));
+    }
+    WEFT_RETURN_IF_ERROR(CheckBlocks(c.new_block_ids()));
+    total += c.num_scheduled_tokens();
+  }
+  if (total != plan.num_scheduled_tokens()) {
+    return PlanError(step, absl::StrCat("scheduled tokens add up to ", total, ", plan says ",
+                                        plan.num_scheduled_tokens()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StateCache::Apply(const weft::v1::StepPlan& plan, StepBatch* batch) {
+  WEFT_RETURN_IF_ERROR(Check(plan));
+  ++next_step_id_;
+  for (int64_t id : plan.finished_seq_ids()) seqs_.erase(id);
+  for (int64_t id : plan.preempted_seq_ids()) seqs_.erase(id);
+  batch->step_id = plan.step_id();
+  batch->sequences.clear();
+  batch->block_copies.clear();
+  batch->num_tokens = plan.num_scheduled_tokens();
+  for (const auto& c : plan.block_copies()) batch->block_copies.emplace_back(c.src(), c.dst());
+  // New sequences are inserted before any pointer into the map is taken (rehashing
+  // would invalidate them).
+  for (const auto& n : plan.new_sequences()) {
+    SequenceState s;
+    s.seq_id = n.seq_id();
+    s.tokens.assign(n.token_ids().begin(), n.token_ids().end());
+    s.num_prompt_tokens = n.num_prompt_tokens();
+    s.num_computed_tokens = n.num_computed_tokens();
+    s.block_ids.assign(n.block_ids().begin(), n.block_ids().end());
+    s.sampling = n.sampling();
+    s.num_output_tokens = n.num_output_tokens();
+    seqs_[n.seq_id()] = std::move(s);
+  }
+  auto schedule = [&](SequenceState* s, int32_t n) {
+    ScheduledSequence sc;
+    sc.state = s;
+    sc.start_pos = s->num_computed_tokens;
+    sc.num_tokens = n;
+    s->num_computed_tokens += n;
+    sc.sample = s->num_computed_tokens == static_cast<int32_t>(s->tokens.size());
+    batch->sequences.push_back(sc);
+  };
+  for (const auto& n : plan.new_sequences()) schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens());
+  for (const auto& c : plan.cached_sequences()) {
+    SequenceState* s = &seqs_[c.seq_id()];
+    s->block_ids.insert(s->block_ids.end(), c.new_block_ids().begin(), c.new_block_ids().end());
+    schedule(s, c.num_scheduled_tokens());
+  }
+  return absl::OkStatus();
+}
+
+void StateCache::AppendSampled(SequenceState* seq, int32_t token_id) {
+  seq->tokens.push_back(token_id);
+  ++seq->num_output_tokens;
+}
+
+void StateCache::Drop(const std::vector<int64_t>& seq_ids) {
+  for (int64_t id : seq_ids) seqs_.erase(id);
+}
+
+}  // namespace weft

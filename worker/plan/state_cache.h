@@ -1,0 +1,87 @@
+// StateCache: a worker rank's per-sequence state, kept in step with the scheduler by
+// applying each StepPlan diff (vLLM v1's worker-side "cached request state").
+//
+// Written once here, not per backend: every backend executes the StepBatch this class
+// produces. For each scheduled sequence the step computes token positions
+// [start_pos, start_pos + num_tokens) whose input ids are tokens[start_pos ...]; the KV of
+// position p goes to block block_ids[p / block_size], slot p % block_size. A sequence is
+// sampled when the step reaches the end of its known tokens; the sampled token is then
+// appended (so the next decode's input is the worker's own last sample — plans need not
+// wait for the result round trip).
+//
+// Any inconsistency (a step id out of order, an unknown or duplicate sequence, a block id
+// out of range, a position past the known tokens) is an error: the plan is not applied
+// (state unchanged), the caller reports the step as failed and never guesses.
+// Thread-safety: not thread-safe; owned by the rank's step thread.
+#ifndef WEFT_WORKER_PLAN_STATE_CACHE_H_
+#define WEFT_WORKER_PLAN_STATE_CACHE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "weft/v1/worker.pb.h"
+
+namespace weft {
+
+struct SequenceState {
+  int64_t seq_id = 0;
+  std::vector<int32_t> tokens;    // prompt followed by every output token known
+  int32_t num_prompt_tokens = 0;
+  int32_t num_computed_tokens = 0;
+  std::vector<int32_t> block_ids;
+  weft::v1::SamplingSpec sampling;
+  int32_t num_output_tokens = 0;  // outputs in `tokens` (Philox counter of the next one)
+};
+
+// One sequence's share of a step.
+struct ScheduledSequence {
+  SequenceState* state = nullptr;  // owned by the StateCache; valid until the next Apply
+  int32_t start_pos = 0;           // first position computed by this step
+  int32_t num_tokens = 0;          // positions computed by this step
+  bool sample = false;             // this step reaches the end of the known tokens
+};
+
+struct StepBatch {
+  int64_t step_id = 0;
+  std::vector<ScheduledSequence> sequences;  // plan order: new ones first, then cached
+  std::vector<std::pair<int32_t, int32_t>> block_copies;  // (src, dst), before the step
+  int32_t num_tokens = 0;
+};
+
+class StateCache {
+ public:
+  StateCache(int32_t block_size, int32_t num_blocks, int32_t vocab_size)
+      : block_size_(block_size), num_blocks_(num_blocks), vocab_size_(vocab_size) {}
+
+  // The first plan expected is `first_step_id` (from the Welcome); clears all state.
+  void Reset(int64_t first_step_id);
+
+  // Validates and applies `plan`, filling `batch`. On error nothing changes.
+  absl::Status Apply(const weft::v1::StepPlan& plan, StepBatch* batch);
+
+  // Records the token sampled for a sequence of the last applied step.
+  void AppendSampled(SequenceState* seq, int32_t token_id);
+
+  // Drops the state of the given sequences (a failed step's sequences).
+  void Drop(const std::vector<int64_t>& seq_ids);
+
+  size_t num_sequences() const { return seqs_.size(); }
+  const SequenceState* Find(int64_t seq_id) const;
+  int64_t next_step_id() const { return next_step_id_; }
+
+ private:
+  absl::Status Check(const weft::v1::StepPlan& plan) const;
+  absl::Status CheckBlocks(const google::protobuf::RepeatedField<int32_t>& ids) const;
+
+  const int32_t block_size_;
+  const int32_t num_blocks_;
+  const int32_t vocab_size_;
+  int64_t next_step_id_ = 1;
+  absl::flat_hash_map<int64_t, SequenceState> seqs_;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_WORKER_PLAN_STATE_CACHE_H_

@@ -1,0 +1,129 @@
+#include "worker/plan/state_cache.h"
+
+#include <gtest/gtest.h>
+
+namespace weft {
+namespace {
+
+using weft::v1::StepPlan;
+
+StepPlan NewPlan(int64_t step, int64_t seq, std::vector<int32_t> tokens, int32_t computed,
+                 int32_t scheduled, std::vector<int32_t> blocks) {
+  StepPlan p;
+  p.set_step_id(step);
+  auto* n = p.add_new_sequences();
+  n->set_seq_id(seq);
+  for (int32_t t : tokens) n->add_token_ids(t);
+  n->set_num_prompt_tokens(static_cast<int32_t>(tokens.size()));
+  n->set_num_computed_tokens(computed);
+  n->set_num_scheduled_tokens(scheduled);
+  for (int32_t b : blocks) n->add_block_ids(b);
+  p.set_num_scheduled_tokens(scheduled);
+  return p;
+}
+
+TEST(StateCacheTest, ChunkedPrefillThenDecodeUsesOwnSample) {
+  StateCache cache(/*block_size=*/4, /*num_blocks=*/8, /*vocab_size=*/100);
+  cache.Reset(1);
+  StepBatch batch;
+  // 6-token prompt, first chunk of 4 in block 3.
+  ASSERT_TRUE(cache.Apply(NewPlan(1, 7, {1, 2, 3, 4, 5, 6}, 0, 4, {3}), &batch).ok());
+  ASSERT_EQ(batch.sequences.size(), 1u);
+  EXPECT_EQ(batch.sequences[0].start_pos, 0);
+  EXPECT_EQ(batch.sequences[0].num_tokens, 4);
+  EXPECT_FALSE(batch.sequences[0].sample);
+  // Rest of the prompt: needs a second block.
+  StepPlan p2;
+  p2.set_step_id(2);
+  auto* c = p2.add_cached_sequences();
+  c->set_seq_id(7);
+  c->add_new_block_ids(5);
+  c->set_num_scheduled_tokens(2);
+  p2.set_num_scheduled_tokens(2);
+  ASSERT_TRUE(cache.Apply(p2, &batch).ok());
+  EXPECT_EQ(batch.sequences[0].start_pos, 4);
+  EXPECT_TRUE(batch.sequences[0].sample);
+  EXPECT_EQ(batch.sequences[0].state->block_ids, (std::vector<int32_t>{3, 5}));
+  cache.AppendSampled(batch.sequences[0].state, 42);
+  // Decode: input is position 6 = the sampled 42.
+  StepPlan p3;
+  p3.set_step_id(3);
+  auto* d = p3.add_cached_sequences();
+  d->set_seq_id(7);
+  d->set_num_scheduled_tokens(1);
+  p3.set_num_scheduled_tokens(1);
+  ASSERT_TRUE(cache.Apply(p3, &batch).ok());
+  EXPECT_EQ(batch.sequences[0].start_pos, 6);
+  EXPECT_EQ(batch.sequences[0].state->tokens[6], 42);
+  EXPECT_TRUE(batch.sequences[0].sample);
+  EXPECT_EQ(batch.sequences[0].state->num_output_tokens, 1);
+}
+
+TEST(StateCacheTest, InconsistentPlansAreRejectedWithoutChangingState) {
+  StateCache cache(4, 8, 100);
+  cache.Reset(1);
+  StepBatch batch;
+  EXPECT_FALSE(cache.Apply(NewPlan(2, 1, {1, 2}, 0, 2, {0}), &batch).ok());       // step gap
+  EXPECT_FALSE(cache.Apply(NewPlan(1, 1, {1, 2}, 0, 3, {0}), &batch).ok());       // past tokens
+  EXPECT_FALSE(cache.Apply(NewPlan(1, 1, {1, 2, 3, 4, 5}, 0, 5, {0}), &batch).ok());  // blocks
+  EXPECT_FALSE(cache.Apply(NewPlan(1, 1, {1, 2}, 0, 2, {8}), &batch).ok());       // block range
+  EXPECT_FALSE(cache.Apply(NewPlan(1, 1, {1, 200}, 0, 2, {0}), &batch).ok());     // vocab
+  StepPlan bad_total = NewPlan(1, 1, {1, 2}, 0, 2, {0});
+  bad_total.set_num_scheduled_tokens(3);
+  EXPECT_FALSE(cache.Apply(bad_total, &batch).ok());
+  EXPECT_EQ(cache.num_sequences(), 0u);
+  EXPECT_EQ(cache.next_step_id(), 1);
+  ASSERT_TRUE(cache.Apply(NewPlan(1, 1, {1, 2}, 0, 2, {0}), &batch).ok());
+  // Unknown cached sequence, and a new sequence that is already held.
+  StepPlan p;
+  p.set_step_id(2);
+  auto* c = p.add_cached_sequences();
+  c->set_seq_id(99);
+  c->set_num_scheduled_tokens(1);
+  p.set_num_scheduled_tokens(1);
+  EXPECT_FALSE(cache.Apply(p, &batch).ok());
+  EXPECT_FALSE(cache.Apply(NewPlan(2, 1, {1, 2}, 0, 2, {0}), &batch).ok());
+  EXPECT_EQ(cache.num_sequences(), 1u);
+}
+
+TEST(StateCacheTest, FinishedAndPreemptedAreDroppedAndMayComeBackAsNew) {
+  StateCache cache(4, 8, 100);
+  cache.Reset(10);
+  StepBatch batch;
+  ASSERT_TRUE(cache.Apply(NewPlan(10, 1, {5, 6}, 0, 2, {0}), &batch).ok());
+  cache.AppendSampled(batch.sequences[0].state, 9);
+  StepPlan p = NewPlan(11, 1, {5, 6, 9}, 0, 3, {2});
+  p.mutable_new_sequences(0)->set_num_prompt_tokens(2);
+  p.mutable_new_sequences(0)->set_num_output_tokens(1);
+  p.add_preempted_seq_ids(1);
+  ASSERT_TRUE(cache.Apply(p, &batch).ok()) << cache.Apply(p, &batch);
+  EXPECT_EQ(batch.sequences[0].state->block_ids, std::vector<int32_t>{2});
+  EXPECT_EQ(batch.sequences[0].state->num_output_tokens, 1);
+  StepPlan fin;
+  fin.set_step_id(12);
+  fin.add_finished_seq_ids(1);
+  ASSERT_TRUE(cache.Apply(fin, &batch).ok());
+  EXPECT_EQ(cache.num_sequences(), 0u);
+  EXPECT_TRUE(batch.sequences.empty());
+}
+
+TEST(StateCacheTest, BlockCopiesChecked) {
+  StateCache cache(4, 8, 100);
+  cache.Reset(1);
+  StepBatch batch;
+  StepPlan p = NewPlan(1, 1, {1}, 0, 1, {0});
+  auto* bc = p.add_block_copies();
+  bc->set_src(0);
+  bc->set_dst(1);
+  ASSERT_TRUE(cache.Apply(p, &batch).ok());
+  EXPECT_EQ(batch.block_copies.size(), 1u);
+  StepPlan q;
+  q.set_step_id(2);
+  auto* bad = q.add_block_copies();
+  bad->set_src(0);
+  bad->set_dst(9);
+  EXPECT_FALSE(cache.Apply(q, &batch).ok());
+}
+
+}  // namespace
+}  // namespace weft
