@@ -42,7 +42,7 @@ if ! tools/bootstrap.sh; then
   echo "0 passed, 1 failed, 0 skipped"
   exit 1
 fi
-export WEFT_MODEL_DIR="$ROOT/models"
+# Tests find models/ through the runfiles symlink of tools/models.txt (no env needed).
 
 BAZEL=(bazel)
 if [ -n "${CI:-}" ]; then

@@ -1,0 +1,135 @@
+#include "scheduler/service/response_stream.h"
+
+#include <utility>
+
+namespace weft {
+
+bool Outbox::Push(weft::v1::GenerateResponse response) {
+  {
+    MutexLock lock(&mu_);
+    if (done_ || finish_requested_) return false;
+    const size_t size = response.ByteSizeLong();
+    if (bytes_ + size > max_bytes_) return false;
+    if (queue_.empty() && !write_in_flight_) oldest_unwritten_since_ = absl::Now();
+    bytes_ += size;
+    queue_.push_back(std::move(response));
+  }
+  Pump();
+  return true;
+}
+
+void Outbox::Finish(const grpc::Status& status) {
+  {
+    MutexLock lock(&mu_);
+    if (finish_requested_ || done_) return;
+    finish_requested_ = true;
+    finish_status_ = status;
+    if (!status.ok()) {
+      queue_.clear();
+      bytes_ = 0;
+    }
+  }
+  Pump();
+}
+
+bool Outbox::Stalled(absl::Time now, absl::Duration timeout) const {
+  MutexLock lock(&mu_);
+  if (done_) return false;
+  if (queue_.empty() && !write_in_flight_) return false;
+  return now - oldest_unwritten_since_ > timeout;
+}
+
+bool Outbox::Closed() const {
+  MutexLock lock(&mu_);
+  return done_ || finish_requested_;
+}
+
+size_t Outbox::queued_bytes() const {
+  MutexLock lock(&mu_);
+  return bytes_;
+}
+
+void Outbox::Attach(ResponseReactor* reactor) {
+  {
+    MutexLock lock(&mu_);
+    reactor_ = reactor;
+  }
+  Pump();
+}
+
+void Outbox::OnWriteDone(bool ok) {
+  {
+    MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok) {
+      // The call is broken; OnCancel/OnDone follow. Drop what is queued.
+      queue_.clear();
+      bytes_ = 0;
+      return;
+    }
+    oldest_unwritten_since_ = queue_.empty() ? absl::InfiniteFuture() : absl::Now();
+  }
+  Pump();
+}
+
+void Outbox::OnCallDone() {
+  MutexLock lock(&mu_);
+  done_ = true;
+  reactor_ = nullptr;
+  queue_.clear();
+  bytes_ = 0;
+}
+
+void Outbox::Pump() {
+  ResponseReactor* reactor = nullptr;
+  const weft::v1::GenerateResponse* to_write = nullptr;
+  bool finish = false;
+  grpc::Status status;
+  {
+    MutexLock lock(&mu_);
+    if (reactor_ == nullptr || done_ || write_in_flight_ || finish_started_) return;
+    if (!queue_.empty()) {
+      in_flight_ = std::move(queue_.front());
+      queue_.pop_front();
+      bytes_ -= std::min(bytes_, in_flight_.ByteSizeLong());
+      write_in_flight_ = true;
+      to_write = &in_flight_;
+    } else if (finish_requested_) {
+      finish_started_ = true;
+      finish = true;
+      status = finish_status_;
+    } else {
+      return;
+    }
+    reactor = reactor_;
+  }
+  // No lock held across the gRPC call. in_flight_ is not touched again until
+  // OnWriteDone clears write_in_flight_.
+  if (to_write != nullptr) {
+    reactor->StartWrite(to_write);
+  } else if (finish) {
+    reactor->Finish(status);
+  }
+}
+
+ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
+                                 std::function<void()> on_done)
+    : outbox_(std::move(outbox)), on_cancel_(std::move(on_cancel)), on_done_(std::move(on_done)) {
+  outbox_->Attach(this);
+}
+
+void ResponseReactor::OnWriteDone(bool ok) { outbox_->OnWriteDone(ok); }
+
+void ResponseReactor::OnCancel() {
+  if (!cancelled_.exchange(true) && on_cancel_) on_cancel_();
+  // A cancelled call must still be finished by the server.
+  outbox_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+}
+
+void ResponseReactor::OnDone() {
+  outbox_->OnCallDone();
+  if (on_done_) on_done_();
+  delete this;
+}
+
+}  // namespace weft
