@@ -1,0 +1,141 @@
+#include "worker/service/worker_client.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace weft {
+
+absl::Status WorkerClientOptions::Validate() const {
+  if (scheduler_address.empty()) return absl::InvalidArgumentError("--scheduler is required (host:port)");
+  if (initial_backoff <= absl::ZeroDuration() || max_backoff < initial_backoff) {
+    return absl::InvalidArgumentError("backoff must be positive and max >= initial");
+  }
+  return absl::OkStatus();
+}
+
+WorkerClient::WorkerClient(WorkerClientOptions options, StepExecutor* executor)
+    : options_(std::move(options)), executor_(executor) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, absl::ToInt64Milliseconds(options_.keepalive_time));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, absl::ToInt64Milliseconds(options_.keepalive_timeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 << 20);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, absl::ToInt64Milliseconds(options_.max_backoff));
+  channel_ = grpc::CreateCustomChannel(options_.scheduler_address,
+                                       grpc::InsecureChannelCredentials(), args);
+  stub_ = weft::v1::WorkerControl::NewStub(channel_);
+}
+
+void WorkerClient::Stop() {
+  stop_ = true;
+  MutexLock lock(&mu_);
+  if (active_ != nullptr) active_->TryCancel();
+  wake_.SignalAll();
+}
+
+absl::Status WorkerClient::Run() {
+  absl::Duration backoff = options_.initial_backoff;
+  absl::Time last_ok = absl::Now();
+  while (!stop_) {
+    bool admitted = false;
+    absl::Status s = AttachOnce(&admitted);
+    if (stop_) break;
+    if (admitted) {
+      backoff = options_.initial_backoff;
+      last_ok = absl::Now();
+    }
+    if (s.code() == absl::StatusCode::kFailedPrecondition && !options_.retry_on_reject) {
+      return s;  // rejected: retrying would be rejected again
+    }
+    if (absl::Now() - last_ok > options_.give_up_after) {
+      return absl::UnavailableError(absl::StrCat("no scheduler at ", options_.scheduler_address,
+                                                 " for ", absl::FormatDuration(options_.give_up_after),
+                                                 ": ", s.message()));
+    }
+    LOG(WARNING) << "attach to " << options_.scheduler_address << " ended: " << s
+                 << "; retrying in " << absl::FormatDuration(backoff);
+    MutexLock lock(&mu_);
+    if (!stop_) wake_.WaitWithTimeout(&mu_, backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerClient::AttachOnce(bool* admitted) {
+  // No deadline: once attached the stream lives as long as both ends do.
+  grpc::ClientContext stream_ctx;
+  {
+    MutexLock lock(&mu_);
+    if (stop_) return absl::CancelledError("stopping");
+    active_ = &stream_ctx;
+  }
+  auto finish_active = [&] {
+    MutexLock lock(&mu_);
+    active_ = nullptr;
+  };
+  if (!channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(2))) {
+    finish_active();
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", options_.scheduler_address));
+  }
+  auto stream = stub_->Attach(&stream_ctx);
+  weft::v1::WorkerMessage hello;
+  *hello.mutable_hello() = executor_->Hello();
+  if (!stream->Write(hello)) {
+    grpc::Status st = stream->Finish();
+    finish_active();
+    return absl::UnavailableError(absl::StrCat("hello not sent: ", st.error_message()));
+  }
+  weft::v1::SchedulerMessage msg;
+  bool welcomed = false;
+  absl::Status result = absl::OkStatus();
+  while (stream->Read(&msg)) {
+    if (msg.has_reject()) {
+      LOG(ERROR) << "scheduler rejected this worker: " << msg.reject().reason();
+      result = absl::FailedPreconditionError(absl::StrCat("rejected: ", msg.reject().reason()));
+      stream_ctx.TryCancel();
+      break;
+    }
+    if (msg.has_welcome()) {
+      absl::Status s = executor_->OnWelcome(msg.welcome());
+      if (!s.ok()) {
+        LOG(ERROR) << "cannot start serving replica " << msg.welcome().replica() << ": " << s;
+        result = s;
+        stream_ctx.TryCancel();
+        break;
+      }
+      welcomed = true;
+      *admitted = true;
+      ++attachments_;
+      LOG(INFO) << "attached to " << options_.scheduler_address << " as replica "
+                << msg.welcome().replica() << " (epoch " << msg.welcome().epoch() << ", "
+                << msg.welcome().num_kv_blocks() << " KV blocks)";
+      continue;
+    }
+    if (msg.has_plan()) {
+      if (!welcomed) {
+        result = absl::FailedPreconditionError("plan before welcome");
+        stream_ctx.TryCancel();
+        break;
+      }
+      weft::v1::WorkerMessage out;
+      *out.mutable_result() = executor_->Execute(msg.plan());
+      ++steps_;
+      if (!stream->Write(out)) break;
+    }
+  }
+  stream->WritesDone();
+  grpc::Status st = stream->Finish();
+  finish_active();
+  if (welcomed) executor_->OnDetach();
+  if (!result.ok()) return result;
+  if (!st.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(st.error_code()), st.error_message());
+  }
+  return absl::UnavailableError("scheduler ended the stream");
+}
+
+}  // namespace weft

@@ -1,0 +1,83 @@
+// WorkerClient: a worker rank's connection to the scheduler.
+//
+// Dials the scheduler's Attach endpoint, says hello, waits for Welcome (or Reject), then
+// runs plans on this thread: read a StepPlan, execute it, write its StepResult — one
+// result per plan, in order. When the stream breaks (scheduler restarted, network), the
+// executor's state is dropped and the client re-dials with exponential backoff; a
+// Reject is final unless `retry_on_reject` (a fingerprint mismatch will not fix itself).
+// Thread-safety: Run() owns the calling thread; Stop() may be called from any thread
+// (e.g. a signal-watcher) and makes Run() return.
+#ifndef WEFT_WORKER_SERVICE_WORKER_CLIENT_H_
+#define WEFT_WORKER_SERVICE_WORKER_CLIENT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "weft/v1/worker.grpc.pb.h"
+
+namespace weft {
+
+// What a worker rank runs. Implemented by the model executor (and by fakes in tests).
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  // The hello this rank sends (fingerprint, replica, rank, blocks, ...).
+  virtual weft::v1::WorkerHello Hello() = 0;
+  // The scheduler admitted this rank: drop all sequence state, expect plan
+  // `welcome.first_step_id()` next. An error ends the attachment (and re-dials).
+  virtual absl::Status OnWelcome(const weft::v1::Welcome& welcome) = 0;
+  // Runs one plan. Errors go into StepResult.error (the stream stays up).
+  virtual weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) = 0;
+  // The attachment ended (stream broke): drop all state.
+  virtual void OnDetach() = 0;
+};
+
+struct WorkerClientOptions {
+  std::string scheduler_address;  // host:port of the scheduler's worker (Attach) port
+  absl::Duration initial_backoff = absl::Milliseconds(200);
+  absl::Duration max_backoff = absl::Seconds(5);
+  // Give up (Run returns UNAVAILABLE) after this long without a successful attach;
+  // infinite by default (workers wait for their scheduler).
+  absl::Duration give_up_after = absl::InfiniteDuration();
+  bool retry_on_reject = false;
+  // Keepalive pings so a vanished scheduler is noticed even when idle.
+  absl::Duration keepalive_time = absl::Seconds(10);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
+
+  absl::Status Validate() const;
+};
+
+class WorkerClient {
+ public:
+  WorkerClient(WorkerClientOptions options, StepExecutor* executor);
+
+  // Attaches and serves until Stop() or a final error (Reject, give-up).
+  absl::Status Run();
+  void Stop();
+  int64_t attachments() const { return attachments_.load(); }
+  int64_t steps_executed() const { return steps_.load(); }
+
+ private:
+  // One Attach call: returns when the stream ends. `admitted` tells whether a Welcome came.
+  absl::Status AttachOnce(bool* admitted);
+
+  const WorkerClientOptions options_;
+  StepExecutor* const executor_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<weft::v1::WorkerControl::Stub> stub_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> attachments_{0};
+  std::atomic<int64_t> steps_{0};
+  Mutex mu_;
+  grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  CondVar wake_;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_WORKER_SERVICE_WORKER_CLIENT_H_
