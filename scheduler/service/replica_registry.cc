@@ -1,0 +1,163 @@
+#include "scheduler/service/replica_registry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/shard_layout.h"
+#include "glog/logging.h"
+
+namespace weft {
+
+std::string ReplicaRegistry::CheckHello(const weft::v1::WorkerHello& h) const {
+  if (h.model_fingerprint() != expected_.fingerprint) {
+    return absl::StrCat("model fingerprint ", h.model_fingerprint().substr(0, 16),
+                        "... differs from the scheduler's ", expected_.fingerprint.substr(0, 16),
+                        "... (different model file?)");
+  }
+  if (h.replica().empty() || h.replica().size() > 128) return "replica name must be 1..128 bytes";
+  if (h.world_size() < 1 || h.world_size() > expected_.max_world_size) {
+    return absl::StrCat("world size ", h.world_size(), " outside 1..", expected_.max_world_size);
+  }
+  if (h.rank() < 0 || h.rank() >= h.world_size()) {
+    return absl::StrCat("rank ", h.rank(), " outside 0..", h.world_size() - 1);
+  }
+  if (h.block_size() != expected_.block_size) {
+    return absl::StrCat("block size ", h.block_size(), " differs from the scheduler's ",
+                        expected_.block_size);
+  }
+  if (h.num_kv_blocks() < 1) return "worker has no KV blocks (memory budget too small?)";
+  if (h.vocab_size() != expected_.vocab_size) {
+    return absl::StrCat("vocabulary size ", h.vocab_size(), " differs from the scheduler's ",
+                        expected_.vocab_size);
+  }
+  auto layout = ComputeShardLayout(expected_.n_head, expected_.n_head_kv, expected_.n_ff,
+                                   expected_.vocab_size, h.world_size(), h.rank());
+  if (!layout.ok()) return std::string(layout.status().message());
+  if (h.shard_layout() != layout->ToString()) {
+    return absl::StrCat("shard layout '", h.shard_layout(), "' is not the expected '",
+                        layout->ToString(), "'");
+  }
+  return "";
+}
+
+HelloOutcome ReplicaRegistry::OnHello(const std::shared_ptr<WorkerHandle>& handle,
+                                      const weft::v1::WorkerHello& hello, absl::Time now) {
+  HelloOutcome out;
+  if (std::string why = CheckHello(hello); !why.empty()) {
+    out.kind = HelloOutcome::kRejected;
+    out.reject_reason = why;
+    return out;
+  }
+  const std::string& name = hello.replica();
+  // The same replica and rank again while admitted: the old process is presumed dead or
+  // hung (a restart); fence the old group, newest wins.
+  if (auto it = admitted_.find(name); it != admitted_.end()) {
+    LOG(WARNING) << "replica " << name << " rank " << hello.rank() << " attached again ("
+                 << hello.worker_id() << "): fencing the running replica";
+    FenceOutcome f = RemoveAdmitted(name, /*except_handle=*/-1);
+    out.displaced = std::move(f.other_ranks);
+    out.displaced_replica = name;
+  }
+  Pending& p = pending_[name];
+  if (p.ranks.empty()) {
+    p.world_size = hello.world_size();
+    p.backend = hello.backend();
+    p.block_size = hello.block_size();
+  } else if (hello.world_size() != p.world_size || hello.backend() != p.backend) {
+    out.kind = HelloOutcome::kRejected;
+    out.reject_reason = absl::StrCat("replica ", name, " is forming with world size ",
+                                     p.world_size, " and backend '", p.backend,
+                                     "'; this rank says ", hello.world_size(), " and '",
+                                     hello.backend(), "'");
+    return out;
+  }
+  if (auto old = p.ranks.find(hello.rank()); old != p.ranks.end()) {
+    // A pending rank re-said hello (restarted): replace it.
+    out.displaced.push_back(old->second.handle);
+    handle_replica_.erase(old->second.handle->id());
+  }
+  p.ranks[hello.rank()] = RankInfo{handle, hello};
+  handle_replica_[handle->id()] = name;
+  if (static_cast<int32_t>(p.ranks.size()) < p.world_size) {
+    out.kind = HelloOutcome::kPending;
+    return out;
+  }
+  AdmittedReplica r;
+  r.name = name;
+  r.epoch = next_epoch_++;
+  r.world_size = p.world_size;
+  r.num_kv_blocks = p.ranks.begin()->second.hello.num_kv_blocks();
+  for (auto& [rank, info] : p.ranks) {
+    r.num_kv_blocks = std::min(r.num_kv_blocks, info.hello.num_kv_blocks());
+    r.ranks.push_back(std::move(info));
+  }
+  r.comm_init = r.ranks[0].hello.comm_init();
+  r.admitted_at = now;
+  pending_.erase(name);
+  auto [it, inserted] = admitted_.emplace(name, std::move(r));
+  out.kind = HelloOutcome::kAdmitted;
+  out.replica = &it->second;
+  return out;
+}
+
+FenceOutcome ReplicaRegistry::RemoveAdmitted(const std::string& replica, int64_t except_handle) {
+  FenceOutcome out;
+  auto it = admitted_.find(replica);
+  if (it == admitted_.end()) return out;
+  out.replica = replica;
+  for (RankInfo& info : it->second.ranks) {
+    handle_replica_.erase(info.handle->id());
+    if (info.handle->id() != except_handle) out.other_ranks.push_back(info.handle);
+  }
+  admitted_.erase(it);
+  return out;
+}
+
+FenceOutcome ReplicaRegistry::OnGone(const std::shared_ptr<WorkerHandle>& handle) {
+  auto hit = handle_replica_.find(handle->id());
+  if (hit == handle_replica_.end()) return FenceOutcome{};
+  const std::string name = hit->second;
+  if (admitted_.count(name) > 0) return RemoveAdmitted(name, handle->id());
+  // Pending: forget just this rank.
+  handle_replica_.erase(hit);
+  auto pit = pending_.find(name);
+  if (pit != pending_.end()) {
+    for (auto r = pit->second.ranks.begin(); r != pit->second.ranks.end(); ++r) {
+      if (r->second.handle->id() == handle->id()) {
+        pit->second.ranks.erase(r);
+        break;
+      }
+    }
+    if (pit->second.ranks.empty()) pending_.erase(pit);
+  }
+  return FenceOutcome{};
+}
+
+FenceOutcome ReplicaRegistry::Fence(const std::string& replica) {
+  return RemoveAdmitted(replica, /*except_handle=*/-1);
+}
+
+const AdmittedReplica* ReplicaRegistry::Find(const std::string& replica) const {
+  auto it = admitted_.find(replica);
+  return it == admitted_.end() ? nullptr : &it->second;
+}
+
+const AdmittedReplica* ReplicaRegistry::FindByHandle(int64_t handle_id) const {
+  auto it = handle_replica_.find(handle_id);
+  if (it == handle_replica_.end()) return nullptr;
+  return Find(it->second);
+}
+
+std::vector<const AdmittedReplica*> ReplicaRegistry::Admitted() const {
+  std::vector<const AdmittedReplica*> out;
+  for (const auto& [name, r] : admitted_) out.push_back(&r);
+  return out;
+}
+
+size_t ReplicaRegistry::num_pending_ranks() const {
+  size_t n = 0;
+  for (const auto& [name, p] : pending_) n += p.ranks.size();
+  return n;
+}
+
+}  // namespace weft

@@ -1,0 +1,106 @@
+// ReplicaRegistry: forms tensor-parallel replicas from worker hellos and tracks them.
+//
+// A replica is admitted only when all `world_size` ranks have said hello with the
+// scheduler's model fingerprint, the same block size, backend and world size, and each
+// rank the shard layout ComputeShardLayout gives for it. Until then its ranks wait
+// (pending); a rank that does not fit is rejected with a reason and the others are never
+// admitted alone. The replica's block count is the minimum over its ranks. Losing any
+// rank (stream gone) or an explicit Fence removes the whole replica; its remaining ranks
+// are returned so the caller can close their streams (they re-attach and start clean,
+// under a new epoch).
+// Thread-safety: not thread-safe; owned by the planning thread.
+#ifndef WEFT_SCHEDULER_SERVICE_REPLICA_REGISTRY_H_
+#define WEFT_SCHEDULER_SERVICE_REPLICA_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "scheduler/service/worker_link.h"
+#include "weft/v1/worker.pb.h"
+
+namespace weft {
+
+struct ExpectedModel {
+  std::string fingerprint;
+  int32_t block_size = 16;
+  int32_t vocab_size = 0;
+  int32_t n_head = 0, n_head_kv = 0;
+  int64_t n_ff = 0;
+  int32_t max_world_size = 8;
+};
+
+struct RankInfo {
+  std::shared_ptr<WorkerHandle> handle;
+  weft::v1::WorkerHello hello;
+};
+
+struct AdmittedReplica {
+  std::string name;
+  int64_t epoch = 0;
+  int32_t world_size = 1;
+  int32_t num_kv_blocks = 0;
+  std::vector<RankInfo> ranks;  // index = rank
+  std::string comm_init;        // rank 0's
+  absl::Time admitted_at;
+};
+
+struct HelloOutcome {
+  enum Kind { kRejected, kPending, kAdmitted } kind = kPending;
+  std::string reject_reason;                  // kRejected
+  const AdmittedReplica* replica = nullptr;   // kAdmitted (owned by the registry)
+  // Ranks of a replica the newcomer displaced (same name and rank attached again: the
+  // old group is fenced, newest wins). Their streams should be closed.
+  std::vector<std::shared_ptr<WorkerHandle>> displaced;
+  std::string displaced_replica;              // non-empty when an admitted one was fenced
+};
+
+struct FenceOutcome {
+  std::string replica;   // empty: the handle belonged to no admitted replica
+  std::vector<std::shared_ptr<WorkerHandle>> other_ranks;
+};
+
+class ReplicaRegistry {
+ public:
+  explicit ReplicaRegistry(ExpectedModel expected) : expected_(std::move(expected)) {}
+
+  HelloOutcome OnHello(const std::shared_ptr<WorkerHandle>& handle,
+                       const weft::v1::WorkerHello& hello, absl::Time now);
+  // A worker stream ended. Fences its replica if admitted; forgets it if pending.
+  FenceOutcome OnGone(const std::shared_ptr<WorkerHandle>& handle);
+  // Removes an admitted replica (deadline misses, disagreeing ranks).
+  FenceOutcome Fence(const std::string& replica);
+
+  const AdmittedReplica* Find(const std::string& replica) const;
+  // The admitted replica a worker stream belongs to, or nullptr.
+  const AdmittedReplica* FindByHandle(int64_t handle_id) const;
+  std::vector<const AdmittedReplica*> Admitted() const;
+  size_t num_admitted() const { return admitted_.size(); }
+  size_t num_pending_ranks() const;
+
+ private:
+  struct Pending {
+    int32_t world_size = 0;
+    std::string backend;
+    int32_t block_size = 0;
+    std::map<int32_t, RankInfo> ranks;
+  };
+
+  std::string CheckHello(const weft::v1::WorkerHello& hello) const;
+  FenceOutcome RemoveAdmitted(const std::string& replica, int64_t except_handle);
+
+  const ExpectedModel expected_;
+  int64_t next_epoch_ = 1;
+  std::map<std::string, AdmittedReplica> admitted_;
+  std::map<std::string, Pending> pending_;
+  absl::flat_hash_map<int64_t, std::string> handle_replica_;  // handle id -> replica name
+};
+
+}  // namespace weft
+
+#endif  // WEFT_SCHEDULER_SERVICE_REPLICA_REGISTRY_H_

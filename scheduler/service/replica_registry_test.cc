@@ -1,0 +1,121 @@
+#include "scheduler/service/replica_registry.h"
+
+#include <gtest/gtest.h>
+
+#include "common/shard_layout.h"
+
+namespace weft {
+namespace {
+
+ExpectedModel Model() {
+  ExpectedModel m;
+  m.fingerprint = "abc";
+  m.block_size = 16;
+  m.vocab_size = 49152;
+  m.n_head = 9;
+  m.n_head_kv = 3;
+  m.n_ff = 1536;
+  return m;
+}
+
+weft::v1::WorkerHello Hello(const std::string& replica, int rank, int world, int blocks) {
+  weft::v1::WorkerHello h;
+  h.set_model_fingerprint("abc");
+  h.set_replica(replica);
+  h.set_rank(rank);
+  h.set_world_size(world);
+  h.set_block_size(16);
+  h.set_num_kv_blocks(blocks);
+  h.set_backend("cpu");
+  h.set_vocab_size(49152);
+  h.set_shard_layout(ComputeShardLayout(9, 3, 1536, 49152, world, rank)->ToString());
+  h.set_comm_init("init" + std::to_string(rank));
+  return h;
+}
+
+std::shared_ptr<WorkerHandle> H(int64_t id) { return std::make_shared<WorkerHandle>(id, "peer"); }
+
+TEST(ReplicaRegistryTest, Tp2AdmittedOnlyWhenBothRanksArriveWithMinBlocks) {
+  ReplicaRegistry reg(Model());
+  auto a = H(1), b = H(2);
+  EXPECT_EQ(reg.OnHello(a, Hello("r0", 1, 2, 100), absl::Now()).kind, HelloOutcome::kPending);
+  EXPECT_EQ(reg.num_admitted(), 0u);
+  HelloOutcome out = reg.OnHello(b, Hello("r0", 0, 2, 80), absl::Now());
+  ASSERT_EQ(out.kind, HelloOutcome::kAdmitted);
+  EXPECT_EQ(out.replica->num_kv_blocks, 80);
+  EXPECT_EQ(out.replica->ranks.size(), 2u);
+  EXPECT_EQ(out.replica->ranks[0].handle->id(), 2);
+  EXPECT_EQ(out.replica->comm_init, "init0");
+  EXPECT_EQ(reg.FindByHandle(1)->name, "r0");
+}
+
+TEST(ReplicaRegistryTest, MismatchesAreRejectedAndOthersNotAdmittedAlone) {
+  ReplicaRegistry reg(Model());
+  auto fp = Hello("r0", 0, 1, 10);
+  fp.set_model_fingerprint("zzz");
+  HelloOutcome o = reg.OnHello(H(1), fp, absl::Now());
+  EXPECT_EQ(o.kind, HelloOutcome::kRejected);
+  EXPECT_NE(o.reject_reason.find("fingerprint"), std::string::npos);
+
+  auto layout = Hello("r1", 1, 2, 10);
+  layout.set_shard_layout("tp=2;rank=1;kv=0-3");
+  o = reg.OnHello(H(2), layout, absl::Now());
+  EXPECT_EQ(o.kind, HelloOutcome::kRejected);
+  EXPECT_NE(o.reject_reason.find("shard layout"), std::string::npos);
+
+  // Rank 0 of r1 waits; rank 1 comes with another world size: rejected; r1 stays pending.
+  EXPECT_EQ(reg.OnHello(H(3), Hello("r1", 0, 2, 10), absl::Now()).kind, HelloOutcome::kPending);
+  o = reg.OnHello(H(4), Hello("r1", 1, 3, 10), absl::Now());
+  EXPECT_EQ(o.kind, HelloOutcome::kRejected);
+  EXPECT_EQ(reg.num_admitted(), 0u);
+  EXPECT_EQ(reg.num_pending_ranks(), 1u);
+
+  auto bs = Hello("r2", 0, 1, 10);
+  bs.set_block_size(32);
+  EXPECT_EQ(reg.OnHello(H(5), bs, absl::Now()).kind, HelloOutcome::kRejected);
+  auto tp4 = Hello("r3", 0, 1, 10);
+  tp4.set_world_size(4);
+  EXPECT_EQ(reg.OnHello(H(6), tp4, absl::Now()).kind, HelloOutcome::kRejected);
+}
+
+TEST(ReplicaRegistryTest, LosingARankFencesTheReplicaAndReattachGetsNewEpoch) {
+  ReplicaRegistry reg(Model());
+  auto a = H(1), b = H(2);
+  reg.OnHello(a, Hello("r0", 0, 2, 10), absl::Now());
+  const int64_t epoch1 = reg.OnHello(b, Hello("r0", 1, 2, 10), absl::Now()).replica->epoch;
+  FenceOutcome f = reg.OnGone(b);
+  EXPECT_EQ(f.replica, "r0");
+  ASSERT_EQ(f.other_ranks.size(), 1u);
+  EXPECT_EQ(f.other_ranks[0]->id(), 1);
+  EXPECT_EQ(reg.num_admitted(), 0u);
+  EXPECT_EQ(reg.OnGone(a).replica, "");  // already fenced
+  reg.OnHello(H(3), Hello("r0", 0, 2, 10), absl::Now());
+  HelloOutcome o = reg.OnHello(H(4), Hello("r0", 1, 2, 10), absl::Now());
+  ASSERT_EQ(o.kind, HelloOutcome::kAdmitted);
+  EXPECT_GT(o.replica->epoch, epoch1);
+}
+
+TEST(ReplicaRegistryTest, SameRankAgainDisplacesTheRunningReplica) {
+  ReplicaRegistry reg(Model());
+  reg.OnHello(H(1), Hello("r0", 0, 1, 10), absl::Now());
+  HelloOutcome o = reg.OnHello(H(2), Hello("r0", 0, 1, 10), absl::Now());
+  EXPECT_EQ(o.kind, HelloOutcome::kAdmitted);
+  EXPECT_EQ(o.displaced_replica, "r0");
+  ASSERT_EQ(o.displaced.size(), 1u);
+  EXPECT_EQ(o.displaced[0]->id(), 1);
+  EXPECT_EQ(reg.FindByHandle(1), nullptr);
+  EXPECT_EQ(reg.FindByHandle(2)->name, "r0");
+}
+
+TEST(ReplicaRegistryTest, PendingRankGoneIsForgotten) {
+  ReplicaRegistry reg(Model());
+  auto a = H(1);
+  reg.OnHello(a, Hello("r0", 0, 2, 10), absl::Now());
+  EXPECT_EQ(reg.OnGone(a).replica, "");
+  EXPECT_EQ(reg.num_pending_ranks(), 0u);
+  reg.OnHello(H(2), Hello("r0", 1, 2, 10), absl::Now());
+  EXPECT_EQ(reg.num_admitted(), 0u);  // rank 0 is gone: r0 is not admitted alone
+}
+
+}  // namespace
+}  // namespace weft
