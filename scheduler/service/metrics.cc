@@ -1,0 +1,85 @@
+#include "scheduler/service/metrics.h"
+
+namespace weft {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Registry;
+
+prometheus::Gauge& G(Registry& r, const char* name, const char* help) {
+  return BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+prometheus::Counter& C(Registry& r, const char* name, const char* help) {
+  return BuildCounter().Name(name).Help(help).Register(r).Add({});
+}
+prometheus::Histogram& H(Registry& r, const char* name, const char* help,
+                         const prometheus::Histogram::BucketBoundaries& b) {
+  return BuildHistogram().Name(name).Help(help).Register(r).Add({}, b);
+}
+
+const prometheus::Histogram::BucketBoundaries kLatency = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
+    0.75,  1,      2.5,   5,    10,    20,   40,    80,  160};
+
+std::shared_ptr<Registry> NewRegistry() { return std::make_shared<Registry>(); }
+
+}  // namespace
+
+SchedulerMetrics::SchedulerMetrics() : SchedulerMetrics(NewRegistry()) {}
+
+SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> r)
+    : requests_running(G(*r, "weft_requests_running", "Requests with sequences scheduled on a replica.")),
+      requests_waiting(G(*r, "weft_requests_waiting", "Requests waiting (queued or preempted).")),
+      kv_blocks_used(G(*r, "weft_kv_blocks_used", "KV blocks referenced by sequences, all replicas.")),
+      kv_blocks_cached(G(*r, "weft_kv_blocks_cached", "Free KV blocks kept for prefix-cache reuse.")),
+      kv_blocks_total(G(*r, "weft_kv_blocks_total", "KV blocks of all admitted replicas.")),
+      replicas(G(*r, "weft_replicas", "Admitted replicas.")),
+      streams_open(G(*r, "weft_streams_open", "Open Generate streams.")),
+      draining(G(*r, "weft_draining", "1 while the scheduler drains after SIGTERM.")),
+      preemptions(C(*r, "weft_preemptions_total", "Sequences preempted (recomputed later).")),
+      prefix_cache_hit_tokens(C(*r, "weft_prefix_cache_hit_tokens_total",
+                                "Prompt tokens whose KV came from the prefix cache.")),
+      prompt_tokens(C(*r, "weft_prompt_tokens_total", "Prompt tokens admitted.")),
+      generated_tokens(C(*r, "weft_generated_tokens_total", "Tokens generated and streamed.")),
+      requeued_requests(C(*r, "weft_requeued_requests_total",
+                          "Requests re-queued after their replica was fenced.")),
+      time_to_first_token(H(*r, "weft_time_to_first_token_seconds",
+                            "Arrival to first generated token.", kLatency)),
+      inter_token_latency(H(*r, "weft_inter_token_latency_seconds",
+                            "Time between consecutive tokens of a sequence.", kLatency)),
+      queue_time(H(*r, "weft_request_queue_time_seconds", "Arrival to first scheduling.", kLatency)),
+      e2e_latency(H(*r, "weft_e2e_request_latency_seconds", "Arrival to the end of the stream.",
+                    kLatency)),
+      step_duration(H(*r, "weft_step_duration_seconds", "Plan sent to all results received.",
+                      kLatency)),
+      registry_(r),
+      steps_family_(BuildCounter().Name("weft_steps_total").Help("Steps completed, per replica.").Register(*r)),
+      finished_family_(BuildCounter()
+                           .Name("weft_requests_finished_total")
+                           .Help("Requests finished, by finish reason.")
+                           .Register(*r)),
+      status_family_(BuildCounter()
+                         .Name("weft_requests_status_total")
+                         .Help("Generate calls ended, by gRPC status code.")
+                         .Register(*r)),
+      fenced_family_(BuildCounter()
+                         .Name("weft_replicas_fenced_total")
+                         .Help("Replicas fenced, by reason.")
+                         .Register(*r)) {}
+
+prometheus::Counter& SchedulerMetrics::Steps(const std::string& replica) {
+  return steps_family_.Add({{"replica", replica}});
+}
+prometheus::Counter& SchedulerMetrics::Finished(const std::string& reason) {
+  return finished_family_.Add({{"reason", reason}});
+}
+prometheus::Counter& SchedulerMetrics::ByStatus(const std::string& code) {
+  return status_family_.Add({{"code", code}});
+}
+prometheus::Counter& SchedulerMetrics::Fenced(const std::string& reason) {
+  return fenced_family_.Add({{"reason", reason}});
+}
+
+}  // namespace weft

@@ -1,0 +1,66 @@
+// SchedulerMetrics: every Prometheus metric weft-scheduler exports, in one registry.
+// The planning thread updates them; prometheus-cpp metrics are thread-safe, so the
+// HTTP exposer may read them at any time. Names follow DESIGN.md / the services issue.
+#ifndef WEFT_SCHEDULER_SERVICE_METRICS_H_
+#define WEFT_SCHEDULER_SERVICE_METRICS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace weft {
+
+class SchedulerMetrics {
+ public:
+  SchedulerMetrics();
+  explicit SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // Gauges (set each iteration).
+  prometheus::Gauge& requests_running;
+  prometheus::Gauge& requests_waiting;
+  prometheus::Gauge& kv_blocks_used;
+  prometheus::Gauge& kv_blocks_cached;
+  prometheus::Gauge& kv_blocks_total;
+  prometheus::Gauge& replicas;
+  prometheus::Gauge& streams_open;
+  prometheus::Gauge& draining;
+
+  // Counters.
+  prometheus::Counter& preemptions;
+  prometheus::Counter& prefix_cache_hit_tokens;
+  prometheus::Counter& prompt_tokens;
+  prometheus::Counter& generated_tokens;
+  prometheus::Counter& requeued_requests;
+
+  // Histograms (seconds).
+  prometheus::Histogram& time_to_first_token;
+  prometheus::Histogram& inter_token_latency;
+  prometheus::Histogram& queue_time;
+  prometheus::Histogram& e2e_latency;
+  prometheus::Histogram& step_duration;
+
+  // Labelled families.
+  prometheus::Counter& Steps(const std::string& replica);
+  prometheus::Counter& Finished(const std::string& reason);
+  prometheus::Counter& ByStatus(const std::string& code);
+  prometheus::Counter& Fenced(const std::string& reason);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& steps_family_;
+  prometheus::Family<prometheus::Counter>& finished_family_;
+  prometheus::Family<prometheus::Counter>& status_family_;
+  prometheus::Family<prometheus::Counter>& fenced_family_;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_SCHEDULER_SERVICE_METRICS_H_
