@@ -1,0 +1,263 @@
+// Loopback tests of the gRPC plumbing with a fake engine: Generate streaming through
+// the outbox, rejections, cancellation reaching the engine, and a WorkerClient attaching
+// through the WorkerControl service and answering plans.
+#include "scheduler/service/services.h"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/mutex.h"
+#include "worker/service/worker_client.h"
+
+namespace weft {
+namespace {
+
+class ByteEncoder : public PromptEncoder {
+ public:
+  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
+    std::vector<int32_t> ids;
+    for (unsigned char c : text) ids.push_back(c);
+    return ids;
+  }
+  absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt&) const override {
+    return absl::UnimplementedError("no chat");
+  }
+};
+
+class FakeEngine : public EngineInterface {
+ public:
+  absl::Status Submit(Submission s) override {
+    MutexLock l(&mu_);
+    if (reject_) return absl::ResourceExhaustedError("queue full");
+    subs_.push_back(std::move(s));
+    cv_.SignalAll();
+    return absl::OkStatus();
+  }
+  void Cancel(int64_t key) override {
+    MutexLock l(&mu_);
+    cancelled_.push_back(key);
+    cv_.SignalAll();
+  }
+  void OnWorkerMessage(const std::shared_ptr<WorkerHandle>& w, weft::v1::WorkerMessage m) override {
+    MutexLock l(&mu_);
+    if (m.has_hello()) {
+      hello_ = m.hello();
+      worker_ = w;
+    } else {
+      results_.push_back(m.result());
+    }
+    cv_.SignalAll();
+  }
+  void OnWorkerGone(const std::shared_ptr<WorkerHandle>&) override {
+    MutexLock l(&mu_);
+    ++gone_;
+    cv_.SignalAll();
+  }
+  weft::v1::ModelInfo ModelInfo() const override {
+    weft::v1::ModelInfo m;
+    m.set_name("fake");
+    return m;
+  }
+  // Waits (bounded) until pred() holds.
+  template <typename P>
+  bool WaitFor(P pred) {
+    MutexLock l(&mu_);
+    const absl::Time end = absl::Now() + absl::Seconds(20);
+    while (!pred()) {
+      if (absl::Now() > end) return false;
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+    }
+    return true;
+  }
+
+  Mutex mu_;
+  CondVar cv_;
+  bool reject_ = false;
+  std::vector<Submission> subs_;
+  std::vector<int64_t> cancelled_;
+  weft::v1::WorkerHello hello_;
+  std::shared_ptr<WorkerHandle> worker_;
+  std::vector<weft::v1::StepResult> results_;
+  int gone_ = 0;
+};
+
+class ServicesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ValidationLimits lim;
+    lim.model_name = "fake";
+    lim.vocab_size = 256;
+    lim.context_length = 128;
+    GenerationServiceOptions opts;
+    opts.max_streams = 2;
+    gen_ = std::make_unique<GenerationService>(opts, lim, &encoder_, &engine_, &metrics_);
+    ctl_ = std::make_unique<WorkerControlService>(&engine_);
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(gen_.get());
+    b.RegisterService(ctl_.get());
+    server_ = b.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    auto ch = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                  grpc::InsecureChannelCredentials());
+    stub_ = weft::v1::Generation::NewStub(ch);
+  }
+  void TearDown() override { server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2))); }
+
+  ByteEncoder encoder_;
+  FakeEngine engine_;
+  SchedulerMetrics metrics_;
+  std::unique_ptr<GenerationService> gen_;
+  std::unique_ptr<WorkerControlService> ctl_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::unique_ptr<weft::v1::Generation::Stub> stub_;
+};
+
+TEST_F(ServicesTest, StreamsWhatTheEnginePushesInOrder) {
+  weft::v1::GenerateRequest req;
+  req.set_text("hi");
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, req);
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == 1; }));
+  std::shared_ptr<Outbox> out;
+  {
+    MutexLock l(&engine_.mu_);
+    out = engine_.subs_[0].outbox;
+    EXPECT_EQ(engine_.subs_[0].request.prompt_token_ids, (std::vector<int32_t>{'h', 'i'}));
+  }
+  for (int i = 0; i < 50; ++i) {
+    weft::v1::GenerateResponse r;
+    r.add_token_ids(i);
+    ASSERT_TRUE(out->Push(r));
+  }
+  out->Finish(grpc::Status::OK);
+  weft::v1::GenerateResponse r;
+  int n = 0;
+  while (reader->Read(&r)) EXPECT_EQ(r.token_ids(0), n++);
+  EXPECT_EQ(n, 50);
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_FALSE(out->Push(r));  // after the end: a no-op
+}
+
+TEST_F(ServicesTest, RejectionsCarryTheirStatus) {
+  {
+    weft::v1::GenerateRequest req;  // no prompt
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, req);
+    weft::v1::GenerateResponse r;
+    EXPECT_FALSE(reader->Read(&r));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    weft::v1::GenerateRequest req;
+    req.set_text("x");
+    req.set_model("other");
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, req);
+    weft::v1::GenerateResponse r;
+    EXPECT_FALSE(reader->Read(&r));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    engine_.reject_ = true;
+    weft::v1::GenerateRequest req;
+    req.set_text("x");
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, req);
+    weft::v1::GenerateResponse r;
+    EXPECT_FALSE(reader->Read(&r));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+}
+
+TEST_F(ServicesTest, TooManyStreamsIsResourceExhaustedAtOnce) {
+  weft::v1::GenerateRequest req;
+  req.set_text("x");
+  grpc::ClientContext c1, c2, c3;
+  auto r1 = stub_->Generate(&c1, req);
+  auto r2 = stub_->Generate(&c2, req);
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == 2; }));
+  auto r3 = stub_->Generate(&c3, req);
+  weft::v1::GenerateResponse r;
+  EXPECT_FALSE(r3->Read(&r));
+  EXPECT_EQ(r3->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  c1.TryCancel();
+  c2.TryCancel();
+  r1->Finish();
+  r2->Finish();
+}
+
+TEST_F(ServicesTest, ClientCancelReachesTheEngine) {
+  weft::v1::GenerateRequest req;
+  req.set_text("x");
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, req);
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == 1; }));
+  ctx.TryCancel();
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.cancelled_.size() == 1; }));
+  EXPECT_EQ(engine_.cancelled_[0], engine_.subs_[0].key);
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(engine_.WaitFor([&] { return gen_->open_streams() == 0; }));
+}
+
+class EchoExecutor : public StepExecutor {
+ public:
+  weft::v1::WorkerHello Hello() override {
+    weft::v1::WorkerHello h;
+    h.set_replica("r0");
+    h.set_model_fingerprint("fp");
+    return h;
+  }
+  absl::Status OnWelcome(const weft::v1::Welcome&) override {
+    ++welcomes;
+    return absl::OkStatus();
+  }
+  weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
+    weft::v1::StepResult r;
+    r.set_step_id(plan.step_id());
+    return r;
+  }
+  void OnDetach() override { ++detaches; }
+  std::atomic<int> welcomes{0}, detaches{0};
+};
+
+TEST_F(ServicesTest, WorkerAttachesRunsPlansAndReattachesAfterClose) {
+  EchoExecutor exec;
+  WorkerClientOptions o;
+  o.scheduler_address = "127.0.0.1:" + std::to_string(port_);
+  o.initial_backoff = absl::Milliseconds(50);
+  WorkerClient client(o, &exec);
+  std::thread t([&] { EXPECT_TRUE(client.Run().ok()); });
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr; }));
+  std::shared_ptr<WorkerHandle> w;
+  {
+    MutexLock l(&engine_.mu_);
+    EXPECT_EQ(engine_.hello_.replica(), "r0");
+    w = engine_.worker_;
+  }
+  weft::v1::SchedulerMessage welcome;
+  welcome.mutable_welcome()->set_first_step_id(1);
+  ASSERT_TRUE(w->Send(welcome));
+  for (int i = 1; i <= 3; ++i) {
+    weft::v1::SchedulerMessage m;
+    m.mutable_plan()->set_step_id(i);
+    ASSERT_TRUE(w->Send(m));
+  }
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.results_.size() == 3; }));
+  EXPECT_EQ(engine_.results_[2].step_id(), 3);
+  // Fence: the scheduler closes the stream; the worker notices and re-attaches.
+  {
+    MutexLock l(&engine_.mu_);
+    engine_.worker_ = nullptr;
+  }
+  w->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "fenced"));
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr && engine_.gone_ >= 1; }));
+  EXPECT_EQ(exec.detaches.load(), 1);
+  client.Stop();
+  t.join();
+}
+
+}  // namespace
+}  // namespace weft
