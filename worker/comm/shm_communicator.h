@@ -20,6 +20,8 @@
 //   round n + 2, after all peers published round n + 1, i.e. after they finished
 //   reading round n. No trailing barrier is needed.
 //
+// Argument errors (InvalidArgument) are found before any shared state is touched and
+// are not sticky; a rank that gets one should Abort() so its peers do not wait for it.
 // Failures: a wait that passes the deadline, sees its peer's `alive` flag cleared or
 // its pid gone returns DeadlineExceeded / Unavailable naming that rank, and aborts the
 // segment so the other ranks fail at once instead of at their own deadlines. Failures

@@ -167,17 +167,42 @@ std::string ShmSegment::ShmNameFor(absl::string_view name) {
   return absl::StrCat("/", kShmNamePrefix, name);
 }
 
-absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
-    const ShmSegmentOptions& options) {
-  absl::Status status = options.Validate();
-  if (!status.ok()) return status;
-  const std::string shm_name = ShmNameFor(options.name);
-  const size_t slot_bytes = RoundUp(options.slot_bytes, kShmPageBytes);
-  const size_t total = TotalBytes(options.world_size, slot_bytes);
-  int fd = -1;
-  for (int attempt = 0; attempt < 3 && fd < 0; ++attempt) {
-    fd = shm_open(shm_name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd >= 0) break;
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Map(int fd,
+                                                            const std::string& shm_name,
+                                                            int world_size, size_t slot_bytes,
+                                                            bool is_creator) {
+  const size_t total = TotalBytes(world_size, slot_bytes);
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return ErrnoError("mmap", shm_name);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    munmap(base, total);
+    return ErrnoError("fstat", shm_name);
+  }
+  std::unique_ptr<ShmSegment> seg(new ShmSegment());
+  seg->shm_name_ = shm_name;
+  seg->is_creator_ = is_creator;
+  seg->base_ = base;
+  seg->total_bytes_ = total;
+  seg->world_size_ = world_size;
+  seg->slot_bytes_ = slot_bytes;
+  seg->dev_ = st.st_dev;
+  seg->ino_ = st.st_ino;
+  seg->header_ = static_cast<ShmHeader*>(base);
+  seg->controls_ = reinterpret_cast<ShmRankControl*>(static_cast<char*>(base) + kShmPageBytes);
+  seg->data_ = static_cast<char*>(base) + 2 * kShmPageBytes;
+  return seg;
+}
+
+namespace {
+
+// Creates `shm_name` exclusively, first unlinking a stale segment of that name. Returns
+// the new object's file descriptor.
+absl::StatusOr<int> CreateExclusive(const ShmSegmentOptions& options,
+                                    const std::string& shm_name) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int fd = shm_open(shm_name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0) return fd;
     if (errno != EEXIST) return ErrnoError("shm_open", shm_name);
     const int old_fd = shm_open(shm_name.c_str(), O_RDONLY, 0);
     if (old_fd < 0) continue;  // unlinked meanwhile: try again
@@ -191,9 +216,9 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
                             options.generation);
     }
     if (reason.empty()) {
-      return absl::AlreadyExistsError(absl::StrCat("shm segment ", shm_name,
-                                                   " is in use by live creator pid ",
-                                                   snap->creator_pid));
+      return absl::AlreadyExistsError(absl::StrCat(
+          "shm segment ", shm_name, " is in use by live creator pid ", snap->creator_pid,
+          " (or one in another PID namespace); use a new generation"));
     }
     if (!options.replace_stale) {
       return absl::AlreadyExistsError(absl::StrCat("stale shm segment ", shm_name, " (",
@@ -204,39 +229,34 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
       return ErrnoError("shm_unlink", shm_name);
     }
   }
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("could not create ", shm_name,
-                                               ": it keeps reappearing"));
+  return absl::UnavailableError(absl::StrCat("could not create ", shm_name,
+                                             ": it keeps reappearing"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
+    const ShmSegmentOptions& options) {
+  absl::Status status = options.Validate();
+  if (!status.ok()) return status;
+  const std::string shm_name = ShmNameFor(options.name);
+  const size_t slot_bytes = RoundUp(options.slot_bytes, kShmPageBytes);
+  absl::StatusOr<int> fd = CreateExclusive(options, shm_name);
+  if (!fd.ok()) return fd.status();
+  FdCloser closer(*fd);
+  absl::StatusOr<std::unique_ptr<ShmSegment>> seg;
+  if (ftruncate(*fd, static_cast<off_t>(TotalBytes(options.world_size, slot_bytes))) != 0) {
+    seg = ErrnoError("ftruncate", shm_name);
+  } else {
+    seg = Map(*fd, shm_name, options.world_size, slot_bytes, /*is_creator=*/true);
   }
-  FdCloser closer(fd);
-  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
-    status = ErrnoError("ftruncate", shm_name);
+  if (!seg.ok()) {
     shm_unlink(shm_name.c_str());
-    return status;
+    return seg.status();
   }
-  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    status = ErrnoError("mmap", shm_name);
-    shm_unlink(shm_name.c_str());
-    return status;
-  }
-  struct stat st;
-  fstat(fd, &st);
-  std::unique_ptr<ShmSegment> seg(new ShmSegment());
-  seg->shm_name_ = shm_name;
-  seg->is_creator_ = true;
-  seg->base_ = base;
-  seg->total_bytes_ = total;
-  seg->world_size_ = options.world_size;
-  seg->slot_bytes_ = slot_bytes;
-  seg->dev_ = st.st_dev;
-  seg->ino_ = st.st_ino;
-  seg->header_ = static_cast<ShmHeader*>(base);
-  seg->controls_ = reinterpret_cast<ShmRankControl*>(static_cast<char*>(base) + kShmPageBytes);
-  seg->data_ = static_cast<char*>(base) + 2 * kShmPageBytes;
   // The file is zero-filled, so every atomic starts at 0. The pid goes first so that a
   // prober can tell "being initialized by a live creator" from "crashed while creating".
-  ShmHeader* h = seg->header_;
+  ShmHeader* h = (*seg)->header_;
   h->creator_pid_ns = PidNamespaceId();
   h->creator_pid.store(getpid(), std::memory_order_release);
   h->magic = kShmMagic;
@@ -244,7 +264,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
   h->world_size = static_cast<uint32_t>(options.world_size);
   h->slot_bytes = slot_bytes;
   h->generation = options.generation;
-  h->total_bytes = total;
+  h->total_bytes = (*seg)->total_bytes_;
   h->state.store(static_cast<uint32_t>(ShmState::kReady), std::memory_order_release);
   return seg;
 }
@@ -255,7 +275,6 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const ShmSegmentO
   if (!status.ok()) return status;
   const std::string shm_name = ShmNameFor(options.name);
   const size_t slot_bytes = RoundUp(options.slot_bytes, kShmPageBytes);
-  const size_t total = TotalBytes(options.world_size, slot_bytes);
   std::string last_reason = "it does not exist";
   absl::Duration backoff = absl::Microseconds(100);
   while (true) {
@@ -278,23 +297,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const ShmSegmentO
               "%s: segment has world_size %d and slot_bytes %d, this rank wants %d and %d",
               shm_name, snap->world_size, snap->slot_bytes, options.world_size, slot_bytes));
         }
-        void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (base == MAP_FAILED) return ErrnoError("mmap", shm_name);
-        struct stat st;
-        fstat(fd, &st);
-        std::unique_ptr<ShmSegment> seg(new ShmSegment());
-        seg->shm_name_ = shm_name;
-        seg->base_ = base;
-        seg->total_bytes_ = total;
-        seg->world_size_ = options.world_size;
-        seg->slot_bytes_ = slot_bytes;
-        seg->dev_ = st.st_dev;
-        seg->ino_ = st.st_ino;
-        seg->header_ = static_cast<ShmHeader*>(base);
-        seg->controls_ =
-            reinterpret_cast<ShmRankControl*>(static_cast<char*>(base) + kShmPageBytes);
-        seg->data_ = static_cast<char*>(base) + 2 * kShmPageBytes;
-        return seg;
+        return Map(fd, shm_name, options.world_size, slot_bytes, /*is_creator=*/false);
       }
     }
     if (absl::Now() >= deadline) {

@@ -124,6 +124,10 @@ class ShmSegment {
 
  private:
   ShmSegment() = default;
+  // Maps the whole segment of `fd` (already sized) and fills in the accessors.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Map(int fd, const std::string& shm_name,
+                                                         int world_size, size_t slot_bytes,
+                                                         bool is_creator);
 
   std::string shm_name_;
   bool is_creator_ = false;
