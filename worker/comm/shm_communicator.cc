@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,31 @@ constexpr int kSpinIterations = 256;
 constexpr int kYieldIterations = 16;
 constexpr absl::Duration kMaxSleepSlice = absl::Milliseconds(20);
 constexpr absl::Duration kLivenessInterval = absl::Milliseconds(20);
+
+// What a rank is doing in a call: the op in the top byte, a hash of its sizes below.
+// Peers compare signatures at the first phase of every call, so mismatched collectives
+// (a TP bug that would otherwise corrupt data or hang) fail with FailedPrecondition.
+enum class OpCode : uint64_t { kAllReduceSum = 1, kAllGatherV = 2, kBroadcast = 3, kBarrier = 4 };
+
+const char* OpName(uint64_t signature) {
+  switch (static_cast<OpCode>(signature >> 56)) {
+    case OpCode::kAllReduceSum: return "AllReduceSum";
+    case OpCode::kAllGatherV: return "AllGatherV";
+    case OpCode::kBroadcast: return "Broadcast";
+    case OpCode::kBarrier: return "Barrier";
+  }
+  return "?";
+}
+
+uint64_t Signature(OpCode op, const uint64_t* params, size_t num_params) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < num_params; ++i) h = (h ^ params[i]) * 0x100000001b3ull;
+  return (static_cast<uint64_t>(op) << 56) | (h & ((uint64_t{1} << 56) - 1));
+}
+
+uint64_t Signature(OpCode op, std::initializer_list<uint64_t> params) {
+  return Signature(op, params.begin(), params.size());
+}
 
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;  // wrap-around safe
@@ -140,7 +166,7 @@ absl::Status ShmCommunicator::SegmentAbortedError() const {
                                             h->abort_rank, h->abort_reason));
 }
 
-absl::Status ShmCommunicator::Begin(const char* op, Call* call) {
+absl::Status ShmCommunicator::Begin(const char* op, uint64_t signature, Call* call) {
   if (failed_.load(std::memory_order_acquire)) {
     MutexLock lock(&mu_);
     return failure_;
@@ -149,6 +175,7 @@ absl::Status ShmCommunicator::Begin(const char* op, Call* call) {
     return Fail(SegmentAbortedError());
   }
   call->op = op;
+  call->signature = signature;
   call->index = ++num_calls_;
   call->deadline = absl::Now() + timeout();
   return absl::OkStatus();
@@ -198,15 +225,34 @@ absl::Duration ShmCommunicator::timeout() const {
   return absl::Nanoseconds(timeout_ns_.load(std::memory_order_relaxed));
 }
 
-absl::Status ShmCommunicator::Phase(const Call& call) {
+absl::Status ShmCommunicator::Phase(Call* call) {
   ShmRankControl* mine = segment_->control(rank_);
+  // The signature slot alternates between synchronizing calls: a rank rewrites slot s
+  // only two such calls later, after every peer has compared it.
+  const bool first_phase = !call->synced;
+  const int sig_slot = static_cast<int>(num_synced_calls_ & 1);
+  if (first_phase) {
+    ++num_synced_calls_;
+    call->synced = true;
+    mine->signature[sig_slot].store(call->signature, std::memory_order_relaxed);
+  }
   ++phase_;
   mine->phase.store(phase_, std::memory_order_seq_cst);  // releases our slot writes
   // Pairs with the waiter's increment-then-recheck: either it sees the new phase or we
   // see it waiting (both seq_cst), so no wake-up is lost.
   if (mine->waiters.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&mine->phase);
   for (int i = 1; i < world_size_; ++i) {
-    WEFT_RETURN_IF_ERROR(WaitForPeer((rank_ + i) % world_size_, phase_, call));
+    const int peer = (rank_ + i) % world_size_;
+    WEFT_RETURN_IF_ERROR(WaitForPeer(peer, phase_, *call));
+    if (!first_phase) continue;
+    const uint64_t theirs =
+        segment_->control(peer)->signature[sig_slot].load(std::memory_order_relaxed);
+    if (theirs != call->signature) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s rank %d: %s (call %d) does not match rank %d, which called %s%s",
+          segment_->shm_name(), rank_, call->op, call->index, peer, OpName(theirs),
+          OpName(theirs) == OpName(call->signature) ? " with other sizes" : ""));
+    }
   }
   return absl::OkStatus();
 }
@@ -263,17 +309,17 @@ absl::Status ShmCommunicator::CheckPeer(int peer, const Call& call) const {
 
 absl::Status ShmCommunicator::AllReduceSum(float* data, size_t count) {
   Call call;
-  WEFT_RETURN_IF_ERROR(Begin("AllReduceSum", &call));
+  WEFT_RETURN_IF_ERROR(Begin("AllReduceSum", Signature(OpCode::kAllReduceSum, {count}), &call));
   if (count > 0 && data == nullptr) return absl::InvalidArgumentError("AllReduceSum: null data");
   for (size_t offset = 0; offset < count; offset += slot_floats_) {
     const size_t n = std::min(slot_floats_, count - offset);
-    absl::Status status = AllReduceRound(data + offset, n, call);
+    absl::Status status = AllReduceRound(data + offset, n, &call);
     if (!status.ok()) return Fail(std::move(status));
   }
   return absl::OkStatus();
 }
 
-absl::Status ShmCommunicator::AllReduceRound(float* data, size_t count, const Call& call) {
+absl::Status ShmCommunicator::AllReduceRound(float* data, size_t count, Call* call) {
   const int parity = static_cast<int>(num_rounds_++ & 1);
   std::memcpy(segment_->slot(parity, rank_), data, count * sizeof(float));
   WEFT_RETURN_IF_ERROR(Phase(call));
@@ -301,13 +347,13 @@ absl::Status ShmCommunicator::AllReduceRound(float* data, size_t count, const Ca
 absl::Status ShmCommunicator::AllGatherV(const float* in, size_t my_count,
                                          const std::vector<size_t>& counts, float* out) {
   Call call;
-  WEFT_RETURN_IF_ERROR(Begin("AllGatherV", &call));
+  WEFT_RETURN_IF_ERROR(Begin("AllGatherV", Signature(OpCode::kAllGatherV, counts.data(), counts.size()), &call));
   WEFT_RETURN_IF_ERROR(ValidateAllGatherV(rank_, world_size_, in, my_count, counts, out));
   std::vector<size_t> displs(world_size_, 0);
   for (int r = 1; r < world_size_; ++r) displs[r] = displs[r - 1] + counts[r - 1];
   const size_t max_count = *std::max_element(counts.begin(), counts.end());
   for (size_t offset = 0; offset < max_count; offset += slot_floats_) {
-    absl::Status status = AllGatherRound(in, counts, displs, offset, slot_floats_, out, call);
+    absl::Status status = AllGatherRound(in, counts, displs, offset, slot_floats_, out, &call);
     if (!status.ok()) return Fail(std::move(status));
   }
   return absl::OkStatus();
@@ -315,7 +361,7 @@ absl::Status ShmCommunicator::AllGatherV(const float* in, size_t my_count,
 
 absl::Status ShmCommunicator::AllGatherRound(const float* in, const std::vector<size_t>& counts,
                                              const std::vector<size_t>& displs, size_t offset,
-                                             size_t piece, float* out, const Call& call) {
+                                             size_t piece, float* out, Call* call) {
   const int parity = static_cast<int>(num_rounds_++ & 1);
   auto piece_of = [&](int r) {
     return counts[r] > offset ? std::min(piece, counts[r] - offset) : size_t{0};
@@ -335,7 +381,8 @@ absl::Status ShmCommunicator::AllGatherRound(const float* in, const std::vector<
 
 absl::Status ShmCommunicator::Broadcast(void* data, size_t bytes, int root) {
   Call call;
-  WEFT_RETURN_IF_ERROR(Begin("Broadcast", &call));
+  WEFT_RETURN_IF_ERROR(Begin(
+      "Broadcast", Signature(OpCode::kBroadcast, {bytes, static_cast<uint64_t>(root)}), &call));
   if (root < 0 || root >= world_size_) {
     return absl::InvalidArgumentError(
         absl::StrCat("Broadcast: root ", root, " not in [0, ", world_size_, ")"));
@@ -347,7 +394,7 @@ absl::Status ShmCommunicator::Broadcast(void* data, size_t bytes, int root) {
     const size_t n = std::min(slot_bytes, bytes - offset);
     const int parity = static_cast<int>(num_rounds_++ & 1);
     if (rank_ == root) std::memcpy(segment_->slot(parity, root), p + offset, n);
-    absl::Status status = Phase(call);
+    absl::Status status = Phase(&call);
     if (!status.ok()) return Fail(std::move(status));
     if (rank_ != root) std::memcpy(p + offset, segment_->slot(parity, root), n);
   }
@@ -356,8 +403,8 @@ absl::Status ShmCommunicator::Broadcast(void* data, size_t bytes, int root) {
 
 absl::Status ShmCommunicator::Barrier() {
   Call call;
-  WEFT_RETURN_IF_ERROR(Begin("Barrier", &call));
-  absl::Status status = Phase(call);
+  WEFT_RETURN_IF_ERROR(Begin("Barrier", Signature(OpCode::kBarrier, {}), &call));
+  absl::Status status = Phase(&call);
   if (!status.ok()) return Fail(std::move(status));
   return absl::OkStatus();
 }

@@ -22,6 +22,8 @@
 //
 // Argument errors (InvalidArgument) are found before any shared state is touched and
 // are not sticky; a rank that gets one should Abort() so its peers do not wait for it.
+// Every rank publishes a signature of each call (op and sizes) with the call's first
+// phase; a rank whose peer is in another call fails with FailedPrecondition.
 // Failures: a wait that passes the deadline, sees its peer's `alive` flag cleared or
 // its pid gone returns DeadlineExceeded / Unavailable naming that rank, and aborts the
 // segment so the other ranks fail at once instead of at their own deadlines. Failures
@@ -110,18 +112,21 @@ class ShmCommunicator final : public Communicator {
  private:
   // One collective call in flight: names it in error messages and carries its deadline.
   struct Call {
-    const char* op;
-    uint64_t index;  // 1-based count of collectives this rank has started
+    const char* op = "";
+    uint64_t signature = 0;  // op + sizes; must match on every rank
+    uint64_t index = 0;      // 1-based count of collectives this rank has started
     absl::Time deadline;
+    bool synced = false;     // its first phase (with the signature check) has run
   };
 
   ShmCommunicator(const ShmCommunicatorOptions& options, std::unique_ptr<ShmSegment> segment);
 
   absl::Status Rendezvous(absl::Time deadline);
   // Starts a collective: fails if this rank or the segment is aborted or failed.
-  absl::Status Begin(const char* op, Call* call);
-  // Publishes this rank's next phase and waits until every peer published it too.
-  absl::Status Phase(const Call& call);
+  absl::Status Begin(const char* op, uint64_t signature, Call* call);
+  // Publishes this rank's next phase and waits until every peer published it too; the
+  // first phase of a call also checks that every peer is in the same call.
+  absl::Status Phase(Call* call);
   absl::Status WaitForPeer(int peer, uint32_t target, const Call& call);
   absl::Status CheckPeer(int peer, const Call& call) const;
   // Whether `peer`'s pid can be checked for liveness (check_pids, same PID namespace).
@@ -130,10 +135,10 @@ class ShmCommunicator final : public Communicator {
   // Records a failed collective (sticky), aborts the segment so peers fail fast.
   absl::Status Fail(absl::Status status);
 
-  absl::Status AllReduceRound(float* data, size_t count, const Call& call);
+  absl::Status AllReduceRound(float* data, size_t count, Call* call);
   absl::Status AllGatherRound(const float* in, const std::vector<size_t>& counts,
                               const std::vector<size_t>& displs, size_t offset,
-                              size_t piece, float* out, const Call& call);
+                              size_t piece, float* out, Call* call);
 
   const int rank_;
   const int world_size_;
@@ -145,6 +150,7 @@ class ShmCommunicator final : public Communicator {
   uint32_t phase_ = 0;        // phases published so far
   uint64_t num_rounds_ = 0;   // data rounds so far; its parity picks the buffer
   uint64_t num_calls_ = 0;    // collectives started so far
+  uint64_t num_synced_calls_ = 0;  // calls that ran a phase; picks the signature slot
   std::vector<int32_t> peer_pids_;
   bool claimed_ = false;  // we own control(rank_)->pid
 

@@ -248,7 +248,7 @@ TEST(ShmCommunicatorFailureTest, KilledPeerFailsTheOthersWithinTheDeadline) {
 
 TEST(ShmCommunicatorFailureTest, StoppedPeerFailsTheOthersWithinTheDeadline) {
   const std::string name = UniqueName("stop");
-  const absl::Duration timeout = absl::Milliseconds(500);
+  const absl::Duration timeout = absl::Seconds(1);
   std::vector<pid_t> pids =
       ForkRanks(3, [&](int rank) { return LoopUntilError(name, rank, 3, 1, timeout); });
   absl::SleepFor(absl::Milliseconds(300));
@@ -335,6 +335,34 @@ TEST(ShmCommunicatorFailureTest, PeerThatClosesMakesWaitersFailUnavailable) {
     return 0;
   }, absl::Seconds(30));
   EXPECT_EQ(failures, "");
+}
+
+TEST(ShmCommunicatorFailureTest, MismatchedCollectivesFailInsteadOfMixingData) {
+  const std::string name = UniqueName("mismatch");
+  const std::string failures = RunRanks(2, [&](int rank) {
+    auto comm = ShmCommunicator::Create(Options(name, rank, 2));
+    RANK_CHECK(comm.ok(), 2, comm.status().ToString());
+    std::vector<float> data(600, 1.f);
+    RANK_CHECK((*comm)->AllReduceSum(data.data(), 576).ok(), 3, "");
+    // Same op, other sizes (rank 1 got its shard size wrong).
+    absl::Status st = (*comm)->AllReduceSum(data.data(), rank == 0 ? 576 : 577);
+    RANK_CHECK(absl::IsFailedPrecondition(st), 4, st.ToString());
+    RANK_CHECK(absl::StrContains(st.message(), "with other sizes"), 5, st.ToString());
+    return 0;
+  }, absl::Seconds(30));
+  EXPECT_EQ(failures, "");
+  const std::string name2 = UniqueName("mismatch");
+  const std::string failures2 = RunRanks(2, [&](int rank) {
+    auto comm = ShmCommunicator::Create(Options(name2, rank, 2));
+    RANK_CHECK(comm.ok(), 2, comm.status().ToString());
+    float x = 1.f;
+    absl::Status st = rank == 0 ? (*comm)->Broadcast(&x, sizeof(x), 0) : (*comm)->Barrier();
+    RANK_CHECK(absl::IsFailedPrecondition(st), 4, st.ToString());
+    RANK_CHECK(absl::StrContains(st.message(), rank == 0 ? "called Barrier" : "called Broadcast"),
+               5, st.ToString());
+    return 0;
+  }, absl::Seconds(30));
+  EXPECT_EQ(failures2, "");
 }
 
 TEST(ShmCommunicatorSetupTest, StaleSegmentFromACrashedRunIsReplaced) {

@@ -8,7 +8,8 @@
 //                                   generation, creator pid (+ its PID namespace),
 //                                   state, abort flag + reason
 //   [4096, 8192)                    ShmRankControl[world_size], one cache line each:
-//                                   phase (futex word), waiters, pid, alive, PID ns
+//                                   phase (futex word), waiters, pid, alive, PID ns,
+//                                   call signatures
 //   [8192 + (p * W + r) * slot, +slot)   data slot of rank r, buffer parity p (0 or 1)
 //
 // Naming: options.name (replica name + epoch) maps to the shm object "/weft-comm-<name>".
@@ -72,6 +73,7 @@ struct alignas(64) ShmRankControl {
   std::atomic<int32_t> pid;       // 0 until the rank attaches
   std::atomic<uint32_t> alive;    // 1 from attach until the rank closes
   std::atomic<uint64_t> pid_ns;   // PidNamespaceId() of the rank; 0 if unknown
+  std::atomic<uint64_t> signature[2];  // op + sizes of the rank's current call
 };
 static_assert(sizeof(ShmRankControl) == 64, "one cache line per rank");
 static_assert(kShmMaxWorldSize * sizeof(ShmRankControl) <= kShmPageBytes,
