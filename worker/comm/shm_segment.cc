@@ -245,8 +245,14 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
   if (!fd.ok()) return fd.status();
   FdCloser closer(*fd);
   absl::StatusOr<std::unique_ptr<ShmSegment>> seg;
-  if (ftruncate(*fd, static_cast<off_t>(TotalBytes(options.world_size, slot_bytes))) != 0) {
-    seg = ErrnoError("ftruncate", shm_name);
+  const off_t total = static_cast<off_t>(TotalBytes(options.world_size, slot_bytes));
+  // Reserve the pages now: on a full /dev/shm (containers default to 64 MiB) ftruncate
+  // alone succeeds and the first touch of a missing page raises SIGBUS instead.
+  const int err = posix_fallocate(*fd, 0, total);
+  if (err != 0) {
+    seg = absl::ResourceExhaustedError(absl::StrCat(
+        "posix_fallocate(", shm_name, ", ", total, " bytes): ", std::strerror(err),
+        " (is /dev/shm large enough for 2 x world_size x max_bytes?)"));
   } else {
     seg = Map(*fd, shm_name, options.world_size, slot_bytes, /*is_creator=*/true);
   }
