@@ -51,9 +51,10 @@ absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
       return PlanError(step, absl::StrCat("bad block copy ", c.src(), " -> ", c.dst()));
     }
   }
+  int64_t sampled = 0;
   for (const auto& n : plan.new_sequences()) {
     if (!scheduled.insert(n.seq_id()).second) return PlanError(step, "sequence scheduled twice");
-    if (seqs_.contains(n.seq_id()) && !dropped.contains(n.seq_id())) {
+    if (seqs_.contains(n.seq_id()) && !dropped.contains(n.seq_id()) && !n.resumed()) {
       return PlanError(step, absl::StrCat("new sequence ", n.seq_id(), " is already held"));
     }
     const int64_t len = n.token_ids_size();
@@ -63,10 +64,21 @@ absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
     for (int32_t t : n.token_ids()) {
       if (t < 0 || t >= vocab_size_) return PlanError(step, absl::StrCat("token id ", t, " outside the vocabulary"));
     }
-    if (n.num_computed_tokens() < 0 || n.num_scheduled_tokens() <= 0 ||
+    const bool fork = n.fork_parent_seq_id() != 0;
+    if (n.num_computed_tokens() < 0 || n.num_scheduled_tokens() < (fork ? 0 : 1) ||
         n.num_computed_tokens() + n.num_scheduled_tokens() > len) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " schedules past its tokens"));
     }
+    const bool reaches_end = n.num_computed_tokens() + n.num_scheduled_tokens() == len;
+    if (fork && (n.num_scheduled_tokens() != 0 || !n.do_sample() || !reaches_end ||
+                 !scheduled.contains(n.fork_parent_seq_id()))) {
+      return PlanError(step, absl::StrCat("fork ", n.seq_id(), " of ", n.fork_parent_seq_id(),
+                                          " is inconsistent (parent must come first)"));
+    }
+    if (n.do_sample() != reaches_end) {
+      return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " do_sample disagrees"));
+    }
+    sampled += n.do_sample();
     if (n.block_ids_size() < BlocksFor(n.num_computed_tokens() + n.num_scheduled_tokens(), block_size_)) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " has too few blocks"));
     }
@@ -83,19 +95,29 @@ absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
       return PlanError(step, absl::StrCat("cached sequence ", c.seq_id(), " is not held"));
     }
     const SequenceState& s = it->second;
+    if (c.num_computed_tokens() != s.num_computed_tokens) {
+      return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " computed ",
+                                          s.num_computed_tokens, " here, ",
+                                          c.num_computed_tokens(), " at the scheduler"));
+    }
     const int64_t end = int64_t{s.num_computed_tokens} + c.num_scheduled_tokens();
     if (c.num_scheduled_tokens() <= 0 || end > static_cast<int64_t>(s.tokens.size())) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " schedules past its tokens"));
     }
+    if (c.do_sample() != (end == static_cast<int64_t>(s.tokens.size()))) {
+      return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " do_sample disagrees"));
+    }
+    sampled += c.do_sample();
     if (static_cast<int64_t>(s.block_ids.size()) + c.new_block_ids_size() < BlocksFor(end, block_size_)) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " has too few blocks"));
     }
     WEFT_RETURN_IF_ERROR(CheckBlocks(c.new_block_ids()));
     total += c.num_scheduled_tokens();
   }
-  if (total != plan.num_scheduled_tokens()) {
-    return PlanError(step, absl::StrCat("scheduled tokens add up to ", total, ", plan says ",
-                                        plan.num_scheduled_tokens()));
+  if (total != plan.num_scheduled_tokens() || sampled != plan.num_sampled()) {
+    return PlanError(step, absl::StrCat("plan says ", plan.num_scheduled_tokens(), " tokens and ",
+                                        plan.num_sampled(), " samples; entries add up to ",
+                                        total, " and ", sampled));
   }
   return absl::OkStatus();
 }
@@ -109,6 +131,7 @@ absl::Status StateCache::Apply(const weft::v1::StepPlan& plan, StepBatch* batch)
   batch->sequences.clear();
   batch->block_copies.clear();
   batch->num_tokens = plan.num_scheduled_tokens();
+  batch->num_sampled = plan.num_sampled();
   for (const auto& c : plan.block_copies()) batch->block_copies.emplace_back(c.src(), c.dst());
   // New sequences are inserted before any pointer into the map is taken (rehashing
   // would invalidate them).
@@ -123,20 +146,26 @@ absl::Status StateCache::Apply(const weft::v1::StepPlan& plan, StepBatch* batch)
     s.num_output_tokens = n.num_output_tokens();
     seqs_[n.seq_id()] = std::move(s);
   }
-  auto schedule = [&](SequenceState* s, int32_t n) {
+  absl::flat_hash_map<int64_t, int32_t> index_of;  // seq id -> entry index
+  auto schedule = [&](SequenceState* s, int32_t n, bool sample, int32_t logits_from) {
     ScheduledSequence sc;
     sc.state = s;
     sc.start_pos = s->num_computed_tokens;
     sc.num_tokens = n;
+    sc.sample = sample;
+    sc.logits_from = logits_from;
     s->num_computed_tokens += n;
-    sc.sample = s->num_computed_tokens == static_cast<int32_t>(s->tokens.size());
+    index_of[s->seq_id] = static_cast<int32_t>(batch->sequences.size());
     batch->sequences.push_back(sc);
   };
-  for (const auto& n : plan.new_sequences()) schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens());
+  for (const auto& n : plan.new_sequences()) {
+    const int32_t from = n.fork_parent_seq_id() != 0 ? index_of.at(n.fork_parent_seq_id()) : -1;
+    schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens(), n.do_sample(), from);
+  }
   for (const auto& c : plan.cached_sequences()) {
     SequenceState* s = &seqs_[c.seq_id()];
     s->block_ids.insert(s->block_ids.end(), c.new_block_ids().begin(), c.new_block_ids().end());
-    schedule(s, c.num_scheduled_tokens());
+    schedule(s, c.num_scheduled_tokens(), c.do_sample(), -1);
   }
   return absl::OkStatus();
 }

@@ -5,12 +5,15 @@
 // produces. For each scheduled sequence the step computes token positions
 // [start_pos, start_pos + num_tokens) whose input ids are tokens[start_pos ...]; the KV of
 // position p goes to block block_ids[p / block_size], slot p % block_size. A sequence is
-// sampled when the step reaches the end of its known tokens; the sampled token is then
-// appended (so the next decode's input is the worker's own last sample — plans need not
-// wait for the result round trip).
+// sampled when the plan says do_sample (which must coincide with the step reaching the
+// end of its known tokens); the sampled token is then appended (so the next decode's
+// input is the worker's own last sample — plans need not wait for the result round
+// trip). A forked sample (n > 1) computes nothing and samples from the logits of its
+// parent's entry in the same step. Block copies run after the forward pass.
 //
 // Any inconsistency (a step id out of order, an unknown or duplicate sequence, a block id
-// out of range, a position past the known tokens) is an error: the plan is not applied
+// out of range, a position past the known tokens, a computed count or sampling decision
+// that differs from the scheduler's) is an error: the plan is not applied
 // (state unchanged), the caller reports the step as failed and never guesses.
 // Thread-safety: not thread-safe; owned by the rank's step thread.
 #ifndef WEFT_WORKER_PLAN_STATE_CACHE_H_
@@ -40,14 +43,18 @@ struct ScheduledSequence {
   SequenceState* state = nullptr;  // owned by the StateCache; valid until the next Apply
   int32_t start_pos = 0;           // first position computed by this step
   int32_t num_tokens = 0;          // positions computed by this step
-  bool sample = false;             // this step reaches the end of the known tokens
+  bool sample = false;             // sample a token after this step
+  // For a forked sample: index in StepBatch::sequences of the entry whose last-position
+  // logits it samples from; -1 otherwise (its own last position).
+  int32_t logits_from = -1;
 };
 
 struct StepBatch {
   int64_t step_id = 0;
   std::vector<ScheduledSequence> sequences;  // plan order: new ones first, then cached
-  std::vector<std::pair<int32_t, int32_t>> block_copies;  // (src, dst), before the step
+  std::vector<std::pair<int32_t, int32_t>> block_copies;  // (src, dst), after the step
   int32_t num_tokens = 0;
+  int32_t num_sampled = 0;
 };
 
 class StateCache {

@@ -18,8 +18,22 @@ StepPlan NewPlan(int64_t step, int64_t seq, std::vector<int32_t> tokens, int32_t
   n->set_num_computed_tokens(computed);
   n->set_num_scheduled_tokens(scheduled);
   for (int32_t b : blocks) n->add_block_ids(b);
+  n->set_do_sample(computed + scheduled == static_cast<int32_t>(tokens.size()));
   p.set_num_scheduled_tokens(scheduled);
+  p.set_num_sampled(n->do_sample() ? 1 : 0);
   return p;
+}
+
+weft::v1::CachedSequence* AddCached(StepPlan* p, int64_t seq, int32_t computed, int32_t n,
+                                    bool sample) {
+  auto* c = p->add_cached_sequences();
+  c->set_seq_id(seq);
+  c->set_num_computed_tokens(computed);
+  c->set_num_scheduled_tokens(n);
+  c->set_do_sample(sample);
+  p->set_num_scheduled_tokens(p->num_scheduled_tokens() + n);
+  p->set_num_sampled(p->num_sampled() + (sample ? 1 : 0));
+  return c;
 }
 
 TEST(StateCacheTest, ChunkedPrefillThenDecodeUsesOwnSample) {
@@ -35,11 +49,7 @@ TEST(StateCacheTest, ChunkedPrefillThenDecodeUsesOwnSample) {
   // Rest of the prompt: needs a second block.
   StepPlan p2;
   p2.set_step_id(2);
-  auto* c = p2.add_cached_sequences();
-  c->set_seq_id(7);
-  c->add_new_block_ids(5);
-  c->set_num_scheduled_tokens(2);
-  p2.set_num_scheduled_tokens(2);
+  AddCached(&p2, 7, 4, 2, true)->add_new_block_ids(5);
   ASSERT_TRUE(cache.Apply(p2, &batch).ok());
   EXPECT_EQ(batch.sequences[0].start_pos, 4);
   EXPECT_TRUE(batch.sequences[0].sample);
@@ -48,10 +58,7 @@ TEST(StateCacheTest, ChunkedPrefillThenDecodeUsesOwnSample) {
   // Decode: input is position 6 = the sampled 42.
   StepPlan p3;
   p3.set_step_id(3);
-  auto* d = p3.add_cached_sequences();
-  d->set_seq_id(7);
-  d->set_num_scheduled_tokens(1);
-  p3.set_num_scheduled_tokens(1);
+  AddCached(&p3, 7, 6, 1, true);
   ASSERT_TRUE(cache.Apply(p3, &batch).ok());
   EXPECT_EQ(batch.sequences[0].start_pos, 6);
   EXPECT_EQ(batch.sequences[0].state->tokens[6], 42);
@@ -77,11 +84,12 @@ TEST(StateCacheTest, InconsistentPlansAreRejectedWithoutChangingState) {
   // Unknown cached sequence, and a new sequence that is already held.
   StepPlan p;
   p.set_step_id(2);
-  auto* c = p.add_cached_sequences();
-  c->set_seq_id(99);
-  c->set_num_scheduled_tokens(1);
-  p.set_num_scheduled_tokens(1);
+  AddCached(&p, 99, 0, 1, false);
   EXPECT_FALSE(cache.Apply(p, &batch).ok());
+  StepPlan wrong_computed;
+  wrong_computed.set_step_id(2);
+  AddCached(&wrong_computed, 1, 1, 0, false);
+  EXPECT_FALSE(cache.Apply(wrong_computed, &batch).ok());
   EXPECT_FALSE(cache.Apply(NewPlan(2, 1, {1, 2}, 0, 2, {0}), &batch).ok());
   EXPECT_EQ(cache.num_sequences(), 1u);
 }
@@ -105,6 +113,39 @@ TEST(StateCacheTest, FinishedAndPreemptedAreDroppedAndMayComeBackAsNew) {
   ASSERT_TRUE(cache.Apply(fin, &batch).ok());
   EXPECT_EQ(cache.num_sequences(), 0u);
   EXPECT_TRUE(batch.sequences.empty());
+}
+
+TEST(StateCacheTest, ForkSamplesFromItsParentsLogits) {
+  StateCache cache(4, 8, 100);
+  cache.Reset(1);
+  StepBatch batch;
+  StepPlan p = NewPlan(1, 256, {1, 2, 3, 4, 5}, 0, 5, {0, 1});
+  auto* child = p.add_new_sequences();
+  child->set_seq_id(257);
+  for (int t : {1, 2, 3, 4, 5}) child->add_token_ids(t);
+  child->set_num_prompt_tokens(5);
+  child->set_num_computed_tokens(5);
+  child->set_num_scheduled_tokens(0);
+  child->add_block_ids(0);
+  child->add_block_ids(2);
+  child->set_do_sample(true);
+  child->set_fork_parent_seq_id(256);
+  p.set_num_sampled(2);
+  auto* copy = p.add_block_copies();
+  copy->set_src(1);
+  copy->set_dst(2);
+  ASSERT_TRUE(cache.Apply(p, &batch).ok()) << cache.Apply(p, &batch);
+  ASSERT_EQ(batch.sequences.size(), 2u);
+  EXPECT_EQ(batch.sequences[1].logits_from, 0);
+  EXPECT_EQ(batch.sequences[1].num_tokens, 0);
+  EXPECT_TRUE(batch.sequences[1].sample);
+  EXPECT_EQ(batch.num_sampled, 2);
+  // A fork whose parent is not in the plan is refused.
+  StateCache other(4, 8, 100);
+  other.Reset(1);
+  StepPlan orphan = p;
+  orphan.mutable_new_sequences(1)->set_fork_parent_seq_id(999);
+  EXPECT_FALSE(other.Apply(orphan, &batch).ok());
 }
 
 TEST(StateCacheTest, BlockCopiesChecked) {
