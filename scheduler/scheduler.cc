@@ -216,6 +216,7 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(const RequestSpec& spec, absl::T
   Sequence* first = r->seqs[0].get();
   if (options_.enable_prefix_caching) {
     UpdateBlockHashes(first->token_ids, options_.block_size, &first->block_hashes);
+    for (int32_t j = 1; j < spec.n; ++j) r->seqs[j]->block_hashes = first->block_hashes;
   }
   Replica* target = Route(*first);
   CHECK(target != nullptr) << "a replica fits (checked above)";

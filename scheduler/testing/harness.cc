@@ -141,6 +141,7 @@ absl::Status TestHarness::Collect() {
     if (o.finish_reason != FinishReason::kNone) {
       c.finish_reason = o.finish_reason;
       ++c.num_finishes;
+      newly_finished_.push_back(o.seq);
     }
     if (o.request_finished) {
       c.request_finished = true;
@@ -159,37 +160,71 @@ int32_t TestHarness::num_finished_sequences() const {
 absl::Status TestHarness::VerifyFinished() const {
   for (const auto& [ref, out] : outputs_) {
     if (out.num_finishes == 0) continue;
-    const RequestSpec& spec = specs_.at(ref.request_id);
-    const ReferenceOutput want =
-        model_.Reference(spec.prompt_token_ids, *spec.sampling.seed, ref.sample_index,
-                         spec.stopping, text_enabled_ ? &text_ : nullptr);
-    const std::string who = Name(ref);
-    const bool aborted = out.finish_reason == FinishReason::kCancelled ||
-                         out.finish_reason == FinishReason::kDeadline ||
-                         out.finish_reason == FinishReason::kUnavailable ||
-                         out.finish_reason == FinishReason::kError;
-    if (aborted) {
-      if (out.tokens.size() > want.tokens.size() ||
-          !std::equal(out.tokens.begin(), out.tokens.end(), want.tokens.begin())) {
-        return absl::InternalError(absl::StrCat(who, ": aborted tokens not a prefix of reference"));
+    if (absl::Status s = VerifyOne(ref, out); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TestHarness::VerifyNewlyFinished() {
+  std::vector<SequenceRef> refs;
+  refs.swap(newly_finished_);
+  for (SequenceRef ref : refs) {
+    if (absl::Status s = VerifyOne(ref, outputs_.at(ref)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TestHarness::VerifyAllFinishedOnce() const {
+  for (const auto& [id, spec] : specs_) {
+    for (int32_t j = 0; j < spec.n; ++j) {
+      auto it = outputs_.find(SequenceRef{id, j});
+      if (it == outputs_.end() || it->second.num_finishes != 1) {
+        return absl::InternalError(absl::StrCat(Name(SequenceRef{id, j}), " finished ",
+                                                it == outputs_.end() ? 0 : it->second.num_finishes,
+                                                " times"));
       }
-      // Held text (a possible stop-string start, a partial character) is flushed at an
-      // abort, so only validity is checked, not a prefix of the reference text.
-      if (!IsValidUtf8(out.text)) return absl::InternalError(who + ": invalid UTF-8");
-      continue;
     }
-    if (out.tokens != want.tokens) {
-      return absl::InternalError(absl::StrCat(who, ": tokens [", absl::StrJoin(out.tokens, ","),
-                                              "] != reference [",
-                                              absl::StrJoin(want.tokens, ","), "]"));
+  }
+  return absl::OkStatus();
+}
+
+size_t TestHarness::NumQueuedResultsTotal() const {
+  size_t n = 0;
+  for (const auto& e : replicas_) n += e.second.results.size();
+  return n;
+}
+
+absl::Status TestHarness::VerifyOne(SequenceRef ref, const CollectedOutput& out) const {
+  const RequestSpec& spec = specs_.at(ref.request_id);
+  const ReferenceOutput want =
+      model_.Reference(spec.prompt_token_ids, *spec.sampling.seed, ref.sample_index,
+                       spec.stopping, text_enabled_ ? &text_ : nullptr);
+  const std::string who = Name(ref);
+  const bool aborted = out.finish_reason == FinishReason::kCancelled ||
+                       out.finish_reason == FinishReason::kDeadline ||
+                       out.finish_reason == FinishReason::kUnavailable ||
+                       out.finish_reason == FinishReason::kError;
+  if (aborted) {
+    if (out.tokens.size() > want.tokens.size() ||
+        !std::equal(out.tokens.begin(), out.tokens.end(), want.tokens.begin())) {
+      return absl::InternalError(absl::StrCat(who, ": aborted tokens not a prefix of reference"));
     }
-    if (out.finish_reason != want.finish_reason) {
-      return absl::InternalError(absl::StrCat(who, ": finish ", FinishReasonName(out.finish_reason),
-                                              " != ", FinishReasonName(want.finish_reason)));
-    }
-    if (text_enabled_ && out.text != want.text) {
-      return absl::InternalError(absl::StrCat(who, ": text '", out.text, "' != '", want.text, "'"));
-    }
+    // Held text (a possible stop-string start, a partial character) is flushed at an
+    // abort, so only validity is checked, not a prefix of the reference text.
+    if (!IsValidUtf8(out.text)) return absl::InternalError(who + ": invalid UTF-8");
+    return absl::OkStatus();
+  }
+  if (out.tokens != want.tokens) {
+    return absl::InternalError(absl::StrCat(who, ": tokens [", absl::StrJoin(out.tokens, ","),
+                                            "] != reference [", absl::StrJoin(want.tokens, ","),
+                                            "]"));
+  }
+  if (out.finish_reason != want.finish_reason) {
+    return absl::InternalError(absl::StrCat(who, ": finish ", FinishReasonName(out.finish_reason),
+                                            " != ", FinishReasonName(want.finish_reason)));
+  }
+  if (text_enabled_ && out.text != want.text) {
+    return absl::InternalError(absl::StrCat(who, ": text '", out.text, "' != '", want.text, "'"));
   }
   return absl::OkStatus();
 }

@@ -80,13 +80,20 @@ class TestHarness {
   }
   // Checks every finished sequence against the reference model.
   absl::Status VerifyFinished() const;
+  // Same, only for sequences that finished since the last call (cheap per step).
+  absl::Status VerifyNewlyFinished();
+  // Every sequence of every request added so far finished exactly once.
+  absl::Status VerifyAllFinishedOnce() const;
   int32_t num_finished_sequences() const;
+  size_t NumQueuedResultsTotal() const;
 
  private:
   struct ReplicaState {
     std::unique_ptr<FakeWorker> worker;
     std::deque<std::pair<StepId, std::vector<SampledToken>>> results;
   };
+
+  absl::Status VerifyOne(SequenceRef ref, const CollectedOutput& out) const;
 
   SchedulerOptions options_;
   FakeModel model_;
@@ -97,6 +104,7 @@ class TestHarness {
   std::map<ReplicaId, ReplicaState> replicas_;
   std::map<RequestId, RequestSpec> specs_;  // with the seed the scheduler assigned
   absl::flat_hash_map<SequenceRef, CollectedOutput> outputs_;
+  std::vector<SequenceRef> newly_finished_;
   std::vector<SequenceOutput> scratch_;
   std::vector<SampledToken> sampled_;
   StepPlan plan_;
