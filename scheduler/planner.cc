@@ -38,7 +38,7 @@ void Planner::Plan(Replica* replica, absl::Time now, StepPlan* plan) {
 }
 
 bool Planner::OutputLimitReached(const Sequence& seq) const {
-  return seq.num_output_tokens() + seq.num_pending_samples >= seq.request->stopping.max_tokens;
+  return seq.num_output_tokens() + seq.num_pending_samples >= seq.max_tokens;
 }
 
 int32_t Planner::WatermarkBlocks(const Replica& replica) const {

@@ -369,7 +369,7 @@ void Scheduler::ApplyToken(Sequence* seq, int32_t token, absl::Time now) {
   out.seq = seq->ref();
   out.new_token_ids.push_back(token);
   const FinishReason reason = AppendTokenAndCheckStop(seq, token, stop_context_, &out.text_delta);
-  if (request->usage.first_token_time == absl::InfiniteFuture()) {
+  if (seq->num_output_tokens() == 1 && request->usage.first_token_time == absl::InfiniteFuture()) {
     request->usage.first_token_time = now;
   }
   const int32_t bs = options_.block_size;

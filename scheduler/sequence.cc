@@ -18,9 +18,13 @@ absl::string_view SequenceStateName(SequenceState state) {
   return "unknown";
 }
 
-int32_t Sequence::num_prompt_tokens() const { return request->num_prompt_tokens; }
-
-SequenceRef Sequence::ref() const { return SequenceRef{request->id, sample_index}; }
+Sequence::Sequence(Request* request, int32_t sample_index, const std::vector<std::string>* stops)
+    : request(request),
+      sample_index(sample_index),
+      request_id(request->id),
+      prompt_len(request->num_prompt_tokens),
+      max_tokens(request->stopping.max_tokens),
+      stop_checker(stops) {}
 
 SeqKey Sequence::key() const {
   return SeqKey{-request->priority, request->arrival, request->id.value(), sample_index};
@@ -50,7 +54,7 @@ FinishReason AppendTokenAndCheckStop(Sequence* seq, int32_t token, const StopCon
   if (ctx.text != nullptr && seq->stop_checker.Append(ctx.text->TokenBytes(token), delta)) {
     return FinishReason::kStopString;
   }
-  if (seq->num_output_tokens() >= stop.max_tokens) return FinishReason::kLength;
+  if (seq->num_output_tokens() >= seq->max_tokens) return FinishReason::kLength;
   return FinishReason::kNone;
 }
 

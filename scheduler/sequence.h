@@ -64,13 +64,17 @@ struct SeqKey {
 };
 
 struct Sequence {
-  Sequence(Request* request, int32_t sample_index, const std::vector<std::string>* stops)
-      : request(request), sample_index(sample_index), stop_checker(stops) {}
+  // `request`'s id, prompt and stopping parameters must be set already.
+  Sequence(Request* request, int32_t sample_index, const std::vector<std::string>* stops);
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
 
   Request* const request;
   const int32_t sample_index;
+  // Copies of request fields read on every step (saves a pointer chase per token).
+  const RequestId request_id;
+  const int32_t prompt_len;
+  const int32_t max_tokens;
   SequenceState state = SequenceState::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
 
@@ -93,13 +97,13 @@ struct Sequence {
 
   StopChecker stop_checker;
 
-  int32_t num_prompt_tokens() const;
+  int32_t num_prompt_tokens() const { return prompt_len; }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens(); }
   int32_t logical_length() const { return num_tokens() + num_pending_samples; }
   int32_t num_uncomputed() const { return logical_length() - num_computed_tokens; }
   bool finished() const { return state == SequenceState::kFinished; }
-  SequenceRef ref() const;
+  SequenceRef ref() const { return SequenceRef{request_id, sample_index}; }
   SeqKey key() const;
 };
 
