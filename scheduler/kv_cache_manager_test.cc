@@ -216,7 +216,9 @@ class KvModelTest : public ::testing::Test {
     for (int32_t b = 0; b < kBlocks; ++b) {
       ASSERT_EQ(kv_.pool().ref_count(BlockId(b)), owners[b]) << "op " << op << " block " << b;
     }
-    if (seqs_.empty()) ASSERT_EQ(kv_.pool().num_referenced(), 0);
+    if (seqs_.empty()) {
+      ASSERT_EQ(kv_.pool().num_referenced(), 0);
+    }
   }
 };
 

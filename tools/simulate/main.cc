@@ -2,7 +2,7 @@
 // cost model on a virtual clock, once per policy, and prints one table row per policy
 // (optionally JSON). Example — continuous vs static batching, GPU-like cost model:
 //
-//   weft-simulate --trace=sharegpt --num_requests=4000 --concurrency=64 \
+//   weft-simulate --trace=sharegpt --num_requests=10000 --concurrency=64
 //       --policies=decode-first,prefill-first,static --cost=gpu
 //
 // Output: the table on stdout; errors on stderr.
