@@ -1,0 +1,315 @@
+#include "scheduler/planner.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "glog/logging.h"
+
+namespace weft {
+
+void Planner::Plan(Replica* replica, absl::Time now, StepPlan* plan) {
+  plan->Clear();
+  plan->replica = replica->id();
+  Step st{replica, plan, replica->next_step_id().value(), options_->max_num_batched_tokens};
+  st.now = now;
+  // Finishes that happened since the last plan (the workers still hold those states).
+  plan->finished_ids.swap(replica->pending_finished());
+  order_.clear();
+  scheduled_.clear();
+  new_samplers_.clear();
+  cached_samplers_.clear();
+  for (const auto& entry : replica->running()) order_.push_back(entry.second);
+  st.victim_cursor = order_.size();
+  for (PlanPass pass : policy_->passes()) {
+    switch (pass) {
+      case PlanPass::kRunningDecodes:
+        RunDecodes(st);
+        break;
+      case PlanPass::kRunningPrefills:
+        RunPrefills(st);
+        break;
+      case PlanPass::kWaiting:
+        AdmitWaiting(st);
+        break;
+    }
+  }
+  Finalize(st);
+}
+
+bool Planner::OutputLimitReached(const Sequence& seq) const {
+  return seq.num_output_tokens() + seq.num_pending_samples >= seq.max_tokens;
+}
+
+int32_t Planner::WatermarkBlocks(const Replica& replica) const {
+  return static_cast<int32_t>(options_->admission_watermark * replica.kv().pool().num_blocks());
+}
+
+void Planner::RunDecodes(Step& st) {
+  for (size_t i = 0; i < order_.size() && st.budget > 0; ++i) {
+    Sequence* seq = order_[i];
+    if (seq->state != SequenceState::kRunning || seq->last_scheduled_step == st.step) continue;
+    if (seq->num_uncomputed() != 1 || OutputLimitReached(*seq)) continue;
+    ScheduleRunning(st, seq, i, 1);
+  }
+}
+
+void Planner::RunPrefills(Step& st) {
+  if (st.replica->num_prefilling() == 0) return;
+  for (size_t i = 0; i < order_.size() && st.budget > 0; ++i) {
+    Sequence* seq = order_[i];
+    if (seq->state != SequenceState::kRunning || seq->last_scheduled_step == st.step) continue;
+    const int32_t uncomputed = seq->num_uncomputed();
+    if (uncomputed < 2) continue;
+    ScheduleRunning(st, seq, i, std::min(uncomputed, st.budget));
+  }
+}
+
+bool Planner::ScheduleRunning(Step& st, Sequence* seq, size_t index, int32_t n) {
+  const int32_t target = seq->num_computed_tokens + n;
+  while (!st.replica->kv().Grow(target, &seq->blocks)) {
+    Sequence* victim = PickVictim(st, index);
+    if (victim == nullptr) return false;  // nobody may yield: wait for blocks
+    Preempt(st, victim);
+    if (victim == seq) return false;
+  }
+  Commit(st, seq, n);
+  return true;
+}
+
+bool Planner::IsVictimCandidate(const Step& st, const Sequence* seq) const {
+  return seq->state == SequenceState::kRunning && seq->last_scheduled_step != st.step &&
+         seq->num_preemptions < options_->max_preemptions_per_sequence;
+}
+
+Sequence* Planner::PickVictim(Step& st, size_t requester_index) {
+  // order_ is sorted best-first, so candidates after the requester are lower priority
+  // or later arrivals. Elements the cursor passes can never become candidates again
+  // in this iteration (finished, preempted, scheduled or exempt).
+  while (st.victim_cursor > requester_index + 1) {
+    Sequence* seq = order_[st.victim_cursor - 1];
+    if (IsVictimCandidate(st, seq)) return seq;
+    --st.victim_cursor;
+  }
+  Sequence* self = order_[requester_index];
+  if (IsVictimCandidate(st, self)) return self;
+  // Only sequences at their preemption cap are left. If nothing was scheduled yet in
+  // this iteration, waiting could stall everyone forever: take the cap off (rare, O(n)).
+  if (!scheduled_.empty()) return nullptr;
+  for (size_t j = order_.size(); j-- > requester_index;) {
+    Sequence* seq = order_[j];
+    if (seq->state == SequenceState::kRunning && seq->last_scheduled_step != st.step) {
+      return seq;
+    }
+  }
+  return nullptr;
+}
+
+void Planner::Preempt(Step& st, Sequence* victim) {
+  Replica* replica = st.replica;
+  replica->kv().Free(&victim->blocks);
+  replica->RemoveRunning(victim);
+  victim->num_computed_tokens = 0;
+  victim->num_blocks_sent = 0;
+  victim->state = SequenceState::kPreempted;
+  ++victim->num_preemptions;
+  ++victim->request->usage.num_preemptions;
+  ++counters_->preemptions_total;
+  if (victim->known_to_worker) {
+    st.plan->preempted_ids.push_back(victim->ref());
+    victim->known_to_worker = false;
+  }
+  // Back to the waiting queue, keeping its tokens (recomputed when resumed). If a step
+  // in flight samples for it, that token is still applied when its results arrive.
+  replica->AddWaiting(victim);
+  st.preempted = true;
+}
+
+void Planner::AdmitWaiting(Step& st) {
+  Replica* replica = st.replica;
+  // An iteration that had to preempt is short of blocks: admit nothing (as vLLM v1).
+  if (st.preempted || !policy_->MayAdmit(replica->num_running())) return;
+  const Replica::SeqMap& waiting = replica->waiting();
+  auto it = waiting.begin();
+  while (it != waiting.end()) {
+    if (st.budget == 0 && !policy_->AdmitsWithoutBudget()) break;
+    Sequence* seq = it->second;
+    if (seq->num_pending_samples > 0) {  // a step in flight still samples for it
+      ++it;
+      continue;
+    }
+    const int32_t group =
+        1 + (seq->sample_index == 0 ? seq->request->num_awaiting_fork : 0);
+    if (replica->num_running() + group > options_->max_num_seqs) break;
+    const SeqKey key = it->first;
+    if (!TryAdmit(st, seq)) break;  // FCFS: nobody overtakes a sequence that does not fit
+    it = waiting.upper_bound(key);
+  }
+}
+
+bool Planner::TryAdmit(Step& st, Sequence* seq) {
+  Replica* replica = st.replica;
+  KvCacheManager& kv = replica->kv();
+  const int32_t length = seq->logical_length();
+  const PrefixHit hit = kv.FindCachedPrefix(seq->block_hashes, length);
+  const int32_t cached = hit.num_blocks * kv.block_size();
+  const int32_t n = std::min(length - cached, st.budget);
+  const int32_t max_total = seq->num_prompt_tokens() + seq->request->stopping.max_tokens;
+  const int32_t hold = policy_->TokensToHold(cached + n, max_total);
+  const int32_t needed = kv.BlocksNeededToAdmit(hit, hold);
+  if (needed > kv.num_free_blocks()) return false;
+  if (replica->num_running() > 0 && kv.num_free_blocks() - needed < WatermarkBlocks(*replica)) {
+    return false;
+  }
+  CHECK(kv.Admit(seq->block_hashes, hit, hold, &seq->blocks));
+  replica->RemoveWaiting(seq);
+  seq->state = SequenceState::kRunning;
+  seq->num_computed_tokens = cached;
+  seq->num_blocks_sent = 0;
+  replica->AddRunning(seq);
+  seq->last_scheduled_step = st.step;
+
+  Request* request = seq->request;
+  counters_->prefix_cache_query_tokens_total += length;
+  counters_->prefix_cache_hit_tokens_total += cached;
+  if (!request->cached_prompt_recorded) {
+    request->usage.num_cached_prompt_tokens = std::min(cached, request->num_prompt_tokens);
+    request->cached_prompt_recorded = true;
+  }
+  if (request->usage.first_scheduled_time == absl::InfiniteFuture()) {
+    request->usage.first_scheduled_time = st.now;
+  }
+  if (n > 0) {
+    Commit(st, seq, n);
+  } else {
+    Emit(st, seq, cached, 0, /*sample=*/false);  // static batch member, starts later
+  }
+  return true;
+}
+
+void Planner::Commit(Step& st, Sequence* seq, int32_t n) {
+  const int32_t before = seq->num_computed_tokens;
+  seq->num_computed_tokens += n;
+  st.budget -= n;
+  st.plan->total_num_scheduled_tokens += n;
+  seq->last_scheduled_step = st.step;
+  scheduled_.push_back(seq);
+  const bool sample = seq->num_computed_tokens == seq->logical_length();
+  if (sample) ++seq->num_pending_samples;
+  st.replica->UpdatePrefilling(seq);
+  Emit(st, seq, before, n, sample);
+  if (sample && seq->sample_index == 0 && seq->request->num_awaiting_fork > 0) {
+    ForkSiblings(st, seq);
+  }
+}
+
+void Planner::Emit(Step& st, Sequence* seq, int32_t num_computed_before, int32_t n,
+                   bool sample) {
+  const std::vector<BlockId>& ids = seq->blocks.block_ids;
+  if (!seq->known_to_worker) {
+    NewSequenceData& e = st.plan->new_requests.emplace_back();
+    e.seq = seq->ref();
+    e.token_ids = seq->token_ids;
+    e.num_prompt_tokens = seq->num_prompt_tokens();
+    e.sampling = seq->request->sampling;
+    e.block_ids = ids;
+    e.num_computed_tokens = num_computed_before;
+    e.num_scheduled_tokens = n;
+    e.do_sample = sample;
+    e.resumed = seq->ever_sent;
+    seq->known_to_worker = true;
+    seq->ever_sent = true;
+    if (sample) new_samplers_.push_back(seq);
+  } else {
+    CachedSequenceData& e = st.plan->cached_requests.emplace_back();
+    e.seq = seq->ref();
+    e.new_block_ids.assign(ids.begin() + seq->num_blocks_sent, ids.end());
+    e.num_computed_tokens = num_computed_before;
+    e.num_scheduled_tokens = n;
+    e.do_sample = sample;
+    if (sample) cached_samplers_.push_back(seq);
+  }
+  seq->num_blocks_sent = static_cast<int32_t>(ids.size());
+}
+
+void Planner::ForkSiblings(Step& st, Sequence* parent) {
+  Request* request = parent->request;
+  DCHECK_EQ(parent->num_output_tokens(), 0);
+  for (const auto& owned : request->seqs) {
+    Sequence* child = owned.get();
+    if (!child->awaiting_fork) continue;
+    child->awaiting_fork = false;
+    --request->num_awaiting_fork;
+    // Without room for it now, the sample runs later as a standalone sequence (its
+    // prompt mostly from the prefix cache).
+    if (!ForkOne(st, parent, child)) st.replica->AddWaiting(child);
+  }
+}
+
+bool Planner::ForkOne(Step& st, Sequence* parent, Sequence* child) {
+  Replica* replica = st.replica;
+  KvCacheManager& kv = replica->kv();
+  if (replica->num_running() >= options_->max_num_seqs) return false;
+  const int32_t prompt = parent->num_prompt_tokens();
+  DCHECK_EQ(parent->num_computed_tokens, prompt);
+  std::optional<BlockCopy> copy;
+  if (!kv.Fork(parent->blocks, prompt, &child->blocks, &copy)) return false;
+  const int32_t hold =
+      policy_->TokensToHold(prompt, prompt + child->request->stopping.max_tokens);
+  if (!kv.Grow(hold, &child->blocks)) {
+    kv.Free(&child->blocks);
+    return false;
+  }
+  child->block_hashes = parent->block_hashes;
+  child->num_computed_tokens = prompt;
+  child->num_pending_samples = 1;  // sampled in this step from the parent's logits
+  child->state = SequenceState::kRunning;
+  replica->AddRunning(child);
+  child->last_scheduled_step = st.step;
+  if (copy) st.plan->block_copies.push_back(*copy);
+
+  NewSequenceData& e = st.plan->new_requests.emplace_back();
+  e.seq = child->ref();
+  e.token_ids = child->token_ids;
+  e.num_prompt_tokens = prompt;
+  e.sampling = child->request->sampling;
+  e.block_ids = child->blocks.block_ids;
+  e.num_computed_tokens = prompt;
+  e.num_scheduled_tokens = 0;
+  e.do_sample = true;
+  e.fork_parent_sample_index = parent->sample_index;
+  e.resumed = child->ever_sent;
+  child->known_to_worker = true;
+  child->ever_sent = true;
+  child->num_blocks_sent = static_cast<int32_t>(child->blocks.block_ids.size());
+  new_samplers_.push_back(child);
+  return true;
+}
+
+void Planner::Finalize(Step& st) {
+  Replica* replica = st.replica;
+  KvCacheManager& kv = replica->kv();
+  if (kv.prefix_caching()) {
+    // Blocks whose tokens are all known and whose KV this or an earlier step computes.
+    for (Sequence* seq : scheduled_) {
+      const int32_t full =
+          std::min(seq->num_computed_tokens, seq->num_tokens()) / kv.block_size();
+      if (full > seq->blocks.num_hashed_blocks) kv.Commit(seq->block_hashes, full, &seq->blocks);
+    }
+  }
+  StepPlan* plan = st.plan;
+  if (plan->empty()) return;  // step_id stays 0: nothing to send
+  plan->step_id = replica->next_step_id();
+  replica->ConsumeStepId();
+  InFlightStep record;
+  record.step_id = plan->step_id;
+  record.samplers = replica->TakeSpareVector();
+  record.samplers.insert(record.samplers.end(), new_samplers_.begin(), new_samplers_.end());
+  record.samplers.insert(record.samplers.end(), cached_samplers_.begin(), cached_samplers_.end());
+  plan->num_sampled = static_cast<int32_t>(record.samplers.size());
+  replica->in_flight().push_back(std::move(record));
+  ++counters_->steps_total;
+  counters_->scheduled_tokens_total += plan->total_num_scheduled_tokens;
+}
+
+}  // namespace weft

@@ -1,0 +1,74 @@
+// SchedulerOptions: every knob of the scheduler core, with defaults and Validate();
+// ReplicaOptions: what a replica brings (its KV block count); SchedulerCounters: the
+// monotonically increasing counters the services layer exports.
+// Thread-safety: value types.
+#ifndef WEFT_SCHEDULER_SCHEDULER_OPTIONS_H_
+#define WEFT_SCHEDULER_SCHEDULER_OPTIONS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "scheduler/policy.h"
+
+namespace weft {
+
+struct SchedulerOptions {
+  PolicyKind policy = PolicyKind::kDecodeFirst;
+  // Tokens per KV block; every replica must use the same (prefix hashes depend on it).
+  int32_t block_size = 16;
+  // Token budget of one iteration (all sequences of a replica together).
+  int32_t max_num_batched_tokens = 2048;
+  // Sequences running at once on one replica.
+  int32_t max_num_seqs = 256;
+  // Longest sequence (prompt + max_tokens) the model supports.
+  int32_t max_model_len = 8192;
+  bool enable_prefix_caching = true;
+  // Admission keeps this fraction of a replica's blocks free (anti-thrashing), unless
+  // the replica runs nothing.
+  double admission_watermark = 0.01;
+  // A sequence preempted this many times is no longer chosen as a victim (it waits
+  // for blocks instead), so no request is preempted forever.
+  int32_t max_preemptions_per_sequence = 4;
+  // Steps a replica may have in flight (1 = synchronous; 2 = plan t+1 while t runs).
+  int32_t max_steps_in_flight = 1;
+  // Waiting queue bound (sequences, all replicas); beyond it AddRequest fails with
+  // RESOURCE_EXHAUSTED.
+  int32_t max_waiting = 4096;
+  // Re-queues after a replica is removed before a request ends "unavailable".
+  int32_t max_retries = 2;
+  int32_t max_n = 16;
+  int32_t max_stop_strings = 16;
+  int32_t max_stop_string_bytes = 256;
+  // The model's end-of-sequence token ids.
+  std::vector<int32_t> eos_token_ids;
+  // Token ids must be < vocab_size; 0 disables the check.
+  int32_t vocab_size = 0;
+  // Seeds assigned to requests that bring none derive from this.
+  uint64_t seed = 0x5eed;
+
+  absl::Status Validate() const;
+};
+
+struct ReplicaOptions {
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;  // must equal SchedulerOptions::block_size
+
+  absl::Status Validate() const;
+};
+
+struct SchedulerCounters {
+  int64_t requests_added_total = 0;
+  int64_t requests_finished_total = 0;
+  int64_t preemptions_total = 0;
+  int64_t prefix_cache_query_tokens_total = 0;  // prompt tokens looked up at admission
+  int64_t prefix_cache_hit_tokens_total = 0;
+  int64_t steps_total = 0;
+  int64_t scheduled_tokens_total = 0;
+  int64_t discarded_tokens_total = 0;  // sampled after the sequence had finished
+  int64_t retries_total = 0;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_SCHEDULER_SCHEDULER_OPTIONS_H_

@@ -1,0 +1,468 @@
+// Table-driven planner tests: per iteration, which sequences are scheduled with how
+// many tokens (see Describe() in testing/harness.h for the notation), per policy.
+#include "scheduler/scheduler.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/testing/harness.h"
+
+namespace weft {
+namespace {
+
+SchedulerOptions Opts(PolicyKind policy, int32_t budget, int32_t block_size = 4) {
+  SchedulerOptions o;
+  o.policy = policy;
+  o.block_size = block_size;
+  o.max_num_batched_tokens = budget;
+  o.max_num_seqs = 16;
+  o.max_model_len = 4096;
+  o.admission_watermark = 0;
+  return o;
+}
+
+// Runs steps on replica 0 and compares each plan with the table row.
+void ExpectSteps(TestHarness& h, const std::vector<std::string>& rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(h.Step(), rows[i]) << "iteration " << i + 1;
+  }
+}
+
+void RunToCompletion(TestHarness& h, int index = 0, int max_steps = 1000) {
+  for (int i = 0; i < max_steps && h.scheduler().num_unfinished_requests() > 0; ++i) h.Step(index);
+  ASSERT_EQ(h.scheduler().num_unfinished_requests(), 0);
+  h.Step(index);  // deliver the last finished ids
+  absl::Status s = h.VerifyFinished();
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(h.scheduler().Metrics().kv_blocks_used, 0);
+}
+
+TEST(PlannerTableTest, DecodeFirstChunkedPrefillAcrossIterations) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, /*budget=*/10), {64});
+  h.AddSimple(12, 3);
+  h.AddSimple(6, 3, 0, 1, /*first_token=*/100);
+  ExpectSteps(h, {
+                     "*1:10",      // R1's prompt is chunked: 10 of 12
+                     "*2:6 1:2",   // R1 finishes its prompt (samples), R2 fits whole
+                     "1:1 2:1",    // both decode
+                     "1:1 2:1",    // third token each: both finish (length)
+                     "x1 x2",      // the workers drop them
+                     "",           // nothing left
+                 });
+  EXPECT_TRUE(h.VerifyFinished().ok());
+  EXPECT_EQ(h.output(RequestId(1)).finish_reason, FinishReason::kLength);
+}
+
+TEST(PlannerTableTest, DecodeFirstKeepsDecodingWhileALongPromptArrives) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 8), {64});
+  h.AddSimple(4, 6);
+  ExpectSteps(h, {"*1:4", "1:1"});
+  h.AddSimple(16, 2, 0, 1, 200);
+  ExpectSteps(h, {
+                     "*2:7 1:1",  // the decode goes first; R2's prompt takes the rest
+                     "1:1 2:7",
+                     "1:1 2:2",   // R2's prompt done
+                     "1:1 2:1",   // R1: 6 tokens, R2: 2 tokens: both finish
+                     "x1 x2",
+                 });
+  EXPECT_TRUE(h.VerifyFinished().ok());
+}
+
+TEST(PlannerTableTest, PrefillFirstRunsThePromptBeforeDecodes) {
+  TestHarness h(Opts(PolicyKind::kPrefillFirst, 8), {64});
+  h.AddSimple(4, 6);
+  ExpectSteps(h, {"*1:4", "1:1"});
+  h.AddSimple(16, 2, 0, 1, 200);
+  ExpectSteps(h, {
+                     "*2:8",      // prefill first: R1's decode gets no budget
+                     "2:8",       // R2's prompt done (samples its first token)
+                     "1:1 2:1",   // decodes resume; R2 finishes (2 tokens)
+                     "1:1 x2",
+                 });
+  RunToCompletion(h);
+}
+
+TEST(PlannerTableTest, StaticBatchReservesUpFrontAndWaitsForTheWholeBatch) {
+  SchedulerOptions o = Opts(PolicyKind::kStatic, 16);
+  o.max_num_seqs = 4;
+  TestHarness h(o, {64});
+  h.AddSimple(8, 2);
+  h.AddSimple(8, 5, 0, 1, 100);
+  h.AddSimple(8, 3, 0, 1, 200);
+  // Admission is bounded by blocks and max_num_seqs, not the budget: R3 joins the
+  // batch with 0 tokens and prefills next iteration.
+  EXPECT_EQ(h.Step(), "*1:8 *2:8 *3:0");
+  // Reservation: prompt + max_tokens, all blocks at once.
+  ASSERT_EQ(h.last_plan().new_requests.size(), 3u);
+  EXPECT_EQ(h.last_plan().new_requests[0].block_ids.size(), 3u);  // (8+2)/4 → 3
+  EXPECT_EQ(h.last_plan().new_requests[1].block_ids.size(), 4u);  // (8+5)/4 → 4
+  EXPECT_EQ(h.last_plan().new_requests[2].block_ids.size(), 3u);  // (8+3)/4 → 3
+  h.AddSimple(4, 1, 0, 1, 300);  // must wait for the whole batch
+  ExpectSteps(h, {
+                     "3:8 1:1 2:1",  // R1 done (2 tokens)
+                     "2:1 3:1 x1",
+                     "2:1 3:1",      // R3 done (3 tokens)
+                     "2:1 x3",       // R2 done (5 tokens): the batch is over
+                     "*4:4 x2",      // only now the next batch
+                     "x4",
+                 });
+  EXPECT_TRUE(h.VerifyFinished().ok());
+  EXPECT_EQ(h.scheduler().counters().preemptions_total, 0);
+}
+
+TEST(PlannerTableTest, PreemptionByRecomputeAndResume) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 32), {5});
+  h.AddSimple(8, 8);
+  h.AddSimple(8, 8, 0, 1, 100);
+  ExpectSteps(h, {
+                     "*1:8 *2:8",  // 2 blocks each, 1 left
+                     "1:1 -2",     // R1 takes the last block; R2 (latest) is the victim
+                     "1:1",        // R2 does not fit back yet
+                 });
+  const Sequence* r2 = h.scheduler().FindSequence(SequenceRef{RequestId(2), 0});
+  ASSERT_NE(r2, nullptr);
+  EXPECT_EQ(r2->state, SequenceState::kPreempted);
+  EXPECT_EQ(r2->num_output_tokens(), 1);  // its generated token is kept
+  EXPECT_EQ(h.scheduler().counters().preemptions_total, 1);
+  // Run until R2 is resumed: sent as new again, with prompt + its output so far.
+  bool resumed = false;
+  for (int i = 0; i < 20 && !resumed; ++i) {
+    h.Step();
+    for (const auto& e : h.last_plan().new_requests) {
+      if (e.seq.request_id == RequestId(2)) {
+        resumed = true;
+        EXPECT_TRUE(e.resumed);
+        EXPECT_EQ(e.token_ids.size(), 9u);
+        EXPECT_EQ(e.num_prompt_tokens, 8);
+      }
+    }
+  }
+  EXPECT_TRUE(resumed);
+  RunToCompletion(h);  // outputs equal an uninterrupted run (reference)
+  EXPECT_EQ(h.output(RequestId(2)).usage.num_preemptions, 1);
+}
+
+TEST(PlannerTableTest, HigherPriorityIsServedFirstAndPreemptedLast) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 8), {64});
+  h.AddSimple(8, 2, /*priority=*/0);
+  h.AddSimple(8, 2, /*priority=*/1, 1, 100);
+  ExpectSteps(h, {"*2:8", "*1:7 2:1", "1:1 x2", "1:1", "x1"});
+
+  // Victim choice: the lower-priority sequence yields even though it arrived first.
+  TestHarness v(Opts(PolicyKind::kDecodeFirst, 64), {4});
+  v.AddSimple(8, 4, /*priority=*/0);
+  v.AddSimple(8, 4, /*priority=*/1, 1, 30);
+  EXPECT_EQ(v.Step(), "*2:8 *1:8");  // 4 blocks used, none free
+  EXPECT_EQ(v.Step(), "2:1 -1");     // R2 needs a block: R1 is preempted
+  RunToCompletion(v);
+}
+
+TEST(PlannerTableTest, SharedHundredTokenPrefixIsComputedOnce) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 512, /*block_size=*/16), {64});
+  RequestSpec a, b;
+  for (int i = 0; i < 100; ++i) a.prompt_token_ids.push_back(1 + i % 60);
+  b.prompt_token_ids = a.prompt_token_ids;
+  for (int i = 0; i < 20; ++i) {
+    a.prompt_token_ids.push_back(3 + i % 7);
+    b.prompt_token_ids.push_back(5 + i % 11);
+  }
+  a.stopping.max_tokens = b.stopping.max_tokens = 4;
+  a.stopping.ignore_eos = b.stopping.ignore_eos = true;
+  ASSERT_TRUE(h.Add(a).ok());
+  EXPECT_EQ(h.Step(), "*1:120");
+  ASSERT_TRUE(h.Add(b).ok());
+  // 6 full blocks (96 tokens) of the shared prefix come from the cache; the 4 shared
+  // tokens in R1's 7th block are recomputed (that block's hash covers unshared tokens).
+  EXPECT_EQ(h.Step(), "*2:24 1:1");
+  EXPECT_EQ(h.last_plan().new_requests[0].num_computed_tokens, 96);
+  EXPECT_EQ(h.scheduler().counters().prefix_cache_hit_tokens_total, 96);
+  RunToCompletion(h);
+  EXPECT_EQ(h.output(RequestId(2)).usage.num_cached_prompt_tokens, 96);
+  EXPECT_EQ(h.output(RequestId(1)).usage.num_cached_prompt_tokens, 0);
+  // Idle: nothing referenced; the prefix stays cached for the next request.
+  SchedulerMetrics m = h.scheduler().Metrics();
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_GT(m.kv_blocks_cached, 6);
+}
+
+TEST(PlannerTableTest, ForkForNGreaterThanOneSharesThePromptAndCopiesThePartialBlock) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {64});
+  h.AddSimple(10, 3, 0, /*n=*/3);
+  // Sample 0 computes the prompt; samples 1 and 2 fork from it in the same step and
+  // sample their first token from its logits. Blocks 0,1 are shared; the partial
+  // block 2 (tokens 8, 9) is copied for each child after the forward pass.
+  ExpectSteps(h, {
+                     "*1:10 *1.1:0 *1.2:0 c2>3 c2>4",
+                     "1:1 1.1:1 1.2:1",
+                     "1:1 1.1:1 1.2:1",
+                     "x1 x1.1 x1.2",
+                 });
+  EXPECT_TRUE(h.VerifyFinished().ok());
+  EXPECT_EQ(h.output(RequestId(1), 2).usage.num_completion_tokens, 9);
+  EXPECT_NE(h.output(RequestId(1), 1).tokens, h.output(RequestId(1), 2).tokens);
+
+  // Block-aligned prompt: nothing to copy.
+  TestHarness g(Opts(PolicyKind::kDecodeFirst, 64), {64});
+  g.AddSimple(8, 2, 0, 2);
+  EXPECT_EQ(g.Step(), "*1:8 *1.1:0");
+  RunToCompletion(g);
+}
+
+TEST(PlannerTableTest, PipelinedDecodeIsPlannedBeforeTheTokenReturns) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.max_steps_in_flight = 2;
+  TestHarness h(o, {64});
+  const ReplicaId r = h.replica();
+  h.AddSimple(4, 4);
+  EXPECT_EQ(*h.PlanAndExecute(r), "*1:4");
+  EXPECT_EQ(*h.PlanAndExecute(r), "1:1");  // the worker feeds its own sampled token
+  EXPECT_FALSE(h.scheduler().CanPlan(r));
+  StepPlan p;
+  EXPECT_EQ(h.scheduler().Plan(r, h.now(), &p).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(h.ApplyOldest(r).ok());
+  EXPECT_EQ(*h.PlanAndExecute(r), "1:1");
+  ASSERT_TRUE(h.ApplyOldest(r).ok());
+  EXPECT_EQ(*h.PlanAndExecute(r), "1:1");  // 2 known + 1 pending < 4
+  ASSERT_TRUE(h.ApplyOldest(r).ok());
+  EXPECT_EQ(*h.PlanAndExecute(r), "");     // 3 known + 1 pending = max_tokens
+  ASSERT_TRUE(h.ApplyOldest(r).ok());
+  EXPECT_EQ(h.output(RequestId(1)).finish_reason, FinishReason::kLength);
+  EXPECT_EQ(*h.PlanAndExecute(r), "x1");
+  ASSERT_TRUE(h.ApplyOldest(r).ok());
+  EXPECT_TRUE(h.VerifyFinished().ok());
+  EXPECT_EQ(h.scheduler().counters().discarded_tokens_total, 0);
+}
+
+TEST(PlannerTableTest, PipelinedSequenceThatStopsHasItsExtraTokenDiscarded) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.max_steps_in_flight = 2;
+  TestHarness h(o, {64});
+  const ReplicaId r = h.replica();
+  // A prompt whose 2nd output token differs from its 1st; make the 2nd a stop token.
+  RequestSpec spec;
+  spec.stopping.max_tokens = 10;
+  spec.stopping.ignore_eos = true;
+  spec.sampling.seed = 7;
+  for (int first = 1;; ++first) {
+    spec.prompt_token_ids = {first, first + 1, first + 2};
+    ReferenceOutput ref = h.model().Reference(spec.prompt_token_ids, 7, 0, spec.stopping, nullptr);
+    if (ref.tokens[0] != ref.tokens[1]) {
+      spec.stopping.stop_token_ids = {ref.tokens[1]};
+      break;
+    }
+  }
+  ASSERT_TRUE(h.Add(spec).ok());
+  EXPECT_EQ(*h.PlanAndExecute(r), "*1:3");
+  EXPECT_EQ(*h.PlanAndExecute(r), "1:1");
+  ASSERT_TRUE(h.ApplyOldest(r).ok());       // token 0
+  EXPECT_EQ(*h.PlanAndExecute(r), "1:1");   // planned before token 1 is known
+  ASSERT_TRUE(h.ApplyOldest(r).ok());       // token 1: the stop token
+  EXPECT_EQ(h.output(RequestId(1)).finish_reason, FinishReason::kStopToken);
+  EXPECT_EQ(h.scheduler().Metrics().kv_blocks_used, 0);  // freed at once
+  EXPECT_EQ(*h.PlanAndExecute(r), "x1");    // while step 3 is still in flight
+  ASSERT_TRUE(h.ApplyOldest(r).ok());       // step 3: its token is discarded
+  ASSERT_TRUE(h.ApplyOldest(r).ok());
+  EXPECT_EQ(h.scheduler().counters().discarded_tokens_total, 1);
+  EXPECT_EQ(h.output(RequestId(1)).tokens.size(), 2u);
+  EXPECT_TRUE(h.VerifyFinished().ok());
+}
+
+TEST(PlannerTableTest, CancelFreesBlocksAtOnceAndTellsTheWorkerNextPlan) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.max_num_seqs = 1;
+  TestHarness h(o, {64});
+  const RequestId r1 = h.AddSimple(8, 20);
+  const RequestId r2 = h.AddSimple(8, 20, 0, 1, 100);  // waits: max_num_seqs 1
+  ExpectSteps(h, {"*1:8", "1:1"});
+  ASSERT_TRUE(h.scheduler().AbortRequest(r1, FinishReason::kCancelled, h.now()).ok());
+  ASSERT_TRUE(h.scheduler().AbortRequest(r2, FinishReason::kCancelled, h.now()).ok());
+  EXPECT_EQ(h.scheduler().Metrics().kv_blocks_used, 0);
+  EXPECT_EQ(h.scheduler().AbortRequest(r1, FinishReason::kCancelled, h.now()).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(h.scheduler().AbortRequest(r2, FinishReason::kLength, h.now()).code(),
+            absl::StatusCode::kInvalidArgument);
+  ExpectSteps(h, {"x1", ""});  // R2 never reached the worker: nothing to drop
+  ASSERT_TRUE(h.Collect().ok());
+  EXPECT_EQ(h.output(r1).finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(h.output(r1).tokens.size(), 2u);
+  EXPECT_TRUE(h.output(r2).request_finished);
+  EXPECT_TRUE(h.VerifyFinished().ok());
+}
+
+TEST(PlannerTableTest, DeadlineFinishesQueuedAndRunningRequests) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.max_num_seqs = 1;
+  TestHarness h(o, {64});
+  RequestSpec spec;
+  spec.prompt_token_ids = {1, 2, 3, 4, 5, 6, 7, 8};
+  spec.stopping.max_tokens = 50;
+  spec.stopping.ignore_eos = true;
+  spec.deadline = h.now() + absl::Seconds(5);
+  ASSERT_TRUE(h.Add(spec).ok());
+  spec.deadline = h.now() + absl::Seconds(3);
+  ASSERT_TRUE(h.Add(spec).ok());  // queued behind R1 (max_num_seqs 1)
+  ExpectSteps(h, {"*1:8", "1:1"});
+  h.Advance(absl::Seconds(10));
+  EXPECT_EQ(h.Step(), "x1");
+  EXPECT_EQ(h.output(RequestId(1)).finish_reason, FinishReason::kDeadline);
+  EXPECT_EQ(h.output(RequestId(2)).finish_reason, FinishReason::kDeadline);
+  EXPECT_TRUE(h.output(RequestId(2)).tokens.empty());
+  EXPECT_EQ(h.scheduler().num_unfinished_requests(), 0);
+}
+
+TEST(PlannerTableTest, StopStringEndsTheTextBeforeTheMatch) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {256});
+  FakeTokenText text;
+  RequestSpec spec;
+  spec.stopping.max_tokens = 60;
+  spec.stopping.ignore_eos = true;
+  spec.stopping.stop_strings = {"ab", "\xC3\xA9"};
+  spec.sampling.seed = 11;
+  int found = 0;
+  for (int first = 1; found < 3 && first < 400; ++first) {
+    spec.prompt_token_ids = {first, 2, 3};
+    ReferenceOutput ref = h.model().Reference(spec.prompt_token_ids, 11, 0, spec.stopping, &text);
+    if (ref.finish_reason != FinishReason::kStopString) continue;
+    ASSERT_TRUE(h.Add(spec).ok());
+    ++found;
+  }
+  ASSERT_EQ(found, 3);
+  RunToCompletion(h);
+  for (int id = 1; id <= 3; ++id) {
+    EXPECT_EQ(h.output(RequestId(id)).finish_reason, FinishReason::kStopString);
+    EXPECT_EQ(h.output(RequestId(id)).text.find("ab"), std::string::npos);
+  }
+}
+
+TEST(SchedulerAdmissionTest, BadRequestsAreRejectedWithStatus) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.max_model_len = 64;
+  o.max_waiting = 2;
+  TestHarness h(o, {4}, /*text=*/false);  // 4 blocks × 4 tokens
+  RequestSpec ok;
+  ok.prompt_token_ids = {1, 2, 3};
+  ok.stopping.max_tokens = 4;
+  auto code = [&](RequestSpec s) { return h.scheduler().AddRequest(s, h.now()).status().code(); };
+  RequestSpec s = ok;
+  s.prompt_token_ids.clear();
+  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
+  s = ok;
+  s.stopping.max_tokens = 62;  // 3 + 62 > 64
+  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
+  s = ok;
+  s.stopping.max_tokens = 20;  // fits the context, never the 16-token replica
+  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
+  s = ok;
+  s.stopping.stop_strings = {"x"};  // no tokenizer
+  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
+  s = ok;
+  s.prompt_token_ids.push_back(TestHarness::kVocab);
+  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
+  s = ok;
+  s.sampling.temperature = -1;
+  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
+  s = ok;
+  s.n = 0;
+  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
+  s = ok;
+  s.stopping.max_tokens = 0;
+  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(ok), absl::StatusCode::kOk);
+  EXPECT_EQ(code(ok), absl::StatusCode::kOk);
+  EXPECT_EQ(code(ok), absl::StatusCode::kResourceExhausted);  // queue bound 2
+
+  auto empty = Scheduler::Create(o, nullptr);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ((*empty)->AddRequest(ok, h.now()).status().code(), absl::StatusCode::kUnavailable);
+  ReplicaOptions bad;
+  bad.num_blocks = 8;
+  bad.block_size = 8;  // differs from the scheduler's
+  EXPECT_EQ((*empty)->AddReplica(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {64});
+  const ReplicaId r = h.replica();
+  h.AddSimple(4, 4);
+  StepPlan plan;
+  ASSERT_TRUE(h.scheduler().Plan(r, h.now(), &plan).ok());
+  ASSERT_EQ(plan.num_sampled, 1);
+  const SampledToken good{plan.new_requests[0].seq, 5};
+  const SampledToken wrong{SequenceRef{RequestId(99), 0}, 5};
+  Scheduler& s = h.scheduler();
+  EXPECT_EQ(s.ApplyResults(r, StepId(2), {good}, h.now()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.ApplyResults(r, plan.step_id, {}, h.now()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.ApplyResults(r, plan.step_id, {wrong}, h.now()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.ApplyResults(ReplicaId(42), plan.step_id, {good}, h.now()).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(s.ApplyResults(r, plan.step_id, {good}, h.now()).ok());
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+TEST(SchedulerReplicaTest, RoutingPrefersPrefixHitThenFreeBlocks) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {64, 64});
+  h.AddSimple(16, 2);             // both empty: lowest id
+  h.AddSimple(16, 2, 0, 1, 100);  // replica 1 has queued demand: goes to replica 2
+  EXPECT_EQ(h.Step(0), "*1:16");
+  EXPECT_EQ(h.Step(1), "*2:16");
+  for (int i = 0; i < 4; ++i) {
+    h.Step(0);
+    h.Step(1);
+  }
+  ASSERT_EQ(h.scheduler().num_unfinished_requests(), 0);
+  h.AddSimple(20, 2, 0, 1, 100);  // shares R2's prefix: replica 2 although equal load
+  EXPECT_EQ(h.Step(0), "");
+  EXPECT_EQ(h.Step(1), "*3:4");   // 16 tokens from the prefix cache
+}
+
+TEST(SchedulerReplicaTest, RemovedReplicaRequeuesItsRequestsForRecompute) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.max_retries = 1;
+  TestHarness h(o, {64, 64});
+  h.AddSimple(8, 6);
+  h.AddSimple(8, 6, 0, 1, 100);
+  EXPECT_EQ(h.Step(0), "*1:8");
+  EXPECT_EQ(h.Step(1), "*2:8");
+  EXPECT_EQ(h.Step(0), "1:1");
+  ASSERT_TRUE(h.RemoveReplica(h.replica(0)).ok());  // R1 had 2 tokens
+  EXPECT_EQ(h.Step(0), "*1:10 2:1");              // recompute prompt + 2 outputs
+  EXPECT_TRUE(h.last_plan().new_requests[0].resumed);
+  h.AddSimple(8, 6, 0, 1, 300);
+  EXPECT_EQ(h.Step(0), "*3:8 1:1 2:1");
+  ASSERT_TRUE(h.RemoveReplica(h.replica(0)).ok());  // no replica left
+  ASSERT_TRUE(h.Collect().ok());
+  for (int id = 1; id <= 3; ++id) {
+    EXPECT_EQ(h.output(RequestId(id)).finish_reason, FinishReason::kUnavailable) << id;
+  }
+  EXPECT_EQ(h.output(RequestId(1)).usage.num_retries, 2);
+  EXPECT_TRUE(h.VerifyFinished().ok());
+  EXPECT_EQ(h.scheduler().num_unfinished_requests(), 0);
+  EXPECT_TRUE(h.scheduler().CheckInvariants().ok());
+}
+
+TEST(SchedulerMetricsTest, CountersAndUsage) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {64});
+  h.AddSimple(8, 3);
+  h.Step();
+  h.Advance(absl::Milliseconds(20));
+  h.Step();
+  h.Step();
+  SchedulerMetrics m = h.scheduler().Metrics();
+  EXPECT_EQ(m.counters.steps_total, 3);
+  EXPECT_EQ(m.counters.requests_finished_total, 1);
+  EXPECT_EQ(m.kv_blocks_total, 64);
+  const CollectedOutput& out = h.output(RequestId(1));
+  ASSERT_TRUE(out.request_finished);
+  EXPECT_EQ(out.usage.num_prompt_tokens, 8);
+  EXPECT_EQ(out.usage.num_completion_tokens, 3);
+  EXPECT_EQ(out.usage.first_token_time, out.usage.arrival_time);
+  EXPECT_EQ(out.usage.finish_time - out.usage.arrival_time, absl::Milliseconds(20));
+}
+
+}  // namespace
+}  // namespace weft

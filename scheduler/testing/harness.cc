@@ -1,0 +1,232 @@
+#include "scheduler/testing/harness.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "scheduler/stop_checker.h"
+
+namespace weft {
+namespace {
+
+std::string Name(SequenceRef r) {
+  return r.sample_index == 0 ? absl::StrCat(r.request_id.value())
+                             : absl::StrCat(r.request_id.value(), ".", r.sample_index);
+}
+
+}  // namespace
+
+std::string Describe(const StepPlan& plan) {
+  std::vector<std::string> parts;
+  for (const auto& e : plan.new_requests) {
+    parts.push_back(absl::StrCat("*", Name(e.seq), ":", e.num_scheduled_tokens));
+  }
+  for (const auto& e : plan.cached_requests) {
+    parts.push_back(absl::StrCat(Name(e.seq), ":", e.num_scheduled_tokens));
+  }
+  for (const auto& r : plan.preempted_ids) parts.push_back(absl::StrCat("-", Name(r)));
+  for (const auto& r : plan.finished_ids) parts.push_back(absl::StrCat("x", Name(r)));
+  for (const auto& c : plan.block_copies) {
+    parts.push_back(absl::StrCat("c", c.src.value(), ">", c.dst.value()));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+TestHarness::TestHarness(SchedulerOptions options, const std::vector<int32_t>& replica_blocks,
+                         bool text)
+    : options_(std::move(options)), model_(kVocab, {kEos}), text_enabled_(text) {
+  options_.eos_token_ids = {kEos};
+  options_.vocab_size = kVocab;
+  auto s = Scheduler::Create(options_, text ? &text_ : nullptr);
+  CHECK(s.ok()) << s.status();
+  scheduler_ = std::move(*s);
+  for (int32_t blocks : replica_blocks) AddReplica(blocks);
+}
+
+ReplicaId TestHarness::AddReplica(int32_t num_blocks) {
+  ReplicaOptions ro;
+  ro.num_blocks = num_blocks;
+  ro.block_size = options_.block_size;
+  auto id = scheduler_->AddReplica(ro);
+  CHECK(id.ok()) << id.status();
+  replica_ids_.push_back(*id);
+  replicas_[*id].worker = std::make_unique<FakeWorker>(num_blocks, options_.block_size, &model_);
+  return *id;
+}
+
+absl::Status TestHarness::RemoveReplica(ReplicaId r) {
+  replicas_.erase(r);
+  for (auto it = replica_ids_.begin(); it != replica_ids_.end(); ++it) {
+    if (*it == r) {
+      replica_ids_.erase(it);
+      break;
+    }
+  }
+  return scheduler_->RemoveReplica(r, now_);
+}
+
+absl::StatusOr<RequestId> TestHarness::Add(const RequestSpec& spec) {
+  absl::StatusOr<RequestId> id = scheduler_->AddRequest(spec, now_);
+  if (!id.ok()) return id;
+  RequestSpec stored = spec;
+  const Sequence* seq = scheduler_->FindSequence(SequenceRef{*id, 0});
+  CHECK(seq != nullptr);
+  stored.sampling.seed = seq->request->sampling.seed;
+  specs_[*id] = std::move(stored);
+  return id;
+}
+
+RequestId TestHarness::AddSimple(int32_t prompt_len, int32_t max_tokens, int32_t priority,
+                                 int32_t n, int32_t first_token) {
+  RequestSpec spec;
+  for (int32_t i = 0; i < prompt_len; ++i) {
+    spec.prompt_token_ids.push_back((first_token + i) % kVocab);
+  }
+  spec.stopping.max_tokens = max_tokens;
+  spec.stopping.ignore_eos = true;
+  spec.priority = priority;
+  spec.n = n;
+  auto id = Add(spec);
+  CHECK(id.ok()) << id.status();
+  return *id;
+}
+
+absl::StatusOr<std::string> TestHarness::PlanAndExecute(ReplicaId r) {
+  if (absl::Status s = scheduler_->Plan(r, now_, &plan_); !s.ok()) return s;
+  if (plan_.empty()) return std::string();
+  ReplicaState& state = replicas_.at(r);
+  if (absl::Status s = state.worker->Execute(plan_, &sampled_); !s.ok()) {
+    return absl::InternalError(absl::StrCat(s.message(), "\n", plan_.DebugString()));
+  }
+  state.results.emplace_back(plan_.step_id, sampled_);
+  return Describe(plan_);
+}
+
+absl::Status TestHarness::ApplyOldest(ReplicaId r) {
+  ReplicaState& state = replicas_.at(r);
+  if (state.results.empty()) return absl::FailedPreconditionError("no results queued");
+  auto [step, tokens] = std::move(state.results.front());
+  state.results.pop_front();
+  if (absl::Status s = scheduler_->ApplyResults(r, step, tokens, now_); !s.ok()) return s;
+  return Collect();
+}
+
+size_t TestHarness::NumQueuedResults(ReplicaId r) const {
+  return replicas_.at(r).results.size();
+}
+
+std::string TestHarness::Step(int index) {
+  const ReplicaId r = replica_ids_.at(index);
+  absl::StatusOr<std::string> d = PlanAndExecute(r);
+  CHECK(d.ok()) << d.status();
+  if (!plan_.empty()) {
+    absl::Status s = ApplyOldest(r);
+    CHECK(s.ok()) << s;
+  }
+  absl::Status s = Collect();
+  CHECK(s.ok()) << s;
+  s = scheduler_->CheckInvariants();
+  CHECK(s.ok()) << s;
+  return *d;
+}
+
+absl::Status TestHarness::Collect() {
+  scheduler_->TakeOutputs(&scratch_);
+  for (const SequenceOutput& o : scratch_) {
+    CollectedOutput& c = outputs_[o.seq];
+    if (c.num_finishes > 0) {
+      return absl::InternalError(absl::StrCat("output after finish for ", Name(o.seq)));
+    }
+    c.tokens.insert(c.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    c.text += o.text_delta;
+    if (o.finish_reason != FinishReason::kNone) {
+      c.finish_reason = o.finish_reason;
+      ++c.num_finishes;
+      newly_finished_.push_back(o.seq);
+    }
+    if (o.request_finished) {
+      c.request_finished = true;
+      c.usage = o.usage;
+    }
+  }
+  return absl::OkStatus();
+}
+
+int32_t TestHarness::num_finished_sequences() const {
+  int32_t n = 0;
+  for (const auto& e : outputs_) n += e.second.num_finishes;
+  return n;
+}
+
+absl::Status TestHarness::VerifyFinished() const {
+  for (const auto& [ref, out] : outputs_) {
+    if (out.num_finishes == 0) continue;
+    if (absl::Status s = VerifyOne(ref, out); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TestHarness::VerifyNewlyFinished() {
+  std::vector<SequenceRef> refs;
+  refs.swap(newly_finished_);
+  for (SequenceRef ref : refs) {
+    if (absl::Status s = VerifyOne(ref, outputs_.at(ref)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TestHarness::VerifyAllFinishedOnce() const {
+  for (const auto& [id, spec] : specs_) {
+    for (int32_t j = 0; j < spec.n; ++j) {
+      auto it = outputs_.find(SequenceRef{id, j});
+      if (it == outputs_.end() || it->second.num_finishes != 1) {
+        return absl::InternalError(absl::StrCat(Name(SequenceRef{id, j}), " finished ",
+                                                it == outputs_.end() ? 0 : it->second.num_finishes,
+                                                " times"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+size_t TestHarness::NumQueuedResultsTotal() const {
+  size_t n = 0;
+  for (const auto& e : replicas_) n += e.second.results.size();
+  return n;
+}
+
+absl::Status TestHarness::VerifyOne(SequenceRef ref, const CollectedOutput& out) const {
+  const RequestSpec& spec = specs_.at(ref.request_id);
+  const ReferenceOutput want =
+      model_.Reference(spec.prompt_token_ids, *spec.sampling.seed, ref.sample_index,
+                       spec.stopping, text_enabled_ ? &text_ : nullptr);
+  const std::string who = Name(ref);
+  const bool aborted = out.finish_reason == FinishReason::kCancelled ||
+                       out.finish_reason == FinishReason::kDeadline ||
+                       out.finish_reason == FinishReason::kUnavailable ||
+                       out.finish_reason == FinishReason::kError;
+  if (aborted) {
+    if (out.tokens.size() > want.tokens.size() ||
+        !std::equal(out.tokens.begin(), out.tokens.end(), want.tokens.begin())) {
+      return absl::InternalError(absl::StrCat(who, ": aborted tokens not a prefix of reference"));
+    }
+    // Held text (a possible stop-string start, a partial character) is flushed at an
+    // abort, so only validity is checked, not a prefix of the reference text.
+    if (!IsValidUtf8(out.text)) return absl::InternalError(who + ": invalid UTF-8");
+    return absl::OkStatus();
+  }
+  if (out.tokens != want.tokens) {
+    return absl::InternalError(absl::StrCat(who, ": tokens [", absl::StrJoin(out.tokens, ","),
+                                            "] != reference [", absl::StrJoin(want.tokens, ","),
+                                            "]"));
+  }
+  if (out.finish_reason != want.finish_reason) {
+    return absl::InternalError(absl::StrCat(who, ": finish ", FinishReasonName(out.finish_reason),
+                                            " != ", FinishReasonName(want.finish_reason)));
+  }
+  if (text_enabled_ && out.text != want.text) {
+    return absl::InternalError(absl::StrCat(who, ": text '", out.text, "' != '", want.text, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft

@@ -1,0 +1,27 @@
+// TokenTextSource: what the scheduler core needs from a tokenizer to build output
+// text: the raw bytes of one token. Byte-level BPE tokens may be fragments of a UTF-8
+// character; the core assembles them (StopChecker) and never emits a partial one.
+//
+// Ownership: implementations are owned by the caller and must outlive every Scheduler
+// using them. Thread-safety: TokenBytes is const and must be safe to call from the
+// planning thread while nothing mutates the source.
+#ifndef WEFT_SCHEDULER_TOKEN_TEXT_SOURCE_H_
+#define WEFT_SCHEDULER_TOKEN_TEXT_SOURCE_H_
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace weft {
+
+class TokenTextSource {
+ public:
+  virtual ~TokenTextSource() = default;
+  // Raw UTF-8 bytes of `token_id` (possibly an incomplete character; empty for special
+  // tokens that render as nothing). The view stays valid for the source's lifetime.
+  virtual absl::string_view TokenBytes(int32_t token_id) const = 0;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_SCHEDULER_TOKEN_TEXT_SOURCE_H_

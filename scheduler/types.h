@@ -1,0 +1,143 @@
+// Small value types shared by the scheduler core: replica ids, sequence references,
+// finish reasons, per-request sampling and stopping parameters, and the plain-data
+// records that cross the scheduler/worker and scheduler/service boundaries.
+//
+// Everything here is plain data (proto-friendly: ints, strings, vectors), copyable,
+// and carries no behaviour beyond validation and naming.
+// Thread-safety: value types.
+#ifndef WEFT_SCHEDULER_TYPES_H_
+#define WEFT_SCHEDULER_TYPES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/strong_id.h"
+
+namespace weft {
+
+struct ReplicaIdTag {};
+// A data-parallel replica (one TP group of workers) as the scheduler numbers it.
+using ReplicaId = StrongId<ReplicaIdTag, int32_t>;
+
+// One sequence of a request: sample `sample_index` (0 .. n-1) of request `request_id`.
+// Workers key their per-sequence state by this pair.
+struct SequenceRef {
+  RequestId request_id;
+  int32_t sample_index = 0;
+
+  friend bool operator==(const SequenceRef& a, const SequenceRef& b) {
+    return a.request_id == b.request_id && a.sample_index == b.sample_index;
+  }
+  friend bool operator!=(const SequenceRef& a, const SequenceRef& b) { return !(a == b); }
+  template <typename H>
+  friend H AbslHashValue(H h, const SequenceRef& r) {
+    return H::combine(std::move(h), r.request_id, r.sample_index);
+  }
+};
+
+// Why a sequence ended. kNone while it runs.
+enum class FinishReason : uint8_t {
+  kNone = 0,
+  kLength,       // max_tokens reached
+  kStopEos,      // an end-of-sequence token (unless ignore_eos)
+  kStopToken,    // one of the request's stop_token_ids
+  kStopString,   // one of the request's stop strings matched in the text
+  kCancelled,    // the client cancelled
+  kDeadline,     // the request's deadline passed
+  kUnavailable,  // its replica went away and the retry cap was reached (or none is left)
+  kError,        // a worker reported an error for it
+};
+
+absl::string_view FinishReasonName(FinishReason reason);
+// The OpenAI-style coarse reason: "length", "stop", "cancelled", "deadline", ...
+absl::string_view FinishReasonApiName(FinishReason reason);
+
+// Sampling parameters, forwarded verbatim to the worker. Defaults follow DESIGN.md's
+// "request defaults" contract. `seed` is always set once the scheduler admitted the
+// request (it assigns one when the client gave none).
+struct SamplingParams {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;  // 0 = off
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::optional<uint64_t> seed;
+  int32_t logprobs = 0;  // number of top logprobs to return; 0 = none
+
+  absl::Status Validate() const;
+};
+
+// Stopping parameters, evaluated by the scheduler (workers never stop a sequence).
+struct StoppingParams {
+  int32_t max_tokens = 16;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  // Matched on the output text across token boundaries; the matched string is not
+  // part of the returned text. Must be valid, non-empty UTF-8.
+  std::vector<std::string> stop_strings;
+};
+
+// What a client asks for. Validated by Scheduler::AddRequest.
+struct RequestSpec {
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams sampling;
+  StoppingParams stopping;
+  int32_t n = 1;          // independent samples; each is its own sequence
+  int32_t priority = 0;   // higher is served first; ties FCFS
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+// Usage of one request, reported with its last sequence's final output.
+struct RequestUsage {
+  int32_t num_prompt_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;  // prefix-cache hit at first admission
+  int32_t num_completion_tokens = 0;     // all samples together
+  int32_t num_preemptions = 0;
+  int32_t num_retries = 0;
+  uint64_t seed = 0;
+  absl::Time arrival_time = absl::InfinitePast();
+  absl::Time first_scheduled_time = absl::InfiniteFuture();  // never scheduled: future
+  absl::Time first_token_time = absl::InfiniteFuture();      // no token yet: future
+  absl::Time finish_time = absl::InfiniteFuture();
+};
+
+// A client-visible event for one sequence: new tokens, the text that may be streamed
+// now, and, once, its finish. Text deltas are valid UTF-8, never retracted.
+struct SequenceOutput {
+  SequenceRef seq;
+  absl::InlinedVector<int32_t, 2> new_token_ids;
+  std::string text_delta;
+  FinishReason finish_reason = FinishReason::kNone;
+  // True on the output that finishes the request's last sequence; `usage` is then set.
+  bool request_finished = false;
+  RequestUsage usage;
+};
+
+// A copy-on-write block copy: the worker copies every KV slot of block `src` into block
+// `dst` (see StepPlan for when).
+struct BlockCopy {
+  BlockId src;
+  BlockId dst;
+
+  friend bool operator==(const BlockCopy& a, const BlockCopy& b) {
+    return a.src == b.src && a.dst == b.dst;
+  }
+};
+
+// One sampled token from a worker, in the order StepPlan documents.
+struct SampledToken {
+  SequenceRef seq;
+  int32_t token_id = 0;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_SCHEDULER_TYPES_H_
