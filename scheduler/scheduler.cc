@@ -357,17 +357,18 @@ absl::Status Scheduler::ApplyResults(ReplicaId id, StepId step,
       MaybeErase(seq->request);
       continue;
     }
-    ApplyToken(seq, tokens[i].token_id, now);
+    ApplyToken(seq, tokens[i].token_id, tokens[i].aux, now);
   }
   replica->ReturnSpareVector(std::move(done.samplers));
   return absl::OkStatus();
 }
 
-void Scheduler::ApplyToken(Sequence* seq, int32_t token, absl::Time now) {
+void Scheduler::ApplyToken(Sequence* seq, int32_t token, int32_t aux, absl::Time now) {
   Request* request = seq->request;
   SequenceOutput& out = outbox_.emplace_back();
   out.seq = seq->ref();
   out.new_token_ids.push_back(token);
+  out.token_aux = aux;
   const FinishReason reason = AppendTokenAndCheckStop(seq, token, stop_context_, &out.text_delta);
   if (seq->num_output_tokens() == 1 && request->usage.first_token_time == absl::InfiniteFuture()) {
     request->usage.first_token_time = now;

@@ -136,7 +136,7 @@ class Scheduler {
   Replica* Route(const Sequence& seq) const;
   int32_t NumWaiting() const;
   uint64_t NextSeed();
-  void ApplyToken(Sequence* seq, int32_t token, absl::Time now);
+  void ApplyToken(Sequence* seq, int32_t token, int32_t aux, absl::Time now);
   // Finishes `seq` (frees blocks, leaves queues, owes the workers a finished id) and
   // fills the finish fields of `out`.
   void FinishSequence(Sequence* seq, FinishReason reason, absl::Time now, SequenceOutput* out);

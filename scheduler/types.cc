@@ -64,7 +64,7 @@ absl::Status SamplingParams::Validate() const {
   if (!(frequency_penalty >= -2 && frequency_penalty <= 2)) {
     return absl::InvalidArgumentError("frequency_penalty must be in [-2, 2]");
   }
-  if (logprobs < 0) return absl::InvalidArgumentError("logprobs must be >= 0");
+  if (logprobs < -1) return absl::InvalidArgumentError("logprobs must be >= -1 (-1 = none)");
   return absl::OkStatus();
 }
 

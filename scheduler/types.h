@@ -70,7 +70,8 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::optional<uint64_t> seed;
-  int32_t logprobs = 0;  // number of top logprobs to return; 0 = none
+  // -1: no logprobs; k >= 0: the chosen token's log-probability and the top k.
+  int32_t logprobs = -1;
 
   absl::Status Validate() const;
 };
@@ -118,6 +119,9 @@ struct SequenceOutput {
   FinishReason finish_reason = FinishReason::kNone;
   // True on the output that finishes the request's last sequence; `usage` is then set.
   bool request_finished = false;
+  // The `aux` of the SampledToken that produced new_token_ids[0]; -1 when none. Lets the
+  // services layer attach per-token data (logprobs) the core does not look at.
+  int32_t token_aux = -1;
   RequestUsage usage;
 };
 
@@ -136,6 +140,9 @@ struct BlockCopy {
 struct SampledToken {
   SequenceRef seq;
   int32_t token_id = 0;
+  // Opaque to the core; copied to SequenceOutput::token_aux (e.g. an index into the
+  // step's logprobs).
+  int32_t aux = -1;
 };
 
 }  // namespace weft

@@ -27,14 +27,15 @@ std::shared_ptr<Registry> NewRegistry() { return std::make_shared<Registry>(); }
 
 }  // namespace
 
-SchedulerMetrics::SchedulerMetrics() : SchedulerMetrics(NewRegistry()) {}
+ServiceMetrics::ServiceMetrics() : ServiceMetrics(NewRegistry()) {}
 
-SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> r)
+ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
     : requests_running(G(*r, "weft_requests_running", "Requests with sequences scheduled on a replica.")),
       requests_waiting(G(*r, "weft_requests_waiting", "Requests waiting (queued or preempted).")),
       kv_blocks_used(G(*r, "weft_kv_blocks_used", "KV blocks referenced by sequences, all replicas.")),
       kv_blocks_cached(G(*r, "weft_kv_blocks_cached", "Free KV blocks kept for prefix-cache reuse.")),
       kv_blocks_total(G(*r, "weft_kv_blocks_total", "KV blocks of all admitted replicas.")),
+      kv_usage_ratio(G(*r, "weft_kv_usage_ratio", "KV blocks used / total (autoscaling signal).")),
       replicas(G(*r, "weft_replicas", "Admitted replicas.")),
       streams_open(G(*r, "weft_streams_open", "Open Generate streams.")),
       draining(G(*r, "weft_draining", "1 while the scheduler drains after SIGTERM.")),
@@ -69,16 +70,16 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> r)
                          .Help("Replicas fenced, by reason.")
                          .Register(*r)) {}
 
-prometheus::Counter& SchedulerMetrics::Steps(const std::string& replica) {
+prometheus::Counter& ServiceMetrics::Steps(const std::string& replica) {
   return steps_family_.Add({{"replica", replica}});
 }
-prometheus::Counter& SchedulerMetrics::Finished(const std::string& reason) {
+prometheus::Counter& ServiceMetrics::Finished(const std::string& reason) {
   return finished_family_.Add({{"reason", reason}});
 }
-prometheus::Counter& SchedulerMetrics::ByStatus(const std::string& code) {
+prometheus::Counter& ServiceMetrics::ByStatus(const std::string& code) {
   return status_family_.Add({{"code", code}});
 }
-prometheus::Counter& SchedulerMetrics::Fenced(const std::string& reason) {
+prometheus::Counter& ServiceMetrics::Fenced(const std::string& reason) {
   return fenced_family_.Add({{"reason", reason}});
 }
 

@@ -1,4 +1,4 @@
-// SchedulerMetrics: every Prometheus metric weft-scheduler exports, in one registry.
+// ServiceMetrics: every Prometheus metric weft-scheduler exports, in one registry.
 // The planning thread updates them; prometheus-cpp metrics are thread-safe, so the
 // HTTP exposer may read them at any time. Names follow DESIGN.md / the services issue.
 #ifndef WEFT_SCHEDULER_SERVICE_METRICS_H_
@@ -16,10 +16,10 @@
 
 namespace weft {
 
-class SchedulerMetrics {
+class ServiceMetrics {
  public:
-  SchedulerMetrics();
-  explicit SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry);
+  ServiceMetrics();
+  explicit ServiceMetrics(std::shared_ptr<prometheus::Registry> registry);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -29,6 +29,7 @@ class SchedulerMetrics {
   prometheus::Gauge& kv_blocks_used;
   prometheus::Gauge& kv_blocks_cached;
   prometheus::Gauge& kv_blocks_total;
+  prometheus::Gauge& kv_usage_ratio;
   prometheus::Gauge& replicas;
   prometheus::Gauge& streams_open;
   prometheus::Gauge& draining;

@@ -23,7 +23,7 @@ std::string CodeName(grpc::StatusCode code) {
 
 GenerationService::GenerationService(GenerationServiceOptions options, ValidationLimits limits,
                                      const PromptEncoder* encoder, EngineInterface* engine,
-                                     SchedulerMetrics* metrics)
+                                     ServiceMetrics* metrics)
     : options_(options),
       limits_(std::move(limits)),
       encoder_(encoder),

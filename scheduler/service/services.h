@@ -25,7 +25,7 @@ class GenerationService final : public weft::v1::Generation::CallbackService {
  public:
   GenerationService(GenerationServiceOptions options, ValidationLimits limits,
                     const PromptEncoder* encoder, EngineInterface* engine,
-                    SchedulerMetrics* metrics);
+                    ServiceMetrics* metrics);
 
   grpc::ServerWriteReactor<weft::v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const weft::v1::GenerateRequest* request) override;
@@ -44,7 +44,7 @@ class GenerationService final : public weft::v1::Generation::CallbackService {
   const ValidationLimits limits_;
   const PromptEncoder* const encoder_;
   EngineInterface* const engine_;
-  SchedulerMetrics* const metrics_;
+  ServiceMetrics* const metrics_;
   std::atomic<int> open_streams_{0};
   std::atomic<int64_t> next_key_{1};
   std::atomic<uint64_t> seed_state_;

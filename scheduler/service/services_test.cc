@@ -107,7 +107,7 @@ class ServicesTest : public ::testing::Test {
 
   ByteEncoder encoder_;
   FakeEngine engine_;
-  SchedulerMetrics metrics_;
+  ServiceMetrics metrics_;
   std::unique_ptr<GenerationService> gen_;
   std::unique_ptr<WorkerControlService> ctl_;
   std::unique_ptr<grpc::Server> server_;

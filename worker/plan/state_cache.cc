@@ -21,7 +21,7 @@ void StateCache::Reset(int64_t first_step_id) {
   next_step_id_ = first_step_id;
 }
 
-const SequenceState* StateCache::Find(int64_t seq_id) const {
+const WorkerSequence* StateCache::Find(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   return it == seqs_.end() ? nullptr : &it->second;
 }
@@ -94,7 +94,7 @@ absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
     if (it == seqs_.end() || dropped.contains(c.seq_id())) {
       return PlanError(step, absl::StrCat("cached sequence ", c.seq_id(), " is not held"));
     }
-    const SequenceState& s = it->second;
+    const WorkerSequence& s = it->second;
     if (c.num_computed_tokens() != s.num_computed_tokens) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " computed ",
                                           s.num_computed_tokens, " here, ",
@@ -136,7 +136,7 @@ absl::Status StateCache::Apply(const weft::v1::StepPlan& plan, StepBatch* batch)
   // New sequences are inserted before any pointer into the map is taken (rehashing
   // would invalidate them).
   for (const auto& n : plan.new_sequences()) {
-    SequenceState s;
+    WorkerSequence s;
     s.seq_id = n.seq_id();
     s.tokens.assign(n.token_ids().begin(), n.token_ids().end());
     s.num_prompt_tokens = n.num_prompt_tokens();
@@ -147,7 +147,7 @@ absl::Status StateCache::Apply(const weft::v1::StepPlan& plan, StepBatch* batch)
     seqs_[n.seq_id()] = std::move(s);
   }
   absl::flat_hash_map<int64_t, int32_t> index_of;  // seq id -> entry index
-  auto schedule = [&](SequenceState* s, int32_t n, bool sample, int32_t logits_from) {
+  auto schedule = [&](WorkerSequence* s, int32_t n, bool sample, int32_t logits_from) {
     ScheduledSequence sc;
     sc.state = s;
     sc.start_pos = s->num_computed_tokens;
@@ -163,20 +163,24 @@ absl::Status StateCache::Apply(const weft::v1::StepPlan& plan, StepBatch* batch)
     schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens(), n.do_sample(), from);
   }
   for (const auto& c : plan.cached_sequences()) {
-    SequenceState* s = &seqs_[c.seq_id()];
+    WorkerSequence* s = &seqs_[c.seq_id()];
     s->block_ids.insert(s->block_ids.end(), c.new_block_ids().begin(), c.new_block_ids().end());
     schedule(s, c.num_scheduled_tokens(), c.do_sample(), -1);
   }
   return absl::OkStatus();
 }
 
-void StateCache::AppendSampled(SequenceState* seq, int32_t token_id) {
+void StateCache::AppendSampled(WorkerSequence* seq, int32_t token_id) {
   seq->tokens.push_back(token_id);
   ++seq->num_output_tokens;
 }
 
-void StateCache::Drop(const std::vector<int64_t>& seq_ids) {
-  for (int64_t id : seq_ids) seqs_.erase(id);
+void StateCache::Fail(const weft::v1::StepPlan& plan) {
+  if (plan.step_id() == next_step_id_) ++next_step_id_;
+  for (const auto& n : plan.new_sequences()) seqs_.erase(n.seq_id());
+  for (const auto& c : plan.cached_sequences()) seqs_.erase(c.seq_id());
+  for (int64_t id : plan.finished_seq_ids()) seqs_.erase(id);
+  for (int64_t id : plan.preempted_seq_ids()) seqs_.erase(id);
 }
 
 }  // namespace weft

@@ -28,7 +28,7 @@
 
 namespace weft {
 
-struct SequenceState {
+struct WorkerSequence {
   int64_t seq_id = 0;
   std::vector<int32_t> tokens;    // prompt followed by every output token known
   int32_t num_prompt_tokens = 0;
@@ -40,7 +40,7 @@ struct SequenceState {
 
 // One sequence's share of a step.
 struct ScheduledSequence {
-  SequenceState* state = nullptr;  // owned by the StateCache; valid until the next Apply
+  WorkerSequence* state = nullptr;  // owned by the StateCache; valid until the next Apply
   int32_t start_pos = 0;           // first position computed by this step
   int32_t num_tokens = 0;          // positions computed by this step
   bool sample = false;             // sample a token after this step
@@ -69,13 +69,15 @@ class StateCache {
   absl::Status Apply(const weft::v1::StepPlan& plan, StepBatch* batch);
 
   // Records the token sampled for a sequence of the last applied step.
-  void AppendSampled(SequenceState* seq, int32_t token_id);
+  void AppendSampled(WorkerSequence* seq, int32_t token_id);
 
-  // Drops the state of the given sequences (a failed step's sequences).
-  void Drop(const std::vector<int64_t>& seq_ids);
+  // The step of `plan` failed on this rank (or could not be applied): count the plan as
+  // consumed when its step id is the expected one, and drop the state of every sequence it
+  // names. The scheduler ends those sequences' requests and lists them as finished later.
+  void Fail(const weft::v1::StepPlan& plan);
 
   size_t num_sequences() const { return seqs_.size(); }
-  const SequenceState* Find(int64_t seq_id) const;
+  const WorkerSequence* Find(int64_t seq_id) const;
   int64_t next_step_id() const { return next_step_id_; }
 
  private:
@@ -86,7 +88,7 @@ class StateCache {
   const int32_t num_blocks_;
   const int32_t vocab_size_;
   int64_t next_step_id_ = 1;
-  absl::flat_hash_map<int64_t, SequenceState> seqs_;
+  absl::flat_hash_map<int64_t, WorkerSequence> seqs_;
 };
 
 }  // namespace weft

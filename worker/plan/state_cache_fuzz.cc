@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     weft::v1::StepPlan plan;
     if (plan.ParseFromArray(data + pos, static_cast<int>(len)) && cache.Apply(plan, &batch).ok()) {
       for (const weft::ScheduledSequence& s : batch.sequences) {
-        const weft::SequenceState& st = *s.state;
+        const weft::WorkerSequence& st = *s.state;
         if (st.num_computed_tokens > static_cast<int32_t>(st.tokens.size())) __builtin_trap();
         if (static_cast<int64_t>(st.block_ids.size()) * 4 < st.num_computed_tokens) __builtin_trap();
         if (s.sample) cache.AppendSampled(s.state, 1);

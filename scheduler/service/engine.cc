@@ -1,0 +1,403 @@
+#include "scheduler/service/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "scheduler/service/plan_codec.h"
+#include "scheduler/service/services.h"
+
+namespace weft {
+namespace {
+
+RequestSpec SpecFrom(const ResolvedRequest& r, absl::Time deadline) {
+  RequestSpec spec;
+  spec.prompt_token_ids = r.prompt_token_ids;
+  spec.sampling.temperature = r.sampling.temperature;
+  spec.sampling.top_p = r.sampling.top_p;
+  spec.sampling.top_k = r.sampling.top_k;
+  spec.sampling.min_p = r.sampling.min_p;
+  spec.sampling.repetition_penalty = r.sampling.repetition_penalty;
+  spec.sampling.presence_penalty = r.sampling.presence_penalty;
+  spec.sampling.frequency_penalty = r.sampling.frequency_penalty;
+  spec.sampling.seed = r.sampling.seed;
+  spec.sampling.logprobs = r.sampling.num_logprobs;
+  spec.stopping.max_tokens = r.max_tokens;
+  spec.stopping.ignore_eos = r.ignore_eos;
+  spec.stopping.stop_token_ids = r.stop_token_ids;
+  spec.stopping.stop_strings = r.stop_strings;
+  spec.n = r.n;
+  spec.priority = r.priority;
+  spec.deadline = deadline;
+  return spec;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+absl::Status EngineOptions::Validate() const {
+  if (auto s = core.Validate(); !s.ok()) return s;
+  if (auto s = step_deadline.Validate(); !s.ok()) return s;
+  if (stall_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("stall timeout must be > 0");
+  if (max_inbox_submissions == 0) return absl::InvalidArgumentError("inbox bound must be > 0");
+  return absl::OkStatus();
+}
+
+Engine::Engine(EngineOptions options, ExpectedModel model, weft::v1::ModelInfo info,
+               const TokenTextSource* text, ServiceMetrics* metrics, HealthFn set_health)
+    : options_(std::move(options)),
+      model_(model),
+      info_(std::move(info)),
+      text_(text),
+      metrics_(metrics),
+      set_health_(std::move(set_health)),
+      registry_(std::move(model)) {}
+
+Engine::~Engine() { Stop(); }
+
+absl::Status Engine::Start() {
+  if (auto s = options_.Validate(); !s.ok()) return s;
+  auto core = Scheduler::Create(options_.core, text_);
+  if (!core.ok()) return core.status();
+  core_ = std::move(*core);
+  UpdateGaugesAndHealth();
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void Engine::Stop() {
+  {
+    MutexLock l(&mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+    wake_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::BeginDrain() {
+  if (draining_.exchange(true)) return;
+  LOG(INFO) << "draining: new calls get UNAVAILABLE; running streams finish";
+  metrics_->draining.Set(1);
+  if (set_health_) set_health_(false);
+  MutexLock l(&mu_);
+  wake_.SignalAll();
+}
+
+int Engine::WaitDrained(absl::Time deadline) {
+  int64_t left = 0;
+  {
+    MutexLock l(&mu_);
+    while (unfinished_ > 0 && absl::Now() < deadline && !stop_) {
+      drained_cv_.WaitWithTimeout(&mu_, std::min(deadline - absl::Now(), absl::Milliseconds(100)));
+    }
+    left = unfinished_;
+  }
+  if (left == 0) return 0;
+  LOG(WARNING) << "drain timeout: ending " << left << " requests UNAVAILABLE";
+  Push(AbortAllEvent{FinishReason::kUnavailable});
+  MutexLock l(&mu_);
+  const absl::Time hard = absl::Now() + absl::Seconds(5);
+  while (unfinished_ > 0 && absl::Now() < hard && !stop_) {
+    drained_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+  }
+  return static_cast<int>(left);
+}
+
+// --- Inbox (any thread) ---------------------------------------------------------------
+
+void Engine::Push(Event event) {
+  MutexLock l(&mu_);
+  inbox_.push_back(std::move(event));
+  wake_.Signal();
+}
+
+absl::Status Engine::Submit(Submission submission) {
+  if (draining_.load()) return absl::UnavailableError("the server is draining (shutting down)");
+  if (num_replicas_.load() == 0) {
+    return absl::UnavailableError("no worker replica is attached to this scheduler");
+  }
+  MutexLock l(&mu_);
+  if (stop_) return absl::UnavailableError("the server is stopping");
+  if (inbox_submissions_ >= options_.max_inbox_submissions) {
+    return absl::ResourceExhaustedError("admission queue is full; retry later");
+  }
+  ++inbox_submissions_;
+  inbox_.push_back(SubmitEvent{std::move(submission)});
+  wake_.Signal();
+  return absl::OkStatus();
+}
+
+void Engine::Cancel(int64_t key) { Push(CancelEvent{key}); }
+
+void Engine::OnWorkerMessage(const std::shared_ptr<WorkerHandle>& worker,
+                             weft::v1::WorkerMessage message) {
+  Push(MessageEvent{worker, std::move(message)});
+}
+
+void Engine::OnWorkerGone(const std::shared_ptr<WorkerHandle>& worker) { Push(GoneEvent{worker}); }
+
+weft::v1::ModelInfo Engine::ModelInfo() const {
+  weft::v1::ModelInfo info = info_;
+  info.set_num_replicas(num_replicas_.load());
+  return info;
+}
+
+// --- The planning thread --------------------------------------------------------------
+
+absl::Time Engine::NextWake(absl::Time now) const {
+  absl::Time wake = now + absl::Seconds(1);
+  if (!requests_.empty()) wake = std::min(wake, now + options_.tick);
+  for (const auto& [name, rs] : replicas_) wake = std::min(wake, rs.tracker->NextDeadline());
+  return wake;
+}
+
+void Engine::Loop() {
+  std::deque<Event> events;
+  while (true) {
+    {
+      MutexLock l(&mu_);
+      if (inbox_.empty() && !stop_) {
+        const absl::Time now = absl::Now();
+        const absl::Time wake = NextWake(now);
+        if (wake > now) wake_.WaitWithTimeout(&mu_, wake - now);
+      }
+      events.swap(inbox_);
+      inbox_submissions_ = 0;
+      if (stop_) break;
+    }
+    const absl::Time now = absl::Now();
+    for (Event& e : events) Handle(e, now);
+    events.clear();
+    CheckTimers(now);
+    PlanReplicas(now);
+    Deliver(now);
+    UpdateGaugesAndHealth();
+  }
+  // Stopping: end whatever is still open.
+  AbortAll(FinishReason::kUnavailable, absl::Now());
+  for (auto& [name, rs] : replicas_) {
+    for (auto& h : rs.ranks) h->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler stopping"));
+  }
+  MutexLock l(&mu_);
+  unfinished_ = 0;
+  drained_cv_.SignalAll();
+}
+
+void Engine::Handle(Event& event, absl::Time now) {
+  if (auto* s = std::get_if<SubmitEvent>(&event)) {
+    HandleSubmit(s->submission, now);
+  } else if (auto* c = std::get_if<CancelEvent>(&event)) {
+    auto it = by_key_.find(c->key);
+    if (it != by_key_.end()) (void)core_->AbortRequest(it->second, FinishReason::kCancelled, now);
+  } else if (auto* m = std::get_if<MessageEvent>(&event)) {
+    if (m->message.has_hello()) {
+      HandleHello(m->worker, m->message.hello(), now);
+    } else if (m->message.has_result()) {
+      HandleResult(m->worker, m->message.result(), now);
+    }
+  } else if (auto* g = std::get_if<GoneEvent>(&event)) {
+    FenceOutcome f = registry_.OnGone(g->worker);
+    if (!f.replica.empty()) {
+      Fence(f.replica, absl::StrCat("worker stream ", g->worker->id(), " (", g->worker->peer(), ") ended"),
+            std::move(f.other_ranks), now);
+    }
+  } else if (auto* a = std::get_if<AbortAllEvent>(&event)) {
+    AbortAll(a->reason, now);
+  }
+}
+
+void Engine::HandleSubmit(Submission& s, absl::Time now) {
+  if (s.outbox->Closed()) return;  // the client left before we got to it
+  auto id = core_->AddRequest(SpecFrom(s.request, s.deadline), now);
+  if (!id.ok()) {
+    metrics_->ByStatus(absl::StatusCodeToString(id.status().code())).Increment();
+    s.outbox->Finish(ToGrpcStatus(id.status()));
+    return;
+  }
+  ActiveRequest ar;
+  ar.key = s.key;
+  ar.outbox = std::move(s.outbox);
+  ar.num_logprobs = s.request.sampling.num_logprobs;
+  ar.seed = s.request.sampling.seed;
+  ar.arrival = s.arrival;
+  ar.last_token_time.assign(s.request.n, absl::InfinitePast());
+  metrics_->prompt_tokens.Increment(static_cast<double>(s.request.prompt_token_ids.size()));
+  by_key_[s.key] = *id;
+  requests_.emplace(*id, std::move(ar));
+}
+
+void Engine::HandleHello(const std::shared_ptr<WorkerHandle>& w, const weft::v1::WorkerHello& h,
+                         absl::Time now) {
+  HelloOutcome out = registry_.OnHello(w, h, now);
+  for (auto& old : out.displaced) {
+    old->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "displaced by a newer process for the same rank"));
+  }
+  if (!out.displaced_replica.empty() && replicas_.count(out.displaced_replica) > 0) {
+    Fence(out.displaced_replica, "a rank re-attached", {}, now);
+  }
+  if (out.kind == HelloOutcome::kRejected) {
+    LOG(WARNING) << "rejecting worker " << h.worker_id() << " (" << w->peer() << ", replica '"
+                 << h.replica() << "' rank " << h.rank() << "): " << out.reject_reason;
+    weft::v1::SchedulerMessage m;
+    m.mutable_reject()->set_reason(out.reject_reason);
+    w->Send(std::move(m));
+    w->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, out.reject_reason));
+    return;
+  }
+  if (out.kind == HelloOutcome::kPending) {
+    LOG(INFO) << "replica '" << h.replica() << "': rank " << h.rank() << " of " << h.world_size()
+              << " attached (" << h.worker_id() << "); waiting for the others";
+    return;
+  }
+  const AdmittedReplica& r = *out.replica;
+  auto id = core_->AddReplica(ReplicaOptions{r.num_kv_blocks, model_.block_size});
+  if (!id.ok()) {
+    LOG(ERROR) << "cannot add replica '" << r.name << "': " << id.status();
+    FenceOutcome f = registry_.Fence(r.name);
+    for (auto& handle : f.other_ranks) handle->Close(ToGrpcStatus(id.status()));
+    return;
+  }
+  ReplicaState rs;
+  rs.name = r.name;
+  rs.id = *id;
+  rs.tracker = std::make_unique<StepTracker>(options_.step_deadline, r.world_size);
+  rs.steps = &metrics_->Steps(r.name);
+  for (const RankInfo& rank : r.ranks) {
+    rs.ranks.push_back(rank.handle);
+    weft::v1::SchedulerMessage m;
+    weft::v1::Welcome* wl = m.mutable_welcome();
+    wl->set_replica(r.name);
+    wl->set_num_kv_blocks(r.num_kv_blocks);
+    wl->set_first_step_id(1);
+    wl->set_comm_init(r.comm_init);
+    wl->set_epoch(r.epoch);
+    rank.handle->Send(std::move(m));
+  }
+  LOG(INFO) << "replica '" << r.name << "' admitted: TP " << r.world_size << ", "
+            << r.num_kv_blocks << " KV blocks, epoch " << r.epoch << ", backend "
+            << r.ranks[0].hello.backend() << " (" << r.ranks[0].hello.kernels() << ")";
+  replicas_.emplace(r.name, std::move(rs));
+  num_replicas_.store(static_cast<int>(replicas_.size()));
+}
+
+Engine::ReplicaState* Engine::FindByHandle(int64_t handle_id) {
+  const AdmittedReplica* r = registry_.FindByHandle(handle_id);
+  if (r == nullptr) return nullptr;
+  auto it = replicas_.find(r->name);
+  return it == replicas_.end() ? nullptr : &it->second;
+}
+
+void Engine::HandleResult(const std::shared_ptr<WorkerHandle>& w, const weft::v1::StepResult& r,
+                          absl::Time now) {
+  ReplicaState* rs = FindByHandle(w->id());
+  if (rs == nullptr) return;  // a fenced replica's late answer
+  for (StepTracker::ResultOutcome& o : rs->tracker->OnResult(r, now)) {
+    if (o.outcome == StepTracker::Outcome::kUnexpected ||
+        o.outcome == StepTracker::Outcome::kDisagree) {
+      Fence(rs->name, o.message, registry_.Fence(rs->name).other_ranks, now);
+      return;
+    }
+    InFlightPlan plan = std::move(rs->in_flight.front());
+    rs->in_flight.pop_front();
+    if (o.outcome == StepTracker::Outcome::kError) {
+      FailStep(rs, plan, o.message, now);
+    } else {
+      ApplyStep(rs, plan, o.result, now);
+    }
+    if (replicas_.count(rs->name) == 0) return;  // fenced while applying
+  }
+}
+
+void Engine::ApplyStep(ReplicaState* rs, const InFlightPlan& plan, const weft::v1::StepResult& r,
+                       absl::Time now) {
+  absl::Status s = DecodeTokens(r, plan.sample_order, model_.vocab_size, &tokens_scratch_);
+  if (s.ok()) {
+    for (size_t i = 0; i < tokens_scratch_.size(); ++i) {
+      const weft::v1::SampledToken& t = r.tokens(static_cast<int>(i));
+      if (t.top_size() == 0 && t.logprob() == 0) continue;
+      TokenLogprobs lp;
+      lp.logprob = t.logprob();
+      for (const auto& e : t.top()) lp.top.emplace_back(e.token_id(), e.logprob());
+      tokens_scratch_[i].aux = static_cast<int32_t>(step_logprobs_.size());
+      step_logprobs_.push_back(std::move(lp));
+    }
+    s = core_->ApplyResults(rs->id, StepId(plan.step_id), tokens_scratch_, now);
+  }
+  if (!s.ok()) {
+    Fence(rs->name, absl::StrCat("bad result: ", s.message()), registry_.Fence(rs->name).other_ranks, now);
+    return;
+  }
+  rs->steps->Increment();
+  steps_completed_.fetch_add(1);
+  metrics_->step_duration.Observe(Seconds(now - plan.sent));
+}
+
+void Engine::FailStep(ReplicaState* rs, const InFlightPlan& plan, const std::string& why,
+                      absl::Time now) {
+  LOG(WARNING) << "replica '" << rs->name << "' failed step " << plan.step_id << ": " << why
+               << "; ending its " << plan.requests.size() << " requests";
+  for (RequestId id : plan.requests) (void)core_->AbortRequest(id, FinishReason::kError, now);
+  // The core still expects this step's tokens; they belong to finished sequences now
+  // and are discarded.
+  tokens_scratch_.clear();
+  for (SequenceRef ref : plan.sample_order) tokens_scratch_.push_back(SampledToken{ref, 0, -1});
+  absl::Status s = core_->ApplyResults(rs->id, StepId(plan.step_id), tokens_scratch_, now);
+  if (!s.ok()) {
+    Fence(rs->name, absl::StrCat("cannot retire failed step: ", s.message()),
+          registry_.Fence(rs->name).other_ranks, now);
+  }
+}
+
+void Engine::Fence(const std::string& name, const std::string& reason,
+                   std::vector<std::shared_ptr<WorkerHandle>> other_ranks, absl::Time now) {
+  auto it = replicas_.find(name);
+  if (it == replicas_.end()) return;
+  LOG(WARNING) << "fencing replica '" << name << "': " << reason;
+  metrics_->Fenced(reason.substr(0, reason.find(':'))).Increment();
+  for (auto& h : other_ranks) {
+    h->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("replica fenced: ", reason)));
+  }
+  const int64_t before = core_->counters().retries_total;
+  absl::Status s = core_->RemoveReplica(it->second.id, now);
+  if (!s.ok()) LOG(ERROR) << "removing replica '" << name << "' from the core: " << s;
+  metrics_->requeued_requests.Increment(static_cast<double>(core_->counters().retries_total - before));
+  replicas_.erase(it);
+  num_replicas_.store(static_cast<int>(replicas_.size()));
+}
+
+void Engine::PlanReplicas(absl::Time now) {
+  for (auto& [name, rs] : replicas_) {
+    while (core_->CanPlan(rs.id)) {
+      absl::Status s = core_->Plan(rs.id, now, &plan_scratch_);
+      if (!s.ok()) {
+        LOG(ERROR) << "planning replica '" << name << "': " << s;
+        break;
+      }
+      if (plan_scratch_.empty()) break;
+      InFlightPlan inflight;
+      inflight.step_id = plan_scratch_.step_id.value();
+      inflight.sent = now;
+      weft::v1::SchedulerMessage msg;
+      EncodePlan(plan_scratch_, msg.mutable_plan(), &inflight.sample_order);
+      for (const auto& n : plan_scratch_.new_requests) inflight.requests.push_back(n.seq.request_id);
+      for (const auto& c : plan_scratch_.cached_requests) inflight.requests.push_back(c.seq.request_id);
+      std::sort(inflight.requests.begin(), inflight.requests.end());
+      inflight.requests.erase(std::unique(inflight.requests.begin(), inflight.requests.end()),
+                              inflight.requests.end());
+      for (size_t r = 0; r < rs.ranks.size(); ++r) {
+        if (r + 1 == rs.ranks.size()) {
+          rs.ranks[r]->Send(std::move(msg));
+        } else {
+          rs.ranks[r]->Send(msg);
+        }
+      }
+      rs.tracker->OnPlanSent(inflight.step_id, plan_scratch_.total_num_scheduled_tokens, now);
+      rs.in_flight.push_back(std::move(inflight));
+    }
+  }
+}
+
+}  // namespace weft

@@ -1,0 +1,381 @@
+// The engine end to end on loopback with fake workers: real gRPC services, real
+// WorkerClients and real plan application (StateCache); only the model is fake (tokens
+// are a function of seed, sample and position, so expected outputs are known).
+#include "scheduler/service/engine.h"
+
+#include <atomic>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/shard_layout.h"
+#include "scheduler/service/services.h"
+#include "worker/plan/state_cache.h"
+#include "worker/service/worker_client.h"
+
+namespace weft {
+namespace {
+
+constexpr int32_t kVocab = 64;
+constexpr int32_t kEos = 63;
+
+class FakeText : public TokenTextSource {
+ public:
+  FakeText() {
+    for (int i = 0; i < kVocab; ++i) pieces_.push_back(absl::StrCat("t", i, " "));
+    pieces_[kEos] = "";
+  }
+  absl::string_view TokenBytes(int32_t id) const override { return pieces_[id]; }
+
+ private:
+  std::vector<std::string> pieces_;
+};
+
+class IdEncoder : public PromptEncoder {
+ public:
+  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
+    std::vector<int32_t> ids;
+    for (unsigned char c : text) ids.push_back(c % 60);
+    return ids;
+  }
+  absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt&) const override {
+    return absl::UnimplementedError("no chat");
+  }
+};
+
+// Token i of sample j: never EOS, deterministic.
+int32_t FakeToken(uint64_t seed, int32_t sample, int32_t i) {
+  return static_cast<int32_t>((seed * 31 + sample * 7 + i * 3) % 60);
+}
+
+class FakeExecutor : public StepExecutor {
+ public:
+  FakeExecutor(std::string replica, int rank, int world, std::string fingerprint = "fp")
+      : replica_(std::move(replica)), rank_(rank), world_(world), fp_(std::move(fingerprint)) {}
+
+  weft::v1::WorkerHello Hello() override {
+    weft::v1::WorkerHello h;
+    h.set_model_fingerprint(fp_);
+    h.set_replica(replica_);
+    h.set_rank(rank_);
+    h.set_world_size(world_);
+    h.set_block_size(4);
+    h.set_num_kv_blocks(blocks_);
+    h.set_backend("fake");
+    h.set_vocab_size(kVocab);
+    h.set_shard_layout(ComputeShardLayout(4, 2, 64, kVocab, world_, rank_)->ToString());
+    return h;
+  }
+  absl::Status OnWelcome(const weft::v1::Welcome& w) override {
+    cache_ = std::make_unique<StateCache>(4, w.num_kv_blocks(), kVocab);
+    cache_->Reset(w.first_step_id());
+    return absl::OkStatus();
+  }
+  weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
+    while (hang_.load()) absl::SleepFor(absl::Milliseconds(5));
+    weft::v1::StepResult r;
+    r.set_step_id(plan.step_id());
+    r.set_rank(rank_);
+    if (fail_next_.exchange(false)) {
+      cache_->Fail(plan);
+      r.set_error("injected failure");
+      return r;
+    }
+    StepBatch batch;
+    absl::Status s = cache_->Apply(plan, &batch);
+    if (!s.ok()) {
+      cache_->Fail(plan);
+      r.set_error(std::string(s.message()));
+      return r;
+    }
+    for (ScheduledSequence& sc : batch.sequences) {
+      if (!sc.sample) continue;
+      WorkerSequence* st = sc.state;
+      int32_t tok = FakeToken(st->sampling.seed(), st->sampling.sample_index(), st->num_output_tokens);
+      if (rank_ == 1 && disagree_.load()) tok = (tok + 1) % 60;
+      auto* t = r.add_tokens();
+      t->set_seq_id(st->seq_id);
+      t->set_token_id(tok);
+      cache_->AppendSampled(st, tok);
+    }
+    r.set_tokens_hash(TokensHash(r));
+    absl::SleepFor(absl::Milliseconds(step_ms_));
+    return r;
+  }
+  void OnDetach() override { ++detaches; }
+
+  int32_t blocks_ = 256;
+  int step_ms_ = 1;
+  std::atomic<bool> hang_{false}, fail_next_{false}, disagree_{false};
+  std::atomic<int> detaches{0};
+
+ private:
+  std::string replica_;
+  int rank_, world_;
+  std::string fp_;
+  std::unique_ptr<StateCache> cache_;
+};
+
+struct Worker {
+  std::unique_ptr<FakeExecutor> exec;
+  std::unique_ptr<WorkerClient> client;
+  std::thread thread;
+  absl::Status result;
+  void Start(const std::string& addr) {
+    WorkerClientOptions o;
+    o.scheduler_address = addr;
+    o.initial_backoff = absl::Milliseconds(20);
+    client = std::make_unique<WorkerClient>(o, exec.get());
+    thread = std::thread([this] { result = client->Run(); });
+  }
+  void Stop() {
+    if (client) client->Stop();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void StartServer(absl::Duration deadline_floor = absl::Seconds(10)) {
+    EngineOptions eo;
+    eo.core.block_size = 4;
+    eo.core.max_model_len = 256;
+    eo.core.vocab_size = kVocab;
+    eo.core.eos_token_ids = {kEos};
+    eo.core.max_num_batched_tokens = 64;
+    eo.step_deadline.floor = deadline_floor;
+    eo.stall_timeout = absl::Seconds(1);
+    ExpectedModel em;
+    em.fingerprint = "fp";
+    em.block_size = 4;
+    em.vocab_size = kVocab;
+    em.n_head = 4;
+    em.n_head_kv = 2;
+    em.n_ff = 64;
+    weft::v1::ModelInfo info;
+    info.set_name("fake");
+    engine_ = std::make_unique<Engine>(eo, em, info, &text_, &metrics_, nullptr);
+    ASSERT_TRUE(engine_->Start().ok());
+    ValidationLimits lim;
+    lim.model_name = "fake";
+    lim.vocab_size = kVocab;
+    lim.context_length = 256;
+    gen_ = std::make_unique<GenerationService>(GenerationServiceOptions{}, lim, &encoder_,
+                                                engine_.get(), &metrics_);
+    ctl_ = std::make_unique<WorkerControlService>(engine_.get());
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(gen_.get());
+    b.RegisterService(ctl_.get());
+    server_ = b.BuildAndStart();
+    addr_ = "127.0.0.1:" + std::to_string(port_);
+    stub_ = weft::v1::Generation::NewStub(grpc::CreateChannel(addr_, grpc::InsecureChannelCredentials()));
+  }
+  Worker* AddWorker(const std::string& replica, int rank = 0, int world = 1,
+                    const std::string& fp = "fp") {
+    auto w = std::make_unique<Worker>();
+    w->exec = std::make_unique<FakeExecutor>(replica, rank, world, fp);
+    w->Start(addr_);
+    workers_.push_back(std::move(w));
+    return workers_.back().get();
+  }
+  bool WaitReplicas(int n) {
+    for (int i = 0; i < 2000 && engine_->num_replicas() != n; ++i) absl::SleepFor(absl::Milliseconds(5));
+    return engine_->num_replicas() == n;
+  }
+  void TearDown() override {
+    for (auto& w : workers_) w->Stop();
+    if (engine_) engine_->Stop();
+    if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  }
+
+  struct Outcome {
+    grpc::Status status;
+    std::vector<int32_t> tokens;
+    std::string text;
+    weft::v1::FinishReason reason = weft::v1::FINISH_REASON_UNSPECIFIED;
+    weft::v1::Usage usage;
+  };
+  Outcome Generate(int max_tokens, uint64_t seed, const std::string& prompt = "hello",
+                   grpc::ClientContext* ctx = nullptr, int stop_after = -1) {
+    weft::v1::GenerateRequest req;
+    req.set_text(prompt);
+    req.mutable_stopping()->set_max_tokens(max_tokens);
+    req.mutable_sampling()->set_seed(seed);
+    grpc::ClientContext local;
+    if (ctx == nullptr) ctx = &local;
+    auto reader = stub_->Generate(ctx, req);
+    Outcome o;
+    weft::v1::GenerateResponse r;
+    while (reader->Read(&r)) {
+      o.tokens.insert(o.tokens.end(), r.token_ids().begin(), r.token_ids().end());
+      o.text += r.text();
+      if (r.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) o.reason = r.finish_reason();
+      if (r.has_usage()) o.usage = r.usage();
+      if (stop_after >= 0 && static_cast<int>(o.tokens.size()) >= stop_after) ctx->TryCancel();
+    }
+    o.status = reader->Finish();
+    return o;
+  }
+  static std::vector<int32_t> Expected(uint64_t seed, int n) {
+    std::vector<int32_t> v;
+    for (int i = 0; i < n; ++i) v.push_back(FakeToken(seed, 0, i));
+    return v;
+  }
+  double BlocksUsed() { return metrics_.kv_blocks_used.Value(); }
+  bool WaitBlocksFree() {
+    for (int i = 0; i < 2000 && BlocksUsed() != 0; ++i) absl::SleepFor(absl::Milliseconds(5));
+    return BlocksUsed() == 0;
+  }
+
+  FakeText text_;
+  IdEncoder encoder_;
+  ServiceMetrics metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<GenerationService> gen_;
+  std::unique_ptr<WorkerControlService> ctl_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string addr_;
+  std::unique_ptr<weft::v1::Generation::Stub> stub_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+TEST_F(EngineTest, NoReplicaIsUnavailable) {
+  StartServer();
+  EXPECT_EQ(Generate(4, 1).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(EngineTest, StreamsTokensTextAndUsage) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  Outcome o = Generate(10, 5);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens, Expected(5, 10));
+  EXPECT_EQ(o.reason, weft::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(o.usage.prompt_tokens(), 5);
+  EXPECT_EQ(o.usage.completion_tokens(), 10);
+  std::string text;
+  for (int32_t t : o.tokens) text += absl::StrCat("t", t, " ");
+  EXPECT_EQ(o.text, text);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineTest, ManyConcurrentStreamsAllFinishWithTheirOwnTokens) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  std::vector<std::thread> ts;
+  std::vector<Outcome> outs(24);
+  for (int i = 0; i < 24; ++i) {
+    ts.emplace_back([&, i] { outs[i] = Generate(5 + i, 100 + i, std::string(3 + i, 'a' + i % 20)); });
+  }
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 24; ++i) {
+    ASSERT_TRUE(outs[i].status.ok()) << i << ": " << outs[i].status.error_message();
+    EXPECT_EQ(outs[i].tokens, Expected(100 + i, 5 + i)) << i;
+  }
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineTest, CancelFreesBlocks) {
+  StartServer();
+  Worker* w = AddWorker("r0");
+  w->exec->step_ms_ = 5;
+  ASSERT_TRUE(WaitReplicas(1));
+  grpc::ClientContext ctx;
+  Outcome o = Generate(200, 3, "hello", &ctx, /*stop_after=*/3);
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineTest, KilledReplicaRequestsFinishOnTheOther) {
+  StartServer();
+  Worker* a = AddWorker("ra");
+  Worker* b = AddWorker("rb");
+  a->exec->step_ms_ = 3;
+  b->exec->step_ms_ = 3;
+  ASSERT_TRUE(WaitReplicas(2));
+  std::vector<std::thread> ts;
+  std::vector<Outcome> outs(8);
+  for (int i = 0; i < 8; ++i) ts.emplace_back([&, i] { outs[i] = Generate(40, 7 + i); });
+  absl::SleepFor(absl::Milliseconds(40));
+  a->Stop();  // the stream breaks: replica ra is fenced, its requests re-queued on rb
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(outs[i].status.ok()) << outs[i].status.error_message();
+    EXPECT_EQ(outs[i].tokens, Expected(7 + i, 40)) << "recompute must not change tokens";
+  }
+  EXPECT_EQ(engine_->num_replicas(), 1);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineTest, HungReplicaIsFencedAfterMissedDeadlines) {
+  StartServer(/*deadline_floor=*/absl::Milliseconds(100));
+  Worker* a = AddWorker("ra");
+  ASSERT_TRUE(WaitReplicas(1));
+  a->exec->hang_ = true;
+  Outcome o = Generate(5, 1);
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  a->exec->hang_ = false;
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineTest, StepErrorEndsOnlyThatStepsRequests) {
+  StartServer();
+  Worker* a = AddWorker("ra");
+  ASSERT_TRUE(WaitReplicas(1));
+  a->exec->fail_next_ = true;
+  Outcome bad = Generate(5, 1);
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INTERNAL);
+  Outcome good = Generate(5, 2);
+  EXPECT_TRUE(good.status.ok()) << good.status.error_message();
+  EXPECT_EQ(engine_->num_replicas(), 1);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineTest, WrongFingerprintIsRefused) {
+  StartServer();
+  Worker* w = AddWorker("ra", 0, 1, "other");
+  w->thread.join();
+  EXPECT_EQ(w->result.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(w->result.message().find("fingerprint"), absl::string_view::npos);
+  EXPECT_EQ(engine_->num_replicas(), 0);
+}
+
+TEST_F(EngineTest, TensorParallelRanksFormOneReplicaAndDisagreementFences) {
+  StartServer();
+  Worker* r0 = AddWorker("tp", 0, 2);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(engine_->num_replicas(), 0) << "rank 0 alone must not be admitted";
+  Worker* r1 = AddWorker("tp", 1, 2);
+  ASSERT_TRUE(WaitReplicas(1));
+  Outcome o = Generate(6, 9);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens, Expected(9, 6));
+  r1->exec->disagree_ = true;
+  Outcome d = Generate(6, 9);
+  EXPECT_EQ(d.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  r0->exec->hang_ = false;
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineTest, DrainFinishesRunningStreamsAndRefusesNewOnes) {
+  StartServer();
+  Worker* a = AddWorker("ra");
+  a->exec->step_ms_ = 2;
+  ASSERT_TRUE(WaitReplicas(1));
+  Outcome running;
+  std::thread t([&] { running = Generate(30, 4); });
+  absl::SleepFor(absl::Milliseconds(20));
+  engine_->BeginDrain();
+  EXPECT_EQ(Generate(3, 1).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(engine_->WaitDrained(absl::Now() + absl::Seconds(20)), 0);
+  t.join();
+  EXPECT_TRUE(running.status.ok());
+  EXPECT_EQ(running.tokens.size(), 30u);
+}
+
+}  // namespace
+}  // namespace weft
