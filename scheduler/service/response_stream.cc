@@ -62,12 +62,14 @@ void Outbox::OnWriteDone(bool ok) {
     MutexLock lock(&mu_);
     write_in_flight_ = false;
     if (!ok) {
-      // The call is broken; OnCancel/OnDone follow. Drop what is queued.
+      // The call is broken: drop what is queued. OnCancel may already have asked for
+      // the finish while this write was in flight, so fall through to Pump(), which
+      // starts it (a broken call must still be finished, or the server never shuts down).
       queue_.clear();
       bytes_ = 0;
-      return;
+    } else {
+      oldest_unwritten_since_ = queue_.empty() ? absl::InfiniteFuture() : absl::Now();
     }
-    oldest_unwritten_since_ = queue_.empty() ? absl::InfiniteFuture() : absl::Now();
   }
   Pump();
 }

@@ -202,6 +202,41 @@ TEST_F(ServicesTest, ClientCancelReachesTheEngine) {
   ASSERT_TRUE(engine_.WaitFor([&] { return gen_->open_streams() == 0; }));
 }
 
+// A cancel that lands while a write is in flight must still finish the call (OnDone
+// runs, the stream slot is released); before the fix, ~1 in 30 such calls never ended
+// and the server's Shutdown hung on them.
+TEST_F(ServicesTest, CancelDuringWritesAlwaysEndsTheCall) {
+  weft::v1::GenerateRequest req;
+  req.set_text("x");
+  for (int i = 0; i < 60; ++i) {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, req);
+    ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == static_cast<size_t>(i + 1); }));
+    std::shared_ptr<Outbox> outbox;
+    {
+      MutexLock l(&engine_.mu_);
+      outbox = engine_.subs_.back().outbox;
+    }
+    std::atomic<bool> stop{false};
+    std::thread pusher([&] {
+      weft::v1::GenerateResponse resp;
+      resp.set_text(std::string(4096, 'a'));
+      while (!stop.load()) {
+        outbox->Push(resp);
+        std::this_thread::yield();
+      }
+    });
+    weft::v1::GenerateResponse r;
+    for (int k = 0; k < (i % 4) + 1 && reader->Read(&r); ++k) {
+    }
+    ctx.TryCancel();
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+    ASSERT_TRUE(engine_.WaitFor([&] { return gen_->open_streams() == 0; })) << "call " << i;
+    stop = true;
+    pusher.join();
+  }
+}
+
 class EchoExecutor : public StepExecutor {
  public:
   weft::v1::WorkerHello Hello() override {
