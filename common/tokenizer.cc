@@ -276,6 +276,11 @@ absl::string_view Tokenizer::TokenBytes(int32_t token_id) const {
   return absl::string_view(piece_bytes_).substr(b, piece_offsets_[token_id + 1] - b);
 }
 
+int32_t Tokenizer::FindToken(absl::string_view text) const {
+  auto it = token_to_id_.find(text);
+  return it == token_to_id_.end() ? -1 : it->second;
+}
+
 absl::string_view Tokenizer::TokenText(int32_t token_id) const {
   return IsValid(token_id) ? absl::string_view(tokens_[token_id]) : absl::string_view();
 }

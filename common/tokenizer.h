@@ -17,6 +17,9 @@
 //      and each word byte-level BPE encoded (tokenizer_bpe.h).
 //   3. BOS first / EOS last when the options (default: the GGUF's add_bos_token /
 //      add_eos_token) ask for them. SmolLM2 asks for neither.
+// Bytes whose GPT-2 character is not in the vocabulary are dropped, as llama.cpp drops
+// them (SmolLM2 lacks 0x04 0x06 0x13 0x14 0x16 0x1D, and 0xC0 0xC1 0xF1 0xF2 0xF5-0xFF
+// of which only F1/F2, leads of U+40000..U+BFFFF, survive canonicalisation).
 // Divergence: bytes that llama.cpp decodes to a code point above U+10FFFF (F4 90..,
 // F5-F7 leads) make llama.cpp abort; here they become one U+FFFD.
 //
@@ -102,6 +105,9 @@ class Tokenizer {
   // The vocabulary entry as stored in the GGUF (GPT-2 byte-encoded, e.g. "Ġthe"; for
   // control tokens their text, e.g. "<|im_end|>"). "" for out-of-range ids.
   absl::string_view TokenText(int32_t token_id) const;
+
+  // The id whose vocabulary entry (TokenText) is exactly `text`, or -1.
+  int32_t FindToken(absl::string_view text) const;
 
   int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
   bool IsValid(int32_t token_id) const { return token_id >= 0 && token_id < vocab_size(); }

@@ -430,6 +430,20 @@ TEST(TokenizerModelTest, SpecialIdsMatchLlamaCpp) {
   EXPECT_EQ(tok->TokenBytes(2), "");
   EXPECT_EQ(tok->TokenBytes(198), "\n");
   EXPECT_EQ(tok->TokenBytes(216), " ");
+  EXPECT_EQ(tok->FindToken("<|im_end|>"), 2);
+  EXPECT_EQ(tok->FindToken("\xC4\xA0"), 216);  // "Ġ"
+  EXPECT_EQ(tok->FindToken("no such token"), -1);
+}
+
+TEST(TokenizerModelTest, BytesWithoutTokensAreDroppedLikeLlamaCpp) {
+  WEFT_REQUIRE_DEFAULT_MODEL(path);
+  auto tok = LoadDefault(path);
+  ASSERT_NE(tok, nullptr);
+  // SmolLM2's vocabulary has no token for these bytes' GPT-2 characters.
+  for (char c : std::string("\x04\x06\x13\x14\x16\x1D")) {
+    EXPECT_THAT(tok->Encode(std::string(1, c)), ElementsAre()) << static_cast<int>(c);
+  }
+  EXPECT_EQ(tok->Decode(tok->Encode("a\x04" "b")), "ab");
 }
 
 TEST(TokenizerModelTest, PromptWithChatMarkup) {

@@ -100,9 +100,9 @@ class Vocab:
         }
 
 
-def corpus_lines(vocab):
+def corpus_lines(vocab, corpus):
     lines = []
-    for i, (cat, value) in enumerate(tokenizer_corpus_strings.corpus()):
+    for i, (cat, value) in enumerate(corpus):
         data = value if isinstance(value, bytes) else value.encode("utf-8")
         entry = {"i": i, "cat": cat}
         if isinstance(value, bytes):
@@ -175,6 +175,12 @@ def main():
     ap.add_argument("--out_dir", default=os.path.join(REPO_ROOT, "tests", "testdata"))
     ap.add_argument("--llama_build", default="0c1e570",
                     help="llama.cpp build id recorded in the output")
+    ap.add_argument("--random_corpus", type=int, default=0, metavar="N",
+                    help="instead, write N random strings (differential testing; not "
+                         "committed) to --random_out; run tokenizer_corpus_test with "
+                         "WEFT_TOKENIZER_CORPUS=<that file>")
+    ap.add_argument("--random_out", default="/tmp/tokenizer_random_corpus.jsonl")
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
     vocab = Vocab(args.model)
@@ -188,9 +194,13 @@ def main():
             **vocab.meta(),
         }
     }
+    if args.random_corpus > 0:
+        strings = tokenizer_corpus_strings.random_corpus(args.random_corpus, args.seed)
+        write_jsonl(args.random_out, header, corpus_lines(vocab, strings))
+        return
     os.makedirs(args.out_dir, exist_ok=True)
     write_jsonl(os.path.join(args.out_dir, "tokenizer_corpus.jsonl"), header,
-                corpus_lines(vocab))
+                corpus_lines(vocab, tokenizer_corpus_strings.corpus()))
 
     from gguf import GGUFReader
     template = GGUFReader(args.model).fields["tokenizer.chat_template"].contents()

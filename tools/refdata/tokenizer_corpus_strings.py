@@ -212,6 +212,10 @@ FIXED = [
     ("control", "\u0378\u0379 unassigned"),
     ("control", "\ufffd replacement char"),
     ("control", "\U0001d400\U0001d401 math bold"),
+    # Bytes whose GPT-2 character is missing from SmolLM2's vocabulary: llama.cpp drops
+    # them (0x04 0x06 0x13 0x14 0x16 0x1D; 0xF1 leads U+40000..U+7FFFF).
+    ("control", "a\x04b\x06c\x13d\x14e\x16f\x1dg"),
+    ("control", "plane 4: \U00040000 plane 9: \U00090001 end"),
     ("control", "\U00013000 hieroglyph \U00010330 gothic"),
     # --- long ---
     ("long", "a" * 500),
@@ -312,3 +316,81 @@ def _generated(n=48, seed=20240601):
 
 def corpus():
     return FIXED + INVALID + _generated()
+
+
+def random_corpus(n, seed):
+    """Random strings for differential testing against llama.cpp (not committed).
+
+    Mixes ASCII, pieces of the fixed corpus, random code points from every plane
+    (assigned or not), whitespace runs, special-token texts and raw bytes. Raw bytes
+    avoid F4-F7 leads: llama.cpp aborts on sequences that decode above U+10FFFF.
+    """
+    rng = random.Random(seed)
+    fixed = [v for _, v in FIXED if isinstance(v, str) and v]
+    specials = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<reponame>", "<|im", "|>"]
+
+    def code_point():
+        r = rng.random()
+        if r < 0.4:
+            return chr(rng.randint(0x20, 0x7E))
+        if r < 0.55:
+            return chr(rng.randint(0x80, 0x24F))
+        if r < 0.85:
+            while True:
+                cp = rng.randint(0x250, 0xFFFF)
+                if not 0xD800 <= cp < 0xE000:
+                    return chr(cp)
+        return chr(rng.randint(0x10000, 0x10FFFF))
+
+    def piece():
+        r = rng.random()
+        if r < 0.35:
+            return "".join(code_point() for _ in range(rng.randint(1, 6)))
+        if r < 0.55:
+            f = rng.choice(fixed)
+            a = rng.randint(0, len(f))
+            return f[a:a + rng.randint(1, 24)]
+        if r < 0.7:
+            return "".join(rng.choice(" \t\n\r\u00a0\u3000\x0b") for _ in range(rng.randint(1, 5)))
+        if r < 0.8:
+            return "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 8)))
+        if r < 0.9:
+            return rng.choice(specials)
+        return "'" + rng.choice(["s", "t", "re", "ve", "m", "ll", "d", "S", "T", "RE", "x"])
+
+    out = []
+    while len(out) < n:
+        s = "".join(piece() for _ in range(rng.randint(1, 10)))
+        if rng.random() < 0.1:
+            raw = bytearray(s.encode("utf-8"))
+            for _ in range(rng.randint(1, 3)):
+                b = rng.choice([rng.randint(0x80, 0xF3), rng.randint(0xF8, 0xFF)])
+                raw.insert(rng.randint(0, len(raw)), b)
+            if not _aborts_llama_cpp(bytes(raw)):
+                out.append(("random", bytes(raw)))
+        else:
+            out.append(("random", s))
+    return out
+
+
+def _aborts_llama_cpp(data):
+    """True if llama.cpp's lenient decoder would produce a code point above U+10FFFF
+    (a F4-F7 lead with three continuation bytes): llama_tokenize aborts on those."""
+    i = 0
+    while i < len(data):
+        c = data[i]
+        if c >= 0xF0 and c < 0xF8 and i + 3 < len(data) and all(
+                0x80 <= data[i + k] < 0xC0 for k in (1, 2, 3)):
+            cp = ((c & 7) << 18) | ((data[i + 1] & 0x3F) << 12) | ((data[i + 2] & 0x3F) << 6) | (
+                data[i + 3] & 0x3F)
+            if cp > 0x10FFFF:
+                return True
+            i += 4
+        elif 0xE0 <= c < 0xF0 and i + 2 < len(data) and all(
+                0x80 <= data[i + k] < 0xC0 for k in (1, 2)):
+            i += 3
+        elif 0xC0 <= c < 0xE0 and i + 1 < len(data) and 0x80 <= data[i + 1] < 0xC0:
+            i += 2
+        else:
+            i += 1
+    return False
