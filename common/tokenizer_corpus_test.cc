@@ -185,5 +185,39 @@ TEST_F(TokenizerCorpusTest, IncrementalDetokenizationIsSanitizedDecode) {
   }
 }
 
+// The prompts of the llama.cpp model reference data (tools/refdata/make_llama_ref.py)
+// tokenize to the ids llama.cpp used: the perplexity text as llama-perplexity reads it
+// (one trailing newline dropped, special tokens not parsed) and the greedy/logits
+// prompts with special tokens parsed.
+TEST_F(TokenizerCorpusTest, LlamaReferencePromptsTokenizeAsLlamaCpp) {
+  auto text = testing::ReadFile(testing::TestDataPath("ppl_text.txt"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  std::string ppl = *text;
+  if (!ppl.empty() && ppl.back() == '\n') ppl.pop_back();
+  auto topk = testing::ReadFile(testing::TestDataPath("llama_ref_topk.json"));
+  ASSERT_TRUE(topk.ok()) << topk.status();
+  auto topk_json = testing::ParseJson(*topk);
+  ASSERT_TRUE(topk_json.ok()) << topk_json.status();
+  const std::vector<int32_t> want = topk_json->Get("tokens")->Ints();
+  EXPECT_GE(want.size(), 2100u);
+  EXPECT_EQ(tok_->Encode(ppl, {.parse_special = false}), want);
+
+  int prompts = 0;
+  for (const char* file : {"llama_ref_greedy.json", "llama_ref_logits.json"}) {
+    auto data = testing::ReadFile(testing::TestDataPath(file));
+    ASSERT_TRUE(data.ok()) << data.status();
+    auto json = testing::ParseJson(*data);
+    ASSERT_TRUE(json.ok()) << json.status();
+    const JsonValue* list = json->Get("cases") != nullptr ? json->Get("cases") : json->Get("prompts");
+    ASSERT_NE(list, nullptr);
+    for (const JsonValue& c : list->array) {
+      EXPECT_EQ(tok_->Encode(c.Get("prompt")->str), c.Get("prompt_ids")->Ints())
+          << file << ": " << c.Get("prompt")->str;
+      ++prompts;
+    }
+  }
+  EXPECT_EQ(prompts, 17);
+}
+
 }  // namespace
 }  // namespace weft
