@@ -8,6 +8,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-30}
+# Fuzzers that need the real vocabulary (tokenizer_fuzz) read it from here.
+export WEFT_MODEL_DIR=${WEFT_MODEL_DIR:-$PWD/models}
 OUT=${2:-/dev/stdout}
 BASE=${WEFT_FUZZ_OUTPUT_BASE:-$HOME/.cache/weft/bazel-fuzz}
 BAZEL=(bazel --output_base="$BASE")
