@@ -15,10 +15,20 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::unique_ptr<GgufFile> Open(const std::vector<uint8_t>& bytes) {
-  auto f = GgufFile::FromBuffer(bytes.data(), bytes.size());
+// A parsed in-memory GGUF; FromBuffer does not copy, so the bytes live alongside.
+struct TinyFile {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<GgufFile> file;
+  const GgufFile& operator*() const { return *file; }
+};
+
+TinyFile Open(const testing::TinyLlamaSpec& spec) {
+  TinyFile t;
+  t.bytes = testing::BuildTinyLlama(spec);
+  auto f = GgufFile::FromBuffer(t.bytes.data(), t.bytes.size());
   EXPECT_TRUE(f.ok()) << f.status();
-  return f.ok() ? std::move(*f) : nullptr;
+  if (f.ok()) t.file = std::move(*f);
+  return t;
 }
 
 TEST(LlamaConfigTest, ReadsTheDefaultModel) {
@@ -45,7 +55,7 @@ TEST(LlamaConfigTest, ReadsTheDefaultModel) {
 TEST(LlamaConfigTest, ReadsTinyModelsAndDefaults) {
   testing::TinyLlamaSpec spec;
   spec.tied = true;
-  auto file = Open(testing::BuildTinyLlama(spec));
+  auto file = Open(spec);
   auto c = LlamaConfig::FromGguf(*file);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->head_dim, 32);   // embedding_length / head_count
@@ -58,7 +68,7 @@ TEST(LlamaConfigTest, ReadsTinyModelsAndDefaults) {
 TEST(LlamaConfigTest, RejectsOtherArchitectures) {
   testing::TinyLlamaSpec spec;
   spec.architecture = "gpt2";
-  auto c = LlamaConfig::FromGguf(*Open(testing::BuildTinyLlama(spec)));
+  auto c = LlamaConfig::FromGguf(*Open(spec));
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("gpt2"));
 }
@@ -68,7 +78,7 @@ TEST(LlamaConfigTest, MissingTensorsAreNamed) {
                                  "output_norm.weight", "blk.0.attn_norm.weight"}) {
     testing::TinyLlamaSpec spec;
     spec.omit_tensor = name;
-    auto file = Open(testing::BuildTinyLlama(spec));
+    auto file = Open(spec);
     auto model = LlamaModel::Create(*file, {});
     ASSERT_FALSE(model.ok()) << name;
     EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
