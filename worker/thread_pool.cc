@@ -32,6 +32,10 @@ void ThreadPool::WaitUntil(Ready ready, std::atomic<int>* sleepers) {
     if (ready()) return;
     WEFT_CPU_RELAX();
   }
+  for (int i = 0; i < kYieldIterations; ++i) {
+    if (ready()) return;
+    std::this_thread::yield();
+  }
   // Sleep. The waker changes the condition, then reads *sleepers; we increment
   // *sleepers, then re-check the condition (both sequentially consistent), so either
   // the waker sees us or we see its change: no lost wake-up.

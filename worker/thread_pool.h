@@ -4,7 +4,8 @@
 // owns num_threads - 1 workers. A Run* call publishes one job, every thread runs its
 // share, and the call returns when all are done (a full barrier). Forward passes issue
 // a few such regions per layer, microseconds apart, so waiting threads spin briefly
-// (kSpinIterations pause instructions, ~0.1-0.5 ms) before sleeping on a
+// (kSpinIterations pause instructions, ~0.1-0.5 ms, then a few yields so that an
+// oversubscribed core goes to the thread being waited for) before sleeping on a
 // condition variable: low latency between regions, no CPU burnt between steps.
 //
 // Work splitting is static and deterministic (ParallelFor) or dynamic (an atomic
@@ -55,6 +56,9 @@ class ThreadPool {
 
  private:
   static constexpr int kSpinIterations = 4000;
+  // Then yield this many times before sleeping: on an oversubscribed machine a yield
+  // hands the core to the thread we are waiting for.
+  static constexpr int kYieldIterations = 50;
 
   void WorkerLoop(int thread_index);
   // Spins, then sleeps, until `ready()` holds.

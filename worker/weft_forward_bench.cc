@@ -27,7 +27,7 @@
 
 ABSL_FLAG(std::string, model, "", "GGUF file (default: $WEFT_MODEL_DIR or models/, SmolLM2)");
 ABSL_FLAG(int32_t, threads, 2, "threads of the forward pass");
-ABSL_FLAG(std::string, kernels, "auto", "auto, reference or avx512");
+ABSL_FLAG(std::string, kernels, "auto", "auto, reference, avx512 or packed");
 ABSL_FLAG(int32_t, context, 128, "tokens in the cache before the timed decode steps");
 ABSL_FLAG(int32_t, decode_tokens, 64, "timed decode steps");
 ABSL_FLAG(int32_t, prefill_tokens, 512, "prompt length of the prefill measurement");
@@ -130,11 +130,12 @@ int Main() {
   Check(cache.status());
   auto attn = m->AttentionImplFor(16);
   Check(attn.status());
-  std::printf("cpu: %s\nmodel: %s\n%s\nthreads %d, kernels %s (q matmul %s, attention %s)\n",
-              CpuName().c_str(), path.c_str(), m->config().DebugString().c_str(),
-              options.num_threads, KernelChoiceName(options.kernels),
-              kernels::MatmulImplName(m->weights().layers()[0].wq.impl()),
-              kernels::AttentionImplName(*attn));
+  std::printf(
+      "cpu: %s\nmodel: %s\n%s\nthreads %d, kernels %s (layer matmuls %s, lm head %s, "
+      "attention %s)\n",
+      CpuName().c_str(), path.c_str(), m->config().DebugString().c_str(), options.num_threads,
+      KernelChoiceName(options.kernels), m->weights().layers()[0].wq.kernel_name(),
+      m->weights().lm_head().kernel_name(), kernels::AttentionImplName(*attn));
   DecodeRun(m, cache->get(), context, 4);  // warm-up: page in weights
   std::vector<double> decode, prefill_rates;
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {

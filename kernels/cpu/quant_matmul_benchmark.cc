@@ -8,6 +8,7 @@
 
 #include "benchmark/benchmark.h"
 #include "common/ggml_types.h"
+#include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
 
 namespace weft::kernels {
@@ -52,6 +53,39 @@ void BM_Matmul(benchmark::State& state, MatmulImpl impl, GgmlType type) {
                                                benchmark::Counter::kIsRate);
 }
 
+void BM_Packed(benchmark::State& state, GgmlType type) {
+  const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
+  if (!PackedMatmulSupported(type, k)) {
+    state.SkipWithError("unsupported here");
+    return;
+  }
+  const int64_t row_bytes = RowBytes(type, k);
+  const int64_t bytes = PackedBytes(type, n, k);
+  const int64_t copies = std::getenv("HOT") ? 1 : std::max<int64_t>(1, (256 << 20) / bytes);
+  std::vector<uint8_t> src(n * row_bytes);
+  std::mt19937 rng(1);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  const int64_t block_bytes = RowBytes(type, 32);
+  for (size_t off = 0; off + block_bytes <= src.size(); off += block_bytes) {
+    const uint16_t d = Fp32ToFp16(0.01f);
+    std::memcpy(&src[off], &d, 2);
+  }
+  std::vector<uint8_t> w(copies * bytes);
+  for (int64_t c = 0; c < copies; ++c) {
+    PackWeights(QuantMatrix{type, src.data(), n, k, row_bytes}, w.data() + c * bytes);
+  }
+  std::vector<float> x(m * k, 0.5f), y(m * n);
+  int64_t c = 0;
+  for (auto _ : state) {
+    const PackedMatrix mat{type, w.data() + (c++ % copies) * bytes, n, k};
+    PackedMatmul(mat, x.data(), k, m, y.data(), n, 0, n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * m * n * k,
+                                               benchmark::Counter::kIsRate);
+}
+
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t m : {1, 8, 64}) {
     b->Args({576, 1536, m});   // ffn gate/up
@@ -62,6 +96,8 @@ void Shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_Matmul, avx512_q4_1, MatmulImpl::kAvx512, GgmlType::kQ4_1)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_Matmul, avx512_q8_0, MatmulImpl::kAvx512, GgmlType::kQ8_0)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_Packed, packed_q4_1, GgmlType::kQ4_1)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_Packed, packed_q8_0, GgmlType::kQ8_0)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_Matmul, reference_q4_1, MatmulImpl::kReference, GgmlType::kQ4_1)
     ->Args({576, 1536, 1})
     ->Args({576, 1536, 8});

@@ -108,6 +108,7 @@ absl::StatusOr<kernels::AttentionImpl> LlamaModel::AttentionImplFor(int32_t bloc
     case KernelChoice::kAuto:
       return kernels::BestAttentionImpl(block_size, hd);
     case KernelChoice::kAvx512:
+    case KernelChoice::kPacked:
       if (!kernels::AttentionSupported(kernels::AttentionImpl::kAvx512, block_size, hd)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "AVX-512 attention needs an AVX-512 CPU and block_size, head_dim multiples of 16"));

@@ -1,6 +1,7 @@
 #include "worker/model/llama_weights.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,9 +33,10 @@ absl::StatusOr<std::vector<float>> LoadVector(const GgufFile& file, const std::s
 }
 
 absl::StatusOr<Linear> LoadLinear(const GgufFile& file, const std::string& name, int64_t in,
-                                  int64_t out, KernelChoice kernels) {
+                                  int64_t out, KernelChoice kernels,
+                                  const std::shared_ptr<PackedArena>& arena) {
   WEFT_ASSIGN_OR_RETURN(const GgufTensor* t, Find(file, name));
-  return Linear::FromTensor(*t, in, out, kernels);
+  return Linear::FromTensor(*t, in, out, kernels, arena);
 }
 
 // Even split of `total` units over `world` ranks, remainder to the lower ranks.
@@ -44,28 +46,30 @@ void Split(int64_t total, int32_t world, int32_t rank, int64_t* begin, int64_t* 
   *end = *begin + base + (rank < extra ? 1 : 0);
 }
 
-absl::StatusOr<LlamaLayerWeights> LoadLayer(const GgufFile& file, const LlamaConfig& c,
-                                            const ShardSpec& s, int32_t l,
-                                            KernelChoice kernels) {
+absl::StatusOr<LlamaLayerWeights> LoadLayerMatrices(
+    const GgufFile& file, const LlamaConfig& c, const ShardSpec& s, int32_t l,
+    KernelChoice kernels, const std::shared_ptr<PackedArena>& arena) {
   const std::string p = absl::StrCat("blk.", l, ".");
   const int64_t hd = c.head_dim;
   LlamaLayerWeights w;
   WEFT_ASSIGN_OR_RETURN(w.attn_norm, LoadVector(file, p + "attn_norm.weight", c.hidden_size));
   WEFT_ASSIGN_OR_RETURN(w.ffn_norm, LoadVector(file, p + "ffn_norm.weight", c.hidden_size));
+  // Under TP the full matrices are only views to slice: pack (if at all) the slices.
+  const KernelChoice load_kernels = s.world_size == 1 ? kernels : KernelChoice::kReference;
   WEFT_ASSIGN_OR_RETURN(Linear q, LoadLinear(file, p + "attn_q.weight", c.hidden_size,
-                                             c.num_heads * hd, kernels));
+                                             c.num_heads * hd, load_kernels, arena));
   WEFT_ASSIGN_OR_RETURN(Linear k, LoadLinear(file, p + "attn_k.weight", c.hidden_size,
-                                             c.num_kv_heads * hd, kernels));
+                                             c.num_kv_heads * hd, load_kernels, arena));
   WEFT_ASSIGN_OR_RETURN(Linear v, LoadLinear(file, p + "attn_v.weight", c.hidden_size,
-                                             c.num_kv_heads * hd, kernels));
+                                             c.num_kv_heads * hd, load_kernels, arena));
   WEFT_ASSIGN_OR_RETURN(Linear o, LoadLinear(file, p + "attn_output.weight", c.num_heads * hd,
-                                             c.hidden_size, kernels));
+                                             c.hidden_size, load_kernels, arena));
   WEFT_ASSIGN_OR_RETURN(Linear gate, LoadLinear(file, p + "ffn_gate.weight", c.hidden_size,
-                                                c.ffn_size, kernels));
+                                                c.ffn_size, load_kernels, arena));
   WEFT_ASSIGN_OR_RETURN(Linear up, LoadLinear(file, p + "ffn_up.weight", c.hidden_size,
-                                              c.ffn_size, kernels));
+                                              c.ffn_size, load_kernels, arena));
   WEFT_ASSIGN_OR_RETURN(Linear down, LoadLinear(file, p + "ffn_down.weight", c.ffn_size,
-                                                c.hidden_size, kernels));
+                                                c.hidden_size, load_kernels, arena));
   if (s.world_size == 1) {
     w.wq = std::move(q);
     w.wk = std::move(k);
@@ -76,13 +80,43 @@ absl::StatusOr<LlamaLayerWeights> LoadLayer(const GgufFile& file, const LlamaCon
     w.w_down = std::move(down);
     return w;
   }
-  WEFT_ASSIGN_OR_RETURN(w.wq, q.RowSlice(s.head_begin * hd, s.head_end * hd));
-  WEFT_ASSIGN_OR_RETURN(w.wk, k.RowSlice(s.kv_begin * hd, s.kv_end * hd));
-  WEFT_ASSIGN_OR_RETURN(w.wv, v.RowSlice(s.kv_begin * hd, s.kv_end * hd));
-  WEFT_ASSIGN_OR_RETURN(w.wo, o.ColSlice(s.head_begin * hd, s.head_end * hd));
-  WEFT_ASSIGN_OR_RETURN(w.w_gate, gate.RowSlice(s.ff_begin, s.ff_end));
-  WEFT_ASSIGN_OR_RETURN(w.w_up, up.RowSlice(s.ff_begin, s.ff_end));
-  WEFT_ASSIGN_OR_RETURN(w.w_down, down.ColSlice(s.ff_begin, s.ff_end));
+  const struct {
+    const Linear* full;
+    Linear* out;
+    bool rows;  // slice output features (else input features)
+    int64_t begin, end;
+  } slices[] = {
+      {&q, &w.wq, true, s.head_begin * hd, s.head_end * hd},
+      {&k, &w.wk, true, s.kv_begin * hd, s.kv_end * hd},
+      {&v, &w.wv, true, s.kv_begin * hd, s.kv_end * hd},
+      {&o, &w.wo, false, s.head_begin * hd, s.head_end * hd},
+      {&gate, &w.w_gate, true, s.ff_begin, s.ff_end},
+      {&up, &w.w_up, true, s.ff_begin, s.ff_end},
+      {&down, &w.w_down, false, s.ff_begin, s.ff_end},
+  };
+  for (const auto& sl : slices) {
+    WEFT_ASSIGN_OR_RETURN(Linear part, sl.rows ? sl.full->RowSlice(sl.begin, sl.end)
+                                               : sl.full->ColSlice(sl.begin, sl.end));
+    WEFT_ASSIGN_OR_RETURN(*sl.out, part.WithKernels(kernels));
+  }
+  return w;
+}
+
+// Loads layer l; the GGUF pages of matrices that were packed are handed back to the
+// kernel (they are never read again, and would otherwise stay resident twice).
+absl::StatusOr<LlamaLayerWeights> LoadLayer(const GgufFile& file, const LlamaConfig& c,
+                                            const ShardSpec& s, int32_t l, KernelChoice kernels,
+                                            const std::shared_ptr<PackedArena>& arena) {
+  WEFT_ASSIGN_OR_RETURN(LlamaLayerWeights w, LoadLayerMatrices(file, c, s, l, kernels, arena));
+  const std::pair<const char*, const Linear*> matrices[] = {
+      {"attn_q", &w.wq},      {"attn_k", &w.wk},   {"attn_v", &w.wv},
+      {"attn_output", &w.wo}, {"ffn_gate", &w.w_gate}, {"ffn_up", &w.w_up},
+      {"ffn_down", &w.w_down}};
+  for (const auto& [name, lin] : matrices) {
+    if (!lin->packed()) continue;
+    const GgufTensor* t = file.FindTensor(absl::StrCat("blk.", l, ".", name, ".weight"));
+    if (t != nullptr) file.ReleasePages(t->offset, t->nbytes);
+  }
   return w;
 }
 
@@ -137,12 +171,15 @@ absl::StatusOr<LlamaWeights> LlamaWeights::Load(const GgufFile& file, const Llam
   WEFT_ASSIGN_OR_RETURN(w.output_norm_,
                         LoadVector(file, "output_norm.weight", config.hidden_size));
   const std::string head = config.tied_embeddings ? "token_embd.weight" : "output.weight";
-  WEFT_ASSIGN_OR_RETURN(w.lm_head_,
-                        LoadLinear(file, head, config.hidden_size, config.vocab_size, kernels));
+  // One arena for every packed matrix: huge pages for the small ones too.
+  const auto arena = std::make_shared<PackedArena>();
   for (int32_t l = 0; l < config.num_layers; ++l) {
-    WEFT_ASSIGN_OR_RETURN(LlamaLayerWeights layer, LoadLayer(file, config, shard, l, kernels));
+    WEFT_ASSIGN_OR_RETURN(LlamaLayerWeights layer,
+                          LoadLayer(file, config, shard, l, kernels, arena));
     w.layers_.push_back(std::move(layer));
   }
+  WEFT_ASSIGN_OR_RETURN(w.lm_head_, LoadLinear(file, head, config.hidden_size,
+                                               config.vocab_size, kernels, arena));
   return w;
 }
 
