@@ -72,7 +72,9 @@ void AttendTokens(AttendBlockFn attend, const float* q, int64_t q_stride, int32_
                   int32_t t_begin, int32_t t_end, const PagedKvLayer& kv,
                   const int32_t* block_table, const AttentionParams& params, int32_t h,
                   float* out, int64_t out_stride) {
-  const int32_t group = params.num_heads / kv.num_kv_heads;
+  const int32_t group_size = params.num_heads / kv.num_kv_heads;
+  const int32_t g0 = params.group_begin;
+  const int32_t group = (params.group_end < 0 ? group_size : params.group_end) - g0;
   const int32_t hd = kv.head_dim;
   const int32_t bs = kv.block_size;
   const float* q_rows[kMaxRows];
@@ -84,7 +86,7 @@ void AttendTokens(AttendBlockFn attend, const float* q, int64_t q_stride, int32_
   for (int32_t t = t_begin; t < t_end; ++t) {
     for (int32_t g = 0; g < group; ++g) {
       const int32_t r = (t - t_begin) * group + g;
-      const int32_t head = h * group + g;
+      const int32_t head = h * group_size + g0 + g;
       q_rows[r] = q + t * q_stride + head * hd;
       acc_rows[r] = out + t * out_stride + head * hd;
       std::memset(acc_rows[r], 0, hd * sizeof(float));
@@ -130,6 +132,8 @@ void CheckShapes(const PagedKvLayer& kv, const AttentionParams& params) {
   DCHECK(kv.block_size > 0 && kv.block_size <= kMaxBlockSize);
   DCHECK(0 <= params.kv_head_begin && params.kv_head_begin <= params.kv_head_end &&
          params.kv_head_end <= kv.num_kv_heads);
+  DCHECK(params.group_end < 0 || (0 <= params.group_begin && params.group_begin < params.group_end &&
+                                  params.group_end <= params.num_heads / kv.num_kv_heads));
 }
 
 }  // namespace

@@ -69,7 +69,9 @@ struct AttentionParams {
   int32_t num_heads = 0;
   float scale = 1.0f;             // usually 1/sqrt(head_dim)
   int32_t kv_head_begin = 0;      // this call computes kv heads [begin, end) and the
-  int32_t kv_head_end = 0;        //   query heads that share them
+  int32_t kv_head_end = 0;        //   query heads that share them,
+  int32_t group_begin = 0;        //   or only query heads [begin, end) of each group
+  int32_t group_end = -1;         //   (-1 = the whole group). Results do not change.
 };
 
 // Decode: one query token at position context_len - 1, attending to keys

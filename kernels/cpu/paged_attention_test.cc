@@ -232,11 +232,35 @@ TEST(PagedAttentionTest, HeadAndQuerySplitsAreBitwiseEqual) {
         AttentionParams p = f.Params();
         p.kv_head_begin = h;
         p.kv_head_end = h + 1;
+        if (q0 == 13) {  // the query heads of the group one by one
+          for (int32_t g = 0; g < 3; ++g) {
+            p.group_begin = g;
+            p.group_end = g + 1;
+            PagedPrefillAttention(impl, f.qs_[0].data(), f.q_width(), 0, q0, q1, f.kv_,
+                                  f.tables_[0].data(), p, parts.data(), f.q_width());
+          }
+          continue;
+        }
         PagedPrefillAttention(impl, f.qs_[0].data(), f.q_width(), 0, q0, q1, f.kv_,
                               f.tables_[0].data(), p, parts.data(), f.q_width());
       }
     }
     for (size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(parts[i], whole[i]);
+    // Decode per query head too.
+    const std::vector<float> dec = f.Decode(impl, 0, 41);
+    std::vector<float> split(dec.size(), kNaN);
+    for (int32_t h = 0; h < 3; ++h) {
+      for (int32_t g = 0; g < 3; ++g) {
+        AttentionParams p = f.Params();
+        p.kv_head_begin = h;
+        p.kv_head_end = h + 1;
+        p.group_begin = g;
+        p.group_end = g + 1;
+        PagedDecodeAttention(impl, f.qs_[0].data() + 41 * f.q_width(), f.kv_,
+                             f.tables_[0].data(), 42, p, split.data());
+      }
+    }
+    for (size_t i = 0; i < dec.size(); ++i) ASSERT_EQ(split[i], dec[i]);
   }
 }
 

@@ -35,6 +35,8 @@ struct LlamaModel::AttentionItem {
   int32_t kv_head = 0;
   int32_t q_begin = 0;
   int32_t q_end = 0;
+  int32_t group_begin = 0;  // query heads of the group; [0, -1) = all
+  int32_t group_end = -1;
 };
 
 // Buffers reused across steps (grown, never shrunk). Activations are token-major.
@@ -191,6 +193,7 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
       ws.logit_seqs.push_back(static_cast<int32_t>(s));
     }
   }
+  SplitSmallAttention();
   const int64_t hidden = c.hidden_size;
   const int64_t qw = int64_t{shard().num_heads()} * c.head_dim;
   const int64_t kvw = int64_t{shard().num_kv_heads()} * c.head_dim;
@@ -206,6 +209,29 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
   Grow(&ws.up, T * ffn);
   Grow(&ws.cos_sin, T * c.rope_dim);
   Grow(&ws.final_h, ws.logit_tokens.size() * hidden);
+}
+
+// With few work items (one decoding sequence has one per KV head), threads would idle:
+// split each item into its query heads. Each head's output is computed the same way
+// either way (the kernels' rows are independent); only K/V reuse across the group is
+// given up.
+void LlamaModel::SplitSmallAttention() {
+  Workspace& ws = *ws_;
+  const int32_t group = config().queries_per_kv_head();
+  if (group == 1 || ws.items.size() >= 4 * static_cast<size_t>(pool_.num_threads())) return;
+  const size_t n = ws.items.size();
+  for (size_t i = 0; i < n; ++i) {
+    AttentionItem item = ws.items[i];
+    for (int32_t g = 0; g < group; ++g) {
+      item.group_begin = g;
+      item.group_end = g + 1;
+      if (g == 0) {
+        ws.items[i] = item;
+      } else {
+        ws.items.push_back(item);
+      }
+    }
+  }
 }
 
 void LlamaModel::ForTokens(absl::FunctionRef<void(int64_t, int64_t)> fn) {
@@ -306,6 +332,8 @@ void LlamaModel::Attention(kernels::AttentionImpl impl, const kernels::PagedKvLa
     p.scale = scale;
     p.kv_head_begin = item.kv_head;
     p.kv_head_end = item.kv_head + 1;
+    p.group_begin = item.group_begin;
+    p.group_end = item.group_end;
     const float* q = ws.q.data() + off * qw;
     float* out = ws.attn.data() + off * qw;
     if (seq.token_ids.size() == 1) {

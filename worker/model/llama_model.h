@@ -93,6 +93,7 @@ class LlamaModel {
 
   absl::Status ValidateBatch(const ForwardBatch& batch, const KvCache& cache) const;
   void PrepareBatch(const ForwardBatch& batch, int32_t block_size);
+  void SplitSmallAttention();
   void Embed();
   absl::Status RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache);
   void QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv);
