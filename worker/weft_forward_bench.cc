@@ -24,6 +24,7 @@
 #include "worker/kv_cache.h"
 #include "worker/model/llama_model.h"
 #include "worker/sampler.h"
+#include "worker/thread_pool.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF file (default: $WEFT_MODEL_DIR or models/, SmolLM2)");
 ABSL_FLAG(int32_t, threads, 2, "threads of the forward pass");
@@ -32,6 +33,9 @@ ABSL_FLAG(int32_t, context, 128, "tokens in the cache before the timed decode st
 ABSL_FLAG(int32_t, decode_tokens, 64, "timed decode steps");
 ABSL_FLAG(int32_t, prefill_tokens, 512, "prompt length of the prefill measurement");
 ABSL_FLAG(int32_t, repeats, 5, "repetitions of each measurement");
+ABSL_FLAG(bool, matmul_chain, true,
+          "also time the decode step's matmuls alone (every weight once, m = 1, on the same "
+          "threads): the weight-streaming part of a decode step");
 
 namespace weft {
 namespace {
@@ -103,6 +107,35 @@ double PrefillRun(LlamaModel* m, KvCache* cache, int32_t n) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Seconds per decode step's worth of matmuls: every Linear of the model with m = 1,
+// columns split over the pool as the model does; also returns the weight bytes read.
+double MatmulChainRun(const LlamaModel& m, ThreadPool* pool, int steps, double* bytes) {
+  std::vector<const Linear*> all;
+  for (const LlamaLayerWeights& l : m.weights().layers()) {
+    for (const Linear* lin : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      all.push_back(lin);
+    }
+  }
+  all.push_back(&m.weights().lm_head());
+  *bytes = 0;
+  for (const Linear* lin : all) {
+    *bytes += static_cast<double>(RowBytes(lin->type(), lin->in_features())) *
+              static_cast<double>(lin->out_features());
+  }
+  std::vector<float> x(16384, 0.01f), y(1 << 17);
+  const auto start = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    for (const Linear* lin : all) {
+      pool->RunOnAll([&](int t) {
+        int64_t b, e;
+        ThreadPool::StaticRange(lin->out_features(), 16, pool->num_threads(), t, &b, &e);
+        lin->Compute(x.data(), lin->in_features(), 1, y.data(), lin->out_features(), b, e);
+      });
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count() / steps;
+}
+
 void Report(const char* what, std::vector<double> rates) {
   std::sort(rates.begin(), rates.end());
   std::printf("%-8s median %8.1f tok/s   best %8.1f tok/s   (%zu runs)\n", what,
@@ -141,6 +174,18 @@ int Main() {
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
     decode.push_back(steps / DecodeRun(m, cache->get(), context, steps));
     prefill_rates.push_back(prefill / PrefillRun(m, cache->get(), prefill));
+  }
+  if (absl::GetFlag(FLAGS_matmul_chain)) {
+    ThreadPool pool(options.num_threads);
+    double bytes = 0;
+    std::vector<double> ms;
+    for (int32_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+      ms.push_back(1e3 * MatmulChainRun(*m, &pool, 20, &bytes));
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("matmuls of one decode step: median %.2f ms (%.0f MB of weights, %.1f GB/s), "
+                "best %.2f ms\n", ms[ms.size() / 2], bytes / 1e6,
+                bytes / 1e6 / ms[ms.size() / 2], ms.front());
   }
   char label[64];
   std::snprintf(label, sizeof(label), "decode@%d", context);

@@ -18,7 +18,8 @@
 // same whether it is decoded, prefilled in one shot or in chunks of any size): the query
 // at position p attends to keys 0..p, visited block by block in block-table order with
 // a running-max ("online") softmax:
-//   s_j = (sum_d q[d] * K[d][j], sequential over d) * scale     for the valid slots j
+//   s_j = (sum_d q[d] * K[d][j]) * scale    for the valid slots j (reference: sequential
+//         over d; AVX-512: four interleaved chains, paged_attention_avx512.cc)
 //   m' = max(m, max_j s_j);  a = exp(m - m');  p_j = exp(s_j - m')
 //   l = l*a + sum_j p_j;  acc[d] = acc[d]*a + sum_j p_j * V[j][d]  (sums in slot order)
 //   out = acc / l.

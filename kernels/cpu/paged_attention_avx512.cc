@@ -1,6 +1,7 @@
 // AVX-512 block step of paged attention (contract in paged_attention_avx512.h and
 // paged_attention.h). Per row the arithmetic is fixed whatever the other rows are:
-//   scores of 16 keys: one 16-lane FMA chain over d = 0..head_dim-1, times scale;
+//   scores of 16 keys: four 16-lane FMA chains over d (d mod 4), summed pairwise, times
+//   scale;
 //   max over valid lanes; p = exp(s - m') by a polynomial (rel. error ~2e-7), 0 for
 //   invalid lanes; l = l*a + reduce_add(sum of the block's p vectors);
 //   acc = acc*a, then acc = fma(p_j, V[j], acc) for j = 0..valid-1 in order.
@@ -44,24 +45,36 @@ inline __mmask16 ValidMask(int32_t n, int32_t c) {
   return static_cast<__mmask16>((1u << valid) - 1u);
 }
 
-// Raw scores q.K (before scale) of R rows starting at r0 for all block_size slots.
+// Raw scores q.K (before scale) of R rows starting at r0 for all block_size slots. Each
+// score is four interleaved FMA chains over d (d mod 4), summed as (c0 + c1) + (c2 + c3):
+// short dependency chains even for a single row.
 template <int R>
 void Scores(const AttentionBlockRows& rows, int32_t r0, float (*s)[kMaxBlockSize]) {
   const int32_t bs = rows.block_size;
   for (int32_t c = 0; c < bs / 16; ++c) {
-    __m512 acc[R];
+    __m512 acc[R][4];
 #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_setzero_ps();
+    }
     const float* kt = rows.kt + c * 16;
-    for (int32_t d = 0; d < rows.head_dim; ++d) {
-      const __m512 k = _mm512_loadu_ps(kt + d * bs);
+    for (int32_t d = 0; d < rows.head_dim; d += 4) {
 #pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(rows.q[r0 + i][d]), k, acc[i]);
+      for (int u = 0; u < 4; ++u) {
+        const __m512 k = _mm512_loadu_ps(kt + (d + u) * bs);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) {
+          acc[i][u] = _mm512_fmadd_ps(_mm512_set1_ps(rows.q[r0 + i][d + u]), k, acc[i][u]);
+        }
       }
     }
 #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) _mm512_storeu_ps(s[i] + c * 16, acc[i]);
+    for (int i = 0; i < R; ++i) {
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]),
+                                       _mm512_add_ps(acc[i][2], acc[i][3]));
+      _mm512_storeu_ps(s[i] + c * 16, sum);
+    }
   }
 }
 

@@ -9,6 +9,10 @@
 // positions below start_pos coming from the cache (computed by earlier steps, or a
 // prefix-cache hit).
 //
+// Preconditions the scheduler guarantees (not checked per token): no two sequences
+// of a batch write the same slot, and a block shared by several sequences (prefix cache,
+// n > 1) is only read; copy-on-write happens before the step (KvCache::CopyBlock).
+//
 // Ownership: the spans point into the caller's memory and must stay valid during
 // Forward(). Thread-safety: plain data.
 #ifndef WEFT_WORKER_MODEL_FORWARD_BATCH_H_
