@@ -1,0 +1,39 @@
+// The per-block step of paged attention (see paged_attention.h), shared by the decode and
+// prefill drivers in paged_attention.cc, in two implementations: portable
+// (paged_attention.cc) and AVX-512 (paged_attention_avx512.cc, the only file built with
+// AVX-512 flags; it includes nothing but <immintrin.h> and <cstdint>, and this header,
+// which defines no functions, so no shared inline code is compiled for AVX-512).
+// Thread-safety: pure functions; rows must not alias.
+#ifndef WEFT_KERNELS_CPU_PAGED_ATTENTION_AVX512_H_
+#define WEFT_KERNELS_CPU_PAGED_ATTENTION_AVX512_H_
+
+#include <cstdint>
+
+namespace weft::kernels {
+
+// One K/V block of one kv head against `num_rows` query rows (the rows of the query
+// heads sharing that kv head, for one or more tokens). Row r sees slots
+// [0, num_valid[r]) of the block (1 <= num_valid[r] <= block_size) and carries its
+// running max m[r], running sum l[r] and accumulator acc[r][0, head_dim).
+struct AttentionBlockRows {
+  const float* kt = nullptr;  // [head_dim][block_size]
+  const float* v = nullptr;   // [block_size][head_dim]
+  int32_t block_size = 0;
+  int32_t head_dim = 0;
+  float scale = 1.0f;
+  int32_t num_rows = 0;
+  const float* const* q = nullptr;
+  const int32_t* num_valid = nullptr;
+  float* m = nullptr;
+  float* l = nullptr;
+  float* const* acc = nullptr;
+};
+
+namespace avx512 {
+// Requires block_size % 16 == 0, head_dim % 16 == 0 and an AVX-512F CPU.
+void AttendBlock(const AttentionBlockRows& rows);
+}  // namespace avx512
+
+}  // namespace weft::kernels
+
+#endif  // WEFT_KERNELS_CPU_PAGED_ATTENTION_AVX512_H_

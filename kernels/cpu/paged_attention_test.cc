@@ -1,0 +1,275 @@
+#include "kernels/cpu/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace weft::kernels {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Shape {
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t block_size;
+};
+
+// One layer's pool laid out as paged_attention.h says, poisoned with NaN, plus the K, V
+// and Q rows of a few sequences written through random block tables.
+class Fixture {
+ public:
+  Fixture(const Shape& shape, const std::vector<int32_t>& lengths, uint32_t seed)
+      : shape_(shape), lengths_(lengths), rng_(seed) {
+    const int32_t bs = shape.block_size;
+    int32_t needed = 0;
+    for (int32_t len : lengths) needed += (len + bs - 1) / bs;
+    num_blocks_ = needed + 5;  // some blocks stay unused (and NaN)
+    const int64_t half = int64_t{shape.num_kv_heads} * shape.head_dim * bs;
+    pool_.assign(num_blocks_ * 2 * half, kNaN);
+    kv_.k = pool_.data();
+    kv_.v = pool_.data() + half;
+    kv_.block_stride = 2 * half;
+    kv_.head_stride = int64_t{shape.head_dim} * bs;
+    kv_.block_size = bs;
+    kv_.num_kv_heads = shape.num_kv_heads;
+    kv_.head_dim = shape.head_dim;
+    std::vector<int32_t> ids(num_blocks_);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng_);  // ragged, non-contiguous tables
+    size_t next = 0;
+    std::normal_distribution<float> val(0.0f, 1.0f);
+    for (int32_t len : lengths) {
+      std::vector<int32_t> table;
+      for (int32_t b = 0; b < (len + bs - 1) / bs; ++b) table.push_back(ids[next++]);
+      tables_.push_back(table);
+      const int32_t kv_width = shape.num_kv_heads * shape.head_dim;
+      std::vector<float> k(len * kv_width), v(len * kv_width);
+      std::vector<float> q(len * shape.num_heads * shape.head_dim);
+      for (float& x : k) x = val(rng_);
+      for (float& x : v) x = val(rng_);
+      for (float& x : q) x = val(rng_);
+      ks_.push_back(k);
+      vs_.push_back(v);
+      qs_.push_back(q);
+    }
+    // Write all sequences' tokens as one flattened batch.
+    std::vector<float> k_all, v_all;
+    std::vector<int64_t> slots;
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      k_all.insert(k_all.end(), ks_[s].begin(), ks_[s].end());
+      v_all.insert(v_all.end(), vs_[s].begin(), vs_[s].end());
+      for (int32_t p = 0; p < lengths[s]; ++p) {
+        slots.push_back(int64_t{tables_[s][p / bs]} * bs + p % bs);
+      }
+    }
+    WritePagedKv(kv_, k_all.data(), v_all.data(), shape.num_kv_heads * shape.head_dim,
+                 slots.data(), 0, static_cast<int64_t>(slots.size()));
+  }
+
+  AttentionParams Params() const {
+    AttentionParams p;
+    p.num_heads = shape_.num_heads;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
+    p.kv_head_begin = 0;
+    p.kv_head_end = shape_.num_kv_heads;
+    return p;
+  }
+  int32_t q_width() const { return shape_.num_heads * shape_.head_dim; }
+
+  // Naive causal attention of sequence s's query token t, in double.
+  std::vector<double> Naive(size_t s, int32_t t) const {
+    const int32_t hd = shape_.head_dim;
+    const int32_t group = shape_.num_heads / shape_.num_kv_heads;
+    const int32_t kvw = shape_.num_kv_heads * hd;
+    std::vector<double> out(q_width());
+    for (int32_t h = 0; h < shape_.num_heads; ++h) {
+      const int32_t kh = h / group;
+      std::vector<double> sc(t + 1);
+      double mx = -1e300;
+      for (int32_t j = 0; j <= t; ++j) {
+        double dot = 0;
+        for (int32_t d = 0; d < hd; ++d) {
+          dot += double{qs_[s][t * q_width() + h * hd + d]} * ks_[s][j * kvw + kh * hd + d];
+        }
+        sc[j] = dot / std::sqrt(double(hd));
+        mx = std::max(mx, sc[j]);
+      }
+      double sum = 0;
+      for (double& x : sc) sum += (x = std::exp(x - mx));
+      for (int32_t d = 0; d < hd; ++d) {
+        double acc = 0;
+        for (int32_t j = 0; j <= t; ++j) acc += sc[j] * vs_[s][j * kvw + kh * hd + d];
+        out[h * hd + d] = acc / sum;
+      }
+    }
+    return out;
+  }
+
+  std::vector<float> Prefill(AttentionImpl impl, size_t s, int32_t start, int32_t count) const {
+    std::vector<float> out(count * q_width(), kNaN);
+    PagedPrefillAttention(impl, qs_[s].data() + start * q_width(), q_width(), start, 0, count,
+                          kv_, tables_[s].data(), Params(), out.data(), q_width());
+    return out;
+  }
+
+  std::vector<float> Decode(AttentionImpl impl, size_t s, int32_t t) const {
+    std::vector<float> out(q_width(), kNaN);
+    PagedDecodeAttention(impl, qs_[s].data() + t * q_width(), kv_, tables_[s].data(), t + 1,
+                         Params(), out.data());
+    return out;
+  }
+
+  const Shape shape_;
+  const std::vector<int32_t> lengths_;
+  std::mt19937 rng_;
+  int32_t num_blocks_ = 0;
+  std::vector<float> pool_;
+  PagedKvLayer kv_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<std::vector<float>> ks_, vs_, qs_;
+};
+
+std::vector<AttentionImpl> Impls(const Shape& shape) {
+  std::vector<AttentionImpl> out = {AttentionImpl::kReference};
+  if (AttentionSupported(AttentionImpl::kAvx512, shape.block_size, shape.head_dim)) {
+    out.push_back(AttentionImpl::kAvx512);
+  }
+  return out;
+}
+
+const Shape kShapes[] = {
+    {6, 2, 32, 16},   // GQA 3:1
+    {9, 3, 64, 16},   // the default model's shape
+    {4, 4, 16, 32},   // MHA, larger blocks
+    {8, 1, 48, 16},   // MQA, head_dim not a multiple of 64
+    {3, 3, 8, 5},     // odd sizes: reference only
+};
+const std::vector<int32_t> kLengths = {1, 5, 16, 17, 40, 63};
+
+TEST(PagedAttentionTest, WriteFollowsTheDocumentedLayout) {
+  const Shape shape = {6, 2, 32, 16};
+  const Fixture f(shape, kLengths, 7);
+  const int32_t hd = shape.head_dim, bs = shape.block_size;
+  for (size_t s = 0; s < kLengths.size(); ++s) {
+    for (int32_t p = 0; p < kLengths[s]; ++p) {
+      const int64_t block = f.tables_[s][p / bs];
+      const int32_t slot = p % bs;
+      for (int32_t h = 0; h < shape.num_kv_heads; ++h) {
+        for (int32_t d = 0; d < hd; ++d) {
+          const int64_t base = block * f.kv_.block_stride + h * f.kv_.head_stride;
+          ASSERT_EQ(f.kv_.k[base + d * bs + slot], f.ks_[s][p * 2 * hd + h * hd + d]);
+          ASSERT_EQ(f.kv_.v[base + slot * hd + d], f.vs_[s][p * 2 * hd + h * hd + d]);
+        }
+      }
+    }
+  }
+}
+
+TEST(PagedAttentionTest, PrefillMatchesNaiveLoops) {
+  for (const Shape& shape : kShapes) {
+    const Fixture f(shape, kLengths, 11);
+    for (AttentionImpl impl : Impls(shape)) {
+      SCOPED_TRACE(AttentionImplName(impl));
+      for (size_t s = 0; s < kLengths.size(); ++s) {
+        const std::vector<float> out = f.Prefill(impl, s, 0, kLengths[s]);
+        for (int32_t t = 0; t < kLengths[s]; ++t) {
+          const std::vector<double> want = f.Naive(s, t);
+          for (int32_t i = 0; i < f.q_width(); ++i) {
+            ASSERT_NEAR(out[t * f.q_width() + i], want[i], 2e-5)
+                << "heads " << shape.num_heads << " seq " << s << " token " << t << " i " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Decode of position t, one-shot prefill and chunked prefill (chunks of 7) give the same
+// bits: the NaN-poisoned unused slots and blocks are never read into the result.
+TEST(PagedAttentionTest, DecodeAndChunkedPrefillAreBitwiseOneShot) {
+  for (const Shape& shape : kShapes) {
+    const Fixture f(shape, kLengths, 13);
+    for (AttentionImpl impl : Impls(shape)) {
+      SCOPED_TRACE(AttentionImplName(impl));
+      for (size_t s = 0; s < kLengths.size(); ++s) {
+        const std::vector<float> one_shot = f.Prefill(impl, s, 0, kLengths[s]);
+        for (int32_t start = 0; start < kLengths[s]; start += 7) {
+          const int32_t count = std::min(7, kLengths[s] - start);
+          const std::vector<float> chunk = f.Prefill(impl, s, start, count);
+          for (int32_t i = 0; i < count * f.q_width(); ++i) {
+            ASSERT_EQ(chunk[i], one_shot[start * f.q_width() + i]) << "seq " << s;
+          }
+        }
+        for (int32_t t = 0; t < kLengths[s]; ++t) {
+          const std::vector<float> dec = f.Decode(impl, s, t);
+          for (int32_t i = 0; i < f.q_width(); ++i) {
+            ASSERT_FALSE(std::isnan(dec[i]));
+            ASSERT_EQ(dec[i], one_shot[t * f.q_width() + i]) << "seq " << s << " token " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Splitting work over kv heads and query ranges (as threads do) changes nothing.
+TEST(PagedAttentionTest, HeadAndQuerySplitsAreBitwiseEqual) {
+  const Shape shape = {9, 3, 64, 16};
+  const Fixture f(shape, {50}, 17);
+  for (AttentionImpl impl : Impls(shape)) {
+    const std::vector<float> whole = f.Prefill(impl, 0, 0, 50);
+    std::vector<float> parts(whole.size(), kNaN);
+    for (int32_t h = 0; h < 3; ++h) {
+      for (int32_t q0 : {0, 13, 31}) {
+        const int32_t q1 = q0 == 0 ? 13 : (q0 == 13 ? 31 : 50);
+        AttentionParams p = f.Params();
+        p.kv_head_begin = h;
+        p.kv_head_end = h + 1;
+        if (q0 == 13) {  // the query heads of the group one by one
+          for (int32_t g = 0; g < 3; ++g) {
+            p.group_begin = g;
+            p.group_end = g + 1;
+            PagedPrefillAttention(impl, f.qs_[0].data(), f.q_width(), 0, q0, q1, f.kv_,
+                                  f.tables_[0].data(), p, parts.data(), f.q_width());
+          }
+          continue;
+        }
+        PagedPrefillAttention(impl, f.qs_[0].data(), f.q_width(), 0, q0, q1, f.kv_,
+                              f.tables_[0].data(), p, parts.data(), f.q_width());
+      }
+    }
+    for (size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(parts[i], whole[i]);
+    // Decode per query head too.
+    const std::vector<float> dec = f.Decode(impl, 0, 41);
+    std::vector<float> split(dec.size(), kNaN);
+    for (int32_t h = 0; h < 3; ++h) {
+      for (int32_t g = 0; g < 3; ++g) {
+        AttentionParams p = f.Params();
+        p.kv_head_begin = h;
+        p.kv_head_end = h + 1;
+        p.group_begin = g;
+        p.group_end = g + 1;
+        PagedDecodeAttention(impl, f.qs_[0].data() + 41 * f.q_width(), f.kv_,
+                             f.tables_[0].data(), 42, p, split.data());
+      }
+    }
+    for (size_t i = 0; i < dec.size(); ++i) ASSERT_EQ(split[i], dec[i]);
+  }
+}
+
+TEST(PagedAttentionTest, Support) {
+  EXPECT_TRUE(AttentionSupported(AttentionImpl::kReference, 5, 8));
+  EXPECT_FALSE(AttentionSupported(AttentionImpl::kAvx512, 5, 64));
+  EXPECT_FALSE(AttentionSupported(AttentionImpl::kReference, 0, 64));
+  EXPECT_TRUE(AttentionSupported(BestAttentionImpl(16, 64), 16, 64));
+}
+
+}  // namespace
+}  // namespace weft::kernels

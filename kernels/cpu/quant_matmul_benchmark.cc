@@ -1,0 +1,108 @@
+// Matmul kernels at the default model's shapes: GEMV (m = 1, decode) and GEMM (prefill
+// tiles). Reports weight bytes/s and MAC/s per call, single thread.
+//   bazel run -c opt //kernels:cpu_quant_matmul_benchmark   (HOT=1: weights in cache)
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "common/ggml_types.h"
+#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/quant_matmul.h"
+
+namespace weft::kernels {
+namespace {
+
+void BM_Matmul(benchmark::State& state, MatmulImpl impl, GgmlType type) {
+  const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
+  if (!MatmulSupported(impl, type, k)) {
+    state.SkipWithError("unsupported here");
+    return;
+  }
+  const int64_t row_bytes = RowBytes(type, k);
+  // Several copies of the matrix so that a GEMV streams from memory, not cache.
+  // HOT=1: one copy (cache-resident); else 256 MB of copies streamed in turn.
+  const int64_t copies =
+      std::getenv("HOT") ? 1 : std::max<int64_t>(1, (256 << 20) / (row_bytes * n));
+  std::vector<uint8_t> w(copies * n * row_bytes);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  // Keep fp16 scales finite: small positive values in every block header.
+  const GgmlTypeTraits* tr = GetGgmlTypeTraits(static_cast<uint32_t>(type));
+  if (tr->block_size == 32) {
+    for (size_t off = 0; off + tr->type_size <= w.size(); off += tr->type_size) {
+      const uint16_t d = Fp32ToFp16(0.01f);
+      std::memcpy(&w[off], &d, 2);
+    }
+  } else {
+    for (size_t off = 0; off + 2 <= w.size(); off += 2) {
+      const uint16_t h = type == GgmlType::kBF16 ? Fp32ToBf16(0.01f) : Fp32ToFp16(0.01f);
+      if (type != GgmlType::kF32) std::memcpy(&w[off], &h, 2);
+    }
+  }
+  std::vector<float> x(m * k, 0.5f), y(m * n);
+  int64_t c = 0;
+  for (auto _ : state) {
+    const QuantMatrix mat{type, w.data() + (c++ % copies) * n * row_bytes, n, k, row_bytes};
+    Matmul(impl, mat, x.data(), k, m, y.data(), n, 0, n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n * row_bytes);
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * m * n * k,
+                                               benchmark::Counter::kIsRate);
+}
+
+void BM_Packed(benchmark::State& state, GgmlType type) {
+  const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
+  if (!PackedMatmulSupported(type, k)) {
+    state.SkipWithError("unsupported here");
+    return;
+  }
+  const int64_t row_bytes = RowBytes(type, k);
+  const int64_t bytes = PackedBytes(type, n, k);
+  const int64_t copies = std::getenv("HOT") ? 1 : std::max<int64_t>(1, (256 << 20) / bytes);
+  std::vector<uint8_t> src(n * row_bytes);
+  std::mt19937 rng(1);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  const int64_t block_bytes = RowBytes(type, 32);
+  for (size_t off = 0; off + block_bytes <= src.size(); off += block_bytes) {
+    const uint16_t d = Fp32ToFp16(0.01f);
+    std::memcpy(&src[off], &d, 2);
+  }
+  std::vector<uint8_t> w(copies * bytes);
+  for (int64_t c = 0; c < copies; ++c) {
+    PackWeights(QuantMatrix{type, src.data(), n, k, row_bytes}, w.data() + c * bytes);
+  }
+  std::vector<float> x(m * k, 0.5f), y(m * n);
+  int64_t c = 0;
+  for (auto _ : state) {
+    const PackedMatrix mat{type, w.data() + (c++ % copies) * bytes, n, k};
+    PackedMatmul(mat, x.data(), k, m, y.data(), n, 0, n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * m * n * k,
+                                               benchmark::Counter::kIsRate);
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 8, 64}) {
+    b->Args({576, 1536, m});   // ffn gate/up
+    b->Args({1536, 576, m});   // ffn down
+  }
+  b->Args({576, 49152, 1});    // LM head
+}
+
+BENCHMARK_CAPTURE(BM_Matmul, avx512_q4_1, MatmulImpl::kAvx512, GgmlType::kQ4_1)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_Matmul, avx512_q8_0, MatmulImpl::kAvx512, GgmlType::kQ8_0)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_Packed, packed_q4_1, GgmlType::kQ4_1)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_Packed, packed_q8_0, GgmlType::kQ8_0)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_Matmul, reference_q4_1, MatmulImpl::kReference, GgmlType::kQ4_1)
+    ->Args({576, 1536, 1})
+    ->Args({576, 1536, 8});
+
+}  // namespace
+}  // namespace weft::kernels
+
+BENCHMARK_MAIN();

@@ -1,0 +1,31 @@
+#include "kernels/cpu/swiglu.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace weft::kernels {
+namespace {
+
+TEST(SwiGluTest, MatchesDefinition) {
+  std::vector<float> gate, up;
+  for (int i = -40; i <= 40; ++i) {
+    gate.push_back(i * 0.5f);
+    up.push_back(1.5f - i * 0.1f);
+  }
+  gate.push_back(-200.0f);  // exp(200) overflows to inf: silu -> -0
+  up.push_back(2.0f);
+  std::vector<float> out(gate.size());
+  SwiGlu(gate.data(), up.data(), gate.size(), out.data());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i];
+    const double want = g / (1.0 + std::exp(-g)) * up[i];
+    ASSERT_NEAR(out[i], want, 1e-6 * std::fabs(want) + 1e-30) << g;
+  }
+  SwiGlu(gate.data(), up.data(), gate.size(), gate.data());  // in place
+  for (size_t i = 0; i < gate.size(); ++i) ASSERT_EQ(gate[i], out[i]);
+}
+
+}  // namespace
+}  // namespace weft::kernels

@@ -1,0 +1,115 @@
+#include "worker/kv_cache.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace weft {
+namespace {
+
+bool ValidBlock(BlockId b, int32_t num_blocks) { return b.value() >= 0 && b.value() < num_blocks; }
+
+}  // namespace
+
+absl::Status KvCacheOptions::Validate() const {
+  if (num_layers <= 0 || num_kv_heads <= 0 || head_dim <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV cache shape must be positive: layers ", num_layers, ", kv heads ", num_kv_heads,
+        ", head_dim ", head_dim));
+  }
+  if (block_size <= 0 || block_size > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("block_size ", block_size,
+                                                   " is outside [1, 1024]"));
+  }
+  if (num_blocks <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("num_blocks ", num_blocks, " must be > 0"));
+  }
+  if (dtype != KvDtype::kF32) {
+    return absl::UnimplementedError("only the fp32 KV cache is implemented");
+  }
+  const int64_t max_blocks = std::numeric_limits<int64_t>::max() / 4 / BytesPerBlock();
+  if (num_blocks > max_blocks) return absl::InvalidArgumentError("KV pool size overflows");
+  return absl::OkStatus();
+}
+
+int64_t KvCacheOptions::BytesPerBlock() const {
+  return int64_t{num_layers} * 2 * num_kv_heads * head_dim * block_size * sizeof(float);
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  const size_t bytes = static_cast<size_t>(options.BytesPerBlock()) * options.num_blocks;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map a KV pool of ", bytes, " bytes: ", std::strerror(errno)));
+  }
+  return std::unique_ptr<KvCache>(new KvCache(options, static_cast<float*>(p), bytes));
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::CreateWithBudget(KvCacheOptions options,
+                                                                   int64_t budget_bytes) {
+  options.num_blocks = 1;
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  const int64_t per_block = options.BytesPerBlock();
+  if (budget_bytes < per_block) {
+    return absl::InvalidArgumentError(absl::StrCat("KV budget of ", budget_bytes,
+                                                   " bytes is less than one block (",
+                                                   per_block, " bytes)"));
+  }
+  const int64_t blocks = budget_bytes / per_block;
+  if (blocks > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError("KV budget gives more than 2^31 blocks");
+  }
+  options.num_blocks = static_cast<int32_t>(blocks);
+  return Create(options);
+}
+
+KvCache::KvCache(const KvCacheOptions& options, float* pool, size_t mapped_bytes)
+    : options_(options),
+      floats_per_block_(options.BytesPerBlock() / static_cast<int64_t>(sizeof(float))),
+      pool_(pool),
+      mapped_bytes_(mapped_bytes) {}
+
+KvCache::~KvCache() { munmap(pool_, mapped_bytes_); }
+
+kernels::PagedKvLayer KvCache::Layer(int32_t layer) {
+  CHECK(layer >= 0 && layer < options_.num_layers) << "layer " << layer;
+  const int64_t half = int64_t{options_.num_kv_heads} * options_.head_dim * options_.block_size;
+  kernels::PagedKvLayer view;
+  view.k = pool_ + layer * 2 * half;
+  view.v = view.k + half;
+  view.block_stride = floats_per_block_;
+  view.head_stride = int64_t{options_.head_dim} * options_.block_size;
+  view.block_size = options_.block_size;
+  view.num_kv_heads = options_.num_kv_heads;
+  view.head_dim = options_.head_dim;
+  return view;
+}
+
+float* KvCache::BlockData(BlockId block) {
+  CHECK(ValidBlock(block, options_.num_blocks)) << "block " << block;
+  return pool_ + block.value() * floats_per_block_;
+}
+
+const float* KvCache::BlockData(BlockId block) const {
+  CHECK(ValidBlock(block, options_.num_blocks)) << "block " << block;
+  return pool_ + block.value() * floats_per_block_;
+}
+
+absl::Status KvCache::CopyBlock(BlockId src, BlockId dst) {
+  if (!ValidBlock(src, options_.num_blocks) || !ValidBlock(dst, options_.num_blocks)) {
+    return absl::OutOfRangeError(absl::StrCat("CopyBlock(", src.value(), ", ", dst.value(),
+                                              ") outside [0, ", options_.num_blocks, ")"));
+  }
+  if (src == dst) return absl::OkStatus();
+  std::memcpy(BlockData(dst), BlockData(src), floats_per_block_ * sizeof(float));
+  return absl::OkStatus();
+}
+
+}  // namespace weft

@@ -1,0 +1,413 @@
+#include "worker/model/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+
+namespace weft {
+namespace {
+
+// Matmul column ranges handed to threads start on multiples of this.
+constexpr int64_t kColumnAlign = 16;
+// Below this many tokens, token-wise work runs on the calling thread (a fork-join
+// costs more than the work).
+constexpr int64_t kMinTokensToSplit = 4;
+// Query tokens per prefill attention work item.
+constexpr int32_t kPrefillItemTokens = 32;
+
+template <typename T>
+T* Grow(std::vector<T>* v, size_t n) {
+  if (v->size() < n) v->resize(n);
+  return v->data();
+}
+
+}  // namespace
+
+struct LlamaModel::AttentionItem {
+  int32_t seq = 0;
+  int32_t kv_head = 0;
+  int32_t q_begin = 0;
+  int32_t q_end = 0;
+  int32_t group_begin = 0;  // query heads of the group; [0, -1) = all
+  int32_t group_end = -1;
+};
+
+// Buffers reused across steps (grown, never shrunk). Activations are token-major.
+struct LlamaModel::Workspace {
+  const ForwardBatch* batch = nullptr;
+  int64_t num_tokens = 0;
+  std::vector<int32_t> token_ids;       // [T]
+  std::vector<int32_t> positions;       // [T]
+  std::vector<int64_t> slots;           // [T] block * block_size + slot
+  std::vector<int64_t> seq_offset;      // first flattened token of each sequence
+  std::vector<AttentionItem> items;
+  std::vector<int64_t> logit_tokens;    // flattened token of each logits row
+  std::vector<int32_t> logit_seqs;      // its sequence
+  std::vector<float> x;                 // [T][hidden] residual stream
+  std::vector<float> h;                 // [T][hidden] normalized
+  std::vector<float> q, attn;           // [T][q_width]
+  std::vector<float> k, v;              // [T][kv_width]
+  std::vector<float> proj;              // [T][hidden] O / down output
+  std::vector<float> gate, up;          // [T][ffn]
+  std::vector<float> cos_sin;           // [T][rope_dim]
+  std::vector<float> final_h;           // [rows][hidden]
+};
+
+absl::Status LlamaModelOptions::Validate() const {
+  if (num_threads < 1 || num_threads > 256) {
+    return absl::InvalidArgumentError(absl::StrCat("num_threads ", num_threads,
+                                                   " is outside [1, 256]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
+    const GgufFile& file, const LlamaModelOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
+  WEFT_ASSIGN_OR_RETURN(const LlamaConfig config, LlamaConfig::FromGguf(file));
+  const int32_t world = options.all_reducer ? options.all_reducer->world_size() : 1;
+  const int32_t rank = options.all_reducer ? options.all_reducer->rank() : 0;
+  WEFT_ASSIGN_OR_RETURN(const ShardSpec shard, ShardSpec::Compute(config, world, rank));
+  WEFT_ASSIGN_OR_RETURN(LlamaWeights weights,
+                        LlamaWeights::Load(file, config, shard, options.kernels));
+  if (config.queries_per_kv_head() > kernels::kMaxQueriesPerKvHead) {
+    return absl::UnimplementedError("too many query heads per KV head");
+  }
+  return std::unique_ptr<LlamaModel>(new LlamaModel(options, std::move(weights)));
+}
+
+LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
+    : options_(options),
+      weights_(std::move(weights)),
+      pool_(options.num_threads),
+      ws_(std::make_unique<Workspace>()) {}
+
+LlamaModel::~LlamaModel() = default;
+
+KvCacheOptions LlamaModel::KvOptions(int32_t block_size, int32_t num_blocks) const {
+  KvCacheOptions o;
+  o.num_layers = config().num_layers;
+  o.num_kv_heads = shard().num_kv_heads();
+  o.head_dim = config().head_dim;
+  o.block_size = block_size;
+  o.num_blocks = num_blocks;
+  o.dtype = KvDtype::kF32;
+  return o;
+}
+
+absl::StatusOr<kernels::AttentionImpl> LlamaModel::AttentionImplFor(int32_t block_size) const {
+  const int32_t hd = config().head_dim;
+  switch (options_.kernels) {
+    case KernelChoice::kReference:
+      return kernels::AttentionImpl::kReference;
+    case KernelChoice::kAuto:
+      return kernels::BestAttentionImpl(block_size, hd);
+    case KernelChoice::kAvx512:
+    case KernelChoice::kPacked:
+      if (!kernels::AttentionSupported(kernels::AttentionImpl::kAvx512, block_size, hd)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "AVX-512 attention needs an AVX-512 CPU and block_size, head_dim multiples of 16"));
+      }
+      return kernels::AttentionImpl::kAvx512;
+  }
+  return absl::InternalError("bad kernel choice");
+}
+
+absl::Status LlamaModel::ValidateBatch(const ForwardBatch& batch, const KvCache& cache) const {
+  const KvCacheOptions& co = cache.options();
+  const KvCacheOptions want = KvOptions(co.block_size, co.num_blocks);
+  if (co.num_layers != want.num_layers || co.num_kv_heads != want.num_kv_heads ||
+      co.head_dim != want.head_dim || co.dtype != want.dtype) {
+    return absl::FailedPreconditionError("KV cache shape does not match the model");
+  }
+  const int64_t bs = co.block_size;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int64_t n = static_cast<int64_t>(seq.token_ids.size());
+    const int64_t end = int64_t{seq.start_pos} + n;
+    if (n == 0 || seq.start_pos < 0 || end > config().context_length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", s, ": chunk of ", n, " tokens at position ", seq.start_pos,
+          " (need 1 or more tokens within the context length ", config().context_length, ")"));
+    }
+    for (int32_t id : seq.token_ids) {
+      if (id < 0 || id >= config().vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": token id ", id,
+                                                       " outside the vocabulary"));
+      }
+    }
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table of ",
+                                                     seq.block_table.size(), " blocks, ",
+                                                     blocks_needed, " needed"));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      if (seq.block_table[b] < 0 || seq.block_table[b] >= co.num_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block id ",
+                                                       seq.block_table[b], " out of range"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
+  Workspace& ws = *ws_;
+  const LlamaConfig& c = config();
+  const int64_t T = batch.num_tokens();
+  ws.batch = &batch;
+  ws.num_tokens = T;
+  Grow(&ws.token_ids, T);
+  Grow(&ws.positions, T);
+  Grow(&ws.slots, T);
+  ws.seq_offset.clear();
+  ws.items.clear();
+  ws.logit_tokens.clear();
+  ws.logit_seqs.clear();
+  int64_t t = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int32_t n = static_cast<int32_t>(seq.token_ids.size());
+    ws.seq_offset.push_back(t);
+    for (int32_t i = 0; i < n; ++i, ++t) {
+      const int32_t pos = seq.start_pos + i;
+      ws.token_ids[t] = seq.token_ids[i];
+      ws.positions[t] = pos;
+      ws.slots[t] = int64_t{seq.block_table[pos / block_size]} * block_size + pos % block_size;
+    }
+    for (int32_t h = 0; h < shard().num_kv_heads(); ++h) {
+      for (int32_t q0 = 0; q0 < n; q0 += kPrefillItemTokens) {
+        ws.items.push_back({static_cast<int32_t>(s), h, q0, std::min(n, q0 + kPrefillItemTokens)});
+      }
+    }
+    if (seq.want_logits) {
+      ws.logit_tokens.push_back(t - 1);
+      ws.logit_seqs.push_back(static_cast<int32_t>(s));
+    }
+  }
+  SplitSmallAttention();
+  const int64_t hidden = c.hidden_size;
+  const int64_t qw = int64_t{shard().num_heads()} * c.head_dim;
+  const int64_t kvw = int64_t{shard().num_kv_heads()} * c.head_dim;
+  const int64_t ffn = shard().num_ff();
+  Grow(&ws.x, T * hidden);
+  Grow(&ws.h, T * hidden);
+  Grow(&ws.proj, T * hidden);
+  Grow(&ws.q, T * qw);
+  Grow(&ws.attn, T * qw);
+  Grow(&ws.k, T * kvw);
+  Grow(&ws.v, T * kvw);
+  Grow(&ws.gate, T * ffn);
+  Grow(&ws.up, T * ffn);
+  Grow(&ws.cos_sin, T * c.rope_dim);
+  Grow(&ws.final_h, ws.logit_tokens.size() * hidden);
+}
+
+// With few work items (one decoding sequence has one per KV head), threads would idle:
+// split each item into its query heads. Each head's output is computed the same way
+// either way (the kernels' rows are independent); only K/V reuse across the group is
+// given up.
+void LlamaModel::SplitSmallAttention() {
+  Workspace& ws = *ws_;
+  const int32_t group = config().queries_per_kv_head();
+  if (group == 1 || ws.items.size() >= 4 * static_cast<size_t>(pool_.num_threads())) return;
+  const size_t n = ws.items.size();
+  for (size_t i = 0; i < n; ++i) {
+    AttentionItem item = ws.items[i];
+    for (int32_t g = 0; g < group; ++g) {
+      item.group_begin = g;
+      item.group_end = g + 1;
+      if (g == 0) {
+        ws.items[i] = item;
+      } else {
+        ws.items.push_back(item);
+      }
+    }
+  }
+}
+
+void LlamaModel::ForTokens(absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  const int64_t T = ws_->num_tokens;
+  if (T < kMinTokensToSplit || pool_.num_threads() == 1) {
+    fn(0, T);
+  } else {
+    pool_.ParallelFor(T, 1, fn);
+  }
+}
+
+void LlamaModel::Embed() {
+  Workspace& ws = *ws_;
+  const LlamaConfig& c = config();
+  ForTokens([&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) weights_.Embed(ws.token_ids[t], ws.x.data() + t * c.hidden_size);
+    kernels::RopeCosSin(ws.positions.data() + b, e - b, c.rope_dim, c.rope_freq_base,
+                        ws.cos_sin.data() + b * c.rope_dim);
+  });
+}
+
+absl::Status LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache,
+                                 ForwardOutput* out) {
+  WEFT_RETURN_IF_ERROR(ValidateBatch(batch, *cache));
+  WEFT_ASSIGN_OR_RETURN(const kernels::AttentionImpl attn,
+                        AttentionImplFor(cache->block_size()));
+  out->vocab_size = config().vocab_size;
+  out->num_rows = 0;
+  out->row_sequence.clear();
+  if (batch.num_tokens() == 0) return absl::OkStatus();
+  PrepareBatch(batch, cache->block_size());
+  Embed();
+  for (int32_t l = 0; l < config().num_layers; ++l) {
+    WEFT_RETURN_IF_ERROR(RunLayer(l, attn, cache));
+  }
+  Logits(out);
+  ws_->batch = nullptr;
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache) {
+  Workspace& ws = *ws_;
+  const LlamaConfig& c = config();
+  const LlamaLayerWeights& w = weights_.layers()[layer];
+  const int64_t H = c.hidden_size;
+  ForTokens([&](int64_t b, int64_t e) {
+    kernels::RmsNorm(ws.x.data() + b * H, H, w.attn_norm.data(), e - b, H, c.rms_norm_eps,
+                     ws.h.data() + b * H, H);
+  });
+  const kernels::PagedKvLayer kv = cache->Layer(layer);
+  QkvRopeAndWrite(w, kv);
+  Attention(attn, kv);
+  WEFT_RETURN_IF_ERROR(ProjectAndAdd(w.wo, ws.attn.data(), w.wo.in_features()));
+  ForTokens([&](int64_t b, int64_t e) {
+    kernels::RmsNorm(ws.x.data() + b * H, H, w.ffn_norm.data(), e - b, H, c.rms_norm_eps,
+                     ws.h.data() + b * H, H);
+  });
+  GateUp(w);
+  return ProjectAndAdd(w.w_down, ws.gate.data(), w.w_down.in_features());
+}
+
+void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv) {
+  Workspace& ws = *ws_;
+  const LlamaConfig& c = config();
+  const int64_t T = ws.num_tokens;
+  const int64_t H = c.hidden_size;
+  const int64_t qw = w.wq.out_features();
+  const int64_t kvw = w.wk.out_features();
+  pool_.RunOnAll([&](int t) {
+    const std::pair<const Linear*, float*> jobs[] = {
+        {&w.wq, ws.q.data()}, {&w.wk, ws.k.data()}, {&w.wv, ws.v.data()}};
+    for (const auto& [lin, y] : jobs) {
+      int64_t b, e;
+      ThreadPool::StaticRange(lin->out_features(), kColumnAlign, pool_.num_threads(), t, &b, &e);
+      lin->Compute(ws.h.data(), H, T, y, lin->out_features(), b, e);
+    }
+  });
+  ForTokens([&](int64_t b, int64_t e) {
+    const float* cs = ws.cos_sin.data() + b * c.rope_dim;
+    kernels::ApplyRope(c.rope_style, cs, c.rope_dim, ws.q.data() + b * qw, qw, e - b,
+                       shard().num_heads(), c.head_dim);
+    kernels::ApplyRope(c.rope_style, cs, c.rope_dim, ws.k.data() + b * kvw, kvw, e - b,
+                       shard().num_kv_heads(), c.head_dim);
+    kernels::WritePagedKv(kv, ws.k.data(), ws.v.data(), kvw, ws.slots.data(), b, e);
+  });
+}
+
+void LlamaModel::Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv) {
+  Workspace& ws = *ws_;
+  const int64_t qw = int64_t{shard().num_heads()} * config().head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(config().head_dim));
+  pool_.ParallelForDynamic(static_cast<int64_t>(ws.items.size()), [&](int64_t i) {
+    const AttentionItem& item = ws.items[i];
+    const SequenceChunk& seq = ws.batch->sequences[item.seq];
+    const int64_t off = ws.seq_offset[item.seq];
+    kernels::AttentionParams p;
+    p.num_heads = shard().num_heads();
+    p.scale = scale;
+    p.kv_head_begin = item.kv_head;
+    p.kv_head_end = item.kv_head + 1;
+    p.group_begin = item.group_begin;
+    p.group_end = item.group_end;
+    const float* q = ws.q.data() + off * qw;
+    float* out = ws.attn.data() + off * qw;
+    if (seq.token_ids.size() == 1) {
+      kernels::PagedDecodeAttention(impl, q, kv, seq.block_table.data(), seq.start_pos + 1, p,
+                                    out);
+    } else {
+      kernels::PagedPrefillAttention(impl, q, qw, seq.start_pos, item.q_begin, item.q_end, kv,
+                                     seq.block_table.data(), p, out, qw);
+    }
+  });
+}
+
+absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const float* in, int64_t ld_in) {
+  Workspace& ws = *ws_;
+  const int64_t T = ws.num_tokens;
+  const int64_t H = config().hidden_size;
+  const bool reduce = options_.all_reducer != nullptr;
+  pool_.RunOnAll([&](int t) {
+    int64_t b, e;
+    ThreadPool::StaticRange(H, kColumnAlign, pool_.num_threads(), t, &b, &e);
+    w.Compute(in, ld_in, T, ws.proj.data(), H, b, e);
+    if (reduce) return;  // the sum over ranks comes first
+    for (int64_t tok = 0; tok < T; ++tok) {
+      float* x = ws.x.data() + tok * H;
+      const float* y = ws.proj.data() + tok * H;
+      for (int64_t j = b; j < e; ++j) x[j] = x[j] + y[j];
+    }
+  });
+  if (!reduce) return absl::OkStatus();
+  WEFT_RETURN_IF_ERROR(options_.all_reducer->AllReduceSum(ws.proj.data(), T * H));
+  ForTokens([&](int64_t b, int64_t e) {
+    for (int64_t i = b * H; i < e * H; ++i) ws.x[i] = ws.x[i] + ws.proj[i];
+  });
+  return absl::OkStatus();
+}
+
+void LlamaModel::GateUp(const LlamaLayerWeights& w) {
+  Workspace& ws = *ws_;
+  const int64_t T = ws.num_tokens;
+  const int64_t H = config().hidden_size;
+  const int64_t F = w.w_gate.out_features();
+  pool_.RunOnAll([&](int t) {
+    int64_t b, e;
+    ThreadPool::StaticRange(F, kColumnAlign, pool_.num_threads(), t, &b, &e);
+    if (b >= e) return;
+    w.w_gate.Compute(ws.h.data(), H, T, ws.gate.data(), F, b, e);
+    w.w_up.Compute(ws.h.data(), H, T, ws.up.data(), F, b, e);
+    for (int64_t tok = 0; tok < T; ++tok) {
+      float* g = ws.gate.data() + tok * F + b;
+      kernels::SwiGlu(g, ws.up.data() + tok * F + b, e - b, g);
+    }
+  });
+}
+
+void LlamaModel::Logits(ForwardOutput* out) {
+  Workspace& ws = *ws_;
+  const LlamaConfig& c = config();
+  const int64_t H = c.hidden_size;
+  const int64_t V = c.vocab_size;
+  const int64_t rows = static_cast<int64_t>(ws.logit_tokens.size());
+  out->num_rows = static_cast<int32_t>(rows);
+  out->row_sequence.assign(ws.logit_seqs.begin(), ws.logit_seqs.end());
+  if (rows == 0) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    kernels::RmsNorm(ws.x.data() + ws.logit_tokens[r] * H, H, weights_.output_norm().data(), 1,
+                     H, c.rms_norm_eps, ws.final_h.data() + r * H, H);
+  }
+  float* logits = Grow(&out->logits, rows * V);
+  const Linear& head = weights_.lm_head();
+  pool_.RunOnAll([&](int t) {
+    int64_t b, e;
+    ThreadPool::StaticRange(V, kColumnAlign, pool_.num_threads(), t, &b, &e);
+    head.Compute(ws.final_h.data(), H, rows, logits, V, b, e);
+  });
+}
+
+}  // namespace weft

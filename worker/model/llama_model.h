@@ -1,0 +1,115 @@
+// LlamaModel: the Llama-family forward pass on CPU over a flattened batch with a paged
+// KV cache (Orca-style selective batching).
+//
+// One Forward() call runs every scheduled sequence at once: token-wise work
+// (embedding, RMSNorm, the Q/K/V/O and FFN projections, SwiGLU, the LM head) runs over
+// all tokens of the batch together; attention runs per sequence (and per KV head) through
+// its block table, with the paged decode kernel for one-token chunks and the paged
+// prefill kernel otherwise. Per layer:
+//   h = RMSNorm(x); q,k,v = h Wq, h Wk, h Wv; RoPE(q, k); write k, v to the cache;
+//   a = attention(q, cache); x += AllReduce(a Wo); h = RMSNorm(x);
+//   x += AllReduce((silu(h Wgate) * h Wup) Wdown)
+// then logits = RMSNorm(x_last) Wlm for the sequences that asked for them.
+//
+// Guarantees:
+//   * Batch invariance: a sequence's logits are bitwise the same whatever else is in
+//     the batch and however threads split the work (every output is computed by a
+//     fixed arithmetic sequence; see the kernels' headers).
+//   * Chunking invariance: the same bits whether a prompt is prefilled at once or in
+//     chunks (decode and prefill attention share their per-row arithmetic).
+//   * Only the KV slots named by the batch's block tables are written; only slots of
+//     positions < start_pos + chunk length are read.
+//   * No heap allocation per step once the workspace has grown to the largest batch.
+// Extension points: kernels per weight (Linear, KernelChoice), tensor parallelism
+// (ShardSpec + an AllReducer; none for TP = 1), other backends (ForwardBatch is
+// backend-neutral).
+//
+// Ownership: borrows the GgufFile (must outlive the model); owns its weights view, its
+// workspace and a ThreadPool of options.num_threads threads (the caller's thread is one).
+// Thread-safety: Forward() from one thread at a time (the rank's step thread).
+#ifndef WEFT_WORKER_MODEL_LLAMA_MODEL_H_
+#define WEFT_WORKER_MODEL_LLAMA_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/gguf.h"
+#include "kernels/cpu/paged_attention.h"
+#include "worker/kv_cache.h"
+#include "worker/model/all_reducer.h"
+#include "worker/model/forward_batch.h"
+#include "worker/model/linear.h"
+#include "worker/model/llama_config.h"
+#include "worker/model/llama_weights.h"
+#include "worker/thread_pool.h"
+
+namespace weft {
+
+struct LlamaModelOptions {
+  int32_t num_threads = 2;
+  // Matmul and attention kernels. kReference is the fp32 reference path the accuracy
+  // tests use; kAuto picks the fastest this CPU has.
+  KernelChoice kernels = KernelChoice::kAuto;
+  // Tensor-parallel hook: null for TP = 1; otherwise this rank's group (rank and world
+  // size come from it), not owned, must outlive the model.
+  AllReducer* all_reducer = nullptr;
+
+  absl::Status Validate() const;
+};
+
+class LlamaModel {
+ public:
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Create(const GgufFile& file,
+                                                            const LlamaModelOptions& options);
+  ~LlamaModel();
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+
+  const LlamaConfig& config() const { return weights_.config(); }
+  const ShardSpec& shard() const { return weights_.shard(); }
+  const LlamaModelOptions& options() const { return options_; }
+  const LlamaWeights& weights() const { return weights_; }
+
+  // KV cache options for this rank's shard (fp32 pool).
+  KvCacheOptions KvOptions(int32_t block_size, int32_t num_blocks) const;
+  // The attention kernel Forward() uses with a cache of this block size.
+  absl::StatusOr<kernels::AttentionImpl> AttentionImplFor(int32_t block_size) const;
+
+  // Runs one forward pass: writes the chunks' K/V into `cache` and fills `out` with the
+  // logits of the sequences that want them. InvalidArgument for a malformed batch (bad
+  // token id, block table too short or out of range, position past the context
+  // length), detected before anything is written; FailedPrecondition for a cache whose
+  // shape does not match KvOptions(); the all-reducer's error under TP.
+  absl::Status Forward(const ForwardBatch& batch, KvCache* cache, ForwardOutput* out);
+
+ private:
+  struct Workspace;
+  struct AttentionItem;
+
+  LlamaModel(const LlamaModelOptions& options, LlamaWeights weights);
+
+  absl::Status ValidateBatch(const ForwardBatch& batch, const KvCache& cache) const;
+  void PrepareBatch(const ForwardBatch& batch, int32_t block_size);
+  void SplitSmallAttention();
+  void Embed();
+  absl::Status RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache);
+  void QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv);
+  void Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv);
+  absl::Status ProjectAndAdd(const Linear& w, const float* in, int64_t ld_in);
+  void GateUp(const LlamaLayerWeights& w);
+  void Logits(ForwardOutput* out);
+  // Runs fn(begin, end) over token ranges: inline for a few tokens, else on the pool.
+  void ForTokens(absl::FunctionRef<void(int64_t, int64_t)> fn);
+
+  const LlamaModelOptions options_;
+  const LlamaWeights weights_;
+  ThreadPool pool_;
+  std::unique_ptr<Workspace> ws_;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_WORKER_MODEL_LLAMA_MODEL_H_

@@ -1,0 +1,229 @@
+#include "worker/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "worker/philox.h"
+
+namespace weft {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Candidates sorted per round of the lazy sort (doubles each round).
+constexpr size_t kFirstSortedChunk = 64;
+
+bool Finite(float x) { return std::isfinite(x); }
+
+absl::Status CheckTokens(absl::Span<const int32_t> tokens, int32_t vocab, const char* what) {
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " token id ", t,
+                                                     " outside the vocabulary"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SamplingParams::Validate() const {
+  if (!Finite(temperature) || temperature < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("temperature ", temperature, " must be >= 0"));
+  }
+  if (top_k < 0) return absl::InvalidArgumentError("top_k must be >= 0");
+  if (!(top_p > 0 && top_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("top_p ", top_p, " must be in (0, 1]"));
+  }
+  if (!(min_p >= 0 && min_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("min_p ", min_p, " must be in [0, 1]"));
+  }
+  if (!Finite(repetition_penalty) || repetition_penalty <= 0) {
+    return absl::InvalidArgumentError("repetition_penalty must be > 0");
+  }
+  if (!Finite(presence_penalty) || !Finite(frequency_penalty)) {
+    return absl::InvalidArgumentError("penalties must be finite");
+  }
+  if (sample_index < 0) return absl::InvalidArgumentError("sample_index must be >= 0");
+  if (num_logprobs < -1) return absl::InvalidArgumentError("num_logprobs must be >= -1");
+  return absl::OkStatus();
+}
+
+Sampler::Sampler(int32_t vocab_size)
+    : vocab_size_(vocab_size), l_(vocab_size), counts_(vocab_size), seen_(vocab_size) {
+  CHECK_GT(vocab_size, 0);
+  cand_.reserve(vocab_size);
+  order_.reserve(vocab_size);
+}
+
+absl::Status Sampler::Sample(const SamplingParams& params, absl::Span<const float> logits,
+                             absl::Span<const int32_t> prompt_tokens,
+                             absl::Span<const int32_t> output_tokens, SampleResult* result) {
+  if (absl::Status s = params.Validate(); !s.ok()) return s;
+  if (static_cast<int64_t>(logits.size()) != vocab_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("got ", logits.size(), " logits for a vocabulary of ", vocab_size_));
+  }
+  if (params.num_logprobs > vocab_size_) {
+    return absl::InvalidArgumentError("num_logprobs exceeds the vocabulary");
+  }
+  if (absl::Status s = CheckTokens(prompt_tokens, vocab_size_, "prompt"); !s.ok()) return s;
+  if (absl::Status s = CheckTokens(output_tokens, vocab_size_, "output"); !s.ok()) return s;
+  for (int32_t t = 0; t < vocab_size_; ++t) l_[t] = std::isnan(logits[t]) ? kNegInf : logits[t];
+  ApplyPenalties(params, prompt_tokens, output_tokens);
+  int32_t token;
+  if (params.temperature == 0.0f) {
+    token = Greedy();
+    if (l_[token] == kNegInf) token = -1;
+  } else {
+    token = Draw(params, static_cast<uint32_t>(output_tokens.size()));
+  }
+  if (token < 0) return absl::InvalidArgumentError("no token has a finite logit");
+  result->token = token;
+  Logprobs(params, logits, result);
+  return absl::OkStatus();
+}
+
+void Sampler::ApplyPenalties(const SamplingParams& p, absl::Span<const int32_t> prompt,
+                             absl::Span<const int32_t> output) {
+  const float rep = p.repetition_penalty;
+  if (rep == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
+  touched_.clear();
+  auto touch = [&](int32_t t) {
+    if (!seen_[t]) {
+      seen_[t] = 1;
+      touched_.push_back(t);
+    }
+  };
+  for (int32_t t : prompt) touch(t);
+  for (int32_t t : output) {
+    touch(t);
+    ++counts_[t];
+  }
+  for (int32_t t : touched_) {
+    float x = l_[t];
+    if (rep != 1.0f) x = x > 0 ? x / rep : x * rep;
+    if (counts_[t] > 0) {
+      x -= p.frequency_penalty * static_cast<float>(counts_[t]);
+      x -= p.presence_penalty;
+    }
+    l_[t] = x;
+    seen_[t] = 0;
+    counts_[t] = 0;
+  }
+}
+
+int32_t Sampler::Greedy() const {
+  int32_t best = 0;
+  for (int32_t t = 1; t < vocab_size_; ++t) {
+    if (l_[t] > l_[best]) best = t;
+  }
+  return best;
+}
+
+void Sampler::TopK(int32_t k) {
+  auto by_logit = [&](int32_t a, int32_t b) { return l_[a] > l_[b] || (l_[a] == l_[b] && a < b); };
+  order_.assign(cand_.begin(), cand_.end());
+  std::nth_element(order_.begin(), order_.begin() + (k - 1), order_.end(), by_logit);
+  const int32_t kth = order_[k - 1];
+  size_t kept = 0;
+  for (int32_t t : cand_) {
+    if (!by_logit(kth, t)) cand_[kept++] = t;  // t is kth or sorts before it
+  }
+  cand_.resize(kept);
+}
+
+void Sampler::EnsureSorted(size_t n) {
+  if (n <= sorted_) return;
+  auto by_weight = [&](int32_t a, int32_t b) { return l_[a] > l_[b] || (l_[a] == l_[b] && a < b); };
+  const size_t end =
+      std::min(order_.size(), std::max(n, sorted_ + std::max(kFirstSortedChunk, sorted_)));
+  if (end < order_.size()) {
+    std::nth_element(order_.begin() + sorted_, order_.begin() + end, order_.end(), by_weight);
+  }
+  std::sort(order_.begin() + sorted_, order_.begin() + end, by_weight);
+  sorted_ = end;
+}
+
+int32_t Sampler::Draw(const SamplingParams& p, uint32_t output_index) {
+  cand_.clear();
+  for (int32_t t = 0; t < vocab_size_; ++t) {
+    l_[t] = l_[t] / p.temperature;
+    if (l_[t] != kNegInf) cand_.push_back(t);
+  }
+  if (cand_.empty()) return -1;
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < cand_.size()) TopK(p.top_k);
+  float m = kNegInf;
+  for (int32_t t : cand_) m = std::max(m, l_[t]);
+  for (int32_t t : cand_) l_[t] = std::exp(l_[t] - m);  // l_ now holds the weights w
+  order_.assign(cand_.begin(), cand_.end());
+  sorted_ = 0;
+  size_t keep = cand_.size();
+  if (p.top_p < 1.0f) {
+    float z = 0.0f;
+    for (int32_t t : cand_) z += l_[t];
+    const float target = p.top_p * z;
+    float cum = 0.0f;
+    for (size_t k = 0; k < cand_.size(); ++k) {
+      EnsureSorted(k + 1);
+      cum += l_[order_[k]];
+      if (cum >= target) {
+        keep = k + 1;
+        break;
+      }
+    }
+  }
+  if (p.min_p > 0.0f) {
+    // The candidates with w >= min_p come first in sorted order.
+    size_t above = 0;
+    for (int32_t t : cand_) above += l_[t] >= p.min_p ? 1 : 0;
+    keep = std::min(keep, std::max<size_t>(above, 1));
+  }
+  EnsureSorted(keep);
+  float z = 0.0f;
+  if (keep == cand_.size()) {
+    for (int32_t t : cand_) z += l_[t];
+  } else {
+    const int32_t last = order_[keep - 1];
+    const float w_last = l_[last];
+    for (int32_t t : cand_) {
+      if (l_[t] > w_last || (l_[t] == w_last && t <= last)) z += l_[t];
+    }
+  }
+  const float target = SampleUniform(p.seed, static_cast<uint32_t>(p.sample_index),
+                                     output_index) * z;
+  float cum = 0.0f;
+  for (size_t k = 0; k < keep; ++k) {
+    cum += l_[order_[k]];
+    if (cum > target) return order_[k];
+  }
+  return order_[keep - 1];
+}
+
+void Sampler::Logprobs(const SamplingParams& p, absl::Span<const float> logits,
+                       SampleResult* result) {
+  result->top_logprobs.clear();
+  result->logprob = 0.0f;
+  if (p.num_logprobs < 0) return;
+  auto raw = [&](int32_t t) { return std::isnan(logits[t]) ? kNegInf : logits[t]; };
+  float m = kNegInf;
+  for (int32_t t = 0; t < vocab_size_; ++t) m = std::max(m, raw(t));
+  double sum = 0.0;
+  for (int32_t t = 0; t < vocab_size_; ++t) sum += std::exp(static_cast<double>(raw(t)) - m);
+  const double lse = m + std::log(sum);
+  result->logprob = static_cast<float>(raw(result->token) - lse);
+  const int32_t n = p.num_logprobs;
+  if (n == 0) return;
+  auto by_logit = [&](int32_t a, int32_t b) {
+    return raw(a) > raw(b) || (raw(a) == raw(b) && a < b);
+  };
+  order_.resize(vocab_size_);
+  for (int32_t t = 0; t < vocab_size_; ++t) order_[t] = t;
+  std::partial_sort(order_.begin(), order_.begin() + n, order_.end(), by_logit);
+  for (int32_t i = 0; i < n; ++i) {
+    result->top_logprobs.push_back({order_[i], static_cast<float>(raw(order_[i]) - lse)});
+  }
+}
+
+}  // namespace weft

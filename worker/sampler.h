@@ -1,0 +1,108 @@
+// Sampler: picks the next token of one sequence from its logits, on CPU.
+//
+// The algorithm, exactly (a CUDA twin must follow the same steps; floating-point sums
+// are fp32 in the order stated, exp is expf):
+//   0. l = the raw logits; NaN counts as -inf.
+//   1. Penalties over the sequence's history:
+//        repetition r != 1: every distinct token in prompt or output:
+//                           l = l > 0 ? l / r : l * r            (CTRL / HF / vLLM)
+//        frequency f:       l -= f * (count of the token in the output)
+//        presence p:        l -= p if the token occurs in the output
+//      (presence and frequency see output tokens only, as in OpenAI's API and vLLM).
+//   2. temperature == 0: return argmax l, the lowest id among ties (no randomness).
+//   3. l = l / temperature.
+//   4. top_k > 0: keep the k tokens with the largest l (ties: lower id first).
+//      Tokens with l = -inf are never candidates.
+//   5. Softmax weights w_t = expf(l_t - max l) over the candidates (the top one has
+//      w = 1). Order the candidates by w descending, ties by lower id ("sorted order").
+//   6. top_p < 1: Z = sum of w over the candidates in ascending id order; keep the
+//      shortest prefix of the sorted order whose running sum (in sorted order) reaches
+//      top_p * Z (at least one token).
+//   7. min_p > 0: drop candidates with w < min_p (= min_p * max probability / p_max,
+//      since the top w is 1).
+//   8. Renormalise: Z' = sum of w over what is left, ascending id order. Draw
+//      u = SampleUniform(seed, sample_index, output_index) (philox.h), where
+//      output_index = number of output tokens so far; walk the sorted order adding w
+//      and return the first token whose running sum exceeds u * Z' (the last one if
+//      rounding leaves none).
+// Logprobs (num_logprobs >= 0) describe the raw logits, before penalties and
+// temperature: logprob_t = l_t - logsumexp(l) (sum in double, ascending id order); the
+// chosen token's, and with num_logprobs = N the N most likely tokens (ties: lower id).
+//
+// Thread-safety: a Sampler holds scratch buffers; use one per thread.
+#ifndef WEFT_WORKER_SAMPLER_H_
+#define WEFT_WORKER_SAMPLER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace weft {
+
+struct SamplingParams {
+  float temperature = 1.0f;        // 0 = greedy
+  int32_t top_k = 0;               // 0 = off
+  float top_p = 1.0f;              // (0, 1]; 1 = off
+  float min_p = 0.0f;              // [0, 1]; 0 = off
+  float repetition_penalty = 1.0f; // > 0; 1 = off
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+  int32_t sample_index = 0;        // which sample of its request (Philox counter word 0)
+  int32_t num_logprobs = -1;       // -1: no logprobs; 0: the chosen token's; N: + top N
+
+  absl::Status Validate() const;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;                    // of `token`, when num_logprobs >= 0
+  std::vector<TokenLogprob> top_logprobs;  // num_logprobs entries, most likely first
+};
+
+class Sampler {
+ public:
+  explicit Sampler(int32_t vocab_size);
+
+  int32_t vocab_size() const { return vocab_size_; }
+
+  // Samples from `logits` (vocab_size floats) for a sequence whose history is
+  // prompt_tokens followed by output_tokens; the token drawn is output number
+  // output_tokens.size(). InvalidArgument for bad params, a wrong logits size, token ids
+  // out of range, or logits with no finite value.
+  absl::Status Sample(const SamplingParams& params, absl::Span<const float> logits,
+                      absl::Span<const int32_t> prompt_tokens,
+                      absl::Span<const int32_t> output_tokens, SampleResult* result);
+
+ private:
+  void ApplyPenalties(const SamplingParams& p, absl::Span<const int32_t> prompt,
+                      absl::Span<const int32_t> output);
+  int32_t Greedy() const;
+  // Steps 3-8; returns the token.
+  int32_t Draw(const SamplingParams& p, uint32_t output_index);
+  void TopK(int32_t k);
+  // Sorts order_ (the candidates) by (w desc, id asc) up to position n.
+  void EnsureSorted(size_t n);
+  void Logprobs(const SamplingParams& p, absl::Span<const float> logits,
+                SampleResult* result);
+
+  const int32_t vocab_size_;
+  std::vector<float> l_;           // working logits, then weights w
+  std::vector<int32_t> counts_;    // output occurrences per token (kept all zero between calls)
+  std::vector<uint8_t> seen_;      // token in prompt or output (kept all zero between calls)
+  std::vector<int32_t> touched_;   // tokens whose counts_/seen_ were set
+  std::vector<int32_t> cand_;      // candidate ids, ascending
+  std::vector<int32_t> order_;     // candidates, sorted lazily by (w desc, id asc)
+  size_t sorted_ = 0;              // order_[0, sorted_) is in final sorted order
+};
+
+}  // namespace weft
+
+#endif  // WEFT_WORKER_SAMPLER_H_
