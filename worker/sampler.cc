@@ -29,7 +29,7 @@ absl::Status CheckTokens(absl::Span<const int32_t> tokens, int32_t vocab, const 
 
 }  // namespace
 
-absl::Status SamplingParams::Validate() const {
+absl::Status SamplerParams::Validate() const {
   if (!Finite(temperature) || temperature < 0) {
     return absl::InvalidArgumentError(absl::StrCat("temperature ", temperature, " must be >= 0"));
   }
@@ -58,7 +58,7 @@ Sampler::Sampler(int32_t vocab_size)
   order_.reserve(vocab_size);
 }
 
-absl::Status Sampler::Sample(const SamplingParams& params, absl::Span<const float> logits,
+absl::Status Sampler::Sample(const SamplerParams& params, absl::Span<const float> logits,
                              absl::Span<const int32_t> prompt_tokens,
                              absl::Span<const int32_t> output_tokens, SampleResult* result) {
   if (absl::Status s = params.Validate(); !s.ok()) return s;
@@ -85,7 +85,7 @@ absl::Status Sampler::Sample(const SamplingParams& params, absl::Span<const floa
   return absl::OkStatus();
 }
 
-void Sampler::ApplyPenalties(const SamplingParams& p, absl::Span<const int32_t> prompt,
+void Sampler::ApplyPenalties(const SamplerParams& p, absl::Span<const int32_t> prompt,
                              absl::Span<const int32_t> output) {
   const float rep = p.repetition_penalty;
   if (rep == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
@@ -146,7 +146,7 @@ void Sampler::EnsureSorted(size_t n) {
   sorted_ = end;
 }
 
-int32_t Sampler::Draw(const SamplingParams& p, uint32_t output_index) {
+int32_t Sampler::Draw(const SamplerParams& p, uint32_t output_index) {
   cand_.clear();
   for (int32_t t = 0; t < vocab_size_; ++t) {
     l_[t] = l_[t] / p.temperature;
@@ -201,7 +201,7 @@ int32_t Sampler::Draw(const SamplingParams& p, uint32_t output_index) {
   return order_[keep - 1];
 }
 
-void Sampler::Logprobs(const SamplingParams& p, absl::Span<const float> logits,
+void Sampler::Logprobs(const SamplerParams& p, absl::Span<const float> logits,
                        SampleResult* result) {
   result->top_logprobs.clear();
   result->logprob = 0.0f;

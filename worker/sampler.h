@@ -41,7 +41,7 @@
 
 namespace weft {
 
-struct SamplingParams {
+struct SamplerParams {
   float temperature = 1.0f;        // 0 = greedy
   int32_t top_k = 0;               // 0 = off
   float top_p = 1.0f;              // (0, 1]; 1 = off
@@ -77,20 +77,20 @@ class Sampler {
   // prompt_tokens followed by output_tokens; the token drawn is output number
   // output_tokens.size(). InvalidArgument for bad params, a wrong logits size, token ids
   // out of range, or logits with no finite value.
-  absl::Status Sample(const SamplingParams& params, absl::Span<const float> logits,
+  absl::Status Sample(const SamplerParams& params, absl::Span<const float> logits,
                       absl::Span<const int32_t> prompt_tokens,
                       absl::Span<const int32_t> output_tokens, SampleResult* result);
 
  private:
-  void ApplyPenalties(const SamplingParams& p, absl::Span<const int32_t> prompt,
+  void ApplyPenalties(const SamplerParams& p, absl::Span<const int32_t> prompt,
                       absl::Span<const int32_t> output);
   int32_t Greedy() const;
   // Steps 3-8; returns the token.
-  int32_t Draw(const SamplingParams& p, uint32_t output_index);
+  int32_t Draw(const SamplerParams& p, uint32_t output_index);
   void TopK(int32_t k);
   // Sorts order_ (the candidates) by (w desc, id asc) up to position n.
   void EnsureSorted(size_t n);
-  void Logprobs(const SamplingParams& p, absl::Span<const float> logits,
+  void Logprobs(const SamplerParams& p, absl::Span<const float> logits,
                 SampleResult* result);
 
   const int32_t vocab_size_;

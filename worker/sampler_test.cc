@@ -39,13 +39,13 @@ TEST(PhiloxTest, UniformFollowsTheContract) {
   EXPECT_NE(SampleUniform(42, 0, 5), SampleUniform(43, 0, 5));
 }
 
-SamplingParams Greedy() {
-  SamplingParams p;
+SamplerParams Greedy() {
+  SamplerParams p;
   p.temperature = 0.0f;
   return p;
 }
 
-int32_t SampleToken(Sampler* s, const SamplingParams& p, const std::vector<float>& logits,
+int32_t SampleToken(Sampler* s, const SamplerParams& p, const std::vector<float>& logits,
                     const std::vector<int32_t>& prompt = {},
                     const std::vector<int32_t>& output = {}) {
   SampleResult r;
@@ -62,7 +62,7 @@ TEST(SamplerTest, GreedyTakesArgmaxWithLowestIdOnTiesAndIgnoresNaN) {
 
 TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   Sampler s(4);
-  SamplingParams p = Greedy();
+  SamplerParams p = Greedy();
   p.repetition_penalty = 2.0f;
   // Token 0 (3.0, seen in the prompt) becomes 1.5 < 2.0: token 1 wins.
   EXPECT_EQ(SampleToken(&s, p, {3.0f, 2.0f, -1.0f, -1.5f}, {0}), 1);
@@ -74,7 +74,7 @@ TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
 
 TEST(SamplerTest, PresenceAndFrequencyPenaltiesSeeOutputTokensOnly) {
   Sampler s(3);
-  SamplingParams p = Greedy();
+  SamplerParams p = Greedy();
   p.presence_penalty = 1.0f;
   const std::vector<float> logits = {2.0f, 1.5f, 0.0f};
   EXPECT_EQ(SampleToken(&s, p, logits, {0, 0, 0}, {}), 0);   // prompt only: no effect
@@ -87,12 +87,12 @@ TEST(SamplerTest, PresenceAndFrequencyPenaltiesSeeOutputTokensOnly) {
 }
 
 // Empirical frequencies of `draws` samples, varying sample_index (the Philox counter).
-std::vector<double> Frequencies(const SamplingParams& base, const std::vector<float>& logits,
+std::vector<double> Frequencies(const SamplerParams& base, const std::vector<float>& logits,
                                 int draws) {
   Sampler s(static_cast<int32_t>(logits.size()));
   std::vector<double> freq(logits.size());
   for (int j = 0; j < draws; ++j) {
-    SamplingParams p = base;
+    SamplerParams p = base;
     p.sample_index = j;
     freq[SampleToken(&s, p, logits)] += 1.0 / draws;
   }
@@ -103,7 +103,7 @@ const std::vector<float> kLogits = {std::log(0.5f), std::log(0.3f), std::log(0.1
                                     std::log(0.05f)};
 
 TEST(SamplerTest, DistributionMatchesSoftmax) {
-  SamplingParams p;
+  SamplerParams p;
   p.seed = 1234;
   const std::vector<double> f = Frequencies(p, kLogits, 20000);
   const double want[] = {0.5, 0.3, 0.15, 0.05};
@@ -118,7 +118,7 @@ TEST(SamplerTest, DistributionMatchesSoftmax) {
 }
 
 TEST(SamplerTest, TopKTopPAndMinPRestrictTheCandidates) {
-  SamplingParams p;
+  SamplerParams p;
   p.seed = 7;
   p.top_k = 2;
   std::vector<double> f = Frequencies(p, kLogits, 4000);
@@ -154,7 +154,7 @@ TEST(SamplerTest, InverseCdfAtThePhiloxUniform) {
   Sampler s(5);
   const std::vector<int32_t> output = {1, 3};
   for (uint64_t seed = 0; seed < 300; ++seed) {
-    SamplingParams p;
+    SamplerParams p;
     p.seed = seed;
     p.sample_index = 2;
     const double u = SampleUniform(seed, 2, 2) * z;
@@ -174,7 +174,7 @@ TEST(SamplerTest, InverseCdfAtThePhiloxUniform) {
 TEST(SamplerTest, SeededDeterminism) {
   std::vector<float> logits(1000);
   for (int t = 0; t < 1000; ++t) logits[t] = std::sin(t * 0.37f) * 3;
-  SamplingParams p;
+  SamplerParams p;
   p.seed = 99;
   p.temperature = 0.8f;
   p.top_p = 0.9f;
@@ -183,7 +183,7 @@ TEST(SamplerTest, SeededDeterminism) {
   for (int i = 0; i < 50; ++i) {
     out_a.push_back(SampleToken(&a, p, logits, {}, out_a));
     // b is used for something else in between: no hidden state.
-    SamplingParams other = p;
+    SamplerParams other = p;
     other.seed = 5;
     SampleToken(&b, other, logits, {1, 2}, {});
     out_b.push_back(SampleToken(&b, p, logits, {}, out_b));
@@ -199,7 +199,7 @@ TEST(SamplerTest, LogprobsOfRawLogits) {
   const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f, NAN};
   double z = 0;
   for (float l : {1.0f, 3.0f, 3.0f, -2.0f}) z += std::exp(double{l});
-  SamplingParams p;
+  SamplerParams p;
   p.temperature = 0.3f;            // not seen by logprobs
   p.repetition_penalty = 1.7f;     // nor this
   p.num_logprobs = 3;
@@ -221,19 +221,19 @@ TEST(SamplerTest, RejectsBadInput) {
   Sampler s(4);
   SampleResult r;
   const std::vector<float> logits = {0, 1, 2, 3};
-  SamplingParams p;
+  SamplerParams p;
   p.top_p = 0.0f;
   EXPECT_FALSE(s.Sample(p, logits, {}, {}, &r).ok());
-  p = SamplingParams();
+  p = SamplerParams();
   p.temperature = -1;
   EXPECT_FALSE(p.Validate().ok());
-  p = SamplingParams();
+  p = SamplerParams();
   p.min_p = 1.5f;
   EXPECT_FALSE(p.Validate().ok());
-  p = SamplingParams();
+  p = SamplerParams();
   p.repetition_penalty = 0;
   EXPECT_FALSE(p.Validate().ok());
-  p = SamplingParams();
+  p = SamplerParams();
   EXPECT_FALSE(s.Sample(p, {0, 1, 2}, {}, {}, &r).ok());
   EXPECT_FALSE(s.Sample(p, logits, {4}, {}, &r).ok());
   EXPECT_FALSE(s.Sample(p, logits, {}, {-1}, &r).ok());

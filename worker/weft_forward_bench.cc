@@ -81,7 +81,7 @@ double DecodeRun(LlamaModel* m, KvCache* cache, int32_t context, int32_t steps) 
   batch.sequences.push_back({tokens, 0, table, true});
   Check(m->Forward(batch, cache, &out));
   Sampler sampler(m->config().vocab_size);
-  SamplingParams greedy;
+  SamplerParams greedy;
   greedy.temperature = 0;
   SampleResult r;
   const auto start = Clock::now();

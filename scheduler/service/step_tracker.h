@@ -19,12 +19,12 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/tokens_hash.h"
 #include "weft/v1/worker.pb.h"
 
 namespace weft {
 
 // FNV-1a over the (seq_id, token_id) pairs of a result, in order.
-uint64_t TokensHash(const weft::v1::StepResult& result);
 
 struct StepDeadlineOptions {
   absl::Duration floor = absl::Seconds(10);
