@@ -1,0 +1,107 @@
+#include "scheduler/service/model_text.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace weft {
+namespace {
+
+class TokenizerText : public TokenTextSource {
+ public:
+  explicit TokenizerText(const Tokenizer* t) : t_(t) {}
+  absl::string_view TokenBytes(int32_t id) const override { return t_->TokenBytes(id); }
+
+ private:
+  const Tokenizer* t_;
+};
+
+class TokenizerEncoder : public PromptEncoder {
+ public:
+  TokenizerEncoder(const Tokenizer* t, const ChatTemplate* chat) : t_(t), chat_(chat) {}
+
+  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
+    EncodeOptions o;
+    o.parse_special = true;  // as llama.cpp's --prompt: "<|im_start|>" is that token
+    return t_->Encode(text, o);
+  }
+
+  absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt& chat) const override {
+    if (chat_ == nullptr) {
+      return absl::UnimplementedError(
+          "this model has no supported chat template (ChatML only); send text instead");
+    }
+    std::vector<ChatMessage> messages;
+    messages.reserve(chat.messages_size());
+    for (const auto& m : chat.messages()) messages.push_back({m.role(), m.content()});
+    WEFT_ASSIGN_OR_RETURN(std::string rendered, chat_->Render(messages));
+    EncodeOptions o;
+    o.parse_special = true;
+    return t_->Encode(rendered, o);
+  }
+
+ private:
+  const Tokenizer* t_;
+  const ChatTemplate* chat_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelText>> ModelText::Load(const GgufFile& file,
+                                                           const std::string& model_name) {
+  std::unique_ptr<ModelText> m(new ModelText());
+  WEFT_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(file));
+  WEFT_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
+  auto get = [&](const std::string& key) -> absl::StatusOr<int64_t> {
+    auto v = file.GetInt(absl::StrCat(arch, ".", key));
+    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat("model file lacks ", arch, ".", key));
+    return *v;
+  };
+  WEFT_ASSIGN_OR_RETURN(int64_t ctx, get("context_length"));
+  WEFT_ASSIGN_OR_RETURN(int64_t heads, get("attention.head_count"));
+  WEFT_ASSIGN_OR_RETURN(int64_t ff, get("feed_forward_length"));
+  auto kv = file.GetInt(absl::StrCat(arch, ".attention.head_count_kv"));
+  m->context_length_ = static_cast<int32_t>(ctx);
+  m->n_head_ = static_cast<int32_t>(heads);
+  m->n_head_kv_ = kv.ok() ? static_cast<int32_t>(*kv) : m->n_head_;
+  m->n_ff_ = ff;
+  m->fingerprint_ = file.Fingerprint();
+  m->name_ = model_name;
+  if (m->name_.empty()) {
+    auto n = file.GetString("general.name");
+    m->name_ = n.ok() && !n->empty() ? *n : "default";
+  }
+  auto chat = ChatTemplate::FromGguf(file);
+  if (chat.ok()) {
+    m->chat_ = std::move(*chat);
+  } else {
+    LOG(WARNING) << "chat prompts disabled: " << chat.status().message();
+  }
+  m->text_source_ = std::make_unique<TokenizerText>(m->tokenizer_.get());
+  m->encoder_ = std::make_unique<TokenizerEncoder>(m->tokenizer_.get(),
+                                                   m->chat_.has_value() ? &*m->chat_ : nullptr);
+  return m;
+}
+
+ExpectedModel ModelText::expected_model(int32_t block_size) const {
+  ExpectedModel e;
+  e.fingerprint = fingerprint_;
+  e.block_size = block_size;
+  e.vocab_size = vocab_size();
+  e.n_head = n_head_;
+  e.n_head_kv = n_head_kv_;
+  e.n_ff = n_ff_;
+  return e;
+}
+
+weft::v1::ModelInfo ModelText::model_info() const {
+  weft::v1::ModelInfo info;
+  info.set_name(name_);
+  info.set_fingerprint(fingerprint_);
+  info.set_context_length(context_length_);
+  info.set_vocab_size(vocab_size());
+  info.set_chat_template(chat_.has_value() ? "chatml" : "");
+  return info;
+}
+
+}  // namespace weft

@@ -1,0 +1,60 @@
+// ModelText: what the scheduler needs from the model file — no weights. The tokenizer
+// (prompt encoding, token bytes for detokenization), the chat template, end-of-generation
+// ids, and the shape workers must match (ExpectedModel: fingerprint, heads, FFN, vocab).
+//
+// Ownership: borrows nothing after Load (copies what it needs out of the GgufFile).
+// Thread-safety: immutable after Load; every method is safe from any thread.
+#ifndef WEFT_SCHEDULER_SERVICE_MODEL_TEXT_H_
+#define WEFT_SCHEDULER_SERVICE_MODEL_TEXT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/chat_template.h"
+#include "common/gguf.h"
+#include "common/tokenizer.h"
+#include "scheduler/service/replica_registry.h"
+#include "scheduler/service/validation.h"
+#include "scheduler/token_text_source.h"
+#include "weft/v1/generate.pb.h"
+
+namespace weft {
+
+class ModelText {
+ public:
+  // `model_name` is the name clients route by; empty means the file's general.name (or
+  // its basename-like fallback "default").
+  static absl::StatusOr<std::unique_ptr<ModelText>> Load(const GgufFile& file,
+                                                         const std::string& model_name);
+
+  const std::string& name() const { return name_; }
+  int32_t context_length() const { return context_length_; }
+  int32_t vocab_size() const { return tokenizer_->vocab_size(); }
+  const std::vector<int32_t>& eos_token_ids() const { return tokenizer_->eog_ids(); }
+  ExpectedModel expected_model(int32_t block_size) const;
+  weft::v1::ModelInfo model_info() const;
+  const TokenTextSource& text_source() const { return *text_source_; }
+  const PromptEncoder& encoder() const { return *encoder_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+
+ private:
+  ModelText() = default;
+
+  std::string name_;
+  std::string fingerprint_;
+  int32_t context_length_ = 0;
+  int32_t n_head_ = 0, n_head_kv_ = 0;
+  int64_t n_ff_ = 0;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> chat_;
+  std::unique_ptr<TokenTextSource> text_source_;
+  std::unique_ptr<PromptEncoder> encoder_;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_SCHEDULER_SERVICE_MODEL_TEXT_H_

@@ -1,0 +1,177 @@
+#include "worker/service/model_executor.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/shard_layout.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "common/tokens_hash.h"
+
+namespace weft {
+namespace {
+
+SamplerParams ToSamplerParams(const weft::v1::SamplingSpec& s) {
+  SamplerParams p;
+  p.temperature = s.temperature();
+  p.top_k = s.top_k();
+  p.top_p = s.top_p();
+  p.min_p = s.min_p();
+  p.repetition_penalty = s.repetition_penalty();
+  p.presence_penalty = s.presence_penalty();
+  p.frequency_penalty = s.frequency_penalty();
+  p.seed = s.seed();
+  p.sample_index = s.sample_index();
+  p.num_logprobs = s.num_logprobs();
+  return p;
+}
+
+std::string MakeWorkerId() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, ":", ::getpid(), ":", absl::ToUnixMillis(absl::Now()));
+}
+
+}  // namespace
+
+absl::Status ModelExecutorOptions::Validate() const {
+  if (replica.empty()) return absl::InvalidArgumentError("--replica must not be empty");
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of world size ", world_size));
+  }
+  if (block_size < 1 || block_size > 1024) return absl::InvalidArgumentError("block size in 1..1024");
+  if (num_kv_blocks < 0) return absl::InvalidArgumentError("--num_kv_blocks must be >= 0");
+  if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
+    return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
+  }
+  return model.Validate();
+}
+
+ModelExecutor::ModelExecutor(const GgufFile& file, const ModelExecutorOptions& options)
+    : file_(file), options_(options), worker_id_(MakeWorkerId()) {}
+
+absl::StatusOr<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
+    const GgufFile& file, const ModelExecutorOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<ModelExecutor> e(new ModelExecutor(file, options));
+  WEFT_ASSIGN_OR_RETURN(e->model_, LlamaModel::Create(file, options.model));
+  KvCacheOptions kv = e->model_->KvOptions(options.block_size, std::max(options.num_kv_blocks, 1));
+  if (options.num_kv_blocks > 0) {
+    WEFT_ASSIGN_OR_RETURN(e->kv_, KvCache::Create(kv));
+  } else {
+    WEFT_ASSIGN_OR_RETURN(e->kv_, KvCache::CreateWithBudget(kv, options.kv_memory_bytes));
+  }
+  e->sampler_ = std::make_unique<Sampler>(e->model_->config().vocab_size);
+  LOG(INFO) << "replica '" << options.replica << "' rank " << options.rank << "/"
+            << options.world_size << ": " << e->kv_->num_blocks() << " KV blocks of "
+            << options.block_size << " tokens (" << (e->kv_->pool_bytes() >> 20) << " MiB), "
+            << options.model.num_threads << " threads, kernels "
+            << KernelChoiceName(options.model.kernels);
+  return e;
+}
+
+weft::v1::WorkerHello ModelExecutor::Hello() {
+  const LlamaConfig& c = model_->config();
+  weft::v1::WorkerHello h;
+  h.set_model_fingerprint(file_.Fingerprint());
+  h.set_replica(options_.replica);
+  h.set_rank(options_.rank);
+  h.set_world_size(options_.world_size);
+  h.set_block_size(options_.block_size);
+  h.set_num_kv_blocks(kv_->num_blocks());
+  h.set_backend("cpu");
+  auto layout = ComputeShardLayout(c.num_heads, c.num_kv_heads, c.ffn_size, c.vocab_size,
+                                   options_.world_size, options_.rank);
+  h.set_shard_layout(layout.ok() ? layout->ToString() : "invalid");
+  h.set_worker_id(worker_id_);
+  h.set_kernels(KernelChoiceName(options_.model.kernels));
+  h.set_vocab_size(c.vocab_size);
+  h.set_max_model_len(c.context_length);
+  return h;
+}
+
+absl::Status ModelExecutor::OnWelcome(const weft::v1::Welcome& welcome) {
+  if (welcome.num_kv_blocks() < 1 || welcome.num_kv_blocks() > kv_->num_blocks()) {
+    return absl::FailedPreconditionError(absl::StrCat("scheduler wants ", welcome.num_kv_blocks(),
+                                                      " KV blocks; this rank has ",
+                                                      kv_->num_blocks()));
+  }
+  cache_ = std::make_unique<StateCache>(options_.block_size, welcome.num_kv_blocks(),
+                                        model_->config().vocab_size);
+  cache_->Reset(welcome.first_step_id());
+  return absl::OkStatus();
+}
+
+void ModelExecutor::OnDetach() { cache_.reset(); }
+
+weft::v1::StepResult ModelExecutor::Execute(const weft::v1::StepPlan& plan) {
+  const absl::Time start = absl::Now();
+  weft::v1::StepResult result;
+  result.set_step_id(plan.step_id());
+  result.set_rank(options_.rank);
+  absl::Status s = cache_ == nullptr ? absl::FailedPreconditionError("plan before welcome")
+                                     : Run(plan, &result);
+  if (!s.ok()) {
+    LOG(WARNING) << "step " << plan.step_id() << " failed: " << s;
+    if (cache_ != nullptr) cache_->Fail(plan);
+    result.clear_tokens();
+    result.set_error(std::string(s.message()));
+  }
+  result.set_tokens_hash(TokensHash(result));
+  result.set_execute_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return result;
+}
+
+absl::Status ModelExecutor::Run(const weft::v1::StepPlan& plan, weft::v1::StepResult* result) {
+  WEFT_RETURN_IF_ERROR(cache_->Apply(plan, &batch_));
+  forward_.sequences.clear();
+  row_of_entry_.assign(batch_.sequences.size(), -1);
+  int32_t rows = 0;
+  for (size_t i = 0; i < batch_.sequences.size(); ++i) {
+    const ScheduledSequence& sc = batch_.sequences[i];
+    if (sc.num_tokens == 0) continue;  // a fork: samples from its parent's row
+    SequenceChunk chunk;
+    chunk.token_ids = absl::MakeConstSpan(sc.state->tokens).subspan(sc.start_pos, sc.num_tokens);
+    chunk.start_pos = sc.start_pos;
+    chunk.block_table = absl::MakeConstSpan(sc.state->block_ids);
+    chunk.want_logits = sc.sample;
+    if (sc.sample) row_of_entry_[i] = rows++;
+    forward_.sequences.push_back(chunk);
+  }
+  if (!forward_.sequences.empty()) WEFT_RETURN_IF_ERROR(model_->Forward(forward_, kv_.get(), &logits_));
+  for (const auto& [src, dst] : batch_.block_copies) {
+    WEFT_RETURN_IF_ERROR(kv_->CopyBlock(BlockId(src), BlockId(dst)));
+  }
+  return SampleAll(batch_, result);
+}
+
+absl::Status ModelExecutor::SampleAll(const StepBatch& batch, weft::v1::StepResult* result) {
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const ScheduledSequence& sc = batch.sequences[i];
+    if (!sc.sample) continue;
+    const int32_t row = sc.logits_from >= 0 ? row_of_entry_[sc.logits_from] : row_of_entry_[i];
+    if (row < 0) return absl::InternalError("no logits row for a sampled sequence");
+    WorkerSequence* seq = sc.state;
+    const auto tokens = absl::MakeConstSpan(seq->tokens);
+    const auto logits = absl::MakeConstSpan(logits_.Row(row), logits_.vocab_size);
+    WEFT_RETURN_IF_ERROR(sampler_->Sample(ToSamplerParams(seq->sampling), logits,
+                                          tokens.subspan(0, seq->num_prompt_tokens),
+                                          tokens.subspan(seq->num_prompt_tokens), &sample_));
+    weft::v1::SampledToken* t = result->add_tokens();
+    t->set_seq_id(seq->seq_id);
+    t->set_token_id(sample_.token);
+    if (seq->sampling.num_logprobs() >= 0) {
+      t->set_logprob(sample_.logprob);
+      for (const TokenLogprob& lp : sample_.top_logprobs) {
+        weft::v1::TokenLogprobEntry* e = t->add_top();
+        e->set_token_id(lp.token);
+        e->set_logprob(lp.logprob);
+      }
+    }
+    cache_->AppendSampled(seq, sample_.token);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft

@@ -1,0 +1,137 @@
+// weft-worker: one rank of a replica. Loads the model (its shard), sizes its paged KV
+// pool, attaches to the scheduler's worker port and executes the plans it streams.
+//
+//   weft-worker --scheduler=127.0.0.1:50052 --model=models/X.gguf [--replica=r0
+//               --rank=0 --world_size=1 --threads=N --kernels=auto --block_size=16
+//               --kv_memory_bytes=1073741824 | --num_kv_blocks=N]
+// It retries the attach with backoff until the scheduler is there (a worker may start
+// first). SIGTERM/SIGINT: detach and exit 0.
+#include <signal.h>
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/gguf.h"
+#include "glog/logging.h"
+#include "worker/model/linear.h"
+#include "worker/service/model_executor.h"
+#include "worker/service/worker_client.h"
+
+ABSL_FLAG(std::string, scheduler, "127.0.0.1:50052", "host:port of the scheduler's worker port");
+ABSL_FLAG(std::string, model, "", "GGUF model file (required)");
+ABSL_FLAG(std::string, replica, "replica-0", "replica (tensor-parallel group) name");
+ABSL_FLAG(int32_t, rank, 0, "this process's rank in its replica");
+ABSL_FLAG(int32_t, world_size, 1, "ranks in the replica (tensor-parallel size)");
+ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda");
+ABSL_FLAG(std::string, kernels, "auto", "CPU kernels: auto | reference | avx512 | packed");
+ABSL_FLAG(int32_t, threads, 0, "compute threads (0: the cores divided by --world_size)");
+ABSL_FLAG(int32_t, block_size, 16, "KV block size in tokens (must equal the scheduler's)");
+ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes holds)");
+ABSL_FLAG(int64_t, kv_memory_bytes, int64_t{1} << 30, "KV pool budget in bytes");
+ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
+
+namespace weft {
+namespace {
+
+int Main() {
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend == "cuda") {
+    LOG(ERROR) << "--backend=cuda: the CUDA backend is not available in this worker build "
+                  "(kernels only; see kernels/cuda). Use --backend=cpu.";
+    return 2;
+  }
+  if (backend != "cpu") {
+    LOG(ERROR) << "--backend must be cpu or cuda, got '" << backend << "'";
+    return 2;
+  }
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  if (model_path.empty()) {
+    LOG(ERROR) << "--model is required";
+    return 2;
+  }
+  auto kernels = ParseKernelChoice(absl::GetFlag(FLAGS_kernels));
+  if (!kernels.ok()) {
+    LOG(ERROR) << kernels.status().message();
+    return 2;
+  }
+  ModelExecutorOptions eo;
+  eo.replica = absl::GetFlag(FLAGS_replica);
+  eo.rank = absl::GetFlag(FLAGS_rank);
+  eo.world_size = absl::GetFlag(FLAGS_world_size);
+  eo.block_size = absl::GetFlag(FLAGS_block_size);
+  eo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
+  eo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
+  eo.model.kernels = *kernels;
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads <= 0) {
+    const int cores = std::max(1u, std::thread::hardware_concurrency());
+    threads = std::max(1, cores / std::max(1, eo.world_size));
+  }
+  eo.model.num_threads = threads;
+  if (eo.world_size > 1) {
+    LOG(ERROR) << "--world_size > 1 needs the tensor-parallel communicator, not in this build";
+    return 2;
+  }
+  if (absl::Status s = eo.Validate(); !s.ok()) {
+    LOG(ERROR) << "bad flags: " << s.message();
+    return 2;
+  }
+
+  LOG(INFO) << "loading " << model_path;
+  auto file = GgufFile::Open(model_path);
+  if (!file.ok()) {
+    LOG(ERROR) << "cannot load the model: " << file.status().message();
+    return 1;
+  }
+  auto exec = ModelExecutor::Create(**file, eo);
+  if (!exec.ok()) {
+    LOG(ERROR) << "cannot start the model: " << exec.status().message();
+    return 1;
+  }
+
+  WorkerClientOptions co;
+  co.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  if (const double g = absl::GetFlag(FLAGS_give_up_after_s); g > 0) co.give_up_after = absl::Seconds(g);
+  WorkerClient client(co, exec->get());
+
+  std::thread signals([&client] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig = 0;
+    sigwait(&set, &sig);
+    LOG(INFO) << "signal " << sig << ": detaching";
+    client.Stop();
+  });
+  signals.detach();
+  absl::Status s = client.Run();
+  if (!s.ok()) {
+    LOG(ERROR) << "worker ended: " << s;
+    return 1;
+  }
+  LOG(INFO) << "worker stopped (" << client.steps_executed() << " steps)";
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft
+
+int main(int argc, char** argv) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  absl::SetProgramUsageMessage("weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
+  absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  return weft::Main();
+}
