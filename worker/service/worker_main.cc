@@ -17,6 +17,11 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/gguf.h"
+#include "common/metrics_http.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
 #include "glog/logging.h"
 #include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
@@ -33,10 +38,59 @@ ABSL_FLAG(int32_t, threads, 0, "compute threads (0: the cores divided by --world
 ABSL_FLAG(int32_t, block_size, 16, "KV block size in tokens (must equal the scheduler's)");
 ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes holds)");
 ABSL_FLAG(int64_t, kv_memory_bytes, int64_t{1} << 30, "KV pool budget in bytes");
+ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
 
 namespace weft {
 namespace {
+
+// Times and counts every step of the wrapped executor for /metrics.
+class MeteredExecutor : public StepExecutor {
+ public:
+  MeteredExecutor(StepExecutor* inner, prometheus::Registry* r, int32_t kv_blocks)
+      : inner_(inner),
+        steps_(prometheus::BuildCounter().Name("weft_worker_steps_total")
+                   .Help("Plans executed.").Register(*r).Add({})),
+        errors_(prometheus::BuildCounter().Name("weft_worker_step_errors_total")
+                    .Help("Plans that failed (reported to the scheduler).").Register(*r).Add({})),
+        tokens_(prometheus::BuildCounter().Name("weft_worker_sampled_tokens_total")
+                    .Help("Tokens sampled.").Register(*r).Add({})),
+        attached_(prometheus::BuildGauge().Name("weft_worker_attached")
+                      .Help("1 while attached to a scheduler.").Register(*r).Add({})),
+        step_seconds_(prometheus::BuildHistogram().Name("weft_worker_step_seconds")
+                          .Help("Time to execute one plan.").Register(*r)
+                          .Add({}, prometheus::Histogram::BucketBoundaries{
+                                       .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5})) {
+    prometheus::BuildGauge().Name("weft_worker_kv_blocks").Help("KV blocks in this rank's pool.")
+        .Register(*r).Add({}).Set(kv_blocks);
+  }
+  weft::v1::WorkerHello Hello() override { return inner_->Hello(); }
+  absl::Status OnWelcome(const weft::v1::Welcome& w) override {
+    absl::Status s = inner_->OnWelcome(w);
+    if (s.ok()) attached_.Set(1);
+    return s;
+  }
+  weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
+    weft::v1::StepResult r = inner_->Execute(plan);
+    steps_.Increment();
+    if (!r.error().empty()) errors_.Increment();
+    tokens_.Increment(r.tokens_size());
+    step_seconds_.Observe(r.execute_seconds());
+    return r;
+  }
+  void OnDetach() override {
+    attached_.Set(0);
+    inner_->OnDetach();
+  }
+
+ private:
+  StepExecutor* inner_;
+  prometheus::Counter& steps_;
+  prometheus::Counter& errors_;
+  prometheus::Counter& tokens_;
+  prometheus::Gauge& attached_;
+  prometheus::Histogram& step_seconds_;
+};
 
 int Main() {
   const std::string backend = absl::GetFlag(FLAGS_backend);
@@ -94,10 +148,23 @@ int Main() {
     return 1;
   }
 
+  auto registry = std::make_shared<prometheus::Registry>();
+  MeteredExecutor metered(exec->get(), registry.get(), (*exec)->num_kv_blocks());
+  std::unique_ptr<MetricsHttp> metrics_http;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    auto m = MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_port), registry);
+    if (!m.ok()) {
+      LOG(ERROR) << m.status().message();
+      return 1;
+    }
+    metrics_http = std::move(*m);
+    LOG(INFO) << "metrics on port " << metrics_http->port();
+  }
+
   WorkerClientOptions co;
   co.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   if (const double g = absl::GetFlag(FLAGS_give_up_after_s); g > 0) co.give_up_after = absl::Seconds(g);
-  WorkerClient client(co, exec->get());
+  WorkerClient client(co, &metered);
 
   std::thread signals([&client] {
     sigset_t set;
