@@ -3,6 +3,7 @@
 # on the default model, and streams one generation. With --serve it keeps serving.
 #
 #   ./run.sh [--prompt TEXT] [--chat] [--max_tokens N] [--temperature T] [--seed S]
+#            [--ignore_eos] [--print_token_ids]
 #            [--serve] [--replicas M] [--tp N] [--model FILE.gguf]
 #            [--port P] [--worker_port P] [--metrics_port P] [--kernels auto|reference|...]
 #            [--policy decode-first|prefill-first|static] [--threads N] [--kv_memory_mb MB]
@@ -22,6 +23,7 @@ CHAT=1
 MAX_TOKENS=64
 TEMPERATURE=0
 SEED=""
+EXTRA=()
 SERVE=0
 REPLICAS=1
 TP=1
@@ -34,7 +36,7 @@ POLICY=decode-first
 THREADS=0
 KV_MB=512
 
-usage() { sed -n '2,16p' "$0"; }
+usage() { sed -n '2,17p' "$0"; }
 die() { echo "run.sh: ERROR: $*" >&2; exit 1; }
 need() { [ $# -ge 2 ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
@@ -44,6 +46,8 @@ while [ $# -gt 0 ]; do
     --max_tokens) need "$@"; MAX_TOKENS=$2; shift 2 ;;
     --temperature) need "$@"; TEMPERATURE=$2; shift 2 ;;
     --seed) need "$@"; SEED=$2; shift 2 ;;
+    --ignore_eos) EXTRA+=(--ignore_eos); shift ;;
+    --print_token_ids) EXTRA+=(--print_token_ids); shift ;;
     --serve) SERVE=1; shift ;;
     --replicas) need "$@"; REPLICAS=$2; shift 2 ;;
     --tp) need "$@"; TP=$2; shift 2 ;;
@@ -150,6 +154,7 @@ done
 GEN=(--server="127.0.0.1:$PORT" --prompt="$PROMPT" --max_tokens="$MAX_TOKENS" --temperature="$TEMPERATURE")
 [ "$CHAT" = 1 ] && GEN+=(--chat)
 [ -n "$SEED" ] && GEN+=(--seed="$SEED")
+GEN+=("${EXTRA[@]}")
 log "generating (prompt: \"$PROMPT\")"
 "$CLI" generate "${GEN[@]}"
 echo
