@@ -40,65 +40,55 @@ absl::Status ModelExecutorOptions::Validate() const {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of world size ", world_size));
   }
-  if (block_size < 1 || block_size > 1024) return absl::InvalidArgumentError("block size in 1..1024");
-  if (num_kv_blocks < 0) return absl::InvalidArgumentError("--num_kv_blocks must be >= 0");
-  if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
-    return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
-  }
-  return model.Validate();
+  return absl::OkStatus();
 }
 
-ModelExecutor::ModelExecutor(const GgufFile& file, const ModelExecutorOptions& options)
-    : file_(file), options_(options), worker_id_(MakeWorkerId()) {}
+ModelExecutor::ModelExecutor(const GgufFile& file, std::unique_ptr<Backend> backend,
+                             const ModelExecutorOptions& options)
+    : file_(file), options_(options), worker_id_(MakeWorkerId()), backend_(std::move(backend)) {}
 
 absl::StatusOr<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
-    const GgufFile& file, const ModelExecutorOptions& options) {
+    const GgufFile& file, std::unique_ptr<Backend> backend, const ModelExecutorOptions& options) {
   WEFT_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<ModelExecutor> e(new ModelExecutor(file, options));
-  WEFT_ASSIGN_OR_RETURN(e->model_, LlamaModel::Create(file, options.model));
-  KvCacheOptions kv = e->model_->KvOptions(options.block_size, std::max(options.num_kv_blocks, 1));
-  if (options.num_kv_blocks > 0) {
-    WEFT_ASSIGN_OR_RETURN(e->kv_, KvCache::Create(kv));
-  } else {
-    WEFT_ASSIGN_OR_RETURN(e->kv_, KvCache::CreateWithBudget(kv, options.kv_memory_bytes));
-  }
-  e->sampler_ = std::make_unique<Sampler>(e->model_->config().vocab_size);
+  if (backend == nullptr) return absl::InvalidArgumentError("no backend");
+  std::unique_ptr<ModelExecutor> e(new ModelExecutor(file, std::move(backend), options));
+  const Backend& b = *e->backend_;
+  e->sampler_ = std::make_unique<Sampler>(b.config().vocab_size);
   LOG(INFO) << "replica '" << options.replica << "' rank " << options.rank << "/"
-            << options.world_size << ": " << e->kv_->num_blocks() << " KV blocks of "
-            << options.block_size << " tokens (" << (e->kv_->pool_bytes() >> 20) << " MiB), "
-            << options.model.num_threads << " threads, kernels "
-            << KernelChoiceName(options.model.kernels);
+            << options.world_size << ": backend " << b.name() << " (kernels " << b.kernels()
+            << "), " << b.num_kv_blocks() << " KV blocks of " << b.block_size() << " tokens ("
+            << (b.kv_pool_bytes() >> 20) << " MiB)";
   return e;
 }
 
 weft::v1::WorkerHello ModelExecutor::Hello() {
-  const LlamaConfig& c = model_->config();
+  const LlamaConfig& c = backend_->config();
   weft::v1::WorkerHello h;
   h.set_model_fingerprint(file_.Fingerprint());
   h.set_replica(options_.replica);
   h.set_rank(options_.rank);
   h.set_world_size(options_.world_size);
-  h.set_block_size(options_.block_size);
-  h.set_num_kv_blocks(kv_->num_blocks());
-  h.set_backend("cpu");
+  h.set_block_size(backend_->block_size());
+  h.set_num_kv_blocks(backend_->num_kv_blocks());
+  h.set_backend(backend_->name());
   auto layout = ComputeShardLayout(c.num_heads, c.num_kv_heads, c.ffn_size, c.vocab_size,
                                    options_.world_size, options_.rank);
   h.set_shard_layout(layout.ok() ? layout->ToString() : "invalid");
   h.set_worker_id(worker_id_);
-  h.set_kernels(KernelChoiceName(options_.model.kernels));
+  h.set_kernels(backend_->kernels());
   h.set_vocab_size(c.vocab_size);
   h.set_max_model_len(c.context_length);
   return h;
 }
 
 absl::Status ModelExecutor::OnWelcome(const weft::v1::Welcome& welcome) {
-  if (welcome.num_kv_blocks() < 1 || welcome.num_kv_blocks() > kv_->num_blocks()) {
+  if (welcome.num_kv_blocks() < 1 || welcome.num_kv_blocks() > backend_->num_kv_blocks()) {
     return absl::FailedPreconditionError(absl::StrCat("scheduler wants ", welcome.num_kv_blocks(),
                                                       " KV blocks; this rank has ",
-                                                      kv_->num_blocks()));
+                                                      backend_->num_kv_blocks()));
   }
-  cache_ = std::make_unique<StateCache>(options_.block_size, welcome.num_kv_blocks(),
-                                        model_->config().vocab_size);
+  cache_ = std::make_unique<StateCache>(backend_->block_size(), welcome.num_kv_blocks(),
+                                        backend_->config().vocab_size);
   cache_->Reset(welcome.first_step_id());
   return absl::OkStatus();
 }
@@ -139,9 +129,9 @@ absl::Status ModelExecutor::Run(const weft::v1::StepPlan& plan, weft::v1::StepRe
     if (sc.sample) row_of_entry_[i] = rows++;
     forward_.sequences.push_back(chunk);
   }
-  if (!forward_.sequences.empty()) WEFT_RETURN_IF_ERROR(model_->Forward(forward_, kv_.get(), &logits_));
+  if (!forward_.sequences.empty()) WEFT_RETURN_IF_ERROR(backend_->Forward(forward_, &logits_));
   for (const auto& [src, dst] : batch_.block_copies) {
-    WEFT_RETURN_IF_ERROR(kv_->CopyBlock(BlockId(src), BlockId(dst)));
+    WEFT_RETURN_IF_ERROR(backend_->CopyBlock(src, dst));
   }
   return SampleAll(batch_, result);
 }

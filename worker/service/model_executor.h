@@ -1,12 +1,12 @@
-// ModelExecutor: a worker rank's StepExecutor on the CPU backend — applies each plan to
-// the StateCache, runs one forward pass over the flattened batch, performs the plan's
-// copy-on-write block copies, samples every do_sample sequence, and answers.
+// ModelExecutor: a worker rank's StepExecutor over any Backend (CPU or CUDA) — applies
+// each plan to the StateCache, runs one forward pass over the flattened batch, performs
+// the plan's copy-on-write block copies, samples every do_sample sequence, and answers.
 //
 // Failure: a plan that cannot be applied or a forward pass that fails is reported in
 // StepResult.error; the plan still counts as consumed and its sequences' state is
 // dropped (StateCache::Fail), so the next plan applies cleanly and the scheduler ends
 // exactly that step's requests.
-// Ownership: borrows the GgufFile (must outlive it); owns model, KV cache, sampler.
+// Ownership: borrows the GgufFile (must outlive it); owns the backend and the sampler.
 // Thread-safety: everything runs on the rank's step thread (WorkerClient::Run).
 #ifndef WEFT_WORKER_SERVICE_MODEL_EXECUTOR_H_
 #define WEFT_WORKER_SERVICE_MODEL_EXECUTOR_H_
@@ -18,8 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
-#include "worker/kv_cache.h"
-#include "worker/model/llama_model.h"
+#include "worker/backend/backend.h"
 #include "worker/plan/state_cache.h"
 #include "worker/sampler.h"
 #include "worker/service/worker_client.h"
@@ -30,38 +29,33 @@ struct ModelExecutorOptions {
   std::string replica = "replica-0";
   int32_t rank = 0;
   int32_t world_size = 1;
-  int32_t block_size = 16;
-  // KV pool size: num_kv_blocks if > 0, else as many blocks as kv_memory_bytes holds.
-  int32_t num_kv_blocks = 0;
-  int64_t kv_memory_bytes = int64_t{1} << 30;
-  LlamaModelOptions model;
 
   absl::Status Validate() const;
 };
 
 class ModelExecutor : public StepExecutor {
  public:
-  static absl::StatusOr<std::unique_ptr<ModelExecutor>> Create(const GgufFile& file,
-                                                               const ModelExecutorOptions& options);
+  static absl::StatusOr<std::unique_ptr<ModelExecutor>> Create(
+      const GgufFile& file, std::unique_ptr<Backend> backend, const ModelExecutorOptions& options);
 
   weft::v1::WorkerHello Hello() override;
   absl::Status OnWelcome(const weft::v1::Welcome& welcome) override;
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override;
   void OnDetach() override;
 
-  int32_t num_kv_blocks() const { return kv_->num_blocks(); }
-  const LlamaModel& model() const { return *model_; }
+  int32_t num_kv_blocks() const { return backend_->num_kv_blocks(); }
+  Backend& backend() { return *backend_; }
 
  private:
-  ModelExecutor(const GgufFile& file, const ModelExecutorOptions& options);
+  ModelExecutor(const GgufFile& file, std::unique_ptr<Backend> backend,
+                const ModelExecutorOptions& options);
   absl::Status Run(const weft::v1::StepPlan& plan, weft::v1::StepResult* result);
   absl::Status SampleAll(const StepBatch& batch, weft::v1::StepResult* result);
 
   const GgufFile& file_;
   const ModelExecutorOptions options_;
   const std::string worker_id_;
-  std::unique_ptr<LlamaModel> model_;
-  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<Backend> backend_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<StateCache> cache_;
   // Reused every step.

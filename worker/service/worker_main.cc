@@ -23,6 +23,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "glog/logging.h"
+#include "worker/backend/cpu_backend.h"
 #include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
 #include "worker/service/worker_client.h"
@@ -93,14 +94,14 @@ class MeteredExecutor : public StepExecutor {
 };
 
 int Main() {
-  const std::string backend = absl::GetFlag(FLAGS_backend);
-  if (backend == "cuda") {
+  const std::string backend_name = absl::GetFlag(FLAGS_backend);
+  if (backend_name == "cuda") {
     LOG(ERROR) << "--backend=cuda: the CUDA backend is not available in this worker build "
                   "(kernels only; see kernels/cuda). Use --backend=cpu.";
     return 2;
   }
-  if (backend != "cpu") {
-    LOG(ERROR) << "--backend must be cpu or cuda, got '" << backend << "'";
+  if (backend_name != "cpu") {
+    LOG(ERROR) << "--backend must be cpu or cuda, got '" << backend_name << "'";
     return 2;
   }
   const std::string model_path = absl::GetFlag(FLAGS_model);
@@ -117,21 +118,26 @@ int Main() {
   eo.replica = absl::GetFlag(FLAGS_replica);
   eo.rank = absl::GetFlag(FLAGS_rank);
   eo.world_size = absl::GetFlag(FLAGS_world_size);
-  eo.block_size = absl::GetFlag(FLAGS_block_size);
-  eo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
-  eo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
-  eo.model.kernels = *kernels;
+  CpuBackendOptions bo;
+  bo.block_size = absl::GetFlag(FLAGS_block_size);
+  bo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
+  bo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
+  bo.model.kernels = *kernels;
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads <= 0) {
     const int cores = std::max(1u, std::thread::hardware_concurrency());
     threads = std::max(1, cores / std::max(1, eo.world_size));
   }
-  eo.model.num_threads = threads;
+  bo.model.num_threads = threads;
   if (eo.world_size > 1) {
     LOG(ERROR) << "--world_size > 1 needs the tensor-parallel communicator, not in this build";
     return 2;
   }
   if (absl::Status s = eo.Validate(); !s.ok()) {
+    LOG(ERROR) << "bad flags: " << s.message();
+    return 2;
+  }
+  if (absl::Status s = bo.Validate(); !s.ok()) {
     LOG(ERROR) << "bad flags: " << s.message();
     return 2;
   }
@@ -142,7 +148,12 @@ int Main() {
     LOG(ERROR) << "cannot load the model: " << file.status().message();
     return 1;
   }
-  auto exec = ModelExecutor::Create(**file, eo);
+  auto backend = CpuBackend::Create(**file, bo);
+  if (!backend.ok()) {
+    LOG(ERROR) << "cannot start the model: " << backend.status().message();
+    return 1;
+  }
+  auto exec = ModelExecutor::Create(**file, std::move(*backend), eo);
   if (!exec.ok()) {
     LOG(ERROR) << "cannot start the model: " << exec.status().message();
     return 1;

@@ -1,0 +1,53 @@
+// Backend: what a worker rank needs from the hardware that runs the model — one forward
+// pass over a flattened batch into the rank's own paged KV cache, and the block copies
+// of copy-on-write. Implementations: CpuBackend (worker/backend/cpu_backend.h, the
+// default, tested everywhere) and CudaBackend (worker/backends/cuda, built with
+// --config=cuda). Everything above it — plan diffs (StateCache), sampling, the Attach
+// protocol — is written once, in worker/service/model_executor.
+//
+// Contract (every backend):
+//   * Forward() writes the KV of each chunk's tokens to the slots its block table names
+//     and returns the logits of the sequences with want_logits, in batch order, on the
+//     host (ForwardOutput). Block ids are the scheduler's: 0 <= id < num_kv_blocks().
+//   * A sequence's logits do not depend on the rest of the batch (batch invariance) and
+//     do not depend on how its prompt was chunked, beyond the backend's documented
+//     tolerance (bitwise on the CPU backend).
+//   * Under tensor parallelism every rank of a replica returns the same logits bits
+//     (the LM head is gathered, not computed per rank).
+//   * A malformed batch is InvalidArgument before anything is written.
+// Ownership: a backend owns its model weights view, KV cache and device resources; it
+// borrows the GgufFile it was made from (which must outlive it).
+// Thread-safety: one step thread calls Forward()/CopyBlock().
+#ifndef WEFT_WORKER_BACKEND_BACKEND_H_
+#define WEFT_WORKER_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "worker/model/forward_batch.h"
+#include "worker/model/llama_config.h"
+
+namespace weft {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda" (the hello's backend field).
+  virtual const char* name() const = 0;
+  // The kernels in use, e.g. "avx512vnni" or "cublas-bf16" (logged, sent in the hello).
+  virtual std::string kernels() const = 0;
+  virtual const LlamaConfig& config() const = 0;
+  virtual int32_t block_size() const = 0;
+  virtual int32_t num_kv_blocks() const = 0;
+  virtual int64_t kv_pool_bytes() const = 0;
+
+  virtual absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) = 0;
+  // Copies every layer's K and V of block `src` into `dst`.
+  virtual absl::Status CopyBlock(int32_t src, int32_t dst) = 0;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_WORKER_BACKEND_BACKEND_H_
