@@ -23,7 +23,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "glog/logging.h"
-#include "worker/backend/cpu_backend.h"
+#include "worker/backends/cpu_backend.h"
 #include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
 #include "worker/service/worker_client.h"

@@ -2,8 +2,8 @@
 // kernels picked at run time) and a KvCache sized for it.
 // Ownership: owns the model and the cache; borrows the GgufFile.
 // Thread-safety: as Backend (one step thread).
-#ifndef WEFT_WORKER_BACKEND_CPU_BACKEND_H_
-#define WEFT_WORKER_BACKEND_CPU_BACKEND_H_
+#ifndef WEFT_WORKER_BACKENDS_CPU_BACKEND_H_
+#define WEFT_WORKER_BACKENDS_CPU_BACKEND_H_
 
 #include <cstdint>
 #include <memory>
@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
-#include "worker/backend/backend.h"
+#include "worker/backends/backend.h"
 #include "worker/kv_cache.h"
 #include "worker/model/llama_model.h"
 
@@ -58,4 +58,4 @@ class CpuBackend : public Backend {
 
 }  // namespace weft
 
-#endif  // WEFT_WORKER_BACKEND_CPU_BACKEND_H_
+#endif  // WEFT_WORKER_BACKENDS_CPU_BACKEND_H_

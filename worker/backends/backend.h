@@ -1,6 +1,6 @@
 // Backend: what a worker rank needs from the hardware that runs the model — one forward
 // pass over a flattened batch into the rank's own paged KV cache, and the block copies
-// of copy-on-write. Implementations: CpuBackend (worker/backend/cpu_backend.h, the
+// of copy-on-write. Implementations: CpuBackend (worker/backends/cpu_backend.h, the
 // default, tested everywhere) and CudaBackend (worker/backends/cuda, built with
 // --config=cuda). Everything above it — plan diffs (StateCache), sampling, the Attach
 // protocol — is written once, in worker/service/model_executor.
@@ -18,8 +18,8 @@
 // Ownership: a backend owns its model weights view, KV cache and device resources; it
 // borrows the GgufFile it was made from (which must outlive it).
 // Thread-safety: one step thread calls Forward()/CopyBlock().
-#ifndef WEFT_WORKER_BACKEND_BACKEND_H_
-#define WEFT_WORKER_BACKEND_BACKEND_H_
+#ifndef WEFT_WORKER_BACKENDS_BACKEND_H_
+#define WEFT_WORKER_BACKENDS_BACKEND_H_
 
 #include <cstdint>
 #include <string>
@@ -50,4 +50,4 @@ class Backend {
 
 }  // namespace weft
 
-#endif  // WEFT_WORKER_BACKEND_BACKEND_H_
+#endif  // WEFT_WORKER_BACKENDS_BACKEND_H_

@@ -1,4 +1,4 @@
-#include "worker/backend/cpu_backend.h"
+#include "worker/backends/cpu_backend.h"
 
 #include <algorithm>
 
