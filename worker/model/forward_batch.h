@@ -36,6 +36,11 @@ struct SequenceChunk {
   absl::Span<const int32_t> block_table;
   // Produce logits for the chunk's last token (the sequence will be sampled).
   bool want_logits = false;
+  // If > 0: produce logits for the chunk's last num_logits tokens instead (at most the
+  // chunk's length), one row each in position order — teacher-forced scoring
+  // (perplexity) without a decode step per position. Each row's bits equal what a
+  // want_logits chunk ending at that token would give.
+  int32_t num_logits = 0;
 };
 
 struct ForwardBatch {
@@ -48,7 +53,8 @@ struct ForwardBatch {
   }
 };
 
-// Logits of the sequences that asked for them, in batch order. Reuse one ForwardOutput
+// Logits of the sequences that asked for them, in batch order (a sequence with
+// num_logits > 1 has that many consecutive rows). Reuse one ForwardOutput
 // across steps: its buffers only grow.
 struct ForwardOutput {
   int32_t vocab_size = 0;

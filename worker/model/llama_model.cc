@@ -188,8 +188,10 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
         ws.items.push_back({static_cast<int32_t>(s), h, q0, std::min(n, q0 + kPrefillItemTokens)});
       }
     }
-    if (seq.want_logits) {
-      ws.logit_tokens.push_back(t - 1);
+    const int32_t num_logits = seq.num_logits > 0 ? std::min(seq.num_logits, n)
+                                                  : (seq.want_logits ? 1 : 0);
+    for (int32_t i = num_logits; i > 0; --i) {
+      ws.logit_tokens.push_back(t - i);
       ws.logit_seqs.push_back(static_cast<int32_t>(s));
     }
   }
