@@ -37,7 +37,7 @@ ABSL_FLAG(double, min_p, 0.0, "0 = off");
 ABSL_FLAG(bool, ignore_eos, false, "keep going past end-of-generation tokens");
 ABSL_FLAG(bool, print_token_ids, false, "print one generated token id per line");
 ABSL_FLAG(int32_t, threads, 2, "compute threads");
-ABSL_FLAG(std::string, kernels, "auto", "kernels: auto | reference | ...");
+ABSL_FLAG(std::string, kernels, "auto", "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size");
 
 namespace weft {

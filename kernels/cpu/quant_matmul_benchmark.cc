@@ -8,6 +8,7 @@
 
 #include "benchmark/benchmark.h"
 #include "common/ggml_types.h"
+#include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
 
@@ -85,6 +86,74 @@ void BM_Packed(benchmark::State& state, GgmlType type) {
   state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * m * n * k,
                                                benchmark::Counter::kIsRate);
 }
+
+void BM_Int8(benchmark::State& state, Int8Isa isa, GgmlType type) {
+  const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
+  if (!Int8IsaSupported(isa) || !Int8MatmulSupported(type, k)) {
+    state.SkipWithError("unsupported here");
+    return;
+  }
+  const int64_t row_bytes = RowBytes(type, k);
+  const int64_t bytes = Int8PackedBytes(type, n, k);
+  const int64_t copies = std::getenv("HOT") ? 1 : std::max<int64_t>(1, (256 << 20) / bytes);
+  std::vector<uint8_t> src(n * row_bytes);
+  std::mt19937 rng(1);
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  const int64_t block_bytes = RowBytes(type, 32);
+  for (size_t off = 0; off + block_bytes <= src.size(); off += block_bytes) {
+    const uint16_t d = Fp32ToFp16(0.01f);
+    std::memcpy(&src[off], &d, 2);
+  }
+  std::vector<uint8_t> w(copies * bytes);
+  for (int64_t c = 0; c < copies; ++c) {
+    PackInt8Weights(QuantMatrix{type, src.data(), n, k, row_bytes}, w.data() + c * bytes);
+  }
+  std::vector<float> x(m * k);
+  for (float& f : x) f = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+  std::vector<int8_t> q(m * k);
+  std::vector<float> d(m * k / 32), ds(m * k / 32);
+  std::vector<int32_t> qs(m * k / 32);
+  Q8Rows rows{k, q.data(), d.data(), ds.data(), qs.data()};
+  QuantizeRowsQ8(x.data(), k, 0, m, &rows);
+  std::vector<float> y(m * n);
+  int64_t c = 0;
+  for (auto _ : state) {
+    const Int8PackedMatrix mat{type, w.data() + (c++ % copies) * bytes, n, k};
+    Int8Matmul(isa, mat, rows, m, y.data(), n, 0, n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["GOPS"] = benchmark::Counter(2e-9 * static_cast<double>(state.iterations()) * m * n * k,
+                                              benchmark::Counter::kIsRate);
+}
+
+void BM_Quantize(benchmark::State& state) {
+  const int64_t k = state.range(0), m = state.range(1);
+  std::vector<float> x(m * k, 0.25f);
+  std::vector<int8_t> q(m * k);
+  std::vector<float> d(m * k / 32), ds(m * k / 32);
+  std::vector<int32_t> qs(m * k / 32);
+  Q8Rows rows{k, q.data(), d.data(), ds.data(), qs.data()};
+  for (auto _ : state) {
+    QuantizeRowsQ8(x.data(), k, 0, m, &rows);
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.SetBytesProcessed(state.iterations() * m * k * 4);
+}
+BENCHMARK(BM_Quantize)->Args({576, 64})->Args({1536, 64});
+
+void Int8Shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 4, 16, 64, 256}) {
+    b->Args({576, 1536, m});   // ffn gate/up
+    b->Args({1536, 576, m});   // ffn down
+  }
+  b->Args({576, 49152, 1});    // LM head
+  b->Args({576, 49152, 64});
+}
+
+BENCHMARK_CAPTURE(BM_Int8, vnni_q4_1, Int8Isa::kAvx512Vnni, GgmlType::kQ4_1)->Apply(Int8Shapes);
+BENCHMARK_CAPTURE(BM_Int8, vnni_q8_0, Int8Isa::kAvx512Vnni, GgmlType::kQ8_0)->Args({576, 49152, 1})->Args({576, 49152, 64});
+BENCHMARK_CAPTURE(BM_Int8, avx2_q4_1, Int8Isa::kAvx2, GgmlType::kQ4_1)->Args({576, 1536, 1})->Args({576, 1536, 64});
 
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t m : {1, 8, 64}) {

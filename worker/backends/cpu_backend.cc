@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/status_macros.h"
+#include "glog/logging.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace weft {
 
@@ -31,9 +33,18 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const GgufFile& f
   }
   // Fail at start, not at the first step, if the attention kernel cannot take this cache.
   WEFT_RETURN_IF_ERROR(b->model_->AttentionImplFor(options.block_size).status());
+  LOG(INFO) << "CPU features: " << kernels::CpuFeatures::Get().ToString() << "; kernels "
+            << b->kernels() << ", " << options.model.num_threads << " threads";
   return b;
 }
 
-std::string CpuBackend::kernels() const { return KernelChoiceName(model_->options().kernels); }
+std::string CpuBackend::kernels() const {
+  const KernelChoice choice = model_->options().kernels;
+  std::string s = KernelChoiceName(ResolveKernelChoice(choice));
+  if (choice == KernelChoice::kAuto) s += " (auto)";
+  auto attn = model_->AttentionImplFor(kv_->block_size());
+  if (attn.ok()) s += std::string(", attention ") + kernels::AttentionImplName(*attn);
+  return s;
+}
 
 }  // namespace weft

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace weft {
 
@@ -41,7 +42,8 @@ namespace {
 
 struct Choice {
   kernels::MatmulImpl impl = kernels::MatmulImpl::kReference;
-  bool pack = false;
+  bool pack = false;                      // fp32 panels
+  std::optional<kernels::Int8Isa> int8;   // int8 panels
 };
 
 absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
@@ -53,32 +55,90 @@ absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
   }
   const bool avx512 = kernels::MatmulSupported(kernels::MatmulImpl::kAvx512, type, k);
   const bool packed = kernels::PackedMatmulSupported(type, k);
-  switch (choice) {
+  const bool int8 = kernels::Int8MatmulSupported(type, k);
+  auto int8_path = [&](kernels::Int8Isa isa) -> absl::StatusOr<Choice> {
+    if (!kernels::Int8IsaSupported(isa)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernels ", kernels::Int8IsaName(isa), " need CPU features this machine lacks (",
+          kernels::CpuFeatures::Get().ToString(), ")"));
+    }
+    if (int8) return Choice{kernels::MatmulImpl::kReference, false, isa};
+    // Unquantized weights (F32/F16/BF16): fp32 kernels of the same ISA family.
+    return Choice{isa == kernels::Int8Isa::kAvx512Vnni ? kernels::BestMatmulImpl(type, k)
+                                                        : kernels::MatmulImpl::kReference,
+                  false, std::nullopt};
+  };
+  switch (ResolveKernelChoice(choice)) {
+    case KernelChoice::kAuto:  // resolved above
     case KernelChoice::kReference:
       return Choice{};
-    case KernelChoice::kAuto:
-      if (packed) return Choice{kernels::MatmulImpl::kAvx512, true};
-      return Choice{kernels::BestMatmulImpl(type, k), false};
+    case KernelChoice::kAvx512Vnni:
+      return int8_path(kernels::Int8Isa::kAvx512Vnni);
+    case KernelChoice::kAvx2:
+      return int8_path(kernels::Int8Isa::kAvx2);
     case KernelChoice::kAvx512:
     case KernelChoice::kPacked:
       if (!avx512) {
         return absl::FailedPreconditionError(absl::StrCat(
             "tensor ", name, ": AVX-512 matmul unavailable (CPU or ", type_name, ")"));
       }
-      return Choice{kernels::MatmulImpl::kAvx512, choice == KernelChoice::kPacked && packed};
+      return Choice{kernels::MatmulImpl::kAvx512, choice == KernelChoice::kPacked && packed,
+                    std::nullopt};
   }
   return absl::InternalError("bad kernel choice");
 }
 
 }  // namespace
 
+KernelChoice ResolveKernelChoice(KernelChoice choice) {
+  if (choice != KernelChoice::kAuto) return choice;
+  if (kernels::Int8IsaSupported(kernels::Int8Isa::kAvx512Vnni)) return KernelChoice::kAvx512Vnni;
+  if (kernels::Int8IsaSupported(kernels::Int8Isa::kAvx2)) return KernelChoice::kAvx2;
+  return KernelChoice::kReference;
+}
+
+std::vector<KernelChoice> SupportedKernelChoices() {
+  const kernels::CpuFeatures& f = kernels::CpuFeatures::Get();
+  std::vector<KernelChoice> v = {KernelChoice::kReference};
+  if (f.HasAvx512Vnni()) v.push_back(KernelChoice::kAvx512Vnni);
+  if (f.HasAvx2()) v.push_back(KernelChoice::kAvx2);
+  if (f.HasAvx512()) {
+    v.push_back(KernelChoice::kAvx512);
+    v.push_back(KernelChoice::kPacked);
+  }
+  return v;
+}
+
+bool IsInt8KernelChoice(KernelChoice choice) {
+  choice = ResolveKernelChoice(choice);
+  return choice == KernelChoice::kAvx512Vnni || choice == KernelChoice::kAvx2;
+}
+
+void Q8Buffer::Resize(int64_t rows, int64_t k) {
+  const size_t n = static_cast<size_t>(rows * k), nb = static_cast<size_t>(rows * (k / 32));
+  if (q_.size() < n) q_.resize(n);
+  if (d_.size() < nb) {
+    d_.resize(nb);
+    ds_.resize(nb);
+    qsum_.resize(nb);
+  }
+  rows_ = kernels::Q8Rows{k, q_.data(), d_.data(), ds_.data(), qsum_.data()};
+}
+
 absl::StatusOr<KernelChoice> ParseKernelChoice(absl::string_view name) {
   if (name == "auto") return KernelChoice::kAuto;
   if (name == "reference") return KernelChoice::kReference;
+  if (name == "avx512vnni") return KernelChoice::kAvx512Vnni;
+  if (name == "avx2") return KernelChoice::kAvx2;
   if (name == "avx512") return KernelChoice::kAvx512;
   if (name == "packed") return KernelChoice::kPacked;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown kernels '", name, "' (auto, reference, avx512, packed)"));
+  if (name == "amx") {
+    return absl::UnimplementedError(
+        "kernels 'amx': no AMX kernels in this build (on AMX machines avx512vnni runs the int8 "
+        "path)");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown kernels '", name, "' (auto, avx512vnni, avx2, reference, avx512, packed)"));
 }
 
 const char* KernelChoiceName(KernelChoice choice) {
@@ -91,11 +151,16 @@ const char* KernelChoiceName(KernelChoice choice) {
       return "avx512";
     case KernelChoice::kPacked:
       return "packed";
+    case KernelChoice::kAvx512Vnni:
+      return "avx512vnni";
+    case KernelChoice::kAvx2:
+      return "avx2";
   }
   return "?";
 }
 
 const char* Linear::kernel_name() const {
+  if (int8_isa_.has_value()) return kernels::Int8IsaName(*int8_isa_);
   return packed_ != nullptr ? "packed" : kernels::MatmulImplName(impl_);
 }
 
@@ -110,18 +175,26 @@ absl::StatusOr<Linear> Linear::Prepare(const kernels::QuantMatrix& matrix,
   l.choice_ = choice;
   l.name_ = name;
   l.arena_ = std::move(arena);
-  if (c->pack) {
+  if (c->pack || c->int8.has_value()) {
     // Without a shared arena, the matrix gets one of its own.
     std::shared_ptr<PackedArena> owner =
         l.arena_ != nullptr ? l.arena_ : std::make_shared<PackedArena>();
-    const int64_t bytes = kernels::PackedBytes(matrix.type, matrix.n, matrix.k);
+    const int64_t bytes = c->int8.has_value()
+                              ? kernels::Int8PackedBytes(matrix.type, matrix.n, matrix.k)
+                              : kernels::PackedBytes(matrix.type, matrix.n, matrix.k);
     uint8_t* dst = owner->Allocate(static_cast<size_t>(bytes));
     if (dst == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat(name, ": cannot map ", bytes, " bytes"));
     }
-    kernels::PackWeights(matrix, dst);
+    if (c->int8.has_value()) {
+      kernels::PackInt8Weights(matrix, dst);
+      l.int8_isa_ = c->int8;
+      l.int8_view_ = kernels::Int8PackedMatrix{matrix.type, dst, matrix.n, matrix.k};
+    } else {
+      kernels::PackWeights(matrix, dst);
+      l.packed_view_ = kernels::PackedMatrix{matrix.type, dst, matrix.n, matrix.k};
+    }
     l.packed_ = std::move(owner);
-    l.packed_view_ = kernels::PackedMatrix{matrix.type, dst, matrix.n, matrix.k};
   }
   return l;
 }

@@ -18,30 +18,72 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
+#include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
 
 namespace weft {
 
-// Which kernels the model uses:
-//   kAuto      the fastest this CPU supports for each weight: kPacked where it applies,
-//              else kAvx512, else the reference;
-//   kReference the fp32 reference kernels (exact dequantized weights; what the accuracy
-//              tests use);
-//   kAvx512    AVX-512 on the GGUF's row-major bytes (kernels/cpu/quant_matmul.h);
-//   kPacked    Q4_0/Q4_1/Q8_0 repacked into 16-row panels at load time
-//              (kernels/cpu/packed_matmul.h; other types use kAvx512).
-// Asking for kAvx512 or kPacked on a CPU without AVX-512 is an error.
+// Which kernels the model uses (--kernels):
+//   kAuto        the fastest this CPU runs: kAvx512Vnni, else kAvx2, else kReference;
+//   kReference   the fp32 reference kernels (exact dequantized weights; what the numpy
+//                accuracy test uses);
+//   kAvx512Vnni  int8: activations quantized in blocks of 32, Q4_0/Q4_1/Q8_0 weights
+//                repacked for `vpdpbusd` (kernels/cpu/int8_matmul.h);
+//   kAvx2        the same int8 arithmetic (bitwise) with AVX2 instructions;
+//   kAvx512      fp32 AVX-512, dequantizing the GGUF's row-major bytes on the fly
+//                (kernels/cpu/quant_matmul.h);
+//   kPacked      fp32 AVX-512 on Q4_0/Q4_1/Q8_0 repacked into 16-row panels
+//                (kernels/cpu/packed_matmul.h).
+// Weights of other types (F32, F16, BF16) use the fp32 kernels of the path's ISA.
+// Asking for a path this CPU cannot run is FailedPrecondition.
 enum class KernelChoice {
   kAuto,
   kReference,
   kAvx512,
   kPacked,
+  kAvx512Vnni,
+  kAvx2,
+};
+
+// kAuto resolved for this CPU (other choices are returned as they are).
+KernelChoice ResolveKernelChoice(KernelChoice choice);
+
+// Every concrete choice (not kAuto) this CPU can run, reference first.
+std::vector<KernelChoice> SupportedKernelChoices();
+// Whether the choice runs int8 kernels (judged by the statistical accuracy criteria,
+// not by closeness to exact arithmetic).
+bool IsInt8KernelChoice(KernelChoice choice);
+
+// Activation rows quantized for the int8 kernels (kernels::Q8Rows) with their storage.
+// Grows, never shrinks. Thread-safety: plain data; Quantize() on disjoint row ranges may
+// run concurrently once Resize() is done.
+class Q8Buffer {
+ public:
+  void Resize(int64_t rows, int64_t k);
+  void Quantize(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end) {
+    kernels::QuantizeRowsQ8(x, ldx, row_begin, row_end, &rows_);
+  }
+  const kernels::Q8Rows& rows() const { return rows_; }
+
+ private:
+  std::vector<int8_t> q_;
+  std::vector<float> d_, ds_;
+  std::vector<int32_t> qsum_;
+  kernels::Q8Rows rows_;
+};
+
+// What a Linear multiplies: fp32 rows, and their int8 form when the Linear wants it.
+struct LinearInput {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const kernels::Q8Rows* q8 = nullptr;  // required when the Linear's wants_q8()
 };
 
 absl::StatusOr<KernelChoice> ParseKernelChoice(absl::string_view name);
@@ -89,8 +131,11 @@ class Linear {
   int64_t in_features() const { return matrix_.k; }
   int64_t out_features() const { return matrix_.n; }
   GgmlType type() const { return matrix_.type; }
+  // Holds a repacked copy (fp32 or int8 panels); the GGUF bytes are then only a view.
   bool packed() const { return packed_ != nullptr; }
-  // "reference", "avx512" or "packed".
+  // Multiplies int8-quantized activations (LinearInput::q8 must be set).
+  bool wants_q8() const { return int8_isa_.has_value(); }
+  // "reference", "avx512", "packed", "avx512vnni" or "avx2".
   const char* kernel_name() const;
   // The GGUF view (also for packed weights).
   const kernels::QuantMatrix& matrix() const { return matrix_; }
@@ -102,13 +147,15 @@ class Linear {
   // Input features [begin, end), block-aligned (a row-parallel shard).
   absl::StatusOr<Linear> ColSlice(int64_t begin, int64_t end) const;
 
-  // y[i][j] for i < m, j in [n_begin, n_end); x rows ldx floats apart, y rows ldy.
-  void Compute(const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, int64_t n_begin,
+  // y[i][j] for i < m, j in [n_begin, n_end); y rows ldy floats apart.
+  void Compute(const LinearInput& in, int64_t m, float* y, int64_t ldy, int64_t n_begin,
                int64_t n_end) const {
-    if (packed_ != nullptr) {
-      kernels::PackedMatmul(packed_view_, x, ldx, m, y, ldy, n_begin, n_end);
+    if (int8_isa_.has_value()) {
+      kernels::Int8Matmul(*int8_isa_, int8_view_, *in.q8, m, y, ldy, n_begin, n_end);
+    } else if (packed_ != nullptr) {
+      kernels::PackedMatmul(packed_view_, in.x, in.ldx, m, y, ldy, n_begin, n_end);
     } else {
-      kernels::Matmul(impl_, matrix_, x, ldx, m, y, ldy, n_begin, n_end);
+      kernels::Matmul(impl_, matrix_, in.x, in.ldx, m, y, ldy, n_begin, n_end);
     }
   }
 
@@ -124,7 +171,9 @@ class Linear {
   std::string name_;
   std::shared_ptr<PackedArena> arena_;   // where packed copies go (may be null)
   std::shared_ptr<const void> packed_;   // keeps the packed bytes alive; null if unpacked
-  kernels::PackedMatrix packed_view_;
+  kernels::PackedMatrix packed_view_;    // fp32 panels
+  std::optional<kernels::Int8Isa> int8_isa_;
+  kernels::Int8PackedMatrix int8_view_;  // int8 panels
 };
 
 }  // namespace weft

@@ -170,7 +170,8 @@ TEST_P(LlamaAccuracyTest, GreedyContinuationsMatchLlamaCppUpToANearTie) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, LlamaAccuracyTest,
-                         ::testing::Values(KernelChoice::kAvx512, KernelChoice::kPacked),
+                         ::testing::Values(KernelChoice::kAvx512Vnni, KernelChoice::kAvx2,
+                                           KernelChoice::kAvx512, KernelChoice::kPacked),
                          [](const ::testing::TestParamInfo<KernelChoice>& i) {
                            return std::string(KernelChoiceName(i.param));
                          });

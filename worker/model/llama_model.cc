@@ -58,6 +58,9 @@ struct LlamaModel::Workspace {
   std::vector<float> gate, up;          // [T][ffn]
   std::vector<float> cos_sin;           // [T][rope_dim]
   std::vector<float> final_h;           // [rows][hidden]
+  // int8 forms of the matmul inputs (int8 kernels only): h, attn, gate (after SwiGLU),
+  // final_h.
+  Q8Buffer q8_h, q8_attn, q8_ffn, q8_final;
 };
 
 absl::Status LlamaModelOptions::Validate() const {
@@ -87,7 +90,16 @@ LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
     : options_(options),
       weights_(std::move(weights)),
       pool_(options.num_threads),
-      ws_(std::make_unique<Workspace>()) {}
+      ws_(std::make_unique<Workspace>()) {
+  // The int8 kernels take every matmul input quantized; a model whose weights are all of
+  // unquantized types never needs it.
+  q8_ = weights_.lm_head().wants_q8();
+  for (const LlamaLayerWeights& w : weights_.layers()) {
+    for (const Linear* l : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      q8_ = q8_ || l->wants_q8();
+    }
+  }
+}
 
 LlamaModel::~LlamaModel() = default;
 
@@ -109,6 +121,9 @@ absl::StatusOr<kernels::AttentionImpl> LlamaModel::AttentionImplFor(int32_t bloc
       return kernels::AttentionImpl::kReference;
     case KernelChoice::kAuto:
       return kernels::BestAttentionImpl(block_size, hd);
+    case KernelChoice::kAvx2:
+      return kernels::AttentionImpl::kReference;
+    case KernelChoice::kAvx512Vnni:
     case KernelChoice::kAvx512:
     case KernelChoice::kPacked:
       if (!kernels::AttentionSupported(kernels::AttentionImpl::kAvx512, block_size, hd)) {
@@ -211,6 +226,12 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
   Grow(&ws.up, T * ffn);
   Grow(&ws.cos_sin, T * c.rope_dim);
   Grow(&ws.final_h, ws.logit_tokens.size() * hidden);
+  if (q8_) {
+    ws.q8_h.Resize(T, hidden);
+    ws.q8_attn.Resize(T, qw);
+    ws.q8_ffn.Resize(T, ffn);
+    ws.q8_final.Resize(static_cast<int64_t>(ws.logit_tokens.size()), hidden);
+  }
 }
 
 // With few work items (one decoding sequence has one per KV head), threads would idle:
@@ -279,20 +300,34 @@ absl::Status LlamaModel::RunLayer(int32_t layer, kernels::AttentionImpl attn, Kv
   const LlamaConfig& c = config();
   const LlamaLayerWeights& w = weights_.layers()[layer];
   const int64_t H = c.hidden_size;
-  ForTokens([&](int64_t b, int64_t e) {
-    kernels::RmsNorm(ws.x.data() + b * H, H, w.attn_norm.data(), e - b, H, c.rms_norm_eps,
-                     ws.h.data() + b * H, H);
-  });
+  NormAndQuantize(w.attn_norm);
   const kernels::PagedKvLayer kv = cache->Layer(layer);
   QkvRopeAndWrite(w, kv);
   Attention(attn, kv);
-  WEFT_RETURN_IF_ERROR(ProjectAndAdd(w.wo, ws.attn.data(), w.wo.in_features()));
-  ForTokens([&](int64_t b, int64_t e) {
-    kernels::RmsNorm(ws.x.data() + b * H, H, w.ffn_norm.data(), e - b, H, c.rms_norm_eps,
-                     ws.h.data() + b * H, H);
-  });
+  const int64_t qw = w.wo.in_features();
+  QuantizeRows(ws.attn.data(), qw, &ws.q8_attn);
+  WEFT_RETURN_IF_ERROR(ProjectAndAdd(w.wo, {ws.attn.data(), qw, &ws.q8_attn.rows()}));
+  NormAndQuantize(w.ffn_norm);
   GateUp(w);
-  return ProjectAndAdd(w.w_down, ws.gate.data(), w.w_down.in_features());
+  const int64_t ffn = w.w_down.in_features();
+  QuantizeRows(ws.gate.data(), ffn, &ws.q8_ffn);
+  return ProjectAndAdd(w.w_down, {ws.gate.data(), ffn, &ws.q8_ffn.rows()});
+}
+
+void LlamaModel::NormAndQuantize(const std::vector<float>& norm) {
+  Workspace& ws = *ws_;
+  const LlamaConfig& c = config();
+  const int64_t H = c.hidden_size;
+  ForTokens([&](int64_t b, int64_t e) {
+    kernels::RmsNorm(ws.x.data() + b * H, H, norm.data(), e - b, H, c.rms_norm_eps,
+                     ws.h.data() + b * H, H);
+    if (q8_) ws.q8_h.Quantize(ws.h.data(), H, b, e);
+  });
+}
+
+void LlamaModel::QuantizeRows(const float* x, int64_t ldx, Q8Buffer* out) {
+  if (!q8_) return;
+  ForTokens([&](int64_t b, int64_t e) { out->Quantize(x, ldx, b, e); });
 }
 
 void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv) {
@@ -308,7 +343,7 @@ void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::Page
     for (const auto& [lin, y] : jobs) {
       int64_t b, e;
       ThreadPool::StaticRange(lin->out_features(), kColumnAlign, pool_.num_threads(), t, &b, &e);
-      lin->Compute(ws.h.data(), H, T, y, lin->out_features(), b, e);
+      lin->Compute({ws.h.data(), H, &ws.q8_h.rows()}, T, y, lin->out_features(), b, e);
     }
   });
   ForTokens([&](int64_t b, int64_t e) {
@@ -348,7 +383,7 @@ void LlamaModel::Attention(kernels::AttentionImpl impl, const kernels::PagedKvLa
   });
 }
 
-absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const float* in, int64_t ld_in) {
+absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const LinearInput& in) {
   Workspace& ws = *ws_;
   const int64_t T = ws.num_tokens;
   const int64_t H = config().hidden_size;
@@ -356,7 +391,7 @@ absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const float* in, int64_t
   pool_.RunOnAll([&](int t) {
     int64_t b, e;
     ThreadPool::StaticRange(H, kColumnAlign, pool_.num_threads(), t, &b, &e);
-    w.Compute(in, ld_in, T, ws.proj.data(), H, b, e);
+    w.Compute(in, T, ws.proj.data(), H, b, e);
     if (reduce) return;  // the sum over ranks comes first
     for (int64_t tok = 0; tok < T; ++tok) {
       float* x = ws.x.data() + tok * H;
@@ -381,8 +416,9 @@ void LlamaModel::GateUp(const LlamaLayerWeights& w) {
     int64_t b, e;
     ThreadPool::StaticRange(F, kColumnAlign, pool_.num_threads(), t, &b, &e);
     if (b >= e) return;
-    w.w_gate.Compute(ws.h.data(), H, T, ws.gate.data(), F, b, e);
-    w.w_up.Compute(ws.h.data(), H, T, ws.up.data(), F, b, e);
+    const LinearInput in{ws.h.data(), H, &ws.q8_h.rows()};
+    w.w_gate.Compute(in, T, ws.gate.data(), F, b, e);
+    w.w_up.Compute(in, T, ws.up.data(), F, b, e);
     for (int64_t tok = 0; tok < T; ++tok) {
       float* g = ws.gate.data() + tok * F + b;
       kernels::SwiGlu(g, ws.up.data() + tok * F + b, e - b, g);
@@ -403,12 +439,13 @@ void LlamaModel::Logits(ForwardOutput* out) {
     kernels::RmsNorm(ws.x.data() + ws.logit_tokens[r] * H, H, weights_.output_norm().data(), 1,
                      H, c.rms_norm_eps, ws.final_h.data() + r * H, H);
   }
+  if (q8_) ws.q8_final.Quantize(ws.final_h.data(), H, 0, rows);
   float* logits = Grow(&out->logits, rows * V);
   const Linear& head = weights_.lm_head();
   pool_.RunOnAll([&](int t) {
     int64_t b, e;
     ThreadPool::StaticRange(V, kColumnAlign, pool_.num_threads(), t, &b, &e);
-    head.Compute(ws.final_h.data(), H, rows, logits, V, b, e);
+    head.Compute({ws.final_h.data(), H, &ws.q8_final.rows()}, rows, logits, V, b, e);
   });
 }
 

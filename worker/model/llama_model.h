@@ -98,7 +98,11 @@ class LlamaModel {
   absl::Status RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache);
   void QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv);
   void Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv);
-  absl::Status ProjectAndAdd(const Linear& w, const float* in, int64_t ld_in);
+  absl::Status ProjectAndAdd(const Linear& w, const LinearInput& in);
+  // RMSNorm of the residual stream into h (and its int8 form when the kernels want it).
+  void NormAndQuantize(const std::vector<float>& norm);
+  // Quantizes the first num_tokens rows of x into *out (int8 kernels only).
+  void QuantizeRows(const float* x, int64_t ldx, Q8Buffer* out);
   void GateUp(const LlamaLayerWeights& w);
   void Logits(ForwardOutput* out);
   // Runs fn(begin, end) over token ranges: inline for a few tokens, else on the pool.
@@ -108,6 +112,7 @@ class LlamaModel {
   const LlamaWeights weights_;
   ThreadPool pool_;
   std::unique_ptr<Workspace> ws_;
+  bool q8_ = false;  // some matmul wants int8 activations
 };
 
 }  // namespace weft

@@ -34,7 +34,9 @@ ABSL_FLAG(std::string, replica, "replica-0", "replica (tensor-parallel group) na
 ABSL_FLAG(int32_t, rank, 0, "this process's rank in its replica");
 ABSL_FLAG(int32_t, world_size, 1, "ranks in the replica (tensor-parallel size)");
 ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda");
-ABSL_FLAG(std::string, kernels, "auto", "CPU kernels: auto | reference | avx512 | packed");
+ABSL_FLAG(std::string, kernels, "auto",
+          "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed (auto: the fastest "
+          "this CPU runs; avx512/packed are fp32 paths)");
 ABSL_FLAG(int32_t, threads, 0, "compute threads (0: the cores divided by --world_size)");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size in tokens (must equal the scheduler's)");
 ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes holds)");

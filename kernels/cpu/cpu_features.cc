@@ -1,0 +1,88 @@
+#include "kernels/cpu/cpu_features.h"
+
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+namespace weft::kernels {
+namespace {
+
+uint64_t Xgetbv0() {
+  uint32_t eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (uint64_t{edx} << 32) | eax;
+}
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  f.fma = (c >> 12) & 1;
+  f.f16c = (c >> 29) & 1;
+  const bool osxsave = (c >> 27) & 1;
+  if (osxsave) {
+    const uint64_t xcr0 = Xgetbv0();
+    f.os_avx = (xcr0 & 0x6) == 0x6;                // SSE + AVX state
+    f.os_avx512 = f.os_avx && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM_Hi256, Hi16_ZMM
+    f.os_amx = (xcr0 & 0x60000) == 0x60000;         // XTILECFG, XTILEDATA
+  }
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = (b >> 5) & 1;
+  f.avx512f = (b >> 16) & 1;
+  f.avx512dq = (b >> 17) & 1;
+  f.avx512bw = (b >> 30) & 1;
+  f.avx512vl = (b >> 31) & 1;
+  f.avx512_vnni = (c >> 11) & 1;
+  f.amx_bf16 = (d >> 22) & 1;
+  f.amx_tile = (d >> 24) & 1;
+  f.amx_int8 = (d >> 25) & 1;
+  __cpuid_count(7, 1, a, b, c, d);
+  f.avx512_bf16 = (a >> 5) & 1;
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& CpuFeatures::Get() {
+  static const CpuFeatures f = Detect();
+  return f;
+}
+
+std::string CpuFeatures::ToString() const {
+  std::string s;
+  auto add = [&s](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(avx2, "avx2");
+  add(fma, "fma");
+  add(f16c, "f16c");
+  add(avx512f, "avx512f");
+  add(avx512bw, "avx512bw");
+  add(avx512vl, "avx512vl");
+  add(avx512dq, "avx512dq");
+  add(avx512_vnni, "avx512_vnni");
+  add(avx512_bf16, "avx512_bf16");
+  add(amx_tile, "amx_tile");
+  add(amx_int8, "amx_int8");
+  add(amx_bf16, "amx_bf16");
+  if (s.empty()) s = "none";
+  return s;
+}
+
+bool RequestAmxPermission() {
+  static const bool ok = [] {
+    const CpuFeatures& f = CpuFeatures::Get();
+    if (!f.amx_tile || !f.os_amx) return false;
+    constexpr int kArchReqXcompPerm = 0x1023;
+    constexpr int kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+}
+
+}  // namespace weft::kernels

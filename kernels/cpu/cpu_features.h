@@ -1,0 +1,56 @@
+// CpuFeatures: what this CPU (and the OS) can execute, read once from cpuid/xgetbv at
+// run time. Kernels are chosen from it, never from the build machine (no -march=native):
+// the machines Weft runs on differ (Sapphire Rapids with AMX; Ice Lake without AMX or
+// AVX-512 BF16).
+//
+// AMX needs more than cpuid: the kernel must enable the tile state for the process
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); RequestAmxPermission() does it
+// and reports whether it worked. amx_* below are the cpuid bits only.
+// Thread-safety: Get() is thread-safe (a function-local static).
+#ifndef WEFT_KERNELS_CPU_CPU_FEATURES_H_
+#define WEFT_KERNELS_CPU_CPU_FEATURES_H_
+
+#include <string>
+
+namespace weft::kernels {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
+  bool avx512_vnni = false;
+  bool avx512_bf16 = false;
+  bool amx_tile = false;
+  bool amx_int8 = false;
+  bool amx_bf16 = false;
+  // The OS saves the AVX (ymm) / AVX-512 (zmm, opmask) / AMX tile state (XCR0).
+  bool os_avx = false;
+  bool os_avx512 = false;
+  bool os_amx = false;
+
+  // AVX2 + FMA + F16C with OS support: the AVX2 kernels can run.
+  bool HasAvx2() const { return avx2 && fma && f16c && os_avx; }
+  // AVX-512 F/BW/VL/DQ with FMA and F16C: the AVX-512 kernels can run.
+  bool HasAvx512() const {
+    return avx512f && avx512bw && avx512vl && avx512dq && fma && f16c && os_avx512;
+  }
+  bool HasAvx512Vnni() const { return HasAvx512() && avx512_vnni; }
+  bool HasAmxInt8() const { return HasAvx512() && amx_tile && amx_int8 && os_amx; }
+
+  // e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni".
+  std::string ToString() const;
+
+  static const CpuFeatures& Get();
+};
+
+// Asks the kernel for the AMX tile state (once per process); false if the CPU or the
+// kernel cannot give it.
+bool RequestAmxPermission();
+
+}  // namespace weft::kernels
+
+#endif  // WEFT_KERNELS_CPU_CPU_FEATURES_H_

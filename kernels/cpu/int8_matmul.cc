@@ -1,0 +1,200 @@
+#include "kernels/cpu/int8_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "glog/logging.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/int8_matmul_isa.h"
+
+namespace weft::kernels {
+namespace {
+
+bool IsQ4(GgmlType t) { return t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1; }
+
+void Put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+uint16_t Get16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// One row's block b as (dw, mw, 16 GGUF nibble bytes) or (dw, 32 int8).
+void PackRecord(const QuantMatrix& src, int64_t row, int64_t b, uint8_t* rec, int r) {
+  const uint8_t* blk = src.data + row * src.row_stride;
+  switch (src.type) {
+    case GgmlType::kQ4_0: {
+      const auto* q = reinterpret_cast<const BlockQ4_0*>(blk) + b;
+      Put16(rec + 2 * r, q->d);
+      Put16(rec + 32 + 2 * r, Fp32ToFp16(-8.0f * Fp16ToFp32(q->d)));  // exact
+      for (int j = 0; j < 4; ++j) std::memcpy(rec + 64 + 64 * j + 4 * r, q->qs + 4 * j, 4);
+      break;
+    }
+    case GgmlType::kQ4_1: {
+      const auto* q = reinterpret_cast<const BlockQ4_1*>(blk) + b;
+      Put16(rec + 2 * r, q->d);
+      Put16(rec + 32 + 2 * r, q->m);
+      for (int j = 0; j < 4; ++j) std::memcpy(rec + 64 + 64 * j + 4 * r, q->qs + 4 * j, 4);
+      break;
+    }
+    case GgmlType::kQ8_0: {
+      const auto* q = reinterpret_cast<const BlockQ8_0*>(blk) + b;
+      Put16(rec + 2 * r, q->d);
+      for (int g = 0; g < 8; ++g) std::memcpy(rec + 32 + 64 * g + 4 * r, q->qs + 4 * g, 4);
+      break;
+    }
+    default:
+      LOG(FATAL) << "int8 packing of type " << static_cast<int>(src.type);
+  }
+}
+
+}  // namespace
+
+namespace scalar {
+
+void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, Q8Rows* out) {
+  const int64_t nb = out->blocks();
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + i * ldx + 32 * b;
+      float amax = 0;
+      for (int c = 0; c < 32; ++c) amax = std::max(amax, std::fabs(xb[c]));
+      const float d = amax / 127.0f;
+      const float id = amax != 0 ? 127.0f / amax : 0.0f;
+      int8_t* q = out->q + i * out->k + 32 * b;
+      int32_t sum = 0;
+      for (int c = 0; c < 32; ++c) {
+        const float v = std::nearbyint(xb[c] * id);  // round to nearest even
+        const int32_t qi = static_cast<int32_t>(std::min(127.0f, std::max(-127.0f, v)));
+        q[c] = static_cast<int8_t>(qi);
+        sum += qi;
+      }
+      out->d[i * nb + b] = d;
+      out->qsum[i * nb + b] = sum;
+      out->ds[i * nb + b] = d * static_cast<float>(sum);
+    }
+  }
+}
+
+void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
+                int64_t n_begin, int64_t n_end) {
+  const int64_t nb = w.k / 32;
+  const int64_t rec_bytes = Int8RecordBytes(w.type);
+  const int64_t panel_bytes = Int8PanelBytes(w.type, w.k);
+  const bool q4 = IsQ4(w.type);
+  for (int64_t i = 0; i < m; ++i) {
+    const int8_t* xq = x.q + i * x.k;
+    for (int64_t j = n_begin; j < n_end; ++j) {
+      const uint8_t* panel = w.data + (j / 16) * panel_bytes;
+      const int r = static_cast<int>(j % 16);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* rec = panel + b * rec_bytes;
+        const int8_t* xb = xq + 32 * b;
+        int32_t isum = 0;
+        if (q4) {
+          for (int jj = 0; jj < 4; ++jj) {
+            for (int c = 0; c < 4; ++c) {
+              const uint8_t v = rec[64 + 64 * jj + 4 * r + c];
+              isum += (v & 0x0F) * xb[4 * jj + c] + (v >> 4) * xb[16 + 4 * jj + c];
+            }
+          }
+        } else {
+          for (int g = 0; g < 8; ++g) {
+            for (int c = 0; c < 4; ++c) {
+              isum += static_cast<int8_t>(rec[32 + 64 * g + 4 * r + c]) * xb[4 * g + c];
+            }
+          }
+        }
+        const float dw = Fp16ToFp32(Get16(rec + 2 * r));
+        const float dx = x.d[i * nb + b];
+        acc = std::fma(static_cast<float>(isum), dw * dx, acc);
+        if (q4) acc = std::fma(Fp16ToFp32(Get16(rec + 32 + 2 * r)), x.ds[i * nb + b], acc);
+      }
+      y[i * ldy + j] = acc;
+    }
+  }
+}
+
+}  // namespace scalar
+
+const char* Int8IsaName(Int8Isa isa) {
+  switch (isa) {
+    case Int8Isa::kScalar:
+      return "scalar";
+    case Int8Isa::kAvx2:
+      return "avx2";
+    case Int8Isa::kAvx512Vnni:
+      return "avx512vnni";
+  }
+  return "?";
+}
+
+bool Int8IsaSupported(Int8Isa isa) {
+  const CpuFeatures& f = CpuFeatures::Get();
+  switch (isa) {
+    case Int8Isa::kScalar:
+      return true;
+    case Int8Isa::kAvx2:
+      return f.HasAvx2();
+    case Int8Isa::kAvx512Vnni:
+      return f.HasAvx512Vnni();
+  }
+  return false;
+}
+
+void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end,
+                    Q8Rows* out) {
+  DCHECK_EQ(out->k % 32, 0);
+  static const bool avx512 = CpuFeatures::Get().HasAvx512();
+  if (avx512) {
+    avx512vnni::QuantizeRowsQ8(x, ldx, row_begin, row_end, out);
+  } else {
+    scalar::QuantizeRowsQ8(x, ldx, row_begin, row_end, out);
+  }
+}
+
+bool Int8MatmulSupported(GgmlType type, int64_t k) {
+  return (IsQ4(type) || type == GgmlType::kQ8_0) && k > 0 && k % 32 == 0;
+}
+
+int64_t Int8RecordBytes(GgmlType type) { return IsQ4(type) ? 320 : 544; }
+
+int64_t Int8PanelBytes(GgmlType type, int64_t k) { return (k / 32) * Int8RecordBytes(type); }
+
+int64_t Int8PackedBytes(GgmlType type, int64_t n, int64_t k) {
+  return (n + kInt8PanelRows - 1) / kInt8PanelRows * Int8PanelBytes(type, k);
+}
+
+void PackInt8Weights(const QuantMatrix& src, uint8_t* dst) {
+  CHECK(Int8MatmulSupported(src.type, src.k)) << "int8 packing of this matrix";
+  const int64_t nb = src.k / 32;
+  const int64_t rec_bytes = Int8RecordBytes(src.type);
+  const int64_t panels = (src.n + kInt8PanelRows - 1) / kInt8PanelRows;
+  std::memset(dst, 0, static_cast<size_t>(Int8PackedBytes(src.type, src.n, src.k)));
+  for (int64_t p = 0; p < panels; ++p) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + (p * nb + b) * rec_bytes;
+      for (int r = 0; r < kInt8PanelRows && p * kInt8PanelRows + r < src.n; ++r) {
+        PackRecord(src, p * kInt8PanelRows + r, b, rec, r);
+      }
+    }
+  }
+}
+
+void Int8Matmul(Int8Isa isa, const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y,
+                int64_t ldy, int64_t n_begin, int64_t n_end) {
+  DCHECK_EQ(x.k, w.k);
+  if (n_begin >= n_end || m <= 0) return;
+  switch (isa) {
+    case Int8Isa::kAvx512Vnni:
+      return avx512vnni::Int8Matmul(w, x, m, y, ldy, n_begin, n_end);
+    case Int8Isa::kAvx2:
+      return avx2::Int8Matmul(w, x, m, y, ldy, n_begin, n_end);
+    case Int8Isa::kScalar:
+      return scalar::Int8Matmul(w, x, m, y, ldy, n_begin, n_end);
+  }
+}
+
+}  // namespace weft::kernels

@@ -1,0 +1,32 @@
+// ISA-specific halves of kernels/cpu/int8_matmul.h (internal to kernels/). Each function
+// is compiled in its own translation unit with that ISA's flags and reached only after a
+// CpuFeatures check. Contracts as in int8_matmul.h.
+#ifndef WEFT_KERNELS_CPU_INT8_MATMUL_ISA_H_
+#define WEFT_KERNELS_CPU_INT8_MATMUL_ISA_H_
+
+#include <cstdint>
+
+#include "kernels/cpu/int8_matmul.h"
+
+namespace weft::kernels {
+
+namespace scalar {
+void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
+                int64_t n_begin, int64_t n_end);
+void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, Q8Rows* out);
+}  // namespace scalar
+
+namespace avx512vnni {
+void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
+                int64_t n_begin, int64_t n_end);
+void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, Q8Rows* out);
+}  // namespace avx512vnni
+
+namespace avx2 {
+void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
+                int64_t n_begin, int64_t n_end);
+}  // namespace avx2
+
+}  // namespace weft::kernels
+
+#endif  // WEFT_KERNELS_CPU_INT8_MATMUL_ISA_H_

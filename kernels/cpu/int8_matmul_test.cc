@@ -1,0 +1,193 @@
+#include "kernels/cpu/int8_matmul.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/ggml_types.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/int8_matmul_isa.h"
+
+namespace weft::kernels {
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0};
+const Int8Isa kIsas[] = {Int8Isa::kScalar, Int8Isa::kAvx2, Int8Isa::kAvx512Vnni};
+
+// Owns the buffers of a Q8Rows.
+struct Q8Buffers {
+  std::vector<int8_t> q;
+  std::vector<float> d, ds;
+  std::vector<int32_t> qsum;
+  Q8Rows rows;
+
+  Q8Buffers(int64_t m, int64_t k) : q(m * k), d(m * k / 32), ds(m * k / 32), qsum(m * k / 32) {
+    rows = Q8Rows{k, q.data(), d.data(), ds.data(), qsum.data()};
+  }
+  // Rows [first, first + n) as a Q8Rows of their own.
+  Q8Rows Sub(int64_t first) const {
+    const int64_t nb = rows.k / 32;
+    return Q8Rows{rows.k, rows.q + first * rows.k, rows.d + first * nb, rows.ds + first * nb,
+                  rows.qsum + first * nb};
+  }
+};
+
+struct Problem {
+  GgmlType type;
+  int64_t n, k, m, ldx;
+  std::vector<uint8_t> raw;
+  std::vector<uint8_t> packed;
+  std::vector<float> x;
+};
+
+Problem Make(GgmlType type, int64_t n, int64_t k, int64_t m, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> u(0.005f, 0.05f), v(-2.0f, 2.0f);
+  Problem p{type, n, k, m, k + 7, {}, {}, {}};
+  const int64_t rb = RowBytes(type, k);
+  const int64_t bb = type == GgmlType::kQ4_0 ? 18 : type == GgmlType::kQ4_1 ? 20 : 34;
+  p.raw.resize(n * rb);
+  for (auto& c : p.raw) c = static_cast<uint8_t>(byte(rng));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      uint8_t* blk = p.raw.data() + j * rb + b * bb;
+      const uint16_t d = Fp32ToFp16(u(rng)), mm = Fp32ToFp16(-8 * u(rng));
+      std::memcpy(blk, &d, 2);
+      if (type == GgmlType::kQ4_1) std::memcpy(blk + 2, &mm, 2);
+    }
+  }
+  p.packed.resize(Int8PackedBytes(type, n, k));
+  PackInt8Weights(QuantMatrix{type, p.raw.data(), n, k, rb}, p.packed.data());
+  p.x.resize(m * p.ldx);
+  for (float& f : p.x) f = v(rng);
+  // Blocks that stress the quantizer: all zero, one outlier, tiny values.
+  if (m > 2 && k >= 96) {
+    for (int c = 0; c < 32; ++c) p.x[1 * p.ldx + c] = 0;
+    p.x[2 * p.ldx + 40] = 300.0f;
+    for (int c = 64; c < 96; ++c) p.x[0 * p.ldx + c] *= 1e-30f;
+  }
+  return p;
+}
+
+Int8PackedMatrix Packed(const Problem& p) { return {p.type, p.packed.data(), p.n, p.k}; }
+
+std::vector<float> RunMatmul(Int8Isa isa, const Problem& p, const Q8Rows& x, int64_t m, int splits) {
+  std::vector<float> y(m * p.n, NAN);
+  for (int s = 0; s < splits; ++s) {
+    Int8Matmul(isa, Packed(p), x, m, y.data(), p.n, p.n * s / splits, p.n * (s + 1) / splits);
+  }
+  return y;
+}
+
+void ExpectBitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t ua, ub;
+    std::memcpy(&ua, &a[i], 4);
+    std::memcpy(&ub, &b[i], 4);
+    ASSERT_EQ(ua, ub) << "element " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
+TEST(QuantizeRowsQ8Test, HandComputedBlock) {
+  std::vector<float> x(32);
+  for (int c = 0; c < 32; ++c) x[c] = (c - 16) * 0.5f;  // amax 8 at c = 0
+  Q8Buffers q(1, 32);
+  QuantizeRowsQ8(x.data(), 32, 0, 1, &q.rows);
+  EXPECT_FLOAT_EQ(q.d[0], 8.0f / 127.0f);
+  int32_t sum = 0;
+  for (int c = 0; c < 32; ++c) {
+    // x * 127/8 = (c - 16) * 7.9375, rounded to nearest even.
+    EXPECT_EQ(q.q[c], static_cast<int>(std::nearbyint((c - 16) * 0.5f * (127.0f / 8.0f)))) << c;
+    sum += q.q[c];
+  }
+  EXPECT_EQ(q.q[0], -127);
+  EXPECT_EQ(q.qsum[0], sum);
+  EXPECT_FLOAT_EQ(q.ds[0], q.d[0] * sum);
+}
+
+TEST(QuantizeRowsQ8Test, DispatchedEqualsScalarBitwise) {
+  const Problem p = Make(GgmlType::kQ4_1, 16, 256, 9, 3);
+  Q8Buffers a(p.m, p.k), b(p.m, p.k);
+  QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &a.rows);
+  scalar::QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &b.rows);
+  EXPECT_EQ(a.q, b.q);
+  EXPECT_EQ(a.qsum, b.qsum);
+  for (size_t i = 0; i < a.d.size(); ++i) {
+    EXPECT_EQ(a.d[i], b.d[i]);
+    EXPECT_EQ(a.ds[i], b.ds[i]);
+  }
+  for (int c = 0; c < 32; ++c) EXPECT_EQ(a.q[1 * p.k + c], 0);  // the zero block
+}
+
+// Every ISA path gives the scalar reference's bits, for any number of rows and any
+// column split (aligned to panels or not), including a partial last panel.
+TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
+  for (GgmlType type : kTypes) {
+    for (int64_t n : {45, 192}) {
+      SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " n=" + std::to_string(n));
+      const Problem p = Make(type, n, 288, 11, 7);
+      Q8Buffers q(p.m, p.k);
+      QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
+      const std::vector<float> want = RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1);
+      for (Int8Isa isa : kIsas) {
+        if (!Int8IsaSupported(isa)) {
+          std::printf("skipping %s: this CPU cannot run it\n", Int8IsaName(isa));
+          continue;
+        }
+        SCOPED_TRACE(Int8IsaName(isa));
+        for (int splits : {1, 2, 5}) ExpectBitwiseEqual(RunMatmul(isa, p, q.rows, p.m, splits), want);
+      }
+    }
+  }
+}
+
+// A row's outputs do not depend on the other rows of the call (the GEMV and GEMM tiles
+// give the same bits).
+TEST(Int8MatmulTest, BatchInvariant) {
+  for (GgmlType type : kTypes) {
+    const Problem p = Make(type, 64, 576, 13, 11);
+    Q8Buffers q(p.m, p.k);
+    QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
+    for (Int8Isa isa : kIsas) {
+      if (!Int8IsaSupported(isa)) continue;
+      SCOPED_TRACE(Int8IsaName(isa));
+      const std::vector<float> all = RunMatmul(isa, p, q.rows, p.m, 2);
+      for (int64_t i = 0; i < p.m; i += 3) {
+        const std::vector<float> one = RunMatmul(isa, p, q.Sub(i), 1, 3);
+        ExpectBitwiseEqual(one, std::vector<float>(all.begin() + i * p.n, all.begin() + (i + 1) * p.n));
+      }
+    }
+  }
+}
+
+// Against the exact product of the dequantized weights with the unquantized
+// activations: the error is what rounding activations to int8 allows,
+// |err| <= sum_b (d_x[b] / 2) * sum_c |w_c| (plus fp32 rounding).
+TEST(Int8MatmulTest, WithinTheActivationQuantizationBound) {
+  for (GgmlType type : kTypes) {
+    SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)));
+    const Problem p = Make(type, 40, 320, 5, 13);
+    Q8Buffers q(p.m, p.k);
+    QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
+    const std::vector<float> y = RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1);
+    std::vector<float> row(p.k);
+    for (int64_t j = 0; j < p.n; ++j) {
+      ASSERT_TRUE(DequantizeRow(type, p.raw.data() + j * RowBytes(type, p.k), row.data(), p.k).ok());
+      for (int64_t i = 0; i < p.m; ++i) {
+        double exact = 0, mag = 0, bound = 0;
+        for (int64_t c = 0; c < p.k; ++c) {
+          exact += double{row[c]} * p.x[i * p.ldx + c];
+          mag += std::fabs(double{row[c]} * p.x[i * p.ldx + c]);
+          bound += std::fabs(double{row[c]}) * q.d[i * (p.k / 32) + c / 32] / 2;
+        }
+        ASSERT_NEAR(y[i * p.n + j], exact, bound + 1e-5 * mag + 1e-6) << "row " << j << " x " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft::kernels
