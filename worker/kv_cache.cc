@@ -29,8 +29,10 @@ absl::Status KvCacheOptions::Validate() const {
   if (num_blocks <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_blocks ", num_blocks, " must be > 0"));
   }
-  if (dtype != KvDtype::kF32) {
-    return absl::UnimplementedError("only the fp32 KV cache is implemented");
+  if (!kernels::KvDtypeSupported(dtype, head_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", kernels::KvDtypeName(dtype),
+                                                   " KV cache needs head_dim % 8 == 0, not ",
+                                                   head_dim));
   }
   const int64_t max_blocks = std::numeric_limits<int64_t>::max() / 4 / BytesPerBlock();
   if (num_blocks > max_blocks) return absl::InvalidArgumentError("KV pool size overflows");
@@ -38,7 +40,7 @@ absl::Status KvCacheOptions::Validate() const {
 }
 
 int64_t KvCacheOptions::BytesPerBlock() const {
-  return int64_t{num_layers} * 2 * num_kv_heads * head_dim * block_size * sizeof(float);
+  return int64_t{num_layers} * 2 * num_kv_heads * kernels::KvTileBytes(dtype, head_dim, block_size);
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& options) {
@@ -49,7 +51,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& o
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot map a KV pool of ", bytes, " bytes: ", std::strerror(errno)));
   }
-  return std::unique_ptr<KvCache>(new KvCache(options, static_cast<float*>(p), bytes));
+  return std::unique_ptr<KvCache>(new KvCache(options, static_cast<uint8_t*>(p), bytes));
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::CreateWithBudget(KvCacheOptions options,
@@ -70,36 +72,55 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::CreateWithBudget(KvCacheOption
   return Create(options);
 }
 
-KvCache::KvCache(const KvCacheOptions& options, float* pool, size_t mapped_bytes)
+KvCache::KvCache(const KvCacheOptions& options, uint8_t* pool, size_t mapped_bytes)
     : options_(options),
-      floats_per_block_(options.BytesPerBlock() / static_cast<int64_t>(sizeof(float))),
+      bytes_per_block_(options.BytesPerBlock()),
       pool_(pool),
       mapped_bytes_(mapped_bytes) {}
+
+absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name) {
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
+    if (name == kernels::KvDtypeName(d)) return d;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown KV cache type '", name, "' (f32, f16, bf16, int8)"));
+}
+
+int64_t KvCache::floats_per_block() const {
+  CHECK(options_.dtype == KvDtype::kF32) << "floats_per_block() of a non-fp32 pool";
+  return bytes_per_block_ / 4;
+}
 
 KvCache::~KvCache() { munmap(pool_, mapped_bytes_); }
 
 kernels::PagedKvLayer KvCache::Layer(int32_t layer) {
   CHECK(layer >= 0 && layer < options_.num_layers) << "layer " << layer;
-  const int64_t half = int64_t{options_.num_kv_heads} * options_.head_dim * options_.block_size;
+  const int64_t tile = kernels::KvTileBytes(options_.dtype, options_.head_dim, options_.block_size);
+  const int64_t half = int64_t{options_.num_kv_heads} * tile;
   kernels::PagedKvLayer view;
+  view.dtype = options_.dtype;
   view.k = pool_ + layer * 2 * half;
   view.v = view.k + half;
-  view.block_stride = floats_per_block_;
-  view.head_stride = int64_t{options_.head_dim} * options_.block_size;
+  view.block_stride = bytes_per_block_;
+  view.head_stride = tile;
   view.block_size = options_.block_size;
   view.num_kv_heads = options_.num_kv_heads;
   view.head_dim = options_.head_dim;
   return view;
 }
 
-float* KvCache::BlockData(BlockId block) {
+uint8_t* KvCache::BlockBytes(BlockId block) {
   CHECK(ValidBlock(block, options_.num_blocks)) << "block " << block;
-  return pool_ + block.value() * floats_per_block_;
+  return pool_ + block.value() * bytes_per_block_;
+}
+
+float* KvCache::BlockData(BlockId block) {
+  CHECK(options_.dtype == KvDtype::kF32) << "BlockData() of a non-fp32 pool";
+  return reinterpret_cast<float*>(BlockBytes(block));
 }
 
 const float* KvCache::BlockData(BlockId block) const {
-  CHECK(ValidBlock(block, options_.num_blocks)) << "block " << block;
-  return pool_ + block.value() * floats_per_block_;
+  return const_cast<KvCache*>(this)->BlockData(block);
 }
 
 absl::Status KvCache::CopyBlock(BlockId src, BlockId dst) {
@@ -108,7 +129,7 @@ absl::Status KvCache::CopyBlock(BlockId src, BlockId dst) {
                                               ") outside [0, ", options_.num_blocks, ")"));
   }
   if (src == dst) return absl::OkStatus();
-  std::memcpy(BlockData(dst), BlockData(src), floats_per_block_ * sizeof(float));
+  std::memcpy(BlockBytes(dst), BlockBytes(src), bytes_per_block_);
   return absl::OkStatus();
 }
 

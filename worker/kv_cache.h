@@ -5,14 +5,14 @@
 // the token at position p of a sequence lives in block block_table[p / block_size],
 // slot s = p % block_size.
 //
-// Memory layout (fp32, KvDtype::kF32), in floats, with L layers, H kv heads, D = head_dim,
-// B = block_size:
-//   block b starts at   b * (L * 2 * H * D * B)
-//   layer l of it at    + l * (2 * H * D * B)
-//   K of kv-head h:     + h * (D * B)                 a [D][B] tile (K transposed):
-//                         K[b, l, h, slot s][d] at    + d * B + s
-//   V of kv-head h:     + H * D * B + h * (D * B)     a [B][D] tile:
-//                         V[b, l, h, slot s][d] at    + s * D + d
+// Memory layout, in bytes, with L layers, H kv heads, D = head_dim, B = block_size and
+// T = kernels::KvTileBytes(dtype, D, B) (one head's K or V tile; paged_attention.h says
+// what is inside a tile for each dtype — fp32: K is a [D][B] tile, "K transposed", and V
+// a [B][D] tile):
+//   block b starts at   b * (L * 2 * H * T)
+//   layer l of it at    + l * (2 * H * T)
+//   K tile of kv-head h + h * T
+//   V tile of kv-head h + H * T + h * T
 // so one block is one contiguous range (CopyBlock is a single memcpy) and a layer's view
 // (Layer(l), kernels::PagedKvLayer) is a base pointer plus strides.
 // The pool is anonymous mmap memory: zero-filled and only touched pages use RAM.
@@ -27,18 +27,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/strong_id.h"
 #include "kernels/cpu/paged_attention.h"
 
 namespace weft {
 
-// Element type of the pool. Only kF32 (the reference path) exists so far; kBf16 and
-// kInt8 (DESIGN.md: groups of 8 along head_dim, fp16 scale) are reserved.
-enum class KvDtype {
-  kF32,
-  kBf16,
-  kInt8,
-};
+// Element type of the pool (kernels/cpu/kv_layout.h): f32, f16, bf16 or int8 (groups of
+// 8 along head_dim with an fp16 scale, as DESIGN.md's contracts say).
+using KvDtype = kernels::KvDtype;
+
+absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name);
 
 struct KvCacheOptions {
   int32_t num_layers = 0;
@@ -66,13 +65,18 @@ class KvCache {
   const KvCacheOptions& options() const { return options_; }
   int32_t num_blocks() const { return options_.num_blocks; }
   int32_t block_size() const { return options_.block_size; }
-  int64_t floats_per_block() const { return floats_per_block_; }
-  int64_t pool_bytes() const { return floats_per_block_ * options_.num_blocks * 4; }
+  int64_t bytes_per_block() const { return bytes_per_block_; }
+  // fp32 pools only.
+  int64_t floats_per_block() const;
+  int64_t pool_bytes() const { return bytes_per_block_ * options_.num_blocks; }
 
   // The kernels' view of layer `layer` (0 <= layer < num_layers).
   kernels::PagedKvLayer Layer(int32_t layer);
 
-  // All floats of one block (floats_per_block() of them), e.g. to poison it in tests.
+  // All bytes of one block (bytes_per_block() of them).
+  uint8_t* BlockBytes(BlockId block);
+  // fp32 pools: all floats of one block (floats_per_block() of them), e.g. to poison it
+  // in tests.
   float* BlockData(BlockId block);
   const float* BlockData(BlockId block) const;
 
@@ -80,11 +84,11 @@ class KvCache {
   absl::Status CopyBlock(BlockId src, BlockId dst);
 
  private:
-  KvCache(const KvCacheOptions& options, float* pool, size_t mapped_bytes);
+  KvCache(const KvCacheOptions& options, uint8_t* pool, size_t mapped_bytes);
 
   const KvCacheOptions options_;
-  const int64_t floats_per_block_;
-  float* const pool_;
+  const int64_t bytes_per_block_;
+  uint8_t* const pool_;
   const size_t mapped_bytes_;
 };
 

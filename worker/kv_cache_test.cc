@@ -1,8 +1,10 @@
 #include "worker/kv_cache.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "common/ggml_types.h"
 #include "gtest/gtest.h"
 
 namespace weft {
@@ -31,8 +33,67 @@ TEST(KvCacheTest, ValidatesOptions) {
   EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
   o = SmallOptions();
   o.dtype = KvDtype::kInt8;
-  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kUnimplemented);
+  o.head_dim = 12;  // int8 groups of 8 must tile head_dim
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(KvCache::Create(o).ok());
+}
+
+TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
+  KvCacheOptions o = SmallOptions();  // 3 layers, 2 heads, head_dim 8, blocks of 4
+  const int64_t values = int64_t{o.num_layers} * 2 * o.num_kv_heads * o.head_dim * o.block_size;
+  const struct {
+    const char* name;
+    KvDtype dtype;
+    int64_t bytes;
+  } cases[] = {{"f32", KvDtype::kF32, 4 * values},
+               {"f16", KvDtype::kF16, 2 * values},
+               {"bf16", KvDtype::kBf16, 2 * values},
+               {"int8", KvDtype::kInt8, values + 2 * values / 8}};
+  for (const auto& c : cases) {
+    auto d = ParseKvDtype(c.name);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(*d, c.dtype);
+    o.dtype = c.dtype;
+    EXPECT_EQ(o.BytesPerBlock(), c.bytes) << c.name;
+    auto cache = KvCache::Create(o);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    EXPECT_EQ((*cache)->bytes_per_block(), c.bytes);
+  }
+  EXPECT_EQ(ParseKvDtype("fp8").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// int8: q and the fp16 group scale land where paged_attention.h says.
+TEST(KvCacheTest, Int8LayoutIsTheDocumentedOne) {
+  KvCacheOptions o = SmallOptions();
+  o.dtype = KvDtype::kInt8;
+  auto cache_or = KvCache::Create(o);
+  ASSERT_TRUE(cache_or.ok());
+  KvCache& cache = **cache_or;
+  const int64_t H = o.num_kv_heads, D = o.head_dim, B = o.block_size;
+  std::vector<float> k(H * D), v(H * D);
+  for (int64_t i = 0; i < H * D; ++i) {
+    k[i] = 0.5f * (i + 1);   // group max: 4 (head 0) and 8 (head 1)
+    v[i] = -0.25f * (i + 1);
+  }
+  const int64_t block = 2, slot = 3, slot_id = block * B + slot;
+  const kernels::PagedKvLayer layer = cache.Layer(1);
+  kernels::WritePagedKv(layer, k.data(), v.data(), H * D, &slot_id, 0, 1);
+  for (int32_t h = 0; h < H; ++h) {
+    const uint8_t* kt = layer.KTile(block, h);
+    const uint8_t* vt = layer.VTile(block, h);
+    uint16_t ks, vs;
+    std::memcpy(&ks, kt + D * B + 2 * slot, 2);           // group 0 of slot `slot`
+    std::memcpy(&vs, vt + D * B + 2 * (slot * (D / 8)), 2);
+    const float kmax = 0.5f * (h * D + D), vmax = 0.25f * (h * D + D);
+    EXPECT_EQ(Fp16ToFp32(ks), Fp16ToFp32(Fp32ToFp16(kmax / 127)));
+    EXPECT_EQ(Fp16ToFp32(vs), Fp16ToFp32(Fp32ToFp16(vmax / 127)));
+    for (int32_t d = 0; d < D; ++d) {
+      const int8_t kq = static_cast<int8_t>(kt[d * B + slot]);
+      const int8_t vq = static_cast<int8_t>(vt[slot * D + d]);
+      EXPECT_EQ(kq, static_cast<int>(std::nearbyint(k[h * D + d] / Fp16ToFp32(ks))));
+      EXPECT_EQ(vq, static_cast<int>(std::nearbyint(v[h * D + d] / Fp16ToFp32(vs))));
+    }
+  }
 }
 
 TEST(KvCacheTest, BlocksFromByteBudget) {
@@ -58,6 +119,7 @@ TEST(KvCacheTest, LayoutIsTheDocumentedOne) {
       ASSERT_EQ(cache.BlockData(BlockId(b))[i], 0.0f);
     }
   }
+  EXPECT_EQ(cache.Layer(0).head_stride, D * B * 4);
   const int64_t block = 3, slot = 2;
   for (int32_t l = 0; l < o.num_layers; ++l) {
     std::vector<float> k(H * D), v(H * D);

@@ -38,6 +38,9 @@ ABSL_FLAG(bool, ignore_eos, false, "keep going past end-of-generation tokens");
 ABSL_FLAG(bool, print_token_ids, false, "print one generated token id per line");
 ABSL_FLAG(int32_t, threads, 2, "compute threads");
 ABSL_FLAG(std::string, kernels, "auto", "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed");
+ABSL_FLAG(std::string, kv_dtype, "f16",
+          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
+          "scales) | f32");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size");
 
 namespace weft {
@@ -70,6 +73,9 @@ int Main() {
   LlamaModelOptions mo;
   mo.num_threads = absl::GetFlag(FLAGS_threads);
   mo.kernels = *kernels;
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) return Fail("flags", kv_dtype.status());
+  mo.kv_dtype = *kv_dtype;
   auto model = LlamaModel::Create(**file, mo);
   if (!model.ok()) return Fail("cannot load the model", model.status());
   LlamaModel& m = **model;

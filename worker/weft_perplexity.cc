@@ -30,6 +30,9 @@ ABSL_FLAG(int32_t, ctx, 512, "tokens per chunk (llama-perplexity -c)");
 ABSL_FLAG(int32_t, chunks, -1, "at most this many chunks (-1: all)");
 ABSL_FLAG(int32_t, threads, 2, "compute threads");
 ABSL_FLAG(std::string, kernels, "auto", "CPU kernels (see weft-worker --help)");
+ABSL_FLAG(std::string, kv_dtype, "f16",
+          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
+          "scales) | f32");
 
 namespace weft {
 namespace {
@@ -63,6 +66,9 @@ int Main() {
   CpuBackendOptions bo;
   bo.model.num_threads = absl::GetFlag(FLAGS_threads);
   bo.model.kernels = *kernels;
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) return Fail("flags", kv_dtype.status());
+  bo.model.kv_dtype = *kv_dtype;
   bo.num_kv_blocks = (po.ctx + bo.block_size - 1) / bo.block_size;
   auto backend = CpuBackend::Create(**file, bo);
   if (!backend.ok()) return Fail("cannot load the model", backend.status());

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
+#include "common/ggml_types.h"
 #include "glog/logging.h"
 #include "kernels/cpu/paged_attention_avx512.h"
 
@@ -16,6 +18,110 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int32_t kQueryTile = 8;
 constexpr int32_t kMaxRows = kQueryTile * kMaxQueriesPerKvHead;
 constexpr int32_t kMaxBlockSize = 1024;
+
+uint16_t Load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+void Store16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// Scale of an int8 group: fp16(max |x| / 127).
+uint16_t GroupScale(const float* x, int64_t stride) {
+  float amax = 0;
+  for (int i = 0; i < kKvInt8Group; ++i) amax = std::max(amax, std::fabs(x[i * stride]));
+  return Fp32ToFp16(amax / 127.0f);
+}
+int8_t QuantizeInt8(float x, float scale) {
+  if (scale == 0) return 0;
+  const float q = std::nearbyint(x / scale);
+  return static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, q)));
+}
+
+// One token's K and V rows of one kv head into slot `slot` of the tiles.
+void WriteHead(KvDtype dtype, const float* ks, const float* vs, int32_t hd, int32_t bs,
+               int64_t slot, uint8_t* kt, uint8_t* vt) {
+  switch (dtype) {
+    case KvDtype::kF32: {
+      float* k = reinterpret_cast<float*>(kt);
+      for (int32_t d = 0; d < hd; ++d) k[d * bs + slot] = ks[d];
+      std::memcpy(reinterpret_cast<float*>(vt) + slot * hd, vs, hd * sizeof(float));
+      return;
+    }
+    case KvDtype::kF16:
+    case KvDtype::kBf16: {
+      const bool f16 = dtype == KvDtype::kF16;
+      for (int32_t d = 0; d < hd; ++d) {
+        Store16(kt + 2 * (d * bs + slot), f16 ? Fp32ToFp16(ks[d]) : Fp32ToBf16(ks[d]));
+        Store16(vt + 2 * (slot * hd + d), f16 ? Fp32ToFp16(vs[d]) : Fp32ToBf16(vs[d]));
+      }
+      return;
+    }
+    case KvDtype::kInt8: {
+      int8_t* kq = reinterpret_cast<int8_t*>(kt);
+      int8_t* vq = reinterpret_cast<int8_t*>(vt);
+      uint8_t* k_scales = kt + int64_t{hd} * bs;
+      uint8_t* v_scales = vt + int64_t{hd} * bs;
+      for (int32_t g = 0; g < hd / kKvInt8Group; ++g) {
+        const uint16_t k16 = GroupScale(ks + g * kKvInt8Group, 1);
+        const uint16_t v16 = GroupScale(vs + g * kKvInt8Group, 1);
+        Store16(k_scales + 2 * (g * bs + slot), k16);
+        Store16(v_scales + 2 * (slot * (hd / kKvInt8Group) + g), v16);
+        const float kscale = Fp16ToFp32(k16), vscale = Fp16ToFp32(v16);
+        for (int32_t i = 0; i < kKvInt8Group; ++i) {
+          const int32_t d = g * kKvInt8Group + i;
+          kq[d * bs + slot] = QuantizeInt8(ks[d], kscale);
+          vq[slot * hd + d] = QuantizeInt8(vs[d], vscale);
+        }
+      }
+      return;
+    }
+  }
+}
+
+// Portable widening of a block's K and V tiles to fp32 (exact: the stored values).
+void WidenTilesReference(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t hd,
+                         int32_t bs, float* kt, float* vt) {
+  const int64_t n = int64_t{hd} * bs;
+  switch (dtype) {
+    case KvDtype::kF32:
+      std::memcpy(kt, k, n * sizeof(float));
+      std::memcpy(vt, v, n * sizeof(float));
+      return;
+    case KvDtype::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        kt[i] = Fp16ToFp32(Load16(k + 2 * i));
+        vt[i] = Fp16ToFp32(Load16(v + 2 * i));
+      }
+      return;
+    case KvDtype::kBf16:
+      for (int64_t i = 0; i < n; ++i) {
+        kt[i] = Bf16ToFp32(Load16(k + 2 * i));
+        vt[i] = Bf16ToFp32(Load16(v + 2 * i));
+      }
+      return;
+    case KvDtype::kInt8: {
+      const int8_t* kq = reinterpret_cast<const int8_t*>(k);
+      const int8_t* vq = reinterpret_cast<const int8_t*>(v);
+      const uint8_t* ks = k + n;
+      const uint8_t* vs = v + n;
+      const int32_t groups = hd / kKvInt8Group;
+      for (int32_t d = 0; d < hd; ++d) {
+        for (int32_t s = 0; s < bs; ++s) {
+          kt[d * bs + s] = static_cast<float>(kq[d * bs + s]) *
+                           Fp16ToFp32(Load16(ks + 2 * ((d / kKvInt8Group) * bs + s)));
+        }
+      }
+      for (int32_t s = 0; s < bs; ++s) {
+        for (int32_t d = 0; d < hd; ++d) {
+          vt[s * hd + d] = static_cast<float>(vq[s * hd + d]) *
+                           Fp16ToFp32(Load16(vs + 2 * (s * groups + d / kKvInt8Group)));
+        }
+      }
+      return;
+    }
+  }
+}
 
 // Portable block step: separate multiply and add, sums in the documented order.
 void AttendBlockReference(const AttentionBlockRows& rows) {
@@ -56,9 +162,24 @@ void AttendBlockReference(const AttentionBlockRows& rows) {
 }
 
 using AttendBlockFn = void (*)(const AttentionBlockRows&);
+using WidenTilesFn = void (*)(KvDtype, const uint8_t*, const uint8_t*, int32_t, int32_t, float*,
+                              float*);
 
-AttendBlockFn GetAttendBlock(AttentionImpl impl) {
-  return impl == AttentionImpl::kAvx512 ? &avx512::AttendBlock : &AttendBlockReference;
+struct Impl {
+  AttendBlockFn attend;
+  WidenTilesFn widen;
+};
+
+Impl GetImpl(AttentionImpl impl) {
+  if (impl == AttentionImpl::kAvx512) return {&avx512::AttendBlock, &avx512::WidenTiles};
+  return {&AttendBlockReference, &WidenTilesReference};
+}
+
+// Per-thread fp32 copies of one block's K and V tiles (16-bit and int8 pools).
+float* WidenBuffer(int which, int64_t floats) {
+  thread_local std::vector<float> buf[2];
+  if (static_cast<int64_t>(buf[which].size()) < floats) buf[which].resize(floats);
+  return buf[which].data();
 }
 
 bool CpuHasAvx512() {
@@ -68,7 +189,7 @@ bool CpuHasAvx512() {
 
 // Query tokens [t_begin, t_end) at positions start_pos + t against kv head `h`: every
 // query head of the group, block by block. Writes the group's output rows.
-void AttendTokens(AttendBlockFn attend, const float* q, int64_t q_stride, int32_t start_pos,
+void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t start_pos,
                   int32_t t_begin, int32_t t_end, const PagedKvLayer& kv,
                   const int32_t* block_table, const AttentionParams& params, int32_t h,
                   float* out, int64_t out_stride) {
@@ -105,10 +226,19 @@ void AttendTokens(AttendBlockFn attend, const float* q, int64_t q_stride, int32_
       const int32_t n = std::min(bs, start_pos + t + 1 - b * bs);
       for (int32_t g = 0; g < group; ++g) num_valid[(t - t_begin) * group + g] = n;
     }
-    const int64_t block_offset = block_table[b] * kv.block_stride + h * kv.head_stride;
     AttentionBlockRows rows;
-    rows.kt = kv.k + block_offset;
-    rows.v = kv.v + block_offset;
+    const uint8_t* k_tile = kv.KTile(block_table[b], h);
+    const uint8_t* v_tile = kv.VTile(block_table[b], h);
+    if (kv.dtype == KvDtype::kF32) {
+      rows.kt = reinterpret_cast<const float*>(k_tile);
+      rows.v = reinterpret_cast<const float*>(v_tile);
+    } else {
+      float* kt = WidenBuffer(0, int64_t{hd} * bs);
+      float* vt = WidenBuffer(1, int64_t{hd} * bs);
+      impl.widen(kv.dtype, k_tile, v_tile, hd, bs, kt, vt);
+      rows.kt = kt;
+      rows.v = vt;
+    }
     rows.block_size = bs;
     rows.head_dim = hd;
     rows.scale = params.scale;
@@ -118,7 +248,7 @@ void AttendTokens(AttendBlockFn attend, const float* q, int64_t q_stride, int32_
     rows.m = m + first_row;
     rows.l = l + first_row;
     rows.acc = acc_rows + first_row;
-    attend(rows);
+    impl.attend(rows);
   }
   for (int32_t r = 0; r < num_rows; ++r) {
     for (int32_t d = 0; d < hd; ++d) acc_rows[r][d] = acc_rows[r][d] / l[r];
@@ -142,6 +272,54 @@ const char* AttentionImplName(AttentionImpl impl) {
   return impl == AttentionImpl::kAvx512 ? "avx512" : "reference";
 }
 
+const char* KvDtypeName(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kF16:
+      return "f16";
+    case KvDtype::kBf16:
+      return "bf16";
+    case KvDtype::kInt8:
+      return "int8";
+  }
+  return "?";
+}
+
+int64_t KvTileBytes(KvDtype dtype, int32_t head_dim, int32_t block_size) {
+  const int64_t n = int64_t{head_dim} * block_size;
+  switch (dtype) {
+    case KvDtype::kF32:
+      return 4 * n;
+    case KvDtype::kF16:
+    case KvDtype::kBf16:
+      return 2 * n;
+    case KvDtype::kInt8:
+      return n + 2 * (n / kKvInt8Group);
+  }
+  return 0;
+}
+
+bool KvDtypeSupported(KvDtype dtype, int32_t head_dim) {
+  return dtype != KvDtype::kInt8 || (head_dim > 0 && head_dim % kKvInt8Group == 0);
+}
+
+float KvRoundTrip(KvDtype dtype, float x, const float* group) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      return x;
+    case KvDtype::kF16:
+      return Fp16ToFp32(Fp32ToFp16(x));
+    case KvDtype::kBf16:
+      return Bf16ToFp32(Fp32ToBf16(x));
+    case KvDtype::kInt8: {
+      const float scale = Fp16ToFp32(GroupScale(group, 1));
+      return static_cast<float>(QuantizeInt8(x, scale)) * scale;
+    }
+  }
+  return x;
+}
+
 bool AttentionSupported(AttentionImpl impl, int32_t block_size, int32_t head_dim) {
   if (block_size <= 0 || block_size > kMaxBlockSize || head_dim <= 0) return false;
   if (impl == AttentionImpl::kReference) return true;
@@ -159,18 +337,15 @@ void WritePagedKv(const PagedKvLayer& kv, const float* k_src, const float* v_src
                   int64_t token_end) {
   const int32_t hd = kv.head_dim;
   const int32_t bs = kv.block_size;
+  DCHECK(KvDtypeSupported(kv.dtype, hd));
   for (int64_t i = token_begin; i < token_end; ++i) {
     const int64_t slot_id = slot_mapping[i];
     if (slot_id < 0) continue;
     const int64_t block = slot_id / bs;
     const int64_t slot = slot_id % bs;
     for (int32_t h = 0; h < kv.num_kv_heads; ++h) {
-      const int64_t base = block * kv.block_stride + h * kv.head_stride;
-      const float* ks = k_src + i * src_stride + h * hd;
-      float* kt = kv.k + base + slot;
-      for (int32_t d = 0; d < hd; ++d) kt[d * bs] = ks[d];
-      std::memcpy(kv.v + base + slot * hd, v_src + i * src_stride + h * hd,
-                  hd * sizeof(float));
+      WriteHead(kv.dtype, k_src + i * src_stride + h * hd, v_src + i * src_stride + h * hd, hd, bs,
+                slot, kv.KTile(block, h), kv.VTile(block, h));
     }
   }
 }
@@ -180,9 +355,9 @@ void PagedDecodeAttention(AttentionImpl impl, const float* q, const PagedKvLayer
                           const AttentionParams& params, float* out) {
   CheckShapes(kv, params);
   DCHECK_GT(context_len, 0);
-  const AttendBlockFn attend = GetAttendBlock(impl);
+  const Impl fns = GetImpl(impl);
   for (int32_t h = params.kv_head_begin; h < params.kv_head_end; ++h) {
-    AttendTokens(attend, q, 0, context_len - 1, 0, 1, kv, block_table, params, h, out, 0);
+    AttendTokens(fns, q, 0, context_len - 1, 0, 1, kv, block_table, params, h, out, 0);
   }
 }
 
@@ -192,11 +367,11 @@ void PagedPrefillAttention(AttentionImpl impl, const float* q, int64_t q_stride,
                            const AttentionParams& params, float* out, int64_t out_stride) {
   CheckShapes(kv, params);
   DCHECK(0 <= start_pos && 0 <= q_begin && q_begin <= q_end);
-  const AttendBlockFn attend = GetAttendBlock(impl);
+  const Impl fns = GetImpl(impl);
   for (int32_t h = params.kv_head_begin; h < params.kv_head_end; ++h) {
     for (int32_t t0 = q_begin; t0 < q_end; t0 += kQueryTile) {
       const int32_t t1 = std::min(q_end, t0 + kQueryTile);
-      AttendTokens(attend, q, q_stride, start_pos, t0, t1, kv, block_table, params, h, out,
+      AttendTokens(fns, q, q_stride, start_pos, t0, t1, kv, block_table, params, h, out,
                    out_stride);
     }
   }

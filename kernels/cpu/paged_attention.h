@@ -2,13 +2,20 @@
 // prefill attention kernels that read keys and values through a block table.
 //
 // Memory layout of one layer's K and V in the pool (PagedKvLayer; see worker/kv_cache.h
-// for how layers and blocks are interleaved):
-//   K of block b, kv-head h:  k + b*block_stride + h*head_stride,
-//       a [head_dim][block_size] tile ("K transposed": element (d, slot s) at d*block_size+s)
-//   V of block b, kv-head h:  v + b*block_stride + h*head_stride,
-//       a [block_size][head_dim] tile (element (slot s, d) at s*head_dim + d)
+// for how layers and blocks are interleaved), in bytes, with elements of the pool's
+// KvDtype (kv_layout.h) of e bytes:
+//   K tile of block b, kv-head h at  k + b*block_stride + h*head_stride:
+//       [head_dim][block_size] elements ("K transposed": (d, slot s) at d*block_size + s);
+//       kInt8: then the fp16 scales, [head_dim/8][block_size] ((group g, slot s) at
+//       g*block_size + s).
+//   V tile of block b, kv-head h at  v + b*block_stride + h*head_stride:
+//       [block_size][head_dim] elements ((slot s, d) at s*head_dim + d);
+//       kInt8: then the fp16 scales, [block_size][head_dim/8].
+//   head_stride >= KvTileBytes(dtype, head_dim, block_size).
 // Token at position p of a sequence lives in block block_table[p / block_size], slot
-// p % block_size.
+// p % block_size. For 16-bit and int8 pools the kernels read a block's K and V tiles,
+// widen them to fp32 once (exactly: x' as stored) and run the fp32 arithmetic below on
+// them, for every query row that shares the block.
 //
 // Activations: q, k, v and out are token-major, token i at base + i*stride; within a
 // token, head h occupies [h*head_dim, (h+1)*head_dim). Query head h reads kv-head
@@ -32,6 +39,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/kv_layout.h"
+
 namespace weft::kernels {
 
 enum class AttentionImpl {
@@ -40,6 +49,11 @@ enum class AttentionImpl {
 };
 
 const char* AttentionImplName(AttentionImpl impl);
+const char* KvDtypeName(KvDtype dtype);
+// Bytes of one kv head's K (or V) tile of one block, scales included.
+int64_t KvTileBytes(KvDtype dtype, int32_t head_dim, int32_t block_size);
+// kInt8 needs head_dim % 8 == 0; the others take any shape.
+bool KvDtypeSupported(KvDtype dtype, int32_t head_dim);
 bool AttentionSupported(AttentionImpl impl, int32_t block_size, int32_t head_dim);
 AttentionImpl BestAttentionImpl(int32_t block_size, int32_t head_dim);
 
@@ -49,18 +63,30 @@ inline constexpr int32_t kMaxQueriesPerKvHead = 32;
 // One layer's K and V inside the paged pool (layout above). Plain data; the pool is
 // owned elsewhere.
 struct PagedKvLayer {
-  float* k = nullptr;
-  float* v = nullptr;
-  int64_t block_stride = 0;  // floats between consecutive blocks
-  int64_t head_stride = 0;   // floats between consecutive kv heads of one block
+  KvDtype dtype = KvDtype::kF32;
+  uint8_t* k = nullptr;      // K tile of block 0, kv head 0
+  uint8_t* v = nullptr;      // V tile of block 0, kv head 0
+  int64_t block_stride = 0;  // bytes between consecutive blocks
+  int64_t head_stride = 0;   // bytes between consecutive kv heads of one block
   int32_t block_size = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+
+  uint8_t* KTile(int64_t block, int32_t head) const {
+    return k + block * block_stride + head * head_stride;
+  }
+  uint8_t* VTile(int64_t block, int32_t head) const {
+    return v + block * block_stride + head * head_stride;
+  }
 };
 
+// The value a pool of `dtype` stores for x (what the kernels read back), e.g. for tests.
+// For kInt8, `group` holds the 8 values of x's group (x among them) along head_dim.
+float KvRoundTrip(KvDtype dtype, float x, const float* group);
+
 // Stores token i's K and V rows (k_src/v_src + i*src_stride, num_kv_heads*head_dim
-// floats each) into pool slot slot_mapping[i] = block*block_size + slot; a negative slot
-// is skipped. Tokens [token_begin, token_end) only.
+// floats each) into pool slot slot_mapping[i] = block*block_size + slot, converted to
+// the pool's dtype; a negative slot is skipped. Tokens [token_begin, token_end) only.
 void WritePagedKv(const PagedKvLayer& kv, const float* k_src, const float* v_src,
                   int64_t src_stride, const int64_t* slot_mapping, int64_t token_begin,
                   int64_t token_end);

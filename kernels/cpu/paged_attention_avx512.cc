@@ -135,7 +135,68 @@ void UpdateRow(const AttentionBlockRows& rows, int32_t r, float* s) {
   }
 }
 
+inline __m512 Bf16x16(const uint8_t* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline __m512 F16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 I8x16(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
 }  // namespace
+
+void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_dim,
+                int32_t block_size, float* kt, float* vt) {
+  const int64_t n = int64_t{head_dim} * block_size;
+  switch (dtype) {
+    case KvDtype::kF32:
+      for (int64_t i = 0; i < n; i += 16) {
+        _mm512_storeu_ps(kt + i, _mm512_loadu_ps(reinterpret_cast<const float*>(k) + i));
+        _mm512_storeu_ps(vt + i, _mm512_loadu_ps(reinterpret_cast<const float*>(v) + i));
+      }
+      return;
+    case KvDtype::kF16:
+      for (int64_t i = 0; i < n; i += 16) {
+        _mm512_storeu_ps(kt + i, F16x16(k + 2 * i));
+        _mm512_storeu_ps(vt + i, F16x16(v + 2 * i));
+      }
+      return;
+    case KvDtype::kBf16:
+      for (int64_t i = 0; i < n; i += 16) {
+        _mm512_storeu_ps(kt + i, Bf16x16(k + 2 * i));
+        _mm512_storeu_ps(vt + i, Bf16x16(v + 2 * i));
+      }
+      return;
+    case KvDtype::kInt8: {
+      const uint8_t* ks = k + n;  // [head_dim/8][block_size] fp16
+      const uint8_t* vs = v + n;  // [block_size][head_dim/8] fp16
+      for (int32_t d = 0; d < head_dim; ++d) {
+        const uint8_t* scale_row = ks + 2 * ((d / kKvInt8Group) * block_size);
+        for (int32_t s = 0; s < block_size; s += 16) {
+          _mm512_storeu_ps(kt + d * block_size + s,
+                           _mm512_mul_ps(I8x16(k + d * block_size + s), F16x16(scale_row + 2 * s)));
+        }
+      }
+      const int32_t groups = head_dim / kKvInt8Group;
+      // Lanes 0-7 take the first scale of a 16-value chunk, lanes 8-15 the second.
+      const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+      for (int32_t s = 0; s < block_size; ++s) {
+        for (int32_t d = 0; d < head_dim; d += 16) {
+          const uint8_t* sc = vs + 2 * (s * groups + d / kKvInt8Group);
+          uint32_t two;
+          __builtin_memcpy(&two, sc, 4);
+          const __m512 scales = _mm512_permutexvar_ps(
+              pair, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(two)))));
+          _mm512_storeu_ps(vt + s * head_dim + d, _mm512_mul_ps(I8x16(v + s * head_dim + d), scales));
+        }
+      }
+      return;
+    }
+  }
+}
 
 void AttendBlock(const AttentionBlockRows& rows) {
   alignas(64) float s[4][kMaxBlockSize];

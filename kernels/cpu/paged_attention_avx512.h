@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/kv_layout.h"
+
 namespace weft::kernels {
 
 // One K/V block of one kv head against `num_rows` query rows (the rows of the query
@@ -32,6 +34,11 @@ struct AttentionBlockRows {
 namespace avx512 {
 // Requires block_size % 16 == 0, head_dim % 16 == 0 and an AVX-512F CPU.
 void AttendBlock(const AttentionBlockRows& rows);
+// A block's K and V tiles of `dtype` (paged_attention.h's layout) widened to fp32:
+// kt [head_dim][block_size], vt [block_size][head_dim]; the same values as the portable
+// widening. Requires block_size % 16 == 0, head_dim % 16 == 0.
+void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_dim,
+                int32_t block_size, float* kt, float* vt);
 }  // namespace avx512
 
 }  // namespace weft::kernels

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -21,22 +22,29 @@ struct Shape {
   int32_t block_size;
 };
 
-// One layer's pool laid out as paged_attention.h says, poisoned with NaN, plus the K, V
-// and Q rows of a few sequences written through random block tables.
+// One layer's pool of `dtype` laid out as paged_attention.h says, poisoned (NaN for fp32,
+// all-ones bytes otherwise: NaN halves, NaN int8 scales), plus the K, V and Q rows of a
+// few sequences written through random block tables.
 class Fixture {
  public:
-  Fixture(const Shape& shape, const std::vector<int32_t>& lengths, uint32_t seed)
+  Fixture(const Shape& shape, const std::vector<int32_t>& lengths, uint32_t seed,
+          KvDtype dtype = KvDtype::kF32)
       : shape_(shape), lengths_(lengths), rng_(seed) {
     const int32_t bs = shape.block_size;
     int32_t needed = 0;
     for (int32_t len : lengths) needed += (len + bs - 1) / bs;
-    num_blocks_ = needed + 5;  // some blocks stay unused (and NaN)
-    const int64_t half = int64_t{shape.num_kv_heads} * shape.head_dim * bs;
-    pool_.assign(num_blocks_ * 2 * half, kNaN);
+    num_blocks_ = needed + 5;  // some blocks stay unused (and poisoned)
+    const int64_t tile = KvTileBytes(dtype, shape.head_dim, bs);
+    const int64_t half = int64_t{shape.num_kv_heads} * tile;
+    pool_.assign(num_blocks_ * 2 * half, 0xFF);
+    if (dtype == KvDtype::kF32) {
+      std::fill_n(reinterpret_cast<float*>(pool_.data()), pool_.size() / 4, kNaN);
+    }
+    kv_.dtype = dtype;
     kv_.k = pool_.data();
     kv_.v = pool_.data() + half;
     kv_.block_stride = 2 * half;
-    kv_.head_stride = int64_t{shape.head_dim} * bs;
+    kv_.head_stride = tile;
     kv_.block_size = bs;
     kv_.num_kv_heads = shape.num_kv_heads;
     kv_.head_dim = shape.head_dim;
@@ -58,6 +66,15 @@ class Fixture {
       ks_.push_back(k);
       vs_.push_back(v);
       qs_.push_back(q);
+      // What the pool holds (the naive reference attends to these).
+      std::vector<float> k_rt(k.size()), v_rt(v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        const size_t g = i / kKvInt8Group * kKvInt8Group;
+        k_rt[i] = KvRoundTrip(dtype, k[i], k.data() + g);
+        v_rt[i] = KvRoundTrip(dtype, v[i], v.data() + g);
+      }
+      ks_rt_.push_back(k_rt);
+      vs_rt_.push_back(v_rt);
     }
     // Write all sequences' tokens as one flattened batch.
     std::vector<float> k_all, v_all;
@@ -96,7 +113,7 @@ class Fixture {
       for (int32_t j = 0; j <= t; ++j) {
         double dot = 0;
         for (int32_t d = 0; d < hd; ++d) {
-          dot += double{qs_[s][t * q_width() + h * hd + d]} * ks_[s][j * kvw + kh * hd + d];
+          dot += double{qs_[s][t * q_width() + h * hd + d]} * ks_rt_[s][j * kvw + kh * hd + d];
         }
         sc[j] = dot / std::sqrt(double(hd));
         mx = std::max(mx, sc[j]);
@@ -105,7 +122,7 @@ class Fixture {
       for (double& x : sc) sum += (x = std::exp(x - mx));
       for (int32_t d = 0; d < hd; ++d) {
         double acc = 0;
-        for (int32_t j = 0; j <= t; ++j) acc += sc[j] * vs_[s][j * kvw + kh * hd + d];
+        for (int32_t j = 0; j <= t; ++j) acc += sc[j] * vs_rt_[s][j * kvw + kh * hd + d];
         out[h * hd + d] = acc / sum;
       }
     }
@@ -130,11 +147,14 @@ class Fixture {
   const std::vector<int32_t> lengths_;
   std::mt19937 rng_;
   int32_t num_blocks_ = 0;
-  std::vector<float> pool_;
+  std::vector<uint8_t> pool_;
   PagedKvLayer kv_;
   std::vector<std::vector<int32_t>> tables_;
   std::vector<std::vector<float>> ks_, vs_, qs_;
+  std::vector<std::vector<float>> ks_rt_, vs_rt_;  // as stored in the pool
 };
+
+const KvDtype kDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8};
 
 std::vector<AttentionImpl> Impls(const Shape& shape) {
   std::vector<AttentionImpl> out = {AttentionImpl::kReference};
@@ -163,9 +183,10 @@ TEST(PagedAttentionTest, WriteFollowsTheDocumentedLayout) {
       const int32_t slot = p % bs;
       for (int32_t h = 0; h < shape.num_kv_heads; ++h) {
         for (int32_t d = 0; d < hd; ++d) {
-          const int64_t base = block * f.kv_.block_stride + h * f.kv_.head_stride;
-          ASSERT_EQ(f.kv_.k[base + d * bs + slot], f.ks_[s][p * 2 * hd + h * hd + d]);
-          ASSERT_EQ(f.kv_.v[base + slot * hd + d], f.vs_[s][p * 2 * hd + h * hd + d]);
+          const float* kt = reinterpret_cast<const float*>(f.kv_.KTile(block, h));
+          const float* vt = reinterpret_cast<const float*>(f.kv_.VTile(block, h));
+          ASSERT_EQ(kt[d * bs + slot], f.ks_[s][p * 2 * hd + h * hd + d]);
+          ASSERT_EQ(vt[slot * hd + d], f.vs_[s][p * 2 * hd + h * hd + d]);
         }
       }
     }
@@ -173,10 +194,12 @@ TEST(PagedAttentionTest, WriteFollowsTheDocumentedLayout) {
 }
 
 TEST(PagedAttentionTest, PrefillMatchesNaiveLoops) {
+  for (KvDtype dtype : kDtypes) {
   for (const Shape& shape : kShapes) {
-    const Fixture f(shape, kLengths, 11);
+    if (!KvDtypeSupported(dtype, shape.head_dim)) continue;
+    const Fixture f(shape, kLengths, 11, dtype);
     for (AttentionImpl impl : Impls(shape)) {
-      SCOPED_TRACE(AttentionImplName(impl));
+      SCOPED_TRACE(std::string(AttentionImplName(impl)) + " " + KvDtypeName(dtype));
       for (size_t s = 0; s < kLengths.size(); ++s) {
         const std::vector<float> out = f.Prefill(impl, s, 0, kLengths[s]);
         for (int32_t t = 0; t < kLengths[s]; ++t) {
@@ -189,15 +212,18 @@ TEST(PagedAttentionTest, PrefillMatchesNaiveLoops) {
       }
     }
   }
+  }
 }
 
 // Decode of position t, one-shot prefill and chunked prefill (chunks of 7) give the same
 // bits: the NaN-poisoned unused slots and blocks are never read into the result.
 TEST(PagedAttentionTest, DecodeAndChunkedPrefillAreBitwiseOneShot) {
+  for (KvDtype dtype : kDtypes) {
   for (const Shape& shape : kShapes) {
-    const Fixture f(shape, kLengths, 13);
+    if (!KvDtypeSupported(dtype, shape.head_dim)) continue;
+    const Fixture f(shape, kLengths, 13, dtype);
     for (AttentionImpl impl : Impls(shape)) {
-      SCOPED_TRACE(AttentionImplName(impl));
+      SCOPED_TRACE(std::string(AttentionImplName(impl)) + " " + KvDtypeName(dtype));
       for (size_t s = 0; s < kLengths.size(); ++s) {
         const std::vector<float> one_shot = f.Prefill(impl, s, 0, kLengths[s]);
         for (int32_t start = 0; start < kLengths[s]; start += 7) {
@@ -217,12 +243,14 @@ TEST(PagedAttentionTest, DecodeAndChunkedPrefillAreBitwiseOneShot) {
       }
     }
   }
+  }
 }
 
 // Splitting work over kv heads and query ranges (as threads do) changes nothing.
 TEST(PagedAttentionTest, HeadAndQuerySplitsAreBitwiseEqual) {
   const Shape shape = {9, 3, 64, 16};
-  const Fixture f(shape, {50}, 17);
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kInt8}) {
+  const Fixture f(shape, {50}, 17, dtype);
   for (AttentionImpl impl : Impls(shape)) {
     const std::vector<float> whole = f.Prefill(impl, 0, 0, 50);
     std::vector<float> parts(whole.size(), kNaN);
@@ -261,6 +289,7 @@ TEST(PagedAttentionTest, HeadAndQuerySplitsAreBitwiseEqual) {
       }
     }
     for (size_t i = 0; i < dec.size(); ++i) ASSERT_EQ(split[i], dec[i]);
+  }
   }
 }
 

@@ -52,7 +52,16 @@ testing::JsonValue LoadJson(const std::string& name) {
   return v.ok() ? *v : testing::JsonValue();
 }
 
-class LlamaAccuracyTest : public ::testing::TestWithParam<KernelChoice> {
+struct Path {
+  KernelChoice kernels;
+  KvDtype kv_dtype;
+};
+
+std::string PathName(const Path& p) {
+  return std::string(KernelChoiceName(p.kernels)) + "_kv_" + kernels::KvDtypeName(p.kv_dtype);
+}
+
+class LlamaAccuracyTest : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
     path_ = testing::FindModelFile();
@@ -61,12 +70,13 @@ class LlamaAccuracyTest : public ::testing::TestWithParam<KernelChoice> {
     ASSERT_TRUE(file.ok()) << file.status();
     file_ = std::move(*file);
     CpuBackendOptions o;
-    o.model.kernels = GetParam();
+    o.model.kernels = GetParam().kernels;
+    o.model.kv_dtype = GetParam().kv_dtype;
     o.model.num_threads = 2;
     o.num_kv_blocks = 512 / o.block_size;
     auto b = CpuBackend::Create(*file_, o);
     if (!b.ok() && b.status().code() == absl::StatusCode::kFailedPrecondition) {
-      GTEST_SKIP() << "kernels " << KernelChoiceName(GetParam())
+      GTEST_SKIP() << "kernels " << KernelChoiceName(GetParam().kernels)
                    << " cannot run on this CPU: " << b.status().message();
     }
     ASSERT_TRUE(b.ok()) << b.status();
@@ -117,9 +127,9 @@ TEST_P(LlamaAccuracyTest, PerplexityAndTeacherForcedTop1MatchLlamaCpp) {
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(k, positions.size());
   const double agreement = static_cast<double>(agree) / k;
-  std::printf("kernels %s: perplexity %.4f (llama.cpp %.4f, ratio %.4f); top-1 agreement %.2f%% "
+  std::printf("%s: perplexity %.4f (llama.cpp %.4f, ratio %.4f); top-1 agreement %.2f%% "
               "of %zu positions\n",
-              KernelChoiceName(GetParam()), result->perplexity, llama_ppl,
+              PathName(GetParam()).c_str(), result->perplexity, llama_ppl,
               result->perplexity / llama_ppl, 100 * agreement, k);
   RecordProperty("perplexity", std::to_string(result->perplexity));
   RecordProperty("top1_agreement", std::to_string(agreement));
@@ -163,18 +173,23 @@ TEST_P(LlamaAccuracyTest, GreedyContinuationsMatchLlamaCppUpToANearTie) {
     total_agreed += agreed;
     if (agreed == static_cast<int>(want.size())) ++identical;
   }
-  std::printf("kernels %s: %d of %zu greedy continuations identical over 32 tokens; %.1f tokens "
+  std::printf("%s: %d of %zu greedy continuations identical over 32 tokens; %.1f tokens "
               "agree on average before a divergence\n",
-              KernelChoiceName(GetParam()), identical, cases.array.size(),
+              PathName(GetParam()).c_str(), identical, cases.array.size(),
               static_cast<double>(total_agreed) / cases.array.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, LlamaAccuracyTest,
-                         ::testing::Values(KernelChoice::kAvx512Vnni, KernelChoice::kAvx2,
-                                           KernelChoice::kAvx512, KernelChoice::kPacked),
-                         [](const ::testing::TestParamInfo<KernelChoice>& i) {
-                           return std::string(KernelChoiceName(i.param));
-                         });
+// Every fast kernel path, and every KV cache type on the default (int8 VNNI) path.
+INSTANTIATE_TEST_SUITE_P(
+    Paths, LlamaAccuracyTest,
+    ::testing::Values(Path{KernelChoice::kAvx512Vnni, KvDtype::kF16},
+                      Path{KernelChoice::kAvx512Vnni, KvDtype::kF32},
+                      Path{KernelChoice::kAvx512Vnni, KvDtype::kBf16},
+                      Path{KernelChoice::kAvx512Vnni, KvDtype::kInt8},
+                      Path{KernelChoice::kAvx2, KvDtype::kF16},
+                      Path{KernelChoice::kAvx512, KvDtype::kF32},
+                      Path{KernelChoice::kPacked, KvDtype::kF16}),
+    [](const ::testing::TestParamInfo<Path>& i) { return PathName(i.param); });
 
 }  // namespace
 }  // namespace weft

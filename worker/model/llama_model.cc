@@ -110,7 +110,7 @@ KvCacheOptions LlamaModel::KvOptions(int32_t block_size, int32_t num_blocks) con
   o.head_dim = config().head_dim;
   o.block_size = block_size;
   o.num_blocks = num_blocks;
-  o.dtype = KvDtype::kF32;
+  o.dtype = options_.kv_dtype;
   return o;
 }
 

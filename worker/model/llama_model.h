@@ -53,6 +53,8 @@ struct LlamaModelOptions {
   // Matmul and attention kernels. kReference is the fp32 reference path the accuracy
   // tests use; kAuto picks the fastest this CPU has.
   KernelChoice kernels = KernelChoice::kAuto;
+  // Element type of the KV cache the model writes and reads (KvOptions()).
+  KvDtype kv_dtype = KvDtype::kF32;
   // Tensor-parallel hook: null for TP = 1; otherwise this rank's group (rank and world
   // size come from it), not owned, must outlive the model.
   AllReducer* all_reducer = nullptr;
@@ -73,7 +75,7 @@ class LlamaModel {
   const LlamaModelOptions& options() const { return options_; }
   const LlamaWeights& weights() const { return weights_; }
 
-  // KV cache options for this rank's shard (fp32 pool).
+  // KV cache options for this rank's shard (options().kv_dtype elements).
   KvCacheOptions KvOptions(int32_t block_size, int32_t num_blocks) const;
   // The attention kernel Forward() uses with a cache of this block size.
   absl::StatusOr<kernels::AttentionImpl> AttentionImplFor(int32_t block_size) const;

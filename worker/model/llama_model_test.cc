@@ -117,8 +117,19 @@ TEST_F(LlamaModelTest, MatchesNumpyReference) {
 // fact bitwise), and so does a decode step after it.
 TEST_F(LlamaModelTest, ChunkedPrefillMatchesOneShot) {
   const std::vector<int32_t> prompt = Tokens(61, 7);
-  for (KernelChoice kernels : SupportedKernelChoices()) {
-    auto m = Model(kernels);
+  struct Case {
+    KernelChoice kernels;
+    KvDtype kv;
+  };
+  std::vector<Case> cases;
+  for (KernelChoice k : SupportedKernelChoices()) cases.push_back({k, KvDtype::kF32});
+  for (KvDtype kv : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
+    cases.push_back({KernelChoice::kAuto, kv});
+  }
+  for (const Case& c : cases) {
+    const KernelChoice kernels = c.kernels;
+    SCOPED_TRACE(std::string(KernelChoiceName(kernels)) + " kv " + kernels::KvDtypeName(c.kv));
+    auto m = Model(kernels, c.kv);
     ASSERT_TRUE(m);
     auto one_cache = Cache(*m, 8);
     auto chunk_cache = Cache(*m, 8);
@@ -127,8 +138,8 @@ TEST_F(LlamaModelTest, ChunkedPrefillMatchesOneShot) {
     const std::vector<int32_t> other = {4, 6, 5, 7};
     const std::vector<float> chunked = Prefill(m.get(), chunk_cache.get(), prompt, other, 7);
     const Error e = Compare(chunked, one);
-    std::printf("chunked (7) vs one-shot prefill (%s): max |diff| %.3g (ratio %.3g)\n",
-                KernelChoiceName(kernels), e.max_abs_diff, e.ratio());
+    std::printf("chunked (7) vs one-shot prefill (%s, kv %s): max |diff| %.3g (ratio %.3g)\n",
+                KernelChoiceName(kernels), kernels::KvDtypeName(c.kv), e.max_abs_diff, e.ratio());
     EXPECT_LE(e.ratio(), 1e-5);
     EXPECT_EQ(chunked, one);
     // One decode step on top of each.

@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda");
 ABSL_FLAG(std::string, kernels, "auto",
           "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed (auto: the fastest "
           "this CPU runs; avx512/packed are fp32 paths)");
+ABSL_FLAG(std::string, kv_dtype, "f16",
+          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
+          "scales) | f32");
 ABSL_FLAG(int32_t, threads, 0, "compute threads (0: the cores divided by --world_size)");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size in tokens (must equal the scheduler's)");
 ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes holds)");
@@ -125,6 +128,12 @@ int Main() {
   bo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   bo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
   bo.model.kernels = *kernels;
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) {
+    LOG(ERROR) << kv_dtype.status().message();
+    return 2;
+  }
+  bo.model.kv_dtype = *kv_dtype;
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads <= 0) {
     const int cores = std::max(1u, std::thread::hardware_concurrency());

@@ -17,9 +17,10 @@ void DefaultModelTest::SetUp() {
   file_ = std::move(*file);
 }
 
-std::unique_ptr<LlamaModel> DefaultModelTest::Model(KernelChoice kernels) {
+std::unique_ptr<LlamaModel> DefaultModelTest::Model(KernelChoice kernels, KvDtype kv_dtype) {
   LlamaModelOptions o;
   o.kernels = kernels;
+  o.kv_dtype = kv_dtype;
   o.num_threads = 2;
   auto m = LlamaModel::Create(*file_, o);
   EXPECT_TRUE(m.ok()) << m.status();

@@ -20,9 +20,9 @@ namespace weft::testing {
 class DefaultModelTest : public ::testing::Test {
  protected:
   void SetUp() override;
-  // A model with 2 threads and the given kernels (nullptr after a test failure).
-  std::unique_ptr<LlamaModel> Model(KernelChoice kernels);
-  // An fp32 cache with blocks of 16 tokens.
+  // A model with 2 threads and the given kernels and KV type (nullptr after a test failure).
+  std::unique_ptr<LlamaModel> Model(KernelChoice kernels, KvDtype kv_dtype = KvDtype::kF32);
+  // A cache of the model's KV type with blocks of 16 tokens.
   std::unique_ptr<KvCache> Cache(const LlamaModel& m, int32_t num_blocks);
 
   std::string path_;
