@@ -1,5 +1,7 @@
 #include "common/shard_layout.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace weft {
@@ -35,8 +37,8 @@ absl::StatusOr<ShardLayout> ComputeShardLayout(int32_t n_head, int32_t n_head_kv
                                                    " is larger than the model's ", n_head_kv,
                                                    " KV heads"));
   }
-  if (world_size > 1 && (n_ff % 32 != 0 || n_vocab % 32 != 0)) {
-    return absl::InvalidArgumentError("FFN and vocabulary sizes must be multiples of 32 for TP");
+  if (world_size > 1 && n_ff % 32 != 0) {
+    return absl::InvalidArgumentError("the FFN size must be a multiple of 32 for TP");
   }
   ShardLayout s;
   s.world_size = world_size;
@@ -56,9 +58,11 @@ absl::StatusOr<ShardLayout> ComputeShardLayout(int32_t n_head, int32_t n_head_kv
   Split(n_ff / 32, world_size, rank, &b, &e);
   s.ff_begin = b * 32;
   s.ff_end = e * 32;
-  Split(n_vocab / 32, world_size, rank, &b, &e);
-  s.vocab_begin = b * 32;
-  s.vocab_end = e * 32;
+  // Vocabulary rows are independent: split in units of 16 (one weight panel), the last
+  // rank taking a partial unit when the size is not a multiple of 16.
+  Split((n_vocab + 15) / 16, world_size, rank, &b, &e);
+  s.vocab_begin = std::min(n_vocab, b * 16);
+  s.vocab_end = std::min(n_vocab, e * 16);
   return s;
 }
 

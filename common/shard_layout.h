@@ -5,9 +5,9 @@
 //   - attention by KV groups: rank r owns KV heads [kv_begin, kv_end) and the query heads
 //     that share them ([kv_begin * group, kv_end * group), group = n_head / n_head_kv);
 //     uneven counts go to the lower ranks first (3 KV heads on 2 ranks: 2 + 1);
-//   - FFN columns [ff_begin, ff_end) and vocabulary rows [vocab_begin, vocab_end) split as
-//     evenly as they go in units of 32 (the quantization block, so a row-parallel
-//     projection's K slice never cuts a block).
+//   - FFN columns [ff_begin, ff_end) split as evenly as they go in units of 32 (the
+//     quantization block, so a row-parallel projection's K slice never cuts a block);
+//     vocabulary rows [vocab_begin, vocab_end) in units of 16 (a weight panel).
 // Thread-safety: value types and pure functions.
 #ifndef WEFT_COMMON_SHARD_LAYOUT_H_
 #define WEFT_COMMON_SHARD_LAYOUT_H_
@@ -37,7 +37,7 @@ struct ShardLayout {
 };
 
 // Fails (InvalidArgument) when the model cannot be split that way: world_size larger than
-// the KV heads, or a dimension that is not a multiple of 32 where one is needed.
+// the KV heads, or an FFN size that is not a multiple of 32.
 absl::StatusOr<ShardLayout> ComputeShardLayout(int32_t n_head, int32_t n_head_kv, int64_t n_ff,
                                                int64_t n_vocab, int32_t world_size, int32_t rank);
 

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "worker/model/forward_batch.h"
 #include "worker/model/llama_config.h"
 
@@ -46,6 +47,21 @@ class Backend {
   virtual absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) = 0;
   // Copies every layer's K and V of block `src` into `dst`.
   virtual absl::Status CopyBlock(int32_t src, int32_t dst) = 0;
+
+  // Tensor parallelism (world size > 1; no-ops otherwise). A rank's collectives only
+  // work between JoinGroup and LeaveGroup.
+  //   CommInit(): opaque bytes this rank sends in its hello (e.g. an NCCL unique id made
+  //     by rank 0); the scheduler relays rank 0's to every rank of the replica.
+  //   JoinGroup(): the scheduler admitted the replica under `epoch`: form the group with
+  //     the other ranks (blocks until they are all there, or fails). Called again after
+  //     a re-admission with a new epoch; a group of another epoch is never joined.
+  //   LeaveGroup(): the replica was fenced or the scheduler is gone: drop the group.
+  virtual std::string CommInit() { return ""; }
+  virtual absl::Status JoinGroup(absl::string_view replica, int64_t epoch,
+                                 absl::string_view comm_init) {
+    return absl::OkStatus();
+  }
+  virtual void LeaveGroup() {}
 };
 
 }  // namespace weft

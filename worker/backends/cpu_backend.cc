@@ -2,11 +2,55 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/comm/shm_communicator.h"
 #include "glog/logging.h"
 #include "kernels/cpu/cpu_features.h"
 
 namespace weft {
+
+// The model's tensor-parallel hook: forwards to the communicator of the current group,
+// which exists only between JoinGroup and LeaveGroup (all on the step thread).
+class CpuBackend::GroupReducer : public AllReducer {
+ public:
+  GroupReducer(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  absl::Status AllReduceSum(float* data, size_t count) override {
+    if (comm_ == nullptr) return NoGroup();
+    return comm_->AllReduceSum(data, count);
+  }
+  absl::Status AllGatherV(const float* in, size_t my_count, const std::vector<size_t>& counts,
+                          float* out) override {
+    if (comm_ == nullptr) return NoGroup();
+    return comm_->AllGatherV(in, my_count, counts, out);
+  }
+  void Set(std::unique_ptr<Communicator> comm) { comm_ = std::move(comm); }
+  bool has_group() const { return comm_ != nullptr; }
+
+ private:
+  static absl::Status NoGroup() {
+    return absl::FailedPreconditionError("no tensor-parallel group (not admitted yet)");
+  }
+  const int rank_;
+  const int world_size_;
+  std::unique_ptr<Communicator> comm_;
+};
+
+std::string GroupSegmentName(absl::string_view replica, int64_t epoch) {
+  std::string name(replica);
+  for (char& c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  if (name.size() > 150) name.resize(150);
+  return absl::StrCat(name, "-e", epoch);
+}
+
+CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {}
+CpuBackend::~CpuBackend() = default;
 
 absl::Status CpuBackendOptions::Validate() const {
   if (block_size < 1 || block_size > 1024) {
@@ -16,14 +60,25 @@ absl::Status CpuBackendOptions::Validate() const {
   if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
     return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
   }
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of world size ", world_size));
+  }
+  if (model.all_reducer != nullptr) {
+    return absl::InvalidArgumentError("CpuBackend makes its own all-reducer");
+  }
   return model.Validate();
 }
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const GgufFile& file,
                                                                const CpuBackendOptions& options) {
   WEFT_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<CpuBackend> b(new CpuBackend());
-  WEFT_ASSIGN_OR_RETURN(b->model_, LlamaModel::Create(file, options.model));
+  std::unique_ptr<CpuBackend> b(new CpuBackend(options));
+  LlamaModelOptions mo = options.model;
+  if (options.world_size > 1) {
+    b->reducer_ = std::make_unique<GroupReducer>(options.rank, options.world_size);
+    mo.all_reducer = b->reducer_.get();
+  }
+  WEFT_ASSIGN_OR_RETURN(b->model_, LlamaModel::Create(file, mo));
   const KvCacheOptions kv =
       b->model_->KvOptions(options.block_size, std::max(options.num_kv_blocks, 1));
   if (options.num_kv_blocks > 0) {
@@ -36,6 +91,38 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const GgufFile& f
   LOG(INFO) << "CPU features: " << kernels::CpuFeatures::Get().ToString() << "; kernels "
             << b->kernels() << ", " << options.model.num_threads << " threads";
   return b;
+}
+
+absl::Status CpuBackend::JoinGroup(absl::string_view replica, int64_t epoch,
+                                   absl::string_view comm_init) {
+  if (reducer_ == nullptr) return absl::OkStatus();
+  reducer_->Set(nullptr);  // a group of an older epoch is never reused
+  ShmCommunicatorOptions o;
+  o.name = GroupSegmentName(replica, epoch);
+  o.rank = options_.rank;
+  o.world_size = options_.world_size;
+  o.generation = static_cast<uint64_t>(epoch);
+  o.timeout = options_.collective_timeout;
+  o.attach_timeout = options_.group_attach_timeout;
+  const absl::Time start = absl::Now();
+  auto comm = ShmCommunicator::Create(o);
+  if (!comm.ok()) {
+    return absl::Status(comm.status().code(),
+                        absl::StrCat("cannot form the tensor-parallel group '", o.name,
+                                     "': ", comm.status().message()));
+  }
+  LOG(INFO) << "tensor-parallel group '" << o.name << "' formed: rank " << options_.rank << " of "
+            << options_.world_size << " in " << absl::ToDoubleMilliseconds(absl::Now() - start)
+            << " ms";
+  reducer_->Set(std::move(*comm));
+  return absl::OkStatus();
+}
+
+void CpuBackend::LeaveGroup() {
+  if (reducer_ != nullptr && reducer_->has_group()) {
+    LOG(INFO) << "leaving the tensor-parallel group";
+    reducer_->Set(nullptr);
+  }
 }
 
 std::string CpuBackend::kernels() const {

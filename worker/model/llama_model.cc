@@ -58,6 +58,8 @@ struct LlamaModel::Workspace {
   std::vector<float> gate, up;          // [T][ffn]
   std::vector<float> cos_sin;           // [T][rope_dim]
   std::vector<float> final_h;           // [rows][hidden]
+  std::vector<float> local_logits;      // TP: [rows][this rank's vocabulary slice]
+  std::vector<float> gathered_logits;   // TP: [rank][rows][that rank's slice]
   // int8 forms of the matmul inputs (int8 kernels only): h, attn, gate (after SwiGLU),
   // final_h.
   Q8Buffer q8_h, q8_attn, q8_ffn, q8_final;
@@ -91,6 +93,15 @@ LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
       weights_(std::move(weights)),
       pool_(options.num_threads),
       ws_(std::make_unique<Workspace>()) {
+  if (options_.all_reducer != nullptr) {
+    const LlamaConfig& c = weights_.config();
+    for (int32_t r = 0; r < shard().world_size; ++r) {
+      auto l = ComputeShardLayout(c.num_heads, c.num_kv_heads, c.ffn_size, c.vocab_size,
+                                  shard().world_size, r);
+      CHECK(l.ok()) << l.status();  // this rank's own layout was computed the same way
+      vocab_slices_.emplace_back(l->vocab_begin, l->vocab_end);
+    }
+  }
   // The int8 kernels take every matmul input quantized; a model whose weights are all of
   // unquantized types never needs it.
   q8_ = weights_.lm_head().wants_q8();
@@ -290,9 +301,8 @@ absl::Status LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache,
   for (int32_t l = 0; l < config().num_layers; ++l) {
     WEFT_RETURN_IF_ERROR(RunLayer(l, attn, cache));
   }
-  Logits(out);
   ws_->batch = nullptr;
-  return absl::OkStatus();
+  return Logits(out);
 }
 
 absl::Status LlamaModel::RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache) {
@@ -426,7 +436,7 @@ void LlamaModel::GateUp(const LlamaLayerWeights& w) {
   });
 }
 
-void LlamaModel::Logits(ForwardOutput* out) {
+absl::Status LlamaModel::Logits(ForwardOutput* out) {
   Workspace& ws = *ws_;
   const LlamaConfig& c = config();
   const int64_t H = c.hidden_size;
@@ -434,7 +444,7 @@ void LlamaModel::Logits(ForwardOutput* out) {
   const int64_t rows = static_cast<int64_t>(ws.logit_tokens.size());
   out->num_rows = static_cast<int32_t>(rows);
   out->row_sequence.assign(ws.logit_seqs.begin(), ws.logit_seqs.end());
-  if (rows == 0) return;
+  if (rows == 0) return absl::OkStatus();
   for (int64_t r = 0; r < rows; ++r) {
     kernels::RmsNorm(ws.x.data() + ws.logit_tokens[r] * H, H, weights_.output_norm().data(), 1,
                      H, c.rms_norm_eps, ws.final_h.data() + r * H, H);
@@ -442,11 +452,32 @@ void LlamaModel::Logits(ForwardOutput* out) {
   if (q8_) ws.q8_final.Quantize(ws.final_h.data(), H, 0, rows);
   float* logits = Grow(&out->logits, rows * V);
   const Linear& head = weights_.lm_head();
+  const int64_t Vr = head.out_features();  // this rank's vocabulary slice
+  const bool tp = options_.all_reducer != nullptr;
+  float* local = tp ? Grow(&ws.local_logits, rows * Vr) : logits;
   pool_.RunOnAll([&](int t) {
     int64_t b, e;
-    ThreadPool::StaticRange(V, kColumnAlign, pool_.num_threads(), t, &b, &e);
-    head.Compute({ws.final_h.data(), H, &ws.q8_final.rows()}, rows, logits, V, b, e);
+    ThreadPool::StaticRange(Vr, kColumnAlign, pool_.num_threads(), t, &b, &e);
+    head.Compute({ws.final_h.data(), H, &ws.q8_final.rows()}, rows, local, Vr, b, e);
   });
+  if (!tp) return absl::OkStatus();
+  // Vocab-parallel LM head: gather every rank's [rows][slice] and put the slices side by
+  // side, so every rank holds the same full logits.
+  std::vector<size_t> counts(vocab_slices_.size());
+  for (size_t r = 0; r < counts.size(); ++r) {
+    counts[r] = static_cast<size_t>(rows * (vocab_slices_[r].second - vocab_slices_[r].first));
+  }
+  float* gathered = Grow(&ws.gathered_logits, rows * V);
+  WEFT_RETURN_IF_ERROR(
+      options_.all_reducer->AllGatherV(local, static_cast<size_t>(rows * Vr), counts, gathered));
+  for (const auto& [begin, end] : vocab_slices_) {
+    const int64_t width = end - begin;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(gathered + r * width, width, logits + r * V + begin);
+    }
+    gathered += rows * width;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace weft

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -106,7 +107,7 @@ class LlamaModel {
   // Quantizes the first num_tokens rows of x into *out (int8 kernels only).
   void QuantizeRows(const float* x, int64_t ldx, Q8Buffer* out);
   void GateUp(const LlamaLayerWeights& w);
-  void Logits(ForwardOutput* out);
+  absl::Status Logits(ForwardOutput* out);
   // Runs fn(begin, end) over token ranges: inline for a few tokens, else on the pool.
   void ForTokens(absl::FunctionRef<void(int64_t, int64_t)> fn);
 
@@ -115,6 +116,8 @@ class LlamaModel {
   ThreadPool pool_;
   std::unique_ptr<Workspace> ws_;
   bool q8_ = false;  // some matmul wants int8 activations
+  // TP: every rank's vocabulary rows [begin, end), in rank order.
+  std::vector<std::pair<int64_t, int64_t>> vocab_slices_;
 };
 
 }  // namespace weft

@@ -163,10 +163,27 @@ class ThreadGroup {
     return absl::OkStatus();
   }
 
+  absl::Status AllGatherV(int rank, const float* in, const std::vector<size_t>& counts,
+                          float* out) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_[rank] = in;
+    }
+    Barrier();
+    size_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      std::copy(in_[r], in_[r] + counts[r], out + off);
+      off += counts[r];
+    }
+    Barrier();
+    return absl::OkStatus();
+  }
+
   int size() const { return size_; }
 
  private:
   const int size_;
+  std::vector<const float*> in_ = std::vector<const float*>(8);
   std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;
@@ -181,6 +198,11 @@ class ThreadRankReducer : public AllReducer {
   int world_size() const override { return group_->size(); }
   absl::Status AllReduceSum(float* data, size_t count) override {
     return group_->AllReduce(rank_, data, count);
+  }
+  absl::Status AllGatherV(const float* in, size_t my_count, const std::vector<size_t>& counts,
+                          float* out) override {
+    if (counts[rank_] != my_count) return absl::InvalidArgumentError("counts");
+    return group_->AllGatherV(rank_, in, counts, out);
   }
 
  private:

@@ -39,12 +39,6 @@ absl::StatusOr<Linear> LoadLinear(const GgufFile& file, const std::string& name,
   return Linear::FromTensor(*t, in, out, kernels, arena);
 }
 
-// Even split of `total` units over `world` ranks, remainder to the lower ranks.
-void Split(int64_t total, int32_t world, int32_t rank, int64_t* begin, int64_t* end) {
-  const int64_t base = total / world, extra = total % world;
-  *begin = rank * base + std::min<int64_t>(rank, extra);
-  *end = *begin + base + (rank < extra ? 1 : 0);
-}
 
 absl::StatusOr<LlamaLayerWeights> LoadLayerMatrices(
     const GgufFile& file, const LlamaConfig& c, const ShardSpec& s, int32_t l,
@@ -127,31 +121,14 @@ absl::StatusOr<ShardSpec> ShardSpec::Compute(const LlamaConfig& config, int32_t 
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(absl::StrCat("bad rank ", rank, " of ", world_size));
   }
-  if (world_size > config.num_kv_heads) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot split ", config.num_kv_heads,
-                                                   " KV heads over ", world_size, " ranks"));
+  if (world_size > 1 && config.head_dim % 32 != 0) {
+    return absl::InvalidArgumentError("tensor parallelism needs head_dim to be a multiple of 32");
   }
-  if (world_size > 1 && (config.ffn_size % 32 != 0 || config.head_dim % 32 != 0)) {
-    return absl::InvalidArgumentError(
-        "tensor parallelism needs ffn and head_dim to be multiples of 32");
-  }
+  WEFT_ASSIGN_OR_RETURN(const ShardLayout layout,
+                        ComputeShardLayout(config.num_heads, config.num_kv_heads, config.ffn_size,
+                                           config.vocab_size, world_size, rank));
   ShardSpec s;
-  s.world_size = world_size;
-  s.rank = rank;
-  int64_t b, e;
-  Split(config.num_kv_heads, world_size, rank, &b, &e);
-  s.kv_begin = static_cast<int32_t>(b);
-  s.kv_end = static_cast<int32_t>(e);
-  s.head_begin = s.kv_begin * config.queries_per_kv_head();
-  s.head_end = s.kv_end * config.queries_per_kv_head();
-  if (world_size == 1) {
-    s.ff_begin = 0;
-    s.ff_end = config.ffn_size;
-  } else {
-    Split(config.ffn_size / 32, world_size, rank, &b, &e);
-    s.ff_begin = b * 32;
-    s.ff_end = e * 32;
-  }
+  static_cast<ShardLayout&>(s) = layout;
   return s;
 }
 
@@ -178,8 +155,17 @@ absl::StatusOr<LlamaWeights> LlamaWeights::Load(const GgufFile& file, const Llam
                           LoadLayer(file, config, shard, l, kernels, arena));
     w.layers_.push_back(std::move(layer));
   }
-  WEFT_ASSIGN_OR_RETURN(w.lm_head_, LoadLinear(file, head, config.hidden_size,
-                                               config.vocab_size, kernels, arena));
+  if (shard.world_size == 1) {
+    WEFT_ASSIGN_OR_RETURN(w.lm_head_, LoadLinear(file, head, config.hidden_size,
+                                                 config.vocab_size, kernels, arena));
+    return w;
+  }
+  // Vocab-parallel: pack only this rank's rows.
+  WEFT_ASSIGN_OR_RETURN(const Linear full, LoadLinear(file, head, config.hidden_size,
+                                                      config.vocab_size, KernelChoice::kReference,
+                                                      arena));
+  WEFT_ASSIGN_OR_RETURN(const Linear part, full.RowSlice(shard.vocab_begin, shard.vocab_end));
+  WEFT_ASSIGN_OR_RETURN(w.lm_head_, part.WithKernels(kernels));
   return w;
 }
 

@@ -5,13 +5,15 @@
 // BF16, Q8_0, Q4_0, Q4_1); norm vectors are copied to fp32. The LM head is output.weight,
 // or token_embd.weight when the file has none (tied embeddings).
 //
-// ShardSpec says which slice a rank holds (the same rule as the scheduler's shard
-// layout: KV heads split with the remainder going to the lower ranks, each rank taking
-// the query heads that share its KV heads; FFN columns split in units of 32). A rank
-// holds rows [head_begin*D, head_end*D) of Q, its KV heads' rows of K and V, the
-// matching input columns of O, FFN rows [ff_begin, ff_end) of gate/up and those input
-// columns of down; embeddings, norms and the LM head are replicated. Partial outputs of
-// O and down are summed over ranks (LlamaModel's all-reduce hook).
+// ShardSpec says which slice a rank holds: common/shard_layout.h's ShardLayout (the same
+// function the scheduler checks hellos with: KV heads split with the remainder going to
+// the lower ranks, each rank taking the query heads that share its KV heads; FFN
+// columns and vocabulary rows split in units of 32). A rank holds rows
+// [head_begin*D, head_end*D) of Q, its KV heads' rows of K and V, the matching input
+// columns of O, FFN rows [ff_begin, ff_end) of gate/up and those input columns of down,
+// and vocabulary rows [vocab_begin, vocab_end) of the LM head (vocab-parallel); the
+// embedding table and the norms are replicated. Partial outputs of O and down are summed
+// over ranks and the logits gathered (LlamaModel's AllReducer hook).
 //
 // Ownership: borrows the GgufFile, which must outlive the weights.
 // Thread-safety: immutable after Load.
@@ -24,25 +26,16 @@
 
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
+#include "common/shard_layout.h"
 #include "worker/model/linear.h"
 #include "worker/model/llama_config.h"
 
 namespace weft {
 
-struct ShardSpec {
-  int32_t world_size = 1;
-  int32_t rank = 0;
-  int32_t kv_begin = 0, kv_end = 0;      // KV heads of this rank
-  int32_t head_begin = 0, head_end = 0;  // query heads of this rank
-  int64_t ff_begin = 0, ff_end = 0;      // FFN columns of this rank
-
-  int32_t num_kv_heads() const { return kv_end - kv_begin; }
-  int32_t num_heads() const { return head_end - head_begin; }
-  int64_t num_ff() const { return ff_end - ff_begin; }
-
+struct ShardSpec : ShardLayout {
   // InvalidArgument if the model cannot be split that way (more ranks than KV heads, an
-  // FFN width that is not a multiple of 32 with world_size > 1, head_dim slices that cut
-  // a quantization block).
+  // FFN width or vocabulary that is not a multiple of 32 with world_size > 1, head_dim
+  // slices that cut a quantization block).
   static absl::StatusOr<ShardSpec> Compute(const LlamaConfig& config, int32_t world_size,
                                            int32_t rank);
 };
@@ -68,6 +61,7 @@ class LlamaWeights {
   const ShardSpec& shard() const { return shard_; }
   const std::vector<LlamaLayerWeights>& layers() const { return layers_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
+  // This rank's vocabulary rows [shard().vocab_begin, shard().vocab_end) of the LM head.
   const Linear& lm_head() const { return lm_head_; }
 
   // Writes the exact (dequantized) embedding of `token` (0 <= token < vocab) to out.

@@ -44,6 +44,9 @@ ABSL_FLAG(int32_t, threads, 0, "compute threads (0: the cores divided by --world
 ABSL_FLAG(int32_t, block_size, 16, "KV block size in tokens (must equal the scheduler's)");
 ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes holds)");
 ABSL_FLAG(int64_t, kv_memory_bytes, int64_t{1} << 30, "KV pool budget in bytes");
+ABSL_FLAG(double, collective_timeout_s, 10,
+          "tensor parallelism: a collective fails (and the step with it) if a peer rank has not "
+          "joined it within this long");
 ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
 
@@ -140,10 +143,9 @@ int Main() {
     threads = std::max(1, cores / std::max(1, eo.world_size));
   }
   bo.model.num_threads = threads;
-  if (eo.world_size > 1) {
-    LOG(ERROR) << "--world_size > 1 needs the tensor-parallel communicator, not in this build";
-    return 2;
-  }
+  bo.rank = eo.rank;
+  bo.world_size = eo.world_size;
+  bo.collective_timeout = absl::Seconds(absl::GetFlag(FLAGS_collective_timeout_s));
   if (absl::Status s = eo.Validate(); !s.ok()) {
     LOG(ERROR) << "bad flags: " << s.message();
     return 2;
