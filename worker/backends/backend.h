@@ -62,6 +62,8 @@ class Backend {
     return absl::OkStatus();
   }
   virtual void LeaveGroup() {}
+  // Seconds spent inside collectives so far (tensor parallelism; 0 otherwise).
+  virtual double collective_seconds() const { return 0; }
 };
 
 }  // namespace weft

@@ -19,13 +19,20 @@ class CpuBackend::GroupReducer : public AllReducer {
   int world_size() const override { return world_size_; }
   absl::Status AllReduceSum(float* data, size_t count) override {
     if (comm_ == nullptr) return NoGroup();
-    return comm_->AllReduceSum(data, count);
+    const absl::Time start = absl::Now();
+    absl::Status s = comm_->AllReduceSum(data, count);
+    seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+    return s;
   }
   absl::Status AllGatherV(const float* in, size_t my_count, const std::vector<size_t>& counts,
                           float* out) override {
     if (comm_ == nullptr) return NoGroup();
-    return comm_->AllGatherV(in, my_count, counts, out);
+    const absl::Time start = absl::Now();
+    absl::Status s = comm_->AllGatherV(in, my_count, counts, out);
+    seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+    return s;
   }
+  double seconds() const { return seconds_; }
   void Set(std::unique_ptr<Communicator> comm) { comm_ = std::move(comm); }
   bool has_group() const { return comm_ != nullptr; }
 
@@ -36,6 +43,7 @@ class CpuBackend::GroupReducer : public AllReducer {
   const int rank_;
   const int world_size_;
   std::unique_ptr<Communicator> comm_;
+  double seconds_ = 0;  // in collectives, all groups so far
 };
 
 std::string GroupSegmentName(absl::string_view replica, int64_t epoch) {
@@ -123,6 +131,10 @@ void CpuBackend::LeaveGroup() {
     LOG(INFO) << "leaving the tensor-parallel group";
     reducer_->Set(nullptr);
   }
+}
+
+double CpuBackend::collective_seconds() const {
+  return reducer_ == nullptr ? 0 : reducer_->seconds();
 }
 
 std::string CpuBackend::kernels() const {

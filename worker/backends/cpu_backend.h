@@ -63,6 +63,7 @@ class CpuBackend : public Backend {
   absl::Status JoinGroup(absl::string_view replica, int64_t epoch,
                          absl::string_view comm_init) override;
   void LeaveGroup() override;
+  double collective_seconds() const override;
 
   LlamaModel& model() { return *model_; }
   KvCache& kv_cache() { return *kv_; }

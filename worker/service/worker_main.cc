@@ -56,8 +56,14 @@ namespace {
 // Times and counts every step of the wrapped executor for /metrics.
 class MeteredExecutor : public StepExecutor {
  public:
-  MeteredExecutor(StepExecutor* inner, prometheus::Registry* r, int32_t kv_blocks)
+  MeteredExecutor(StepExecutor* inner, const Backend* backend, prometheus::Registry* r,
+                  int32_t kv_blocks)
       : inner_(inner),
+        backend_(backend),
+        collective_seconds_(prometheus::BuildCounter().Name("weft_worker_collective_seconds_total")
+                                .Help("Seconds spent in tensor-parallel collectives (all-reduce, "
+                                      "all-gather) inside steps.")
+                                .Register(*r).Add({})),
         steps_(prometheus::BuildCounter().Name("weft_worker_steps_total")
                    .Help("Plans executed.").Register(*r).Add({})),
         errors_(prometheus::BuildCounter().Name("weft_worker_step_errors_total")
@@ -85,6 +91,9 @@ class MeteredExecutor : public StepExecutor {
     if (!r.error().empty()) errors_.Increment();
     tokens_.Increment(r.tokens_size());
     step_seconds_.Observe(r.execute_seconds());
+    const double c = backend_->collective_seconds();
+    if (c > last_collective_) collective_seconds_.Increment(c - last_collective_);
+    last_collective_ = c;
     return r;
   }
   void OnDetach() override {
@@ -94,6 +103,9 @@ class MeteredExecutor : public StepExecutor {
 
  private:
   StepExecutor* inner_;
+  const Backend* backend_;
+  prometheus::Counter& collective_seconds_;
+  double last_collective_ = 0;
   prometheus::Counter& steps_;
   prometheus::Counter& errors_;
   prometheus::Counter& tokens_;
@@ -173,7 +185,7 @@ int Main() {
   }
 
   auto registry = std::make_shared<prometheus::Registry>();
-  MeteredExecutor metered(exec->get(), registry.get(), (*exec)->num_kv_blocks());
+  MeteredExecutor metered(exec->get(), &(*exec)->backend(), registry.get(), (*exec)->num_kv_blocks());
   std::unique_ptr<MetricsHttp> metrics_http;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
     auto m = MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_port), registry);
