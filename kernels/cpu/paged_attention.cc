@@ -8,6 +8,7 @@
 
 #include "common/ggml_types.h"
 #include "glog/logging.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/paged_attention_avx512.h"
 
 namespace weft::kernels {
@@ -38,6 +39,8 @@ int8_t QuantizeInt8(float x, float scale) {
   return static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, q)));
 }
 
+bool CpuHasAvx512();
+
 // One token's K and V rows of one kv head into slot `slot` of the tiles.
 void WriteHead(KvDtype dtype, const float* ks, const float* vs, int32_t hd, int32_t bs,
                int64_t slot, uint8_t* kt, uint8_t* vt) {
@@ -49,14 +52,24 @@ void WriteHead(KvDtype dtype, const float* ks, const float* vs, int32_t hd, int3
       return;
     }
     case KvDtype::kF16:
-    case KvDtype::kBf16: {
-      const bool f16 = dtype == KvDtype::kF16;
+      if (CpuHasAvx512() && hd <= 1024) {  // F16C rounding = Fp32ToFp16's
+        uint16_t k16[1024];
+        avx512::Fp32ToFp16Row(ks, hd, k16);
+        avx512::Fp32ToFp16Row(vs, hd, reinterpret_cast<uint16_t*>(vt) + slot * hd);
+        for (int32_t d = 0; d < hd; ++d) Store16(kt + 2 * (d * bs + slot), k16[d]);
+        return;
+      }
       for (int32_t d = 0; d < hd; ++d) {
-        Store16(kt + 2 * (d * bs + slot), f16 ? Fp32ToFp16(ks[d]) : Fp32ToBf16(ks[d]));
-        Store16(vt + 2 * (slot * hd + d), f16 ? Fp32ToFp16(vs[d]) : Fp32ToBf16(vs[d]));
+        Store16(kt + 2 * (d * bs + slot), Fp32ToFp16(ks[d]));
+        Store16(vt + 2 * (slot * hd + d), Fp32ToFp16(vs[d]));
       }
       return;
-    }
+    case KvDtype::kBf16:
+      for (int32_t d = 0; d < hd; ++d) {
+        Store16(kt + 2 * (d * bs + slot), Fp32ToBf16(ks[d]));
+        Store16(vt + 2 * (slot * hd + d), Fp32ToBf16(vs[d]));
+      }
+      return;
     case KvDtype::kInt8: {
       int8_t* kq = reinterpret_cast<int8_t*>(kt);
       int8_t* vq = reinterpret_cast<int8_t*>(vt);
@@ -183,7 +196,7 @@ float* WidenBuffer(int which, int64_t floats) {
 }
 
 bool CpuHasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  static const bool has = CpuFeatures::Get().HasAvx512();
   return has;
 }
 

@@ -5,11 +5,12 @@
 //   max over valid lanes; p = exp(s - m') by a polynomial (rel. error ~2e-7), 0 for
 //   invalid lanes; l = l*a + reduce_add(sum of the block's p vectors);
 //   acc = acc*a, then acc = fma(p_j, V[j], acc) for j = 0..valid-1 in order.
-// a = exp(m - m') uses libm's expf (called, not inlined, so nothing shared is compiled
-// here).
+// a = exp(m - m') uses the same polynomial (exp(-inf) = 0 for a row's first block).
 #include "kernels/cpu/paged_attention_avx512.h"
 
 #include <immintrin.h>
+
+#include "kernels/cpu/avx512_math.h"
 
 #include <cstdint>
 
@@ -17,26 +18,6 @@ namespace weft::kernels::avx512 {
 namespace {
 
 constexpr int32_t kMaxBlockSize = 1024;
-
-// exp(x) for x <= 0 (larger x works up to ~88): Cephes' polynomial on
-// r = x - n*ln2, |r| <= ln2/2, times 2^n.
-inline __m512 ExpPoly(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r);
-  y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(y, n);
-}
 
 inline __mmask16 ValidMask(int32_t n, int32_t c) {
   const int32_t valid = n - c * 16;
@@ -94,7 +75,7 @@ void UpdateRow(const AttentionBlockRows& rows, int32_t r, float* s) {
   const float m_old = rows.m[r];
   const float block_max = _mm512_reduce_max_ps(vmax);
   const float m_new = m_old > block_max ? m_old : block_max;
-  const float alpha = __builtin_expf(m_old - m_new);
+  const float alpha = _mm512_cvtss_f32(ExpPoly(_mm512_set1_ps(m_old - m_new)));
   const __m512 vm = _mm512_set1_ps(m_new);
   __m512 vsum = _mm512_setzero_ps();
   for (int32_t c = 0; c < bs / 16; ++c) {
@@ -147,6 +128,19 @@ inline __m512 I8x16(const uint8_t* p) {
 }
 
 }  // namespace
+
+void Fp32ToFp16Row(const float* src, int32_t n, uint16_t* dst) {
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm256_mask_storeu_epi16(dst + i, m,
+                             _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+}
 
 void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_dim,
                 int32_t block_size, float* kt, float* vt) {

@@ -39,6 +39,8 @@ void AttendBlock(const AttentionBlockRows& rows);
 // widening. Requires block_size % 16 == 0, head_dim % 16 == 0.
 void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_dim,
                 int32_t block_size, float* kt, float* vt);
+// dst[i] = fp16(src[i]) rounded to nearest even (what Fp32ToFp16 gives), i < n.
+void Fp32ToFp16Row(const float* src, int32_t n, uint16_t* dst);
 }  // namespace avx512
 
 }  // namespace weft::kernels

@@ -2,7 +2,22 @@
 
 #include <cmath>
 
+#include "kernels/cpu/cpu_features.h"
+
 namespace weft::kernels {
+
+namespace avx512 {
+void SwiGlu(const float* gate, const float* up, int64_t count, float* out);
+}  // namespace avx512
+
+bool ElementwiseSupported(ElementwiseImpl impl) {
+  return impl == ElementwiseImpl::kReference || CpuFeatures::Get().HasAvx512();
+}
+
+void SwiGlu(ElementwiseImpl impl, const float* gate, const float* up, int64_t count, float* out) {
+  if (impl == ElementwiseImpl::kAvx512) return avx512::SwiGlu(gate, up, count, out);
+  SwiGlu(gate, up, count, out);
+}
 
 void SwiGlu(const float* gate, const float* up, int64_t count, float* out) {
   for (int64_t i = 0; i < count; ++i) {

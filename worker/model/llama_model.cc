@@ -102,6 +102,11 @@ LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
       vocab_slices_.emplace_back(l->vocab_begin, l->vocab_end);
     }
   }
+  // Vectorized elementwise math on every fast path (chosen once: batch invariant).
+  elementwise_ = options_.kernels != KernelChoice::kReference &&
+                         kernels::ElementwiseSupported(kernels::ElementwiseImpl::kAvx512)
+                     ? kernels::ElementwiseImpl::kAvx512
+                     : kernels::ElementwiseImpl::kReference;
   // The int8 kernels take every matmul input quantized; a model whose weights are all of
   // unquantized types never needs it.
   q8_ = weights_.lm_head().wants_q8();
@@ -431,7 +436,7 @@ void LlamaModel::GateUp(const LlamaLayerWeights& w) {
     w.w_up.Compute(in, T, ws.up.data(), F, b, e);
     for (int64_t tok = 0; tok < T; ++tok) {
       float* g = ws.gate.data() + tok * F + b;
-      kernels::SwiGlu(g, ws.up.data() + tok * F + b, e - b, g);
+      kernels::SwiGlu(elementwise_, g, ws.up.data() + tok * F + b, e - b, g);
     }
   });
 }

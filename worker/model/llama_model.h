@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/swiglu.h"
 #include "worker/kv_cache.h"
 #include "worker/model/all_reducer.h"
 #include "worker/model/forward_batch.h"
@@ -116,6 +117,7 @@ class LlamaModel {
   ThreadPool pool_;
   std::unique_ptr<Workspace> ws_;
   bool q8_ = false;  // some matmul wants int8 activations
+  kernels::ElementwiseImpl elementwise_ = kernels::ElementwiseImpl::kReference;
   // TP: every rank's vocabulary rows [begin, end), in rank order.
   std::vector<std::pair<int64_t, int64_t>> vocab_slices_;
 };
