@@ -5,7 +5,8 @@
 #   ./run.sh [--prompt TEXT] [--chat] [--max_tokens N] [--temperature T] [--seed S]
 #            [--ignore_eos] [--print_token_ids]
 #            [--serve] [--replicas M] [--tp N] [--model FILE.gguf]
-#            [--port P] [--worker_port P] [--metrics_port P] [--kernels auto|reference|...]
+#            [--port P] [--worker_port P] [--metrics_port P] [--kernels auto|avx512vnni|avx2|reference]
+#            [--kv_dtype f16|bf16|int8|f32]
 #            [--policy decode-first|prefill-first|static] [--threads N] [--kv_memory_mb MB]
 #
 #   --serve         keep serving after the generation (Ctrl-C stops everything cleanly);
@@ -32,6 +33,7 @@ PORT=""
 WORKER_PORT=""
 METRICS_PORT=""
 KERNELS=auto
+KV_DTYPE=f16
 POLICY=decode-first
 THREADS=0
 KV_MB=512
@@ -56,6 +58,7 @@ while [ $# -gt 0 ]; do
     --worker_port) need "$@"; WORKER_PORT=$2; shift 2 ;;
     --metrics_port) need "$@"; METRICS_PORT=$2; shift 2 ;;
     --kernels) need "$@"; KERNELS=$2; shift 2 ;;
+    --kv_dtype) need "$@"; KV_DTYPE=$2; shift 2 ;;
     --policy) need "$@"; POLICY=$2; shift 2 ;;
     --threads) need "$@"; THREADS=$2; shift 2 ;;
     --kv_memory_mb) need "$@"; KV_MB=$2; shift 2 ;;
@@ -130,7 +133,7 @@ fi
 for r in $(seq 0 $((REPLICAS - 1))); do
   for k in $(seq 0 $((TP - 1))); do
     "$WORKER" --scheduler="127.0.0.1:$WORKER_PORT" --model="$MODEL" --replica="r$r" \
-      --rank="$k" --world_size="$TP" --threads="$THREADS" --kernels="$KERNELS" \
+      --rank="$k" --world_size="$TP" --threads="$THREADS" --kernels="$KERNELS" --kv_dtype="$KV_DTYPE" \
       --kv_memory_bytes=$((KV_MB * 1024 * 1024 / TP)) >"$RUN/worker-r$r-$k.log" 2>&1 &
     PIDS+=($!)
   done

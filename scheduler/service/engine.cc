@@ -313,6 +313,9 @@ void Engine::HandleResult(const std::shared_ptr<WorkerHandle>& w, const weft::v1
 
 void Engine::ApplyStep(ReplicaState* rs, const InFlightPlan& plan, const weft::v1::StepResult& r,
                        absl::Time now) {
+  const absl::Time start = absl::Now();
+  metrics_->worker_forward_seconds.Increment(std::max(0.0, r.forward_seconds()));
+  metrics_->worker_execute_seconds.Increment(std::max(0.0, r.execute_seconds()));
   absl::Status s = DecodeTokens(r, plan.sample_order, model_.vocab_size, &tokens_scratch_);
   if (s.ok()) {
     for (size_t i = 0; i < tokens_scratch_.size(); ++i) {
@@ -333,6 +336,7 @@ void Engine::ApplyStep(ReplicaState* rs, const InFlightPlan& plan, const weft::v
   rs->steps->Increment();
   steps_completed_.fetch_add(1);
   metrics_->step_duration.Observe(Seconds(now - plan.sent));
+  metrics_->plan_seconds.Increment(Seconds(absl::Now() - start));
 }
 
 void Engine::FailStep(ReplicaState* rs, const InFlightPlan& plan, const std::string& why,
@@ -371,6 +375,7 @@ void Engine::Fence(const std::string& name, const std::string& reason,
 void Engine::PlanReplicas(absl::Time now) {
   for (auto& [name, rs] : replicas_) {
     while (core_->CanPlan(rs.id)) {
+      const absl::Time start = absl::Now();
       absl::Status s = core_->Plan(rs.id, now, &plan_scratch_);
       if (!s.ok()) {
         LOG(ERROR) << "planning replica '" << name << "': " << s;
@@ -396,6 +401,7 @@ void Engine::PlanReplicas(absl::Time now) {
       }
       rs.tracker->OnPlanSent(inflight.step_id, plan_scratch_.total_num_scheduled_tokens, now);
       rs.in_flight.push_back(std::move(inflight));
+      metrics_->plan_seconds.Increment(Seconds(absl::Now() - start));
     }
   }
 }

@@ -46,6 +46,14 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
       generated_tokens(C(*r, "weft_generated_tokens_total", "Tokens generated and streamed.")),
       requeued_requests(C(*r, "weft_requeued_requests_total",
                           "Requests re-queued after their replica was fenced.")),
+      worker_forward_seconds(C(*r, "weft_worker_forward_seconds_total",
+                               "Seconds rank 0 of the replicas spent in forward passes.")),
+      worker_execute_seconds(C(*r, "weft_worker_execute_seconds_total",
+                               "Seconds rank 0 of the replicas spent executing steps (plan diff, "
+                               "forward, block copies, sampling).")),
+      plan_seconds(C(*r, "weft_plan_seconds_total",
+                     "Seconds the planning thread spent planning, encoding plans and applying "
+                     "results.")),
       time_to_first_token(H(*r, "weft_time_to_first_token_seconds",
                             "Arrival to first generated token.", kLatency)),
       inter_token_latency(H(*r, "weft_inter_token_latency_seconds",

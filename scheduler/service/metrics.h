@@ -40,6 +40,13 @@ class ServiceMetrics {
   prometheus::Counter& prompt_tokens;
   prometheus::Counter& generated_tokens;
   prometheus::Counter& requeued_requests;
+  // Step overhead (BENCHMARKS.md): the workers' forward time and execute time (rank 0,
+  // from each StepResult), and the planning thread's time planning, encoding plans and
+  // applying results. Share of a step outside the forward pass =
+  // 1 - forward / (step_duration sum + plan_seconds) when steps are not pipelined.
+  prometheus::Counter& worker_forward_seconds;
+  prometheus::Counter& worker_execute_seconds;
+  prometheus::Counter& plan_seconds;
 
   // Histograms (seconds).
   prometheus::Histogram& time_to_first_token;

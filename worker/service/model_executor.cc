@@ -135,7 +135,11 @@ absl::Status ModelExecutor::Run(const weft::v1::StepPlan& plan, weft::v1::StepRe
     if (sc.sample) row_of_entry_[i] = rows++;
     forward_.sequences.push_back(chunk);
   }
-  if (!forward_.sequences.empty()) WEFT_RETURN_IF_ERROR(backend_->Forward(forward_, &logits_));
+  if (!forward_.sequences.empty()) {
+    const absl::Time start = absl::Now();
+    WEFT_RETURN_IF_ERROR(backend_->Forward(forward_, &logits_));
+    result->set_forward_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  }
   for (const auto& [src, dst] : batch_.block_copies) {
     WEFT_RETURN_IF_ERROR(backend_->CopyBlock(src, dst));
   }
