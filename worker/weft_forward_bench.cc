@@ -36,6 +36,12 @@ ABSL_FLAG(int32_t, context, 128, "tokens in the cache before the timed decode st
 ABSL_FLAG(int32_t, decode_tokens, 64, "timed decode steps");
 ABSL_FLAG(int32_t, prefill_tokens, 512, "prompt length of the prefill measurement");
 ABSL_FLAG(int32_t, repeats, 5, "repetitions of each measurement");
+ABSL_FLAG(int32_t, decode_batch, 0,
+          "also time batched decode: this many sequences of --context tokens, one token each "
+          "per step (0: skip)");
+ABSL_FLAG(bool, bandwidth, true,
+          "also measure the memory read bandwidth (threads of the pool, 512 MB) and the decode "
+          "ceiling it implies (weight bytes per step / bandwidth)");
 ABSL_FLAG(bool, matmul_chain, true,
           "also time the decode step's matmuls alone (every weight once, m = 1, on the same "
           "threads): the weight-streaming part of a decode step");
@@ -98,6 +104,71 @@ double DecodeRun(LlamaModel* m, KvCache* cache, int32_t context, int32_t steps) 
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// `batch` sequences prefilled to `context` tokens once (untimed); Run() then times
+// `steps` decode steps of all of them (positions context .. context+steps-1, rewritten by
+// every run).
+class BatchedDecode {
+ public:
+  BatchedDecode(LlamaModel* m, KvCache* cache, int32_t batch, int32_t context, int32_t steps)
+      : m_(m), cache_(cache), context_(context), steps_(steps), tokens_(batch), tables_(batch) {
+    const int32_t per_seq = (context + steps + 15) / 16;
+    ForwardOutput out;
+    for (int32_t s = 0; s < batch; ++s) {
+      tokens_[s] = Prompt(context + steps);
+      std::rotate(tokens_[s].begin(), tokens_[s].begin() + s % (context + steps), tokens_[s].end());
+      for (int32_t b = 0; b < per_seq; ++b) tables_[s].push_back(s * per_seq + b);
+      ForwardBatch pre;
+      pre.sequences.push_back(
+          {absl::MakeConstSpan(tokens_[s]).subspan(0, context), 0, tables_[s], false});
+      Check(m->Forward(pre, cache, &out));
+    }
+  }
+
+  double Run() {
+    ForwardOutput out;
+    const auto start = Clock::now();
+    for (int32_t i = 0; i < steps_; ++i) {
+      ForwardBatch step;
+      for (size_t s = 0; s < tokens_.size(); ++s) {
+        step.sequences.push_back({absl::MakeConstSpan(tokens_[s]).subspan(context_ + i, 1),
+                                  context_ + i, tables_[s], true});
+      }
+      Check(m_->Forward(step, cache_, &out));
+    }
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+ private:
+  LlamaModel* m_;
+  KvCache* cache_;
+  const int32_t context_, steps_;
+  std::vector<std::vector<int32_t>> tokens_, tables_;
+};
+
+// GB/s of reading a 512 MB buffer with every thread of the pool (the decode roofline).
+double ReadBandwidth(ThreadPool* pool) {
+  const size_t n = size_t{512} << 20;
+  std::vector<uint64_t> buf(n / 8, 1);
+  std::vector<uint64_t> sums(pool->num_threads());
+  double best = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto start = Clock::now();
+    pool->ParallelFor(static_cast<int64_t>(buf.size()), 4096, [&](int64_t b, int64_t e) {
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (int64_t i = b; i + 4 <= e; i += 4) {
+        a0 += buf[i];
+        a1 += buf[i + 1];
+        a2 += buf[i + 2];
+        a3 += buf[i + 3];
+      }
+      sums[b * pool->num_threads() / buf.size()] = a0 + a1 + a2 + a3;
+    });
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    best = std::max(best, n / s / 1e9);
+  }
+  return best;
+}
+
 double PrefillRun(LlamaModel* m, KvCache* cache, int32_t n) {
   const std::vector<int32_t> tokens = Prompt(n);
   std::vector<int32_t> table((n + 15) / 16);
@@ -146,7 +217,7 @@ double MatmulChainRun(const LlamaModel& m, ThreadPool* pool, int steps, double* 
 
 void Report(const char* what, std::vector<double> rates) {
   std::sort(rates.begin(), rates.end());
-  std::printf("%-8s median %8.1f tok/s   best %8.1f tok/s   (%zu runs)\n", what,
+  std::printf("%-14s median %8.1f tok/s   best %8.1f tok/s   (%zu runs)\n", what,
               rates[rates.size() / 2], rates.back(), rates.size());
 }
 
@@ -186,6 +257,18 @@ int Main() {
     decode.push_back(steps / DecodeRun(m, cache->get(), context, steps));
     prefill_rates.push_back(prefill / PrefillRun(m, cache->get(), prefill));
   }
+  const int32_t decode_batch = absl::GetFlag(FLAGS_decode_batch);
+  std::vector<double> batched;
+  if (decode_batch > 0) {
+    auto big = KvCache::Create(m->KvOptions(16, decode_batch * ((context + steps + 15) / 16)));
+    Check(big.status());
+    BatchedDecode run(m, big->get(), decode_batch, context, steps);
+    run.Run();  // warm-up
+    for (int32_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+      batched.push_back(decode_batch * steps / run.Run());
+    }
+  }
+  double weight_bytes = 0;
   if (absl::GetFlag(FLAGS_matmul_chain)) {
     ThreadPool pool(options.num_threads);
     double bytes = 0;
@@ -197,12 +280,28 @@ int Main() {
     std::printf("matmuls of one decode step: median %.2f ms (%.0f MB of weights, %.1f GB/s), "
                 "best %.2f ms\n", ms[ms.size() / 2], bytes / 1e6,
                 bytes / 1e6 / ms[ms.size() / 2], ms.front());
+    weight_bytes = bytes;
+  }
+  if (absl::GetFlag(FLAGS_bandwidth)) {
+    ThreadPool pool(options.num_threads);
+    const double gbs = ReadBandwidth(&pool);
+    std::printf("memory read bandwidth: %.1f GB/s (%d threads, 512 MB, best of 5)", gbs,
+                options.num_threads);
+    if (weight_bytes > 0) {
+      std::printf(" -> single-stream decode ceiling %.1f tok/s (%.0f MB of weights per step)",
+                  gbs * 1e9 / weight_bytes, weight_bytes / 1e6);
+    }
+    std::printf("\n");
   }
   char label[64];
   std::snprintf(label, sizeof(label), "decode@%d", context);
   Report(label, decode);
   std::snprintf(label, sizeof(label), "prefill%d", prefill);
   Report(label, prefill_rates);
+  if (!batched.empty()) {
+    std::snprintf(label, sizeof(label), "decode x%d@%d", decode_batch, context);
+    Report(label, batched);
+  }
   return 0;
 }
 

@@ -181,11 +181,12 @@ using WidenTilesFn = void (*)(KvDtype, const uint8_t*, const uint8_t*, int32_t, 
 struct Impl {
   AttendBlockFn attend;
   WidenTilesFn widen;
+  bool reads_16bit;  // attend() reads f16 / bf16 tiles itself (no widening pass)
 };
 
 Impl GetImpl(AttentionImpl impl) {
-  if (impl == AttentionImpl::kAvx512) return {&avx512::AttendBlock, &avx512::WidenTiles};
-  return {&AttendBlockReference, &WidenTilesReference};
+  if (impl == AttentionImpl::kAvx512) return {&avx512::AttendBlock, &avx512::WidenTiles, true};
+  return {&AttendBlockReference, &WidenTilesReference, false};
 }
 
 // Per-thread fp32 copies of one block's K and V tiles (16-bit and int8 pools).
@@ -245,6 +246,10 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
     if (kv.dtype == KvDtype::kF32) {
       rows.kt = reinterpret_cast<const float*>(k_tile);
       rows.v = reinterpret_cast<const float*>(v_tile);
+    } else if (impl.reads_16bit && (kv.dtype == KvDtype::kF16 || kv.dtype == KvDtype::kBf16)) {
+      rows.dtype = kv.dtype;
+      rows.k_raw = k_tile;
+      rows.v_raw = v_tile;
     } else {
       float* kt = WidenBuffer(0, int64_t{hd} * bs);
       float* vt = WidenBuffer(1, int64_t{hd} * bs);

@@ -1,5 +1,7 @@
 // AVX-512 block step of paged attention (contract in paged_attention_avx512.h and
-// paged_attention.h). Per row the arithmetic is fixed whatever the other rows are:
+// paged_attention.h). f16 and bf16 tiles are read as they are stored and widened in
+// registers (exactly), so they cost no extra pass. Per row the arithmetic is fixed
+// whatever the other rows are:
 //   scores of 16 keys: four 16-lane FMA chains over d (d mod 4), summed pairwise, times
 //   scale;
 //   max over valid lanes; p = exp(s - m') by a polynomial (rel. error ~2e-7), 0 for
@@ -26,11 +28,32 @@ inline __mmask16 ValidMask(int32_t n, int32_t c) {
   return static_cast<__mmask16>((1u << valid) - 1u);
 }
 
+// Loaders of 16 consecutive tile elements as fp32 (exact widening).
+struct LoadF32 {
+  static __m512 At(const void* base, int64_t i) {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+  }
+};
+struct LoadF16 {
+  static __m512 At(const void* base, int64_t i) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
+  }
+};
+struct LoadBf16 {
+  static __m512 At(const void* base, int64_t i) {
+    const __m512i w = _mm512_cvtepu16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+};
+
 // Raw scores q.K (before scale) of R rows starting at r0 for all block_size slots. Each
 // score is four interleaved FMA chains over d (d mod 4), summed as (c0 + c1) + (c2 + c3):
 // short dependency chains even for a single row.
-template <int R>
-void Scores(const AttentionBlockRows& rows, int32_t r0, float (*s)[kMaxBlockSize]) {
+template <int R, typename L>
+void Scores(const AttentionBlockRows& rows, const void* kt, int32_t r0,
+            float (*s)[kMaxBlockSize]) {
   const int32_t bs = rows.block_size;
   for (int32_t c = 0; c < bs / 16; ++c) {
     __m512 acc[R][4];
@@ -39,11 +62,10 @@ void Scores(const AttentionBlockRows& rows, int32_t r0, float (*s)[kMaxBlockSize
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_setzero_ps();
     }
-    const float* kt = rows.kt + c * 16;
     for (int32_t d = 0; d < rows.head_dim; d += 4) {
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u) {
-        const __m512 k = _mm512_loadu_ps(kt + (d + u) * bs);
+        const __m512 k = L::At(kt, int64_t{d + u} * bs + c * 16);
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) {
           acc[i][u] = _mm512_fmadd_ps(_mm512_set1_ps(rows.q[r0 + i][d + u]), k, acc[i][u]);
@@ -59,10 +81,10 @@ void Scores(const AttentionBlockRows& rows, int32_t r0, float (*s)[kMaxBlockSize
   }
 }
 
-// Softmax update and P.V for one row whose raw scores are in s.
-void UpdateRow(const AttentionBlockRows& rows, int32_t r, float* s) {
+// Softmax update of one row whose raw scores are in s: s becomes p (0 past the valid
+// slots); returns alpha = exp(m_old - m_new).
+float SoftmaxRow(const AttentionBlockRows& rows, int32_t r, float* s) {
   const int32_t bs = rows.block_size;
-  const int32_t hd = rows.head_dim;
   const int32_t n = rows.num_valid[r];
   const __m512 scale = _mm512_set1_ps(rows.scale);
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
@@ -86,33 +108,64 @@ void UpdateRow(const AttentionBlockRows& rows, int32_t r, float* s) {
   }
   rows.l[r] = rows.l[r] * alpha + _mm512_reduce_add_ps(vsum);
   rows.m[r] = m_new;
-  const __m512 va = _mm512_set1_ps(alpha);
-  float* acc = rows.acc[r];
-  int32_t d = 0;
-  for (; d + 64 <= hd; d += 64) {
-    __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(acc + d), va);
-    __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 16), va);
-    __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 32), va);
-    __m512 a3 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 48), va);
-    for (int32_t j = 0; j < n; ++j) {
-      const __m512 p = _mm512_set1_ps(s[j]);
-      const float* v = rows.v + j * hd + d;
-      a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v), a0);
-      a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16), a1);
-      a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 32), a2);
-      a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 48), a3);
-    }
-    _mm512_storeu_ps(acc + d, a0);
-    _mm512_storeu_ps(acc + d + 16, a1);
-    _mm512_storeu_ps(acc + d + 32, a2);
-    _mm512_storeu_ps(acc + d + 48, a3);
+  return alpha;
+}
+
+// acc_i = acc_i * alpha_i, then acc_i = fma(p_i[j], V[j], acc_i) for j < num_valid[i] in
+// order, for R rows together: each V row is loaded (and widened) once for all of them.
+// W vectors of 16 dims at a time (columns [d, d + 16W)).
+template <int R, int W, typename L>
+void PvRows(const AttentionBlockRows& rows, const void* vt, int32_t r0, const float* alpha,
+            float (*s)[kMaxBlockSize], int32_t d) {
+  const int32_t hd = rows.head_dim;
+  __m512 a[R][W];
+  int32_t n_max = 0;
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    const __m512 va = _mm512_set1_ps(alpha[i]);
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) a[i][w] = _mm512_mul_ps(_mm512_loadu_ps(rows.acc[r0 + i] + d + 16 * w), va);
+    n_max = n_max > rows.num_valid[r0 + i] ? n_max : rows.num_valid[r0 + i];
   }
-  for (; d < hd; d += 16) {
-    __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(acc + d), va);
-    for (int32_t j = 0; j < n; ++j) {
-      a0 = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), _mm512_loadu_ps(rows.v + j * hd + d), a0);
+  for (int32_t j = 0; j < n_max; ++j) {
+    __m512 v[W];
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) v[w] = L::At(vt, int64_t{j} * hd + d + 16 * w);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      if (j >= rows.num_valid[r0 + i]) continue;
+      const __m512 p = _mm512_set1_ps(s[i][j]);
+#pragma GCC unroll 4
+      for (int w = 0; w < W; ++w) a[i][w] = _mm512_fmadd_ps(p, v[w], a[i][w]);
     }
-    _mm512_storeu_ps(acc + d, a0);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 4
+    for (int w = 0; w < W; ++w) _mm512_storeu_ps(rows.acc[r0 + i] + d + 16 * w, a[i][w]);
+  }
+}
+
+template <int R, typename L>
+void Rows(const AttentionBlockRows& rows, const void* kt, const void* vt, int32_t r0) {
+  alignas(64) float s[R][kMaxBlockSize];
+  Scores<R, L>(rows, kt, r0, s);
+  float alpha[R];
+  for (int i = 0; i < R; ++i) alpha[i] = SoftmaxRow(rows, r0 + i, s[i]);
+  int32_t d = 0;
+  for (; d + 64 <= rows.head_dim; d += 64) PvRows<R, 4, L>(rows, vt, r0, alpha, s, d);
+  for (; d < rows.head_dim; d += 16) PvRows<R, 1, L>(rows, vt, r0, alpha, s, d);
+}
+
+template <typename L>
+void AttendBlockAs(const AttentionBlockRows& rows, const void* kt, const void* vt) {
+  int32_t r = 0;
+  for (; r + 4 <= rows.num_rows; r += 4) Rows<4, L>(rows, kt, vt, r);
+  switch (rows.num_rows - r) {
+    case 3: return Rows<3, L>(rows, kt, vt, r);
+    case 2: return Rows<2, L>(rows, kt, vt, r);
+    case 1: return Rows<1, L>(rows, kt, vt, r);
+    default: return;
   }
 }
 
@@ -193,17 +246,14 @@ void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_
 }
 
 void AttendBlock(const AttentionBlockRows& rows) {
-  alignas(64) float s[4][kMaxBlockSize];
-  int32_t r = 0;
-  for (; r + 4 <= rows.num_rows; r += 4) {
-    Scores<4>(rows, r, s);
-    for (int i = 0; i < 4; ++i) UpdateRow(rows, r + i, s[i]);
+  switch (rows.dtype) {
+    case KvDtype::kF16:
+      return AttendBlockAs<LoadF16>(rows, rows.k_raw, rows.v_raw);
+    case KvDtype::kBf16:
+      return AttendBlockAs<LoadBf16>(rows, rows.k_raw, rows.v_raw);
+    default:
+      return AttendBlockAs<LoadF32>(rows, rows.kt, rows.v);
   }
-  const int32_t rest = rows.num_rows - r;
-  if (rest == 3) Scores<3>(rows, r, s);
-  if (rest == 2) Scores<2>(rows, r, s);
-  if (rest == 1) Scores<1>(rows, r, s);
-  for (int i = 0; i < rest; ++i) UpdateRow(rows, r + i, s[i]);
 }
 
 }  // namespace weft::kernels::avx512

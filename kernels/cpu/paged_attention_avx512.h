@@ -20,6 +20,11 @@ namespace weft::kernels {
 struct AttentionBlockRows {
   const float* kt = nullptr;  // [head_dim][block_size]
   const float* v = nullptr;   // [block_size][head_dim]
+  // AVX-512 only: with dtype kF16 or kBf16, the tiles are read from k_raw / v_raw as the
+  // pool stores them (same layout) instead of kt / v.
+  KvDtype dtype = KvDtype::kF32;
+  const uint8_t* k_raw = nullptr;
+  const uint8_t* v_raw = nullptr;
   int32_t block_size = 0;
   int32_t head_dim = 0;
   float scale = 1.0f;
