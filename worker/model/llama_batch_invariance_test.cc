@@ -3,6 +3,8 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -21,16 +23,21 @@ using testing::Tokens;
 
 // Criterion 3: a sequence's logits are bitwise identical alone and in a flattened batch
 // with 15 other sequences of different lengths and phases (prefill chunks of many sizes,
-// decodes), with different block ids. The reference kernels get smaller chunks to keep
-// the test quick.
+// decodes), with different block ids, on every kernel path (fp32 KV) and on the default
+// path with f16 and int8 KV caches. The reference kernels get smaller chunks to keep the
+// test quick.
 TEST_F(BatchInvarianceTest, BitwiseAloneAndIn16SequenceBatches) {
   constexpr int32_t kSteps = 5;
   Scheduled target;
   target.tokens = Tokens(24, 99);
   target.chunk = {13, 8, 1, 1, 1};  // prefill in two chunks, then three decodes
-  for (KernelChoice kernels : SupportedKernelChoices()) {
-    SCOPED_TRACE(KernelChoiceName(kernels));
-    auto m = Model(kernels);
+  std::vector<std::pair<KernelChoice, KvDtype>> paths;
+  for (KernelChoice k : SupportedKernelChoices()) paths.emplace_back(k, KvDtype::kF32);
+  paths.emplace_back(KernelChoice::kAuto, KvDtype::kF16);  // the served default
+  paths.emplace_back(KernelChoice::kAuto, KvDtype::kInt8);
+  for (const auto& [kernels, kv] : paths) {
+    SCOPED_TRACE(std::string(KernelChoiceName(kernels)) + " kv " + kernels::KvDtypeName(kv));
+    auto m = Model(kernels, kv);
     ASSERT_TRUE(m);
     auto cache = Cache(*m, 160);
     std::vector<Scheduled> alone = {target};
