@@ -57,6 +57,7 @@ trap cleanup EXIT
 
 port=17000
 URLS=()
+METRICS=()
 start_weft() {  # label, extra scheduler flags
   local label=$1 extra=$2 p=$port
   port=$((port + 10))
@@ -75,6 +76,7 @@ start_weft() {  # label, extra scheduler flags
     { log "$label did not become healthy (see $OUT/$label-*.log)"; exit 1; }
   log "$label: grpc://127.0.0.1:$p (metrics :$((p + 2)))"
   URLS+=("$label=grpc://127.0.0.1:$p")
+  METRICS+=("$label=http://127.0.0.1:$((p + 2))/metrics")
 }
 start_llama() {
   local p=$port
@@ -105,7 +107,17 @@ TARGET_LIST=$(IFS=,; echo "${URLS[*]}")
 "$BIN/tools/bench/weft-bench" --target="$TARGET_LIST" --trace="$TRACE" --num_requests="$NUM" \
   --concurrency="$CONC" --pairs="$PAIRS" --warmup_requests=4 --progress=lines \
   --json_out="$OUT/results.json" --plot_out="$OUT/results.png" | tee "$OUT/table.txt"
-for label in weft weft-static; do
-  [ -f "$OUT/$label-scheduler.log" ] || continue
+# Step overhead of each Weft target (BENCHMARKS.md): the share of its busy time spent
+# outside the workers' forward passes, from the scheduler's counters over the whole run.
+for entry in "${METRICS[@]}"; do
+  label=${entry%%=*}
+  url=${entry#*=}
+  curl -sf "$url" >"$OUT/$label-metrics.txt" || continue
+  awk -v label="$label" '
+    /^weft_worker_forward_seconds_total / {fwd=$2}
+    /^weft_step_duration_seconds_sum / {step=$2}
+    /^weft_plan_seconds_total / {plan=$2}
+    /^weft_steps_total/ {steps+=$2}
+    END { if (step + plan > 0) printf "%s: %d steps; time outside the forward pass %.1f%% (forward %.1f s, steps %.1f s, planning/applying %.1f s)\n", label, steps, 100 * (1 - fwd / (step + plan)), fwd, step, plan }'     "$OUT/$label-metrics.txt" | tee -a "$OUT/table.txt"
 done
 log "results in $OUT"
