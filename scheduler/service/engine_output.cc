@@ -188,6 +188,10 @@ void Engine::UpdateGaugesAndHealth() {
   metrics_->kv_blocks_total.Set(m.kv_blocks_total);
   metrics_->kv_usage_ratio.Set(m.kv_blocks_total > 0 ? double(m.kv_blocks_used) / m.kv_blocks_total : 0);
   metrics_->replicas.Set(static_cast<double>(replicas_.size()));
+  size_t buffered = 0;
+  for (const auto& [id, ar] : requests_) buffered = std::max(buffered, ar.outbox->queued_bytes());
+  for (const auto& o : lingering_) buffered = std::max(buffered, o->queued_bytes());
+  metrics_->stream_buffer_max_bytes.Set(static_cast<double>(buffered));
   metrics_->preemptions.Increment(
       std::max<double>(0, m.counters.preemptions_total - metrics_->preemptions.Value()));
   metrics_->prefix_cache_hit_tokens.Increment(std::max<double>(

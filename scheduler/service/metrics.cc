@@ -39,6 +39,9 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
       kv_usage_ratio(G(*r, "weft_kv_usage_ratio", "KV blocks used / total (autoscaling signal).")),
       replicas(G(*r, "weft_replicas", "Admitted replicas.")),
       streams_open(G(*r, "weft_streams_open", "Open Generate streams.")),
+      stream_buffer_max_bytes(G(*r, "weft_stream_buffer_max_bytes",
+                                "Most response bytes queued for one stream (capped by "
+                                "--stream_buffer_bytes).")),
       draining(G(*r, "weft_draining", "1 while the scheduler drains after SIGTERM.")),
       preemptions(C(*r, "weft_preemptions_total", "Sequences preempted (recomputed later).")),
       prefix_cache_hit_tokens(C(*r, "weft_prefix_cache_hit_tokens_total",

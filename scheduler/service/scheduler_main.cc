@@ -43,6 +43,9 @@ ABSL_FLAG(int32_t, max_steps_in_flight, 1, "steps planned ahead per replica (2 =
 ABSL_FLAG(int32_t, max_tokens_cap, 4096, "largest max_tokens a request may ask for");
 ABSL_FLAG(int32_t, max_waiting, 4096, "waiting-queue bound (sequences)");
 ABSL_FLAG(int32_t, max_streams, 1024, "open Generate streams");
+ABSL_FLAG(int64_t, stream_buffer_bytes, 4 << 20,
+          "response bytes queued per stream; a reader that falls this far behind is ended "
+          "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int32_t, max_retries, 2, "re-queues after a replica is lost");
 ABSL_FLAG(bool, prefix_caching, true, "automatic prefix caching");
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
@@ -145,6 +148,11 @@ int Main() {
   limits.max_tokens_cap = absl::GetFlag(FLAGS_max_tokens_cap);
   GenerationServiceOptions go;
   go.max_streams = absl::GetFlag(FLAGS_max_streams);
+  if (absl::GetFlag(FLAGS_stream_buffer_bytes) < 1024) {
+    LOG(ERROR) << "bad flags: --stream_buffer_bytes must be >= 1024";
+    return 2;
+  }
+  go.stream_buffer_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_stream_buffer_bytes));
   GenerationService generation(go, limits, &mt.encoder(), &engine, &metrics);
   WorkerControlService control(&engine);
 

@@ -71,7 +71,8 @@ TEST(MetricsFormatE2eTest, PromtoolAcceptsSchedulerAndWorkerMetrics) {
         "weft_requests_running", "weft_requests_waiting", "weft_preemptions_total",
         "weft_prefix_cache_hit_tokens_total", "weft_time_to_first_token_seconds_count",
         "weft_inter_token_latency_seconds_count", "weft_request_queue_time_seconds_count",
-        "weft_e2e_request_latency_seconds_count", "weft_steps_total{replica=\"r0\"}"}) {
+        "weft_e2e_request_latency_seconds_count", "weft_steps_total{replica=\"r0\"}",
+        "weft_streams_open", "weft_stream_buffer_max_bytes"}) {
     EXPECT_TRUE(sched->Has(series)) << series;
   }
   EXPECT_EQ(sched->Get("weft_requests_status_total{code=\"OK\"}"), 2);

@@ -4,6 +4,7 @@
 // ends RESOURCE_EXHAUSTED once the stall timeout passes, its request stops holding KV
 // blocks, and every other stream keeps receiving tokens and finishes with exactly the
 // tokens it gets when nothing misbehaves.
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -129,10 +130,19 @@ TEST(SlowReaderE2eTest, NeverReaderEndsResourceExhaustedAndOthersKeepGoing) {
 
   // The scheduler ends it RESOURCE_EXHAUSTED (stall timeout 2 s; the guard is generous)
   // without the client reading anything.
+  double max_buffered = 0;
   ASSERT_TRUE(WaitFor(
-      [&] { return cluster.Metric("weft_requests_status_total{code=\"RESOURCE_EXHAUSTED\"}") == 1; },
-      absl::Seconds(60)))
+      [&] {
+        auto m = cluster.Metrics();
+        if (!m.ok()) return false;
+        max_buffered = std::max(max_buffered, m->Get("weft_stream_buffer_max_bytes"));
+        return m->Get("weft_requests_status_total{code=\"RESOURCE_EXHAUSTED\"}") == 1;
+      },
+      absl::Seconds(60), absl::Milliseconds(20)))
       << "the scheduler did not end the never-reading client's call\n" << cluster.Logs();
+  // Its responses queued up on the server while it stalled, within the default 4 MiB cap.
+  EXPECT_GT(max_buffered, 0);
+  EXPECT_LE(max_buffered, 4 << 20);
   // Its stream slot is given back at once, while the others still run.
   EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_streams_open") <= kNormal; }, absl::Seconds(30)))
       << "streams open " << cluster.Metric("weft_streams_open");
@@ -147,6 +157,8 @@ TEST(SlowReaderE2eTest, NeverReaderEndsResourceExhaustedAndOthersKeepGoing) {
   // the few bytes its window let through.
   ASSERT_TRUE(never.ReadToEnd(absl::Seconds(30))) << "the never-reader's call did not end";
   EXPECT_EQ(CodeName(never.status().error_code()), "RESOURCE_EXHAUSTED")
+      << never.status().error_message();
+  EXPECT_NE(never.status().error_message().find("did not read"), std::string::npos)
       << never.status().error_message();
   EXPECT_LE(never.num_read(), 1);
 
@@ -163,6 +175,56 @@ TEST(SlowReaderE2eTest, NeverReaderEndsResourceExhaustedAndOthersKeepGoing) {
   // The stream slot was given back too.
   EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_streams_open") == 0; }, absl::Seconds(30)))
       << "streams open " << cluster.Metric("weft_streams_open");
+}
+
+// The other guard: with a small per-stream buffer (and a stall timeout too long to
+// matter) the never-reader's queued responses hit the cap; it ends RESOURCE_EXHAUSTED
+// at that point and its buffer never holds more than the cap.
+TEST(SlowReaderE2eTest, NeverReaderIsEndedAtItsBufferCap) {
+  WEFT_REQUIRE_DEFAULT_MODEL(model);
+  constexpr int kCap = 1024;
+  Cluster cluster(model);
+  ASSERT_TRUE(cluster
+                  .StartScheduler({absl::StrCat("--stream_buffer_bytes=", kCap),
+                                   "--stall_timeout_s=600"})
+                  .ok())
+      << cluster.Logs();
+  WorkerSpec w;
+  w.num_kv_blocks = 192;
+  w.threads = 2;
+  ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
+  ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
+
+  NeverReader never(cluster, GreedyRequest("Tell me a very long story about a dragon.", 2000));
+  std::vector<std::unique_ptr<BackgroundStream>> normal;
+  for (int i = 0; i < 3; ++i) {
+    normal.push_back(std::make_unique<BackgroundStream>(
+        cluster.stub(), GreedyRequest(TestPrompts()[i], kTokens)));
+  }
+  double max_buffered = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto m = cluster.Metrics();
+        if (!m.ok()) return false;
+        max_buffered = std::max(max_buffered, m->Get("weft_stream_buffer_max_bytes"));
+        return m->Get("weft_requests_status_total{code=\"RESOURCE_EXHAUSTED\"}") == 1;
+      },
+      absl::Seconds(120), absl::Milliseconds(20)))
+      << "the never-reader was not ended at its buffer cap\n" << cluster.Logs();
+  EXPECT_GT(max_buffered, kCap / 2);
+  EXPECT_LE(max_buffered, kCap);
+  ASSERT_TRUE(never.ReadToEnd(absl::Seconds(30)));
+  EXPECT_EQ(CodeName(never.status().error_code()), "RESOURCE_EXHAUSTED")
+      << never.status().error_message();
+  EXPECT_NE(never.status().error_message().find("buffer full"), std::string::npos)
+      << never.status().error_message();
+  for (auto& s : normal) {
+    StreamResult r = s->Join();
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.token_ids.size(), static_cast<size_t>(kTokens));
+  }
+  EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
+  EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_streams_open") == 0; }, absl::Seconds(30)));
 }
 
 }  // namespace
