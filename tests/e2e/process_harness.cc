@@ -135,7 +135,10 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(std::vector<st
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGPIPE, &dfl, nullptr);  // exec keeps an ignored signal ignored
     ::dup2(out_fd, 1);
     ::dup2(log_fd, 2);
     const int devnull = ::open("/dev/null", O_RDONLY);
@@ -150,12 +153,12 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(std::vector<st
 }
 
 ChildProcess::~ChildProcess() {
+  // Only while the leader is unreaped: its pid (and so the group id) cannot have been
+  // reused by an unrelated process. The binaries start no processes of their own.
   if (!wait_status_.has_value()) {
     ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
     Reap(/*block=*/true);
-  } else {
-    ::kill(-pid_, SIGKILL);  // anything left in its group
   }
 }
 
