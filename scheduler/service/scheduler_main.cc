@@ -30,7 +30,7 @@
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model file");
 ABSL_FLAG(std::string, model_name, "", "served model name (default: the GGUF's general.name)");
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind");
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind (gRPC ports and /metrics)");
 ABSL_FLAG(int32_t, port, 50051, "public Generate port (0 = ephemeral)");
 ABSL_FLAG(int32_t, worker_port, 50052, "port workers attach to (0 = ephemeral)");
 ABSL_FLAG(int32_t, metrics_port, 9090, "Prometheus /metrics port (0 = ephemeral, -1 = off)");
@@ -122,7 +122,9 @@ int Main() {
   ServiceMetrics metrics;
   std::unique_ptr<MetricsHttp> metrics_http;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    auto m = MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_port), metrics.registry());
+    // Same interface as the gRPC ports (--host): 127.0.0.1 keeps everything on loopback.
+    auto m = MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_port), metrics.registry(),
+                                absl::GetFlag(FLAGS_host));
     if (!m.ok()) {
       LOG(ERROR) << m.status().message();
       return 1;
