@@ -134,7 +134,18 @@ void Engine::Cancel(int64_t key) { Push(CancelEvent{key}); }
 
 void Engine::OnWorkerMessage(const std::shared_ptr<WorkerHandle>& worker,
                              weft::v1::WorkerMessage message) {
-  Push(MessageEvent{worker, std::move(message)});
+  {
+    MutexLock l(&mu_);
+    if (!stop_) {
+      inbox_.push_back(MessageEvent{worker, std::move(message)});
+      wake_.Signal();
+      return;
+    }
+  }
+  // The loop has stopped: nobody will ever answer this worker (typically one that
+  // re-attached during shutdown). End its stream now, or the server's Shutdown would
+  // wait for it until its deadline.
+  worker->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler stopping"));
 }
 
 void Engine::OnWorkerGone(const std::shared_ptr<WorkerHandle>& worker) { Push(GoneEvent{worker}); }

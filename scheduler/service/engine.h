@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <variant>
@@ -107,6 +108,9 @@ class Engine : public EngineInterface {
     std::vector<absl::Time> last_token_time;  // per sample
     bool sent_first = false;
     bool got_first_token = false;
+    // Set when the engine ended the stream itself (slow reader): the status the client
+    // gets, counted instead of the core's finish reason.
+    std::optional<grpc::Status> ended_with;
   };
   struct InFlightPlan {
     int64_t step_id = 0;
@@ -177,6 +181,8 @@ class Engine : public EngineInterface {
   std::map<std::string, ReplicaState> replicas_;
   absl::flat_hash_map<RequestId, ActiveRequest> requests_;
   absl::flat_hash_map<int64_t, RequestId> by_key_;
+  // Streams of finished requests still writing their last responses (see CheckTimers).
+  std::vector<std::shared_ptr<Outbox>> lingering_;
   std::vector<SequenceOutput> outputs_;
   std::vector<TokenLogprobs> step_logprobs_;
   std::vector<SampledToken> tokens_scratch_;

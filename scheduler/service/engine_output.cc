@@ -105,12 +105,13 @@ void Engine::Deliver(absl::Time now) {
       const bool gone = ar.outbox->Closed();
       (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
       if (!gone) {
-        ar.outbox->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                       "stream buffer full: the client is not reading"));
+        ar.ended_with = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     "stream buffer full: the client is not reading");
+        ar.outbox->Abort(*ar.ended_with);
       }
     }
     if (out.request_finished) {
-      const grpc::Status st = StatusForReason(out.finish_reason);
+      const grpc::Status st = ar.ended_with.value_or(StatusForReason(out.finish_reason));
       metrics_->Finished(std::string(FinishReasonApiName(out.finish_reason))).Increment();
       metrics_->ByStatus(absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())))
           .Increment();
@@ -119,6 +120,9 @@ void Engine::Deliver(absl::Time now) {
         metrics_->queue_time.Observe(Secs(out.usage.first_scheduled_time - ar.arrival));
       }
       ar.outbox->Finish(st);
+      // Its last responses may still wait for a client that stopped reading: keep
+      // watching the stream so that it still ends (CheckTimers).
+      if (!ar.outbox->Done()) lingering_.push_back(ar.outbox);
       by_key_.erase(ar.key);
       requests_.erase(it);
     }
@@ -140,14 +144,26 @@ void Engine::CheckTimers(absl::Time now) {
   }
   if (now - last_stall_check_ < absl::Milliseconds(100)) return;
   last_stall_check_ = now;
+  const grpc::Status stalled(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             "client did not read its stream in time");
   for (auto& [id, ar] : requests_) {
     if (ar.outbox->Stalled(now, options_.stall_timeout)) {
       LOG(WARNING) << "request " << id.value() << ": client not reading for "
                    << absl::FormatDuration(options_.stall_timeout) << "; ending it";
-      ar.outbox->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                     "client did not read its stream in time"));
+      // Abort, not Finish: a client that never reads holds a write in flight forever,
+      // and a Finish would wait behind it (the call would never end).
+      ar.ended_with = stalled;
+      ar.outbox->Abort(stalled);
       (void)core_->AbortRequest(id, FinishReason::kCancelled, now);
     }
+  }
+  // Finished requests whose streams still wait for their client (bounded by the number
+  // of open streams): end those that stalled, forget those that are over.
+  lingering_.erase(std::remove_if(lingering_.begin(), lingering_.end(),
+                                  [](const std::shared_ptr<Outbox>& o) { return o->Done(); }),
+                   lingering_.end());
+  for (const std::shared_ptr<Outbox>& o : lingering_) {
+    if (o->Stalled(now, options_.stall_timeout)) o->Abort(stalled);
   }
 }
 
@@ -172,6 +188,10 @@ void Engine::UpdateGaugesAndHealth() {
   metrics_->kv_blocks_total.Set(m.kv_blocks_total);
   metrics_->kv_usage_ratio.Set(m.kv_blocks_total > 0 ? double(m.kv_blocks_used) / m.kv_blocks_total : 0);
   metrics_->replicas.Set(static_cast<double>(replicas_.size()));
+  size_t buffered = 0;
+  for (const auto& [id, ar] : requests_) buffered = std::max(buffered, ar.outbox->queued_bytes());
+  for (const auto& o : lingering_) buffered = std::max(buffered, o->queued_bytes());
+  metrics_->stream_buffer_max_bytes.Set(static_cast<double>(buffered));
   metrics_->preemptions.Increment(
       std::max<double>(0, m.counters.preemptions_total - metrics_->preemptions.Value()));
   metrics_->prefix_cache_hit_tokens.Increment(std::max<double>(

@@ -361,6 +361,26 @@ TEST_F(EngineTest, TensorParallelRanksFormOneReplicaAndDisagreementFences) {
   EXPECT_TRUE(WaitBlocksFree());
 }
 
+// A worker that attaches after the engine stopped (it re-dials while the scheduler
+// shuts down) is told so at once, instead of waiting for the server's Shutdown deadline.
+TEST_F(EngineTest, WorkerAttachingAfterStopIsClosedAtOnce) {
+  StartServer();
+  engine_->Stop();
+  auto stub = weft::v1::WorkerControl::NewStub(
+      grpc::CreateChannel(addr_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  auto stream = stub->Attach(&ctx);
+  FakeExecutor exec("late", 0, 1);
+  weft::v1::WorkerMessage hello;
+  *hello.mutable_hello() = exec.Hello();
+  ASSERT_TRUE(stream->Write(hello));
+  weft::v1::SchedulerMessage m;
+  EXPECT_FALSE(stream->Read(&m));
+  grpc::Status s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
 TEST_F(EngineTest, DrainFinishesRunningStreamsAndRefusesNewOnes) {
   StartServer();
   Worker* a = AddWorker("ra");

@@ -32,6 +32,7 @@ class ServiceMetrics {
   prometheus::Gauge& kv_usage_ratio;
   prometheus::Gauge& replicas;
   prometheus::Gauge& streams_open;
+  prometheus::Gauge& stream_buffer_max_bytes;
   prometheus::Gauge& draining;
 
   // Counters.

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "grpc/grpc.h"
+
 namespace weft {
 
 bool Outbox::Push(weft::v1::GenerateResponse response) {
@@ -32,11 +34,44 @@ void Outbox::Finish(const grpc::Status& status) {
   Pump();
 }
 
+void Outbox::Abort(const grpc::Status& status) {
+  ResponseReactor* reactor = nullptr;
+  {
+    MutexLock lock(&mu_);
+    if (done_ || aborted_) return;
+    aborted_ = true;
+    // Overrides a pending OK finish too: the responses it waited to write are dropped.
+    finish_requested_ = true;
+    if (!finish_started_) finish_status_ = status;
+    queue_.clear();
+    bytes_ = 0;
+    // Only a write that is in flight can hold the finish back; cancelling makes gRPC
+    // complete it (not ok), and OnWriteDone then starts the finish.
+    if (write_in_flight_ && !finish_started_ && !cancelling_ && reactor_ != nullptr) {
+      cancelling_ = true;
+      reactor = reactor_;
+    }
+  }
+  if (reactor != nullptr) {
+    // The reactor stays alive: gRPC deletes it only after OnDone, which needs the
+    // Finish that Pump holds back while cancelling_ is set.
+    reactor->CancelCall(status);
+    MutexLock lock(&mu_);
+    cancelling_ = false;
+  }
+  Pump();
+}
+
 bool Outbox::Stalled(absl::Time now, absl::Duration timeout) const {
   MutexLock lock(&mu_);
   if (done_) return false;
   if (queue_.empty() && !write_in_flight_) return false;
   return now - oldest_unwritten_since_ > timeout;
+}
+
+bool Outbox::Done() const {
+  MutexLock lock(&mu_);
+  return done_;
 }
 
 bool Outbox::Closed() const {
@@ -97,6 +132,7 @@ void Outbox::Pump() {
       write_in_flight_ = true;
       to_write = &in_flight_;
     } else if (finish_requested_) {
+      if (cancelling_) return;  // Abort calls Pump again when it is done
       finish_started_ = true;
       finish = true;
       status = finish_status_;
@@ -115,9 +151,20 @@ void Outbox::Pump() {
 }
 
 ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
-                                 std::function<void()> on_done)
-    : outbox_(std::move(outbox)), on_cancel_(std::move(on_cancel)), on_done_(std::move(on_done)) {
+                                 std::function<void()> on_done,
+                                 grpc::CallbackServerContext* context)
+    : outbox_(std::move(outbox)),
+      context_(context),
+      on_cancel_(std::move(on_cancel)),
+      on_done_(std::move(on_done)) {
   outbox_->Attach(this);
+}
+
+void ResponseReactor::CancelCall(const grpc::Status& status) {
+  if (context_ == nullptr) return;
+  grpc_call_cancel_with_status(context_->c_call(),
+                               static_cast<grpc_status_code>(status.error_code()),
+                               status.error_message().c_str(), nullptr);
 }
 
 void ResponseReactor::OnWriteDone(bool ok) { outbox_->OnWriteDone(ok); }

@@ -2,8 +2,11 @@
 //
 // The planning thread pushes responses (never blocks); the reactor writes them to the
 // client one at a time. A reader that does not keep up fills the outbox: the planning
-// thread sees it through `Stalled()` and ends the request with RESOURCE_EXHAUSTED, so a
-// slow client never slows the others and its buffer stays under its cap.
+// thread sees it through `Stalled()` and ends the request with `Abort(RESOURCE_EXHAUSTED)`,
+// so a slow client never slows the others and its buffer stays under its cap. A client
+// that never reads at all leaves a write pending forever (its HTTP/2 window is closed):
+// Abort then cancels the call in the transport, which completes that write, so the call
+// still ends and gives back its stream slot.
 //
 // Ownership: gRPC owns the reactor until OnDone; the planning thread holds a
 // shared_ptr<ResponseStream::Outbox> that outlives it, so pushes after the call ended are
@@ -36,10 +39,18 @@ class Outbox {
   // Ends the call with `status` once everything queued before has been written (an
   // error status skips what is still queued).
   void Finish(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the call with error `status` now, even when a write is stuck behind a client
+  // that does not read: queued responses are dropped and a pending write is cut short by
+  // cancelling the call in the transport (the client then sees the status the transport
+  // can still deliver: `status` where the trailers get through, else a cancellation).
+  void Abort(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   // True when responses have waited longer than `timeout` without a write completing.
   bool Stalled(absl::Time now, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Finish or Abort was called, or the call is over.
   bool Closed() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The call is over (gRPC is done with it).
+  bool Done() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t queued_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -59,6 +70,10 @@ class Outbox {
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
+  // Abort is cancelling the call outside mu_: Pump must not start the Finish (which
+  // lets gRPC delete the reactor) until it is done.
+  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
   absl::Time oldest_unwritten_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
@@ -68,15 +83,22 @@ class Outbox {
 class ResponseReactor : public grpc::ServerWriteReactor<weft::v1::GenerateResponse> {
  public:
   // `on_cancel` runs (once) when the client cancels or the call breaks before Finish.
+  // `context` (may be null: calls that are finished at once) lets Outbox::Abort cancel
+  // the call in the transport.
   ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
-                  std::function<void()> on_done);
+                  std::function<void()> on_done, grpc::CallbackServerContext* context = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
+  friend class Outbox;
+  // Cancels the call in the transport with `status` (pending operations then fail).
+  void CancelCall(const grpc::Status& status);
+
   std::shared_ptr<Outbox> outbox_;
+  grpc::CallbackServerContext* const context_;
   std::function<void()> on_cancel_;
   std::function<void()> on_done_;
   std::atomic<bool> cancelled_{false};

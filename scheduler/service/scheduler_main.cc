@@ -30,7 +30,7 @@
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model file");
 ABSL_FLAG(std::string, model_name, "", "served model name (default: the GGUF's general.name)");
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind");
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind (gRPC ports and /metrics)");
 ABSL_FLAG(int32_t, port, 50051, "public Generate port (0 = ephemeral)");
 ABSL_FLAG(int32_t, worker_port, 50052, "port workers attach to (0 = ephemeral)");
 ABSL_FLAG(int32_t, metrics_port, 9090, "Prometheus /metrics port (0 = ephemeral, -1 = off)");
@@ -43,6 +43,9 @@ ABSL_FLAG(int32_t, max_steps_in_flight, 1, "steps planned ahead per replica (2 =
 ABSL_FLAG(int32_t, max_tokens_cap, 4096, "largest max_tokens a request may ask for");
 ABSL_FLAG(int32_t, max_waiting, 4096, "waiting-queue bound (sequences)");
 ABSL_FLAG(int32_t, max_streams, 1024, "open Generate streams");
+ABSL_FLAG(int64_t, stream_buffer_bytes, 4 << 20,
+          "response bytes queued per stream; a reader that falls this far behind is ended "
+          "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int32_t, max_retries, 2, "re-queues after a replica is lost");
 ABSL_FLAG(bool, prefix_caching, true, "automatic prefix caching");
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
@@ -119,7 +122,9 @@ int Main() {
   ServiceMetrics metrics;
   std::unique_ptr<MetricsHttp> metrics_http;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    auto m = MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_port), metrics.registry());
+    // Same interface as the gRPC ports (--host): 127.0.0.1 keeps everything on loopback.
+    auto m = MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_port), metrics.registry(),
+                                absl::GetFlag(FLAGS_host));
     if (!m.ok()) {
       LOG(ERROR) << m.status().message();
       return 1;
@@ -145,6 +150,11 @@ int Main() {
   limits.max_tokens_cap = absl::GetFlag(FLAGS_max_tokens_cap);
   GenerationServiceOptions go;
   go.max_streams = absl::GetFlag(FLAGS_max_streams);
+  if (absl::GetFlag(FLAGS_stream_buffer_bytes) < 1024) {
+    LOG(ERROR) << "bad flags: --stream_buffer_bytes must be >= 1024";
+    return 2;
+  }
+  go.stream_buffer_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_stream_buffer_bytes));
   GenerationService generation(go, limits, &mt.encoder(), &engine, &metrics);
   WorkerControlService control(&engine);
 

@@ -76,7 +76,7 @@ grpc::ServerWriteReactor<weft::v1::GenerateResponse>* GenerationService::Generat
   const int64_t key = sub.key;
   auto outbox = sub.outbox;
   auto* reactor = new ResponseReactor(
-      outbox, [this, key] { engine_->Cancel(key); }, release);
+      outbox, [this, key] { engine_->Cancel(key); }, release, context);
   absl::Status s = engine_->Submit(std::move(sub));
   if (!s.ok()) {
     metrics_->ByStatus(absl::StatusCodeToString(s.code())).Increment();

@@ -237,6 +237,45 @@ TEST_F(ServicesTest, CancelDuringWritesAlwaysEndsTheCall) {
   }
 }
 
+// A client that never reads (tiny HTTP/2 window, no read asked for) leaves the server's
+// write pending forever; Finish alone would wait behind it and the call would never
+// end. Abort cuts the write short: the call ends and frees its stream slot, and the
+// client sees the status once it reads.
+TEST_F(ServicesTest, AbortEndsACallWhoseClientNeverReads) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 5);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = weft::v1::Generation::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
+  weft::v1::GenerateRequest req;
+  req.set_text("x");
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, req);
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == 1; }));
+  std::shared_ptr<Outbox> outbox;
+  {
+    MutexLock l(&engine_.mu_);
+    outbox = engine_.subs_.back().outbox;
+  }
+  weft::v1::GenerateResponse resp;
+  resp.set_text(std::string(1000, 'a'));  // far over the client's window
+  ASSERT_TRUE(outbox->Push(resp));
+  ASSERT_TRUE(outbox->Push(resp));
+  ASSERT_TRUE(engine_.WaitFor([&] { return outbox->Stalled(absl::Now(), absl::Milliseconds(200)); }));
+  EXPECT_EQ(gen_->open_streams(), 1);
+
+  outbox->Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not reading"));
+  EXPECT_TRUE(engine_.WaitFor([&] { return gen_->open_streams() == 0; })) << "the call never ended";
+  EXPECT_TRUE(outbox->Done());
+  EXPECT_FALSE(outbox->Push(resp));
+
+  weft::v1::GenerateResponse r;
+  while (reader->Read(&r)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
 class EchoExecutor : public StepExecutor {
  public:
   weft::v1::WorkerHello Hello() override {

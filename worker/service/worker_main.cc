@@ -3,12 +3,17 @@
 //
 //   weft-worker --scheduler=127.0.0.1:50052 --model=models/X.gguf [--replica=r0
 //               --rank=0 --world_size=1 --threads=N --kernels=auto --block_size=16
-//               --kv_memory_bytes=1073741824 | --num_kv_blocks=N]
+//               --kv_memory_bytes=1073741824 | --num_kv_blocks=N] [--metrics_port=-1|0|P
+//               --ports_file=FILE]
+// With --ports_file the bound metrics port (-1 when off) is written there as JSON
+// {"metrics_port": N} once the model is loaded (tests and launchers use port 0).
 // It retries the attach with backoff until the scheduler is there (a worker may start
 // first). SIGTERM/SIGINT: detach and exit 0.
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -49,6 +54,7 @@ ABSL_FLAG(double, collective_timeout_s, 10,
           "joined it within this long");
 ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
+ABSL_FLAG(std::string, ports_file, "", "write the bound metrics port here as JSON {\"metrics_port\": N}");
 
 namespace weft {
 namespace {
@@ -72,6 +78,9 @@ class MeteredExecutor : public StepExecutor {
                     .Help("Tokens sampled.").Register(*r).Add({})),
         attached_(prometheus::BuildGauge().Name("weft_worker_attached")
                       .Help("1 while attached to a scheduler.").Register(*r).Add({})),
+        attachments_(prometheus::BuildCounter().Name("weft_worker_attachments_total")
+                         .Help("Times this rank was admitted (welcomed) by a scheduler.")
+                         .Register(*r).Add({})),
         step_seconds_(prometheus::BuildHistogram().Name("weft_worker_step_seconds")
                           .Help("Time to execute one plan.").Register(*r)
                           .Add({}, prometheus::Histogram::BucketBoundaries{
@@ -82,7 +91,10 @@ class MeteredExecutor : public StepExecutor {
   weft::v1::WorkerHello Hello() override { return inner_->Hello(); }
   absl::Status OnWelcome(const weft::v1::Welcome& w) override {
     absl::Status s = inner_->OnWelcome(w);
-    if (s.ok()) attached_.Set(1);
+    if (s.ok()) {
+      attached_.Set(1);
+      attachments_.Increment();
+    }
     return s;
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
@@ -110,6 +122,7 @@ class MeteredExecutor : public StepExecutor {
   prometheus::Counter& errors_;
   prometheus::Counter& tokens_;
   prometheus::Gauge& attached_;
+  prometheus::Counter& attachments_;
   prometheus::Histogram& step_seconds_;
 };
 
@@ -195,6 +208,15 @@ int Main() {
     }
     metrics_http = std::move(*m);
     LOG(INFO) << "metrics on port " << metrics_http->port();
+  }
+  if (const std::string pf = absl::GetFlag(FLAGS_ports_file); !pf.empty()) {
+    // Written whole, then renamed: a reader never sees a partial file.
+    std::ofstream(pf + ".tmp") << "{\"metrics_port\": " << (metrics_http ? metrics_http->port() : -1)
+                               << "}\n";
+    if (std::rename((pf + ".tmp").c_str(), pf.c_str()) != 0) {
+      LOG(ERROR) << "cannot write --ports_file " << pf;
+      return 1;
+    }
   }
 
   WorkerClientOptions co;

@@ -1,0 +1,549 @@
+#include "tests/e2e/process_harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace weft::e2e {
+namespace {
+
+// {"port": 1, "worker_port": 2, "metrics_port": 3} -> the value of `key`, or -2.
+int JsonInt(const std::string& json, const std::string& key) {
+  const std::string k = absl::StrCat("\"", key, "\"");
+  size_t at = json.find(k);
+  if (at == std::string::npos) return -2;
+  at = json.find(':', at + k.size());
+  if (at == std::string::npos) return -2;
+  ++at;
+  while (at < json.size() && json[at] == ' ') ++at;
+  size_t end = at;
+  while (end < json.size() && (json[end] == '-' || std::isdigit(json[end]))) ++end;
+  int v = -2;
+  return absl::SimpleAtoi(json.substr(at, end - at), &v) ? v : -2;
+}
+
+// Waits for `path` to exist while `proc` runs (binaries write it once ready).
+absl::StatusOr<std::string> WaitPortsFile(const std::string& path, ChildProcess* proc,
+                                          absl::Duration timeout) {
+  std::string content;
+  const bool ok = WaitFor(
+      [&] {
+        content = ReadFile(path);
+        return !content.empty() || !proc->Running();
+      },
+      timeout);
+  if (!content.empty()) return content;
+  if (!ok) return absl::DeadlineExceededError(absl::StrCat("no ", path, " after ", absl::FormatDuration(timeout)));
+  return absl::UnavailableError(absl::StrCat("process exited before writing ", path));
+}
+
+}  // namespace
+
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* ws = std::getenv("TEST_WORKSPACE");
+  if (srcdir == nullptr || ws == nullptr) return path;  // run by hand from the workspace
+  return absl::StrCat(srcdir, "/", ws, "/", path);
+}
+
+std::string MakeTempDir(const std::string& prefix, bool keep) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  if (const char* out = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR"); keep && out != nullptr) tmp = out;
+  std::string templ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", prefix, "XXXXXX");
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) return tmp != nullptr ? tmp : "/tmp";
+  return buf.data();
+}
+
+bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout, absl::Duration poll) {
+  const absl::Time end = absl::Now() + timeout;
+  while (true) {
+    if (cond()) return true;
+    if (absl::Now() >= end) return false;
+    absl::SleepFor(poll);
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// --- ChildProcess ---------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(std::vector<std::string> argv,
+                                                                 std::string log_path,
+                                                                 const std::string& stdout_path) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty argv");
+  if (::access(argv[0].c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("not executable: ", argv[0]));
+  }
+  // Everything the child needs is prepared before fork: after it only async-signal-safe
+  // calls (the test process has gRPC threads).
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return absl::InternalError(absl::StrCat("cannot open ", log_path, ": ", std::strerror(errno)));
+  int out_fd = log_fd;
+  if (!stdout_path.empty()) {
+    out_fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0) {
+      ::close(log_fd);
+      return absl::InternalError(absl::StrCat("cannot open ", stdout_path, ": ", std::strerror(errno)));
+    }
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    if (out_fd != log_fd) ::close(out_fd);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    // Default dispositions and an empty mask (the test runner may have blocked some).
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGPIPE, &dfl, nullptr);  // exec keeps an ignored signal ignored
+    ::dup2(out_fd, 1);
+    ::dup2(log_fd, 2);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  if (out_fd != log_fd) ::close(out_fd);
+  ::setpgid(pid, pid);  // also from the parent: no window where it is in our group
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, std::move(log_path)));
+}
+
+ChildProcess::~ChildProcess() {
+  // Only while the leader is unreaped: its pid (and so the group id) cannot have been
+  // reused by an unrelated process. The binaries start no processes of their own.
+  if (!wait_status_.has_value()) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    Reap(/*block=*/true);
+  }
+}
+
+bool ChildProcess::Reap(bool block) {
+  if (wait_status_.has_value()) return true;
+  int status = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid_, &status, block ? 0 : WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == pid_) {
+    wait_status_ = status;
+    return true;
+  }
+  return false;
+}
+
+bool ChildProcess::Signal(int sig) {
+  if (wait_status_.has_value()) return false;
+  return ::kill(pid_, sig) == 0;
+}
+
+bool ChildProcess::Running() { return !Reap(/*block=*/false); }
+
+std::optional<int> ChildProcess::Wait(absl::Duration timeout) {
+  WaitFor([this] { return Reap(false); }, timeout, absl::Milliseconds(20));
+  return wait_status_;
+}
+
+std::optional<int> ChildProcess::exit_code() const {
+  if (!wait_status_.has_value()) return std::nullopt;
+  const int s = *wait_status_;
+  if (WIFEXITED(s)) return WEXITSTATUS(s);
+  if (WIFSIGNALED(s)) return 128 + WTERMSIG(s);
+  return -1;
+}
+
+std::string ChildProcess::LogTail(size_t max_bytes) const {
+  const std::string all = ReadFile(log_path_);
+  return all.size() <= max_bytes ? all : all.substr(all.size() - max_bytes);
+}
+
+// --- Metrics --------------------------------------------------------------------------
+
+MetricsPage MetricsPage::Parse(const std::string& text) {
+  MetricsPage page;
+  page.text_ = text;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    // "name{labels} value [timestamp]"; label values may hold spaces, so split after '}'.
+    size_t key_end = line.find('}');
+    key_end = key_end == absl::string_view::npos ? line.find(' ') : key_end + 1;
+    if (key_end == absl::string_view::npos || key_end >= line.size()) continue;
+    absl::string_view rest = line.substr(key_end);
+    while (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
+    rest = rest.substr(0, rest.find(' '));
+    double v = 0;
+    if (rest == "+Inf") {
+      v = std::numeric_limits<double>::infinity();
+    } else if (!absl::SimpleAtod(rest, &v)) {
+      continue;
+    }
+    page.series_[std::string(line.substr(0, key_end))] = v;
+  }
+  return page;
+}
+
+double MetricsPage::Get(const std::string& series, double missing) const {
+  auto it = series_.find(series);
+  return it == series_.end() ? missing : it->second;
+}
+
+double MetricsPage::Sum(const std::string& name) const {
+  double sum = 0;
+  for (const auto& [key, v] : series_) {
+    if (key == name || (key.size() > name.size() && key.compare(0, name.size(), name) == 0 &&
+                        key[name.size()] == '{')) {
+      sum += v;
+    }
+  }
+  return sum;
+}
+
+absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket");
+  struct timeval tv = {10, 0};  // hang guard
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port, ": ", std::strerror(errno)));
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return absl::UnavailableError("send");
+  }
+  std::string resp;
+  char buf[16384];
+  while (true) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      resp.append(buf, n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;
+    }
+  }
+  ::close(fd);
+  const size_t body = resp.find("\r\n\r\n");
+  if (resp.compare(0, 12, "HTTP/1.1 200") != 0 && resp.compare(0, 12, "HTTP/1.0 200") != 0) {
+    return absl::UnavailableError(absl::StrCat("metrics HTTP: ", resp.substr(0, 80)));
+  }
+  if (body == std::string::npos) return absl::UnavailableError("metrics: no body");
+  return MetricsPage::Parse(resp.substr(body + 4));
+}
+
+// --- Cluster --------------------------------------------------------------------------
+
+Cluster::Cluster(std::string model_path)
+    : model_path_(std::move(model_path)), dir_(MakeTempDir("cluster-", /*keep=*/true)) {}
+
+Cluster::~Cluster() {
+  stub_.reset();
+  channel_.reset();
+  // Workers first: a worker outliving its scheduler would only retry, but the order
+  // keeps the logs quiet.
+  workers_.clear();
+  scheduler_.reset();
+}
+
+absl::Status Cluster::StartScheduler(std::vector<std::string> extra_flags, int worker_port) {
+  const int n = restarts_++;
+  const std::string ports = absl::StrCat(dir_, "/scheduler-", n, ".ports.json");
+  std::vector<std::string> argv = {
+      Runfile("scheduler/service/weft-scheduler"),
+      absl::StrCat("--model=", model_path_),
+      "--host=127.0.0.1",
+      "--port=0",
+      absl::StrCat("--worker_port=", worker_port),
+      "--metrics_port=0",
+      absl::StrCat("--ports_file=", ports),
+  };
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  auto p = ChildProcess::Start(argv, absl::StrCat(dir_, "/scheduler-", n, ".log"));
+  if (!p.ok()) return p.status();
+  scheduler_ = std::move(*p);
+  auto json = WaitPortsFile(ports, scheduler_.get(), absl::Seconds(60));
+  if (!json.ok()) {
+    return absl::Status(json.status().code(), absl::StrCat("weft-scheduler: ", json.status().message(),
+                                                           "\n", scheduler_->LogTail()));
+  }
+  port_ = JsonInt(*json, "port");
+  worker_port_ = JsonInt(*json, "worker_port");
+  metrics_port_ = JsonInt(*json, "metrics_port");
+  if (port_ <= 0 || worker_port_ <= 0 || metrics_port_ <= 0) {
+    return absl::InternalError(absl::StrCat("bad ports file: ", *json));
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  channel_ = NewChannel(args);
+  stub_ = weft::v1::Generation::NewStub(channel_);
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::StartWorker(const WorkerSpec& spec) {
+  if (worker_port_ <= 0) return absl::FailedPreconditionError("start the scheduler first");
+  workers_.erase(spec.replica);  // SIGKILL + reap a previous process of this replica
+  const int n = restarts_++;
+  const std::string ports = absl::StrCat(dir_, "/worker-", spec.replica, "-", n, ".ports.json");
+  std::vector<std::string> argv = {
+      Runfile("worker/service/weft-worker"),
+      absl::StrCat("--scheduler=127.0.0.1:", worker_port_),
+      absl::StrCat("--model=", model_path_),
+      absl::StrCat("--replica=", spec.replica),
+      absl::StrCat("--num_kv_blocks=", spec.num_kv_blocks),
+      absl::StrCat("--threads=", spec.threads),
+      "--metrics_port=0",
+      absl::StrCat("--ports_file=", ports),
+  };
+  argv.insert(argv.end(), spec.extra_flags.begin(), spec.extra_flags.end());
+  auto p = ChildProcess::Start(argv, absl::StrCat(dir_, "/worker-", spec.replica, "-", n, ".log"));
+  if (!p.ok()) return p.status();
+  ChildProcess* proc = p->get();
+  workers_[spec.replica] = std::move(*p);
+  auto json = WaitPortsFile(ports, proc, absl::Seconds(120));
+  if (!json.ok()) {
+    return absl::Status(json.status().code(), absl::StrCat("weft-worker ", spec.replica, ": ",
+                                                           json.status().message(), "\n",
+                                                           proc->LogTail()));
+  }
+  worker_metrics_ports_[spec.replica] = JsonInt(*json, "metrics_port");
+  return absl::OkStatus();
+}
+
+ChildProcess* Cluster::worker(const std::string& replica) {
+  auto it = workers_.find(replica);
+  return it == workers_.end() ? nullptr : it->second.get();
+}
+
+std::string Cluster::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+int Cluster::worker_metrics_port(const std::string& replica) const {
+  auto it = worker_metrics_ports_.find(replica);
+  return it == worker_metrics_ports_.end() ? -1 : it->second;
+}
+
+absl::StatusOr<MetricsPage> Cluster::WorkerMetrics(const std::string& replica) const {
+  const int port = worker_metrics_port(replica);
+  if (port <= 0) return absl::NotFoundError(absl::StrCat("no metrics port for ", replica));
+  return ScrapeMetrics(port);
+}
+
+double Cluster::Metric(const std::string& series) const {
+  auto m = Metrics();
+  return m.ok() ? m->Get(series, std::nan("")) : std::nan("");
+}
+
+double Cluster::Steps() const {
+  auto m = Metrics();
+  return m.ok() ? m->Sum("weft_steps_total") : std::nan("");
+}
+
+absl::Status Cluster::WaitReplicas(int n, absl::Duration timeout) {
+  double last = -1;
+  if (WaitFor(
+          [&] {
+            last = Metric("weft_replicas");
+            return last == n;
+          },
+          timeout, absl::Milliseconds(100))) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrCat("weft_replicas is ", last, ", want ", n,
+                                                  " after ", absl::FormatDuration(timeout), "\n",
+                                                  Logs()));
+}
+
+std::string Cluster::Health() const {
+  auto stub = grpc::health::v1::Health::NewStub(channel_ ? channel_ : NewChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = stub->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp);
+  if (!s.ok()) return absl::StrCat("error ", CodeName(s.error_code()), ": ", s.error_message());
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
+}
+
+absl::Status Cluster::WaitHealth(const std::string& want, absl::Duration timeout) {
+  std::string last;
+  if (WaitFor(
+          [&] {
+            last = Health();
+            return last == want;
+          },
+          timeout, absl::Milliseconds(50))) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrCat("health is ", last, ", want ", want));
+}
+
+std::shared_ptr<grpc::Channel> Cluster::NewChannel(const grpc::ChannelArguments& args) const {
+  grpc::ChannelArguments a = args;
+  // Each channel its own connection: tests that need per-connection behaviour (flow
+  // control of a reader that never reads) must not share a subchannel with others.
+  a.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), a);
+}
+
+weft::v1::Generation::Stub* Cluster::stub() { return stub_.get(); }
+
+std::string Cluster::Logs() const {
+  std::string out;
+  if (scheduler_) absl::StrAppend(&out, "--- scheduler log tail ---\n", scheduler_->LogTail(), "\n");
+  for (const auto& [name, w] : workers_) {
+    absl::StrAppend(&out, "--- worker ", name, " log tail ---\n", w->LogTail(1500), "\n");
+  }
+  return out;
+}
+
+// --- Generate helpers ----------------------------------------------------------------------
+
+StreamResult Generate(weft::v1::Generation::Stub* stub, const weft::v1::GenerateRequest& request,
+                      absl::Duration deadline,
+                      const std::function<bool(const weft::v1::GenerateResponse&)>& on_message,
+                      grpc::ClientContext* context) {
+  grpc::ClientContext own;
+  grpc::ClientContext* ctx = context != nullptr ? context : &own;
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  StreamResult r;
+  auto reader = stub->Generate(ctx, request);
+  weft::v1::GenerateResponse resp;
+  bool cancelled = false;
+  while (reader->Read(&resp)) {
+    ++r.num_messages;
+    if (resp.index() == 0) {
+      r.token_ids.insert(r.token_ids.end(), resp.token_ids().begin(), resp.token_ids().end());
+      r.text += resp.text();
+      if (resp.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) {
+        r.finish_reason = resp.finish_reason();
+      }
+    }
+    if (resp.has_usage()) {
+      r.has_usage = true;
+      r.usage = resp.usage();
+    }
+    if (!cancelled && on_message && !on_message(resp)) {
+      cancelled = true;
+      ctx->TryCancel();
+    }
+  }
+  r.status = reader->Finish();
+  return r;
+}
+
+BackgroundStream::BackgroundStream(weft::v1::Generation::Stub* stub,
+                                   weft::v1::GenerateRequest request, absl::Duration deadline) {
+  thread_ = std::thread([this, stub, request = std::move(request), deadline] {
+    result_ = Generate(
+        stub, request, deadline,
+        [this](const weft::v1::GenerateResponse& r) {
+          if (r.index() == 0) num_tokens_.fetch_add(r.token_ids_size());
+          return true;
+        },
+        &context_);
+    done_.store(true);
+  });
+}
+
+BackgroundStream::~BackgroundStream() {
+  if (thread_.joinable()) {
+    context_.TryCancel();
+    thread_.join();
+  }
+}
+
+bool BackgroundStream::WaitTokens(int n, absl::Duration timeout) const {
+  WaitFor([&] { return num_tokens_.load() >= n || done_.load(); }, timeout, absl::Milliseconds(10));
+  return num_tokens_.load() >= n;
+}
+
+StreamResult BackgroundStream::Join(absl::Duration timeout) {
+  if (!WaitFor([&] { return done_.load(); }, timeout, absl::Milliseconds(10))) context_.TryCancel();
+  if (thread_.joinable()) thread_.join();
+  return result_;
+}
+
+weft::v1::GenerateRequest GreedyRequest(const std::string& prompt, int max_tokens) {
+  weft::v1::GenerateRequest req;
+  req.set_text(prompt);
+  req.mutable_sampling()->set_temperature(0);
+  req.mutable_stopping()->set_max_tokens(max_tokens);
+  req.mutable_stopping()->set_ignore_eos(true);
+  return req;
+}
+
+absl::StatusOr<std::vector<int32_t>> ReferenceTokens(const std::string& model_path,
+                                                     const std::string& prompt, int max_tokens) {
+  const std::string dir = MakeTempDir("weft-generate-");
+  auto p = ChildProcess::Start(
+      {Runfile("worker/weft-generate"), absl::StrCat("--model=", model_path),
+       absl::StrCat("--prompt=", prompt), absl::StrCat("--max_tokens=", max_tokens),
+       "--temperature=0", "--ignore_eos", "--print_token_ids", "--threads=1"},
+      dir + "/stderr", dir + "/stdout");
+  if (!p.ok()) return p.status();
+  if (!(*p)->Wait(absl::Seconds(120)).has_value() || (*p)->exit_code() != 0) {
+    return absl::InternalError(absl::StrCat("weft-generate failed: ", (*p)->LogTail()));
+  }
+  std::vector<int32_t> ids;
+  for (absl::string_view line : absl::StrSplit(ReadFile(dir + "/stdout"), '\n', absl::SkipEmpty())) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(line, &id)) return absl::InternalError(absl::StrCat("bad line: ", line));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::string CodeName(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+}  // namespace weft::e2e

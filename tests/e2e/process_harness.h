@@ -1,0 +1,230 @@
+// Process harness for Weft's end-to-end tests: real weft-scheduler / weft-worker
+// processes on loopback, the real model, nothing faked.
+//
+// What it gives a test:
+//  * ChildProcess — fork/exec of a runfiles binary into its own process group with
+//    PR_SET_PDEATHSIG(SIGKILL), stdout+stderr to a log file; signals, waits, and a
+//    destructor that SIGKILLs the group and reaps it. A test that fails, crashes or is
+//    killed by Bazel's timeout never leaves a process behind.
+//  * Cluster — one scheduler and any number of single-rank workers: ephemeral ports
+//    (read back from each binary's --ports_file), waits for replicas / health with
+//    generous hang guards, /metrics scrapes, and log tails for failure messages.
+//  * MetricsPage — a parsed Prometheus text page ("name{labels}" -> value).
+//  * Generate helpers — one blocking stream that records tokens, status and finish.
+//
+// Tests assert events and counts, never speed: every timeout here is a hang guard.
+// "Within N steps" is read from the scheduler's weft_steps_total.
+// Thread-safety: ChildProcess and Cluster are used from the test's main thread (the
+// death signal is tied to the thread that forked: see ChildProcess::Start); MetricsPage
+// is a value; the Generate helpers may run on any thread.
+#ifndef WEFT_TESTS_E2E_PROCESS_HARNESS_H_
+#define WEFT_TESTS_E2E_PROCESS_HARNESS_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "weft/v1/generate.grpc.pb.h"
+
+namespace weft::e2e {
+
+// Workspace-relative path of a data dependency -> its runfiles path.
+std::string Runfile(const std::string& path);
+// A fresh directory under $TEST_TMPDIR (or /tmp). With `keep`, under
+// $TEST_UNDECLARED_OUTPUTS_DIR when set, so Bazel keeps it (process logs) in
+// bazel-testlogs/<target>/test.outputs.
+std::string MakeTempDir(const std::string& prefix, bool keep = false);
+// Polls `cond` every `poll` until it holds (true) or `timeout` passes (false).
+bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
+             absl::Duration poll = absl::Milliseconds(50));
+// The whole file, or "" when it cannot be read.
+std::string ReadFile(const std::string& path);
+
+class ChildProcess {
+ public:
+  // Starts argv[0] (a path) with `argv`; stderr goes to `log_path`, and so does stdout
+  // unless `stdout_path` is given. The child
+  // leads its own process group and gets SIGKILL when the forking *thread* exits
+  // (PR_SET_PDEATHSIG), so start processes from the test's main thread.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(std::vector<std::string> argv,
+                                                            std::string log_path,
+                                                            const std::string& stdout_path = "");
+  ~ChildProcess();  // SIGKILL to the group (if still running) and reap
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  const std::string& log_path() const { return log_path_; }
+  // Sends `sig` to the process; false when it has already been reaped.
+  bool Signal(int sig);
+  // True while the process has not exited (reaps it if it has).
+  bool Running();
+  // Waits up to `timeout` for the exit; returns the waitpid status, or nullopt.
+  std::optional<int> Wait(absl::Duration timeout);
+  // Exit status once exited: the exit code, or 128 + signal number.
+  std::optional<int> exit_code() const;
+  // The last `max_bytes` of the log.
+  std::string LogTail(size_t max_bytes = 3000) const;
+
+ private:
+  ChildProcess(pid_t pid, std::string log_path) : pid_(pid), log_path_(std::move(log_path)) {}
+  bool Reap(bool block);
+
+  pid_t pid_;
+  std::string log_path_;
+  std::optional<int> wait_status_;
+};
+
+// A parsed Prometheus text-format page.
+class MetricsPage {
+ public:
+  static MetricsPage Parse(const std::string& text);
+  // One series by its exact text, "name" or "name{label=\"v\"}"; `missing` if absent.
+  double Get(const std::string& series, double missing = 0) const;
+  bool Has(const std::string& series) const { return series_.count(series) > 0; }
+  // The sum over every series of metric `name` (all label sets).
+  double Sum(const std::string& name) const;
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  std::map<std::string, double> series_;
+};
+
+// GET http://127.0.0.1:port/metrics.
+absl::StatusOr<MetricsPage> ScrapeMetrics(int port);
+
+struct WorkerSpec {
+  std::string replica = "r0";
+  int num_kv_blocks = 64;  // small pools keep tests quick and make leaks visible
+  int threads = 1;
+  std::vector<std::string> extra_flags;
+};
+
+class Cluster {
+ public:
+  // `model_path`: the GGUF both binaries load.
+  explicit Cluster(std::string model_path);
+  ~Cluster();  // SIGKILLs whatever still runs (ChildProcess destructors)
+
+  // Starts weft-scheduler on 127.0.0.1 with ephemeral ports (or `worker_port`, to
+  // restart a scheduler where its workers dial) and waits for its --ports_file.
+  absl::Status StartScheduler(std::vector<std::string> extra_flags = {}, int worker_port = 0);
+  // Starts one single-rank weft-worker for `spec.replica` (replacing a dead process of
+  // that replica) and waits for its --ports_file (model loaded, metrics bound). It
+  // attaches by itself; use WaitReplicas to wait for admission.
+  absl::Status StartWorker(const WorkerSpec& spec);
+
+  ChildProcess* scheduler() { return scheduler_.get(); }
+  ChildProcess* worker(const std::string& replica);
+  // Drops the process object (SIGKILL + reap if still running).
+  void ForgetScheduler() { scheduler_.reset(); }
+  void ForgetWorker(const std::string& replica) { workers_.erase(replica); }
+
+  std::string address() const;  // 127.0.0.1:<public port>
+  int port() const { return port_; }
+  int worker_port() const { return worker_port_; }
+  int metrics_port() const { return metrics_port_; }
+  int worker_metrics_port(const std::string& replica) const;
+
+  absl::StatusOr<MetricsPage> Metrics() const { return ScrapeMetrics(metrics_port_); }
+  absl::StatusOr<MetricsPage> WorkerMetrics(const std::string& replica) const;
+  // A scheduler gauge/counter by exact series; NaN when the scrape fails.
+  double Metric(const std::string& series) const;
+  // Sum of weft_steps_total over all replicas (NaN when the scrape fails).
+  double Steps() const;
+
+  // Waits until weft_replicas == n.
+  absl::Status WaitReplicas(int n, absl::Duration timeout = absl::Seconds(120));
+  // grpc.health.v1 Check on the public port: "SERVING", "NOT_SERVING", or the error.
+  std::string Health() const;
+  absl::Status WaitHealth(const std::string& want, absl::Duration timeout = absl::Seconds(60));
+
+  std::shared_ptr<grpc::Channel> NewChannel(const grpc::ChannelArguments& args = {}) const;
+  weft::v1::Generation::Stub* stub();
+
+  // Log tails of every process, for assertion messages.
+  std::string Logs() const;
+  const std::string& dir() const { return dir_; }
+  const std::string& model_path() const { return model_path_; }
+
+ private:
+  const std::string model_path_;
+  const std::string dir_;
+  int restarts_ = 0;
+  std::unique_ptr<ChildProcess> scheduler_;
+  int port_ = 0, worker_port_ = 0, metrics_port_ = 0;
+  std::map<std::string, std::unique_ptr<ChildProcess>> workers_;
+  std::map<std::string, int> worker_metrics_ports_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<weft::v1::Generation::Stub> stub_;
+};
+
+// One Generate call, read to the end.
+struct StreamResult {
+  grpc::Status status;
+  std::vector<int32_t> token_ids;  // sample 0
+  std::string text;
+  weft::v1::FinishReason finish_reason = weft::v1::FINISH_REASON_UNSPECIFIED;
+  int num_messages = 0;
+  bool has_usage = false;
+  weft::v1::Usage usage;
+};
+
+// `on_message` (optional) sees every response; returning false cancels the call.
+// `context_setup` (optional) may adjust the context before the call (deadline ...).
+StreamResult Generate(weft::v1::Generation::Stub* stub, const weft::v1::GenerateRequest& request,
+                      absl::Duration deadline = absl::Seconds(120),
+                      const std::function<bool(const weft::v1::GenerateResponse&)>& on_message = {},
+                      grpc::ClientContext* context = nullptr);
+
+// A Generate call read on its own thread; the test watches its progress, cancels it
+// or joins it. The destructor cancels and joins.
+class BackgroundStream {
+ public:
+  BackgroundStream(weft::v1::Generation::Stub* stub, weft::v1::GenerateRequest request,
+                   absl::Duration deadline = absl::Seconds(120));
+  ~BackgroundStream();
+  BackgroundStream(const BackgroundStream&) = delete;
+  BackgroundStream& operator=(const BackgroundStream&) = delete;
+
+  // Tokens of sample 0 received so far.
+  int num_tokens() const { return num_tokens_.load(); }
+  bool done() const { return done_.load(); }
+  // Waits until `n` tokens arrived or the stream ended; true when n arrived.
+  bool WaitTokens(int n, absl::Duration timeout = absl::Seconds(60)) const;
+  void Cancel() { context_.TryCancel(); }
+  // Waits for the end (hang guard `timeout`; then cancels) and returns the result.
+  StreamResult Join(absl::Duration timeout = absl::Seconds(120));
+
+ private:
+  grpc::ClientContext context_;
+  std::atomic<int> num_tokens_{0};
+  std::atomic<bool> done_{false};
+  StreamResult result_;
+  std::thread thread_;
+};
+
+// A greedy text request (temperature 0, ignore_eos so the length is max_tokens).
+weft::v1::GenerateRequest GreedyRequest(const std::string& prompt, int max_tokens);
+
+// Token ids `weft-generate` prints for `prompt` alone (greedy, ignore_eos).
+absl::StatusOr<std::vector<int32_t>> ReferenceTokens(const std::string& model_path,
+                                                     const std::string& prompt, int max_tokens);
+
+std::string CodeName(grpc::StatusCode code);
+
+}  // namespace weft::e2e
+
+#endif  // WEFT_TESTS_E2E_PROCESS_HARNESS_H_
