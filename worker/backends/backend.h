@@ -25,6 +25,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "worker/model/forward_batch.h"
 #include "worker/model/llama_config.h"
 
@@ -46,6 +47,15 @@ class Backend {
   virtual absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) = 0;
   // Copies every layer's K and V of block `src` into `dst`.
   virtual absl::Status CopyBlock(int32_t src, int32_t dst) = 0;
+
+  // Tensor-parallel group formation, for backends whose communicator is formed through
+  // the scheduler (NCCL): the bytes this rank puts in WorkerHello.comm_init (rank 0: a
+  // fresh group id; called for every hello), and the group join once the Welcome relays
+  // rank 0's bytes (every attachment; `epoch` names it). Defaults: nothing to exchange.
+  virtual std::string CommInit() { return std::string(); }
+  virtual absl::Status JoinGroup(absl::string_view comm_init, int64_t epoch) {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace weft

@@ -78,6 +78,7 @@ weft::v1::WorkerHello ModelExecutor::Hello() {
   h.set_kernels(backend_->kernels());
   h.set_vocab_size(c.vocab_size);
   h.set_max_model_len(c.context_length);
+  h.set_comm_init(backend_->CommInit());
   return h;
 }
 
@@ -87,6 +88,7 @@ absl::Status ModelExecutor::OnWelcome(const weft::v1::Welcome& welcome) {
                                                       " KV blocks; this rank has ",
                                                       backend_->num_kv_blocks()));
   }
+  WEFT_RETURN_IF_ERROR(backend_->JoinGroup(welcome.comm_init(), welcome.epoch()));
   cache_ = std::make_unique<StateCache>(backend_->block_size(), welcome.num_kv_blocks(),
                                         backend_->config().vocab_size);
   cache_->Reset(welcome.first_step_id());

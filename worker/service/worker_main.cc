@@ -4,6 +4,9 @@
 //   weft-worker --scheduler=127.0.0.1:50052 --model=models/X.gguf [--replica=r0
 //               --rank=0 --world_size=1 --threads=N --kernels=auto --block_size=16
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N]
+//               [--backend=cuda --cuda_device=-1 --kv_dtype=bf16 --cuda_graphs]
+// --backend=cuda needs a --config=cuda build (worker/backends/cuda_factory.h); there,
+// --world_size > 1 forms an NCCL group through the scheduler's hello/welcome.
 // It retries the attach with backoff until the scheduler is there (a worker may start
 // first). SIGTERM/SIGINT: detach and exit 0.
 #include <signal.h>
@@ -24,6 +27,7 @@
 #include "prometheus/registry.h"
 #include "glog/logging.h"
 #include "worker/backends/cpu_backend.h"
+#include "worker/backends/cuda_factory.h"
 #include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
 #include "worker/service/worker_client.h"
@@ -41,6 +45,10 @@ ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes
 ABSL_FLAG(int64_t, kv_memory_bytes, int64_t{1} << 30, "KV pool budget in bytes");
 ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
+ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
+ABSL_FLAG(std::string, kv_dtype, "bf16", "--backend=cuda: KV cache elements: bf16 | fp16 | int8");
+ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
+ABSL_FLAG(double, comm_timeout_s, 30, "--backend=cuda, --world_size > 1: NCCL deadline (s)");
 
 namespace weft {
 namespace {
@@ -95,12 +103,13 @@ class MeteredExecutor : public StepExecutor {
 
 int Main() {
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
-  if (backend_name == "cuda") {
-    LOG(ERROR) << "--backend=cuda: the CUDA backend is not available in this worker build "
-                  "(kernels only; see kernels/cuda). Use --backend=cpu.";
+  const bool cuda = backend_name == "cuda";
+  if (cuda && !CudaBackendAvailable()) {
+    LOG(ERROR) << "--backend=cuda: this weft-worker was built without CUDA; build it with "
+                  "`bazel build --config=cuda //worker/service:weft-worker` or use --backend=cpu";
     return 2;
   }
-  if (backend_name != "cpu") {
+  if (!cuda && backend_name != "cpu") {
     LOG(ERROR) << "--backend must be cpu or cuda, got '" << backend_name << "'";
     return 2;
   }
@@ -129,8 +138,9 @@ int Main() {
     threads = std::max(1, cores / std::max(1, eo.world_size));
   }
   bo.model.num_threads = threads;
-  if (eo.world_size > 1) {
-    LOG(ERROR) << "--world_size > 1 needs the tensor-parallel communicator, not in this build";
+  if (eo.world_size > 1 && !cuda) {
+    LOG(ERROR) << "--world_size > 1 needs the tensor-parallel communicator, not in this build "
+                  "(the CPU backend runs TP = 1; --backend=cuda uses NCCL)";
     return 2;
   }
   if (absl::Status s = eo.Validate(); !s.ok()) {
@@ -148,7 +158,27 @@ int Main() {
     LOG(ERROR) << "cannot load the model: " << file.status().message();
     return 1;
   }
-  auto backend = CpuBackend::Create(**file, bo);
+  absl::StatusOr<std::unique_ptr<Backend>> backend;
+  if (cuda) {
+    CudaBackendFlags cf;
+    cf.rank = eo.rank;
+    cf.world_size = eo.world_size;
+    cf.device = absl::GetFlag(FLAGS_cuda_device);
+    cf.block_size = bo.block_size;
+    cf.num_kv_blocks = bo.num_kv_blocks;
+    cf.kv_memory_bytes = bo.kv_memory_bytes;
+    cf.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+    cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+    cf.comm_timeout_s = absl::GetFlag(FLAGS_comm_timeout_s);
+    backend = MakeCudaBackend(**file, cf);
+  } else {
+    auto cpu = CpuBackend::Create(**file, bo);
+    if (cpu.ok()) {
+      backend = std::unique_ptr<Backend>(std::move(*cpu));
+    } else {
+      backend = cpu.status();
+    }
+  }
   if (!backend.ok()) {
     LOG(ERROR) << "cannot start the model: " << backend.status().message();
     return 1;
