@@ -234,11 +234,15 @@ std::string CudaBackend::CommInit() {
 }
 
 absl::Status CudaBackend::JoinGroup(absl::string_view comm_init, int64_t epoch) {
-  if (options_.world_size == 1) return absl::OkStatus();
   WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  // Work queued by a failed step drains once its NCCL kernels were aborted.
+  // Work queued by a failed step drains once its NCCL kernels were aborted. Copies
+  // queued by the last attachment's last plan still happen (as they would have before
+  // its next step).
   WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   stream_dirty_ = false;
+  WEFT_RETURN_IF_ERROR(FlushCopies());
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (options_.world_size == 1) return absl::OkStatus();
   comm_.reset();
   NcclCommunicatorOptions o;
   o.rank = options_.rank;

@@ -25,7 +25,7 @@
 // are deterministic for a given batch shape and GPU, and a sequence's logits agree with
 // the CPU backend and across batch compositions to bf16 rounding (not bitwise).
 // Copy-on-write copies are queued by CopyBlock and run as one kernel before the next
-// forward pass on the same stream.
+// forward pass (or at the next JoinGroup, i.e. a new attachment) on the same stream.
 //
 // Ownership: owns its device memory, stream, cuBLAS handle and communicator; borrows
 // the GgufFile only during Create. Thread-safety: as Backend (one step thread).
