@@ -7,7 +7,11 @@
 // KV: one layer's PagedKvView (kernels/cuda/paged_kv.h), fp16, bf16 or int8 groups;
 // head_dim 64 or 128; num_heads / num_kv_heads <= 32 (kMaxQueriesPerKvHead).
 // GQA: a thread block owns one KV head and all the query heads that share it, so each K/V
-// block is read once per (sequence, KV head, split) whatever the group size.
+// block is read from memory once per (sequence, KV head, split) whatever the group size
+// (decode holds 8 query heads' q in registers at a time: larger groups re-read the
+// split's K/V, which then mostly hits L2). Both kernels run on CUDA cores (fp32 FMA),
+// not tensor cores: decode is bandwidth-bound anyway; prefill is compute-bound and is the
+// kernel to move to tensor cores (mma/wgmma) next.
 // Activations: q is fp32 (the QKV GEMM output after RoPE), rows of num_heads*head_dim
 // with head h at h*head_dim; out rows likewise, written as ActDtype. q and its row
 // stride must be 16-byte aligned (float4 loads).

@@ -219,16 +219,13 @@ TEST_P(AttentionTest, DecodeBf16Output) {
   CheckDecode(GetParam(), {33, 600}, 0, ActDtype::kBf16, 4);
 }
 
-TEST_P(AttentionTest, PrefillChunksMatchCpu) {
-  WEFT_SKIP_WITHOUT_CUDA();
-  const Shape shape = GetParam();
-  // (cached prefix, chunk length): whole prompts, chunks starting on a block edge and
-  // mid-block, single-token chunks, a chunk after a long prefix.
-  const std::vector<std::pair<int32_t, int32_t>> chunks = {
-      {0, 1}, {0, 37}, {16, 16}, {5, 1}, {100, 77}, {0, 130}, {1500, 70}};
+// Runs the prefill kernel over chunks (cached prefix length, chunk length) of several
+// sequences in one launch and compares every query row with the CPU.
+void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32_t>>& chunks,
+                  uint32_t seed) {
   std::vector<int32_t> lengths;
   for (const auto& [start, n] : chunks) lengths.push_back(start + n);
-  World w(shape, lengths, 5);
+  World w(shape, lengths, seed);
   std::vector<int32_t> q_start, start_pos, num_tokens;
   int32_t rows = 0;
   for (const auto& [start, n] : chunks) {
@@ -269,6 +266,14 @@ TEST_P(AttentionTest, PrefillChunksMatchCpu) {
   EXPECT_LE(WorstError(out.ToHost(), want, 2e-5, 2e-4), 1.0);
 }
 
+TEST_P(AttentionTest, PrefillChunksMatchCpu) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // (cached prefix, chunk length): whole prompts, chunks starting on a block edge and
+  // mid-block, single-token chunks, a chunk after a long prefix.
+  CheckPrefill(GetParam(), {{0, 1}, {0, 37}, {16, 16}, {5, 1}, {100, 77}, {0, 130}, {1500, 70}},
+               5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest, ::testing::ValuesIn(AllShapes()), ShapeName);
 
 // Long contexts (up to 8K) on a few shapes: bf16 and int8, GQA 8:1, both head sizes,
@@ -279,9 +284,17 @@ TEST(AttentionLongTest, Decode8K) {
   CheckDecode({3, 3, 64, 16, KvDtype::kInt8}, {8192, 3000}, 0, ActDtype::kF32, 7);
 }
 
+TEST(AttentionLongTest, Prefill8K) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // The last chunk of an 8K prompt, and a chunk ending mid-block right before it.
+  CheckPrefill({2, 8, 128, 16, KvDtype::kBf16}, {{8128, 64}, {4000, 21}}, 10);
+  CheckPrefill({3, 3, 64, 16, KvDtype::kInt8}, {{8000, 40}}, 11);
+}
+
 TEST(AttentionLongTest, OddBlockSize) {
   WEFT_SKIP_WITHOUT_CUDA();
   CheckDecode({2, 3, 64, 7, KvDtype::kF16}, {1, 6, 7, 8, 300}, 64, ActDtype::kF32, 8);
+  CheckPrefill({2, 3, 64, 7, KvDtype::kF16}, {{0, 20}, {6, 9}, {14, 1}}, 9);
 }
 
 TEST(AttentionLongTest, GraphPaddingGivesZeros) {
