@@ -296,7 +296,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   const int vocab = a.vocab;
   const RowSamplingParams p = a.params[r];
   float* w = a.work + int64_t{r} * vocab;
-  const float* logits = a.logits + int64_t{r} * a.logits_stride;
+  const int64_t logits_row = a.logits_rows != nullptr ? a.logits_rows[r] : r;
+  const float* logits = a.logits + logits_row * a.logits_stride;
   for (int t = threadIdx.x; t < vocab; t += kThreads) {
     const float x = logits[t];
     w[t] = isnan(x) ? -INFINITY : x;

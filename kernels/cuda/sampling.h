@@ -53,6 +53,8 @@ struct RowSamplingParams {
 struct SampleArgs {
   const float* logits = nullptr;  // rows of `vocab` fp32, logits_stride apart
   int64_t logits_stride = 0;
+  const int32_t* logits_rows = nullptr;  // optional [num_rows]: row r samples logits row
+                                         // logits_rows[r] (default r); rows may repeat
   int32_t num_rows = 0;
   int32_t vocab = 0;
   const RowSamplingParams* params = nullptr;  // [num_rows], device memory

@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const GgufFile& file,
         absl::StrCat("--kv_dtype must be bf16, fp16 or int8, got '", flags.kv_dtype, "'"));
   }
   o.cuda_graphs = flags.cuda_graphs;
+  o.device_sampling = flags.device_sampling;
   o.comm_timeout = absl::Seconds(flags.comm_timeout_s);
   auto b = CudaBackend::Create(file, o);
   if (!b.ok()) return b.status();

@@ -26,6 +26,7 @@ struct CudaBackendFlags {
   int64_t kv_memory_bytes = int64_t{1} << 30;
   std::string kv_dtype = "bf16";  // bf16 | fp16 | int8
   bool cuda_graphs = true;
+  bool device_sampling = true;
   double comm_timeout_s = 30;
 };
 

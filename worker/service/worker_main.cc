@@ -4,7 +4,8 @@
 //   weft-worker --scheduler=127.0.0.1:50052 --model=models/X.gguf [--replica=r0
 //               --rank=0 --world_size=1 --threads=N --kernels=auto --block_size=16
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N]
-//               [--backend=cuda --cuda_device=-1 --kv_dtype=bf16 --cuda_graphs]
+//               [--backend=cuda --cuda_device=-1 --kv_dtype=bf16 --cuda_graphs
+//                --device_sampling]
 // --backend=cuda needs a --config=cuda build (worker/backends/cuda_factory.h); there,
 // --world_size > 1 forms an NCCL group through the scheduler's hello/welcome.
 // It retries the attach with backoff until the scheduler is there (a worker may start
@@ -48,6 +49,8 @@ ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for thi
 ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
 ABSL_FLAG(std::string, kv_dtype, "bf16", "--backend=cuda: KV cache elements: bf16 | fp16 | int8");
 ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
+ABSL_FLAG(bool, device_sampling, true,
+          "--backend=cuda: sample on the GPU (steps that want logprobs use the host)");
 ABSL_FLAG(double, comm_timeout_s, 30, "--backend=cuda, --world_size > 1: NCCL deadline (s)");
 
 namespace weft {
@@ -169,6 +172,7 @@ int Main() {
     cf.kv_memory_bytes = bo.kv_memory_bytes;
     cf.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
     cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+    cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);
     cf.comm_timeout_s = absl::GetFlag(FLAGS_comm_timeout_s);
     backend = MakeCudaBackend(**file, cf);
   } else {

@@ -12,6 +12,7 @@
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/quant.h"
+#include "kernels/cuda/sampling.h"
 
 namespace weft {
 namespace {
@@ -20,6 +21,8 @@ namespace kc = ::weft::kernels::cuda;
 using cuda_backend::StepArgs;
 
 bool IsPowerOfTwo(int32_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+size_t Align16(size_t x) { return (x + 15) / 16 * 16; }
 
 int32_t BucketFor(int32_t n) {
   int32_t b = 1;
@@ -344,6 +347,100 @@ void CudaBackend::CopyLogits(ForwardOutput* out) const {
     out->row_sequence.push_back(rows[r].sequence);
   }
   out->num_rows = static_cast<int32_t>(rows.size());
+}
+
+absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> requests,
+                                         std::vector<int32_t>* tokens) {
+  tokens->clear();
+  if (!options_.device_sampling || requests.size() > 65535) {
+    return absl::UnimplementedError("device sampling is off");
+  }
+  if (requests.empty()) return absl::OkStatus();
+  WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  const int32_t n = static_cast<int32_t>(requests.size());
+  const int32_t vocab = config_.vocab_size;
+  const std::vector<cuda_backend::OutputRow>& rows = inputs_.output_rows();
+  std::vector<kc::RowSamplingParams> params(n);
+  std::vector<int32_t> logits_rows(n);
+  sample_history_.clear();
+  sample_offsets_.assign(1, 0);
+  for (int32_t i = 0; i < n; ++i) {
+    const SampleRequest& q = requests[i];
+    if (q.row < 0 || q.row >= static_cast<int32_t>(rows.size()) || q.params == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("no logits row ", q.row));
+    }
+    const SamplerParams& p = *q.params;
+    kc::RowSamplingParams& d = params[i];
+    d.temperature = p.temperature;
+    d.top_k = p.top_k;
+    d.top_p = p.top_p;
+    d.min_p = p.min_p;
+    d.repetition_penalty = p.repetition_penalty;
+    d.presence_penalty = p.presence_penalty;
+    d.frequency_penalty = p.frequency_penalty;
+    d.sample_index = p.sample_index;
+    d.seed = p.seed;
+    d.output_index = static_cast<int32_t>(q.output.size());
+    d.num_prompt = static_cast<int32_t>(q.prompt.size());
+    logits_rows[i] = rows[q.row].logits_row;
+    for (absl::Span<const int32_t> part : {q.prompt, q.output}) {
+      for (int32_t t : part) {
+        if (t < 0 || t >= vocab) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("history token id ", t, " outside the vocabulary"));
+        }
+        sample_history_.push_back(t);
+      }
+    }
+    sample_offsets_.push_back(static_cast<int64_t>(sample_history_.size()));
+  }
+  // One blob: params | offsets | logits rows | history | tokens (out).
+  const size_t at_params = 0;
+  const size_t at_offsets = Align16(at_params + n * sizeof(kc::RowSamplingParams));
+  const size_t at_rows = Align16(at_offsets + (n + 1) * sizeof(int64_t));
+  const size_t at_history = Align16(at_rows + n * sizeof(int32_t));
+  const size_t at_tokens = Align16(at_history + sample_history_.size() * sizeof(int32_t));
+  const size_t total = Align16(at_tokens + n * sizeof(int32_t));
+  WEFT_RETURN_IF_ERROR(sample_host_.Reserve(total));
+  WEFT_RETURN_IF_ERROR(sample_dev_.Reserve(total));
+  char* h = sample_host_.as<char>();
+  std::memcpy(h + at_params, params.data(), n * sizeof(kc::RowSamplingParams));
+  std::memcpy(h + at_offsets, sample_offsets_.data(), (n + 1) * sizeof(int64_t));
+  std::memcpy(h + at_rows, logits_rows.data(), n * sizeof(int32_t));
+  if (!sample_history_.empty()) {
+    std::memcpy(h + at_history, sample_history_.data(), sample_history_.size() * sizeof(int32_t));
+  }
+  const size_t scratch = static_cast<size_t>(n) * vocab * sizeof(float);
+  WEFT_RETURN_IF_ERROR(sample_work_.Reserve(scratch));
+  bool grew = false;
+  WEFT_RETURN_IF_ERROR(sample_counts_.Reserve(scratch, &grew));
+  if (grew) {
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sample_counts_.get(), 0, scratch, stream_));
+  }
+  stream_dirty_ = true;
+  WEFT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(sample_dev_.get(), h, at_tokens, cudaMemcpyHostToDevice, stream_));
+  char* d = sample_dev_.as<char>();
+  kc::SampleArgs a;
+  a.logits = runner_->logits();
+  a.logits_stride = vocab;
+  a.logits_rows = reinterpret_cast<const int32_t*>(d + at_rows);
+  a.num_rows = n;
+  a.vocab = vocab;
+  a.params = reinterpret_cast<const kc::RowSamplingParams*>(d + at_params);
+  a.history = reinterpret_cast<const int32_t*>(d + at_history);
+  a.history_offsets = reinterpret_cast<const int64_t*>(d + at_offsets);
+  a.work = sample_work_.as<float>();
+  a.counts = sample_counts_.as<int32_t>();
+  a.tokens = reinterpret_cast<int32_t*>(d + at_tokens);
+  WEFT_CUDA_RETURN_IF_ERROR(kc::SampleTokens(a, stream_));
+  WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h + at_tokens, d + at_tokens, n * sizeof(int32_t),
+                                            cudaMemcpyDeviceToHost, stream_));
+  WEFT_RETURN_IF_ERROR(Sync());
+  stream_dirty_ = false;
+  tokens->assign(reinterpret_cast<const int32_t*>(h + at_tokens),
+                 reinterpret_cast<const int32_t*>(h + at_tokens) + n);
+  return absl::OkStatus();
 }
 
 }  // namespace weft

@@ -26,6 +26,8 @@
 // the CPU backend and across batch compositions to bf16 rounding (not bitwise).
 // Copy-on-write copies are queued by CopyBlock and run as one kernel before the next
 // forward pass (or at the next JoinGroup, i.e. a new attachment) on the same stream.
+// Sampling: SampleOnDevice runs kernels/cuda/sampling.h on the logits still on the
+// device (the host Sampler stays the fallback, e.g. for logprobs).
 //
 // Ownership: owns its device memory, stream, cuBLAS handle and communicator; borrows
 // the GgufFile only during Create. Thread-safety: as Backend (one step thread).
@@ -70,6 +72,7 @@ struct CudaBackendOptions {
   bool cuda_graphs = true;
   int32_t max_graph_batch = 128;  // largest decode bucket (a power of two)
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
+  bool device_sampling = true;    // SampleOnDevice (else the host Sampler)
   absl::Duration comm_timeout = absl::Seconds(30);
 
   absl::Status Validate() const;
@@ -96,6 +99,9 @@ class CudaBackend : public Backend {
   absl::Status CopyBlock(int32_t src, int32_t dst) override;
   std::string CommInit() override;
   absl::Status JoinGroup(absl::string_view comm_init, int64_t epoch) override;
+  // kernels/cuda/sampling.h on the logits rows of the last Forward (still on the device).
+  absl::Status SampleOnDevice(absl::Span<const SampleRequest> requests,
+                              std::vector<int32_t>* tokens) override;
 
   // Steps that ran as a CUDA graph replay / were captured (for tests and logs).
   int64_t graph_replays() const { return graph_replays_; }
@@ -140,6 +146,14 @@ class CudaBackend : public Backend {
   std::vector<int32_t> pending_copies_;  // (src, dst) pairs queued by CopyBlock
   cuda_backend::PinnedBuffer copies_host_;
   cuda_backend::DeviceBuffer copies_dev_;
+
+  // Device sampling: inputs packed into one upload, scratch (counts kept all zero).
+  std::vector<int32_t> sample_history_;
+  std::vector<int64_t> sample_offsets_;
+  cuda_backend::PinnedBuffer sample_host_;
+  cuda_backend::DeviceBuffer sample_dev_;
+  cuda_backend::DeviceBuffer sample_work_;
+  cuda_backend::DeviceBuffer sample_counts_;
 };
 
 }  // namespace weft

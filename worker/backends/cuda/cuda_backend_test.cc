@@ -244,6 +244,48 @@ TEST_P(CudaBackendTest, MalformedBatchIsInvalidArgument) {
   EXPECT_EQ(p->gpu->Forward(batch, &out).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(CudaBackendTest, DeviceSamplingMatchesTheHostSampler) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> p = Make();
+  ASSERT_NE(p, nullptr);
+  Seq a = MakeSeq(25, 96, 7), b = MakeSeq(9, 96, 8);
+  a.table = {20, 21};
+  b.table = {22};
+  ForwardBatch batch;
+  batch.sequences = {Chunk(a, 0, 25, true), Chunk(b, 0, 9, true)};
+  ForwardOutput out;
+  ASSERT_TRUE(p->gpu->Forward(batch, &out).ok());
+  std::vector<SamplerParams> params(6);
+  params[0].temperature = 0;
+  params[1].seed = 11;
+  params[2].top_k = 5, params[2].temperature = 0.7f, params[2].seed = 12;
+  params[3].top_p = 0.8f, params[3].seed = 13, params[3].sample_index = 2;
+  params[4].min_p = 0.1f, params[4].repetition_penalty = 1.2f, params[4].seed = 14;
+  params[5].presence_penalty = 0.5f, params[5].frequency_penalty = 0.3f, params[5].seed = 15;
+  std::vector<Backend::SampleRequest> requests;
+  const auto ta = absl::MakeConstSpan(a.tokens), tb = absl::MakeConstSpan(b.tokens);
+  for (size_t i = 0; i < params.size(); ++i) {
+    Backend::SampleRequest r;
+    r.row = static_cast<int32_t>(i % 2);  // rows repeat, as forks' do
+    r.params = &params[i];
+    const auto t = i % 2 == 0 ? ta : tb;
+    r.prompt = t.subspan(0, t.size() - 4);
+    r.output = t.subspan(t.size() - 4);
+    requests.push_back(r);
+  }
+  std::vector<int32_t> got;
+  ASSERT_TRUE(p->gpu->SampleOnDevice(requests, &got).ok());
+  Sampler host(out.vocab_size);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SampleResult want;
+    ASSERT_TRUE(host.Sample(params[i], absl::MakeConstSpan(out.Row(requests[i].row), out.vocab_size),
+                            requests[i].prompt, requests[i].output, &want)
+                    .ok());
+    EXPECT_EQ(got[i], want.token) << "request " << i;
+  }
+  EXPECT_EQ(p->cpu->SampleOnDevice(requests, &got).code(), absl::StatusCode::kUnimplemented);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, CudaBackendTest,
     ::testing::Values(ModelCase{GgmlType::kBF16, 256, 4, 2, false, kc::KvDtype::kBf16},
