@@ -30,6 +30,13 @@ int32_t BucketFor(int32_t n) {
   return b;
 }
 
+// Decode graphs are also keyed by a context bucket (its split count and workspace follow
+// it): the next power of two >= the batch's longest context, at least 1024, at most the
+// model's context length.
+int32_t ContextBucket(int32_t max_context, int32_t context_length) {
+  return std::min(context_length, std::max(1024, BucketFor(max_context)));
+}
+
 }  // namespace
 
 absl::Status CudaBackendOptions::Validate() const {
@@ -149,7 +156,7 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::DropGraphs() {
-  for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   graphs_.clear();
 }
 
@@ -162,8 +169,8 @@ int32_t CudaBackend::GraphBucket(const ForwardBatch& batch) const {
   return BucketFor(n);
 }
 
-absl::StatusOr<cudaGraphExec_t> CudaBackend::GraphFor(int32_t bucket, const StepArgs& args) {
-  if (auto it = graphs_.find(bucket); it != graphs_.end()) return it->second;
+absl::StatusOr<cudaGraphExec_t> CudaBackend::GraphFor(GraphKey key, const StepArgs& args) {
+  if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
   WEFT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   const absl::Status enqueued = runner_->Enqueue(args, nullptr, stream_);
   cudaGraph_t graph = nullptr;
@@ -177,7 +184,7 @@ absl::StatusOr<cudaGraphExec_t> CudaBackend::GraphFor(int32_t bucket, const Step
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   WEFT_CUDA_RETURN_IF_ERROR(inst);
-  graphs_[bucket] = exec;
+  graphs_[key] = exec;
   ++graph_captures_;
   return exec;
 }
@@ -284,7 +291,9 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
   args.layout = inputs_.layout();
   args.shape = inputs_.shape();
   const int32_t group = config_.queries_per_kv_head();
-  const int32_t max_ctx = bucket > 0 ? config_.context_length : inputs_.max_decode_context();
+  const int32_t max_ctx = bucket > 0
+                              ? ContextBucket(inputs_.max_decode_context(), config_.context_length)
+                              : inputs_.max_decode_context();
   args.decode_partition = kc::ChooseDecodePartition(args.shape.decode_items, shard_.num_kv_heads(),
                                                     group, options_.block_size, max_ctx, num_sms_);
   args.decode_max_splits = kc::DecodeNumSplits(max_ctx, args.decode_partition);
@@ -314,7 +323,7 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
                                             cudaMemcpyHostToDevice, stream_));
   args.meta = meta->as<uint8_t>();
   if (bucket > 0) {
-    WEFT_ASSIGN_OR_RETURN(cudaGraphExec_t exec, GraphFor(bucket, args));
+    WEFT_ASSIGN_OR_RETURN(cudaGraphExec_t exec, GraphFor({bucket, max_ctx}, args));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_));
     ++graph_replays_;
   } else {

@@ -10,8 +10,10 @@
 // CUDA graphs: a step whose chunks are all single decode tokens (at most
 // max_graph_batch of them, TP = 1) runs as a CUDA graph captured once per batch-size
 // bucket (1, 2, 4, ..., max_graph_batch; the batch is padded to its bucket, see
-// StepInputs). A graph is captured on the first step of its bucket and replayed after;
-// graphs are dropped when a buffer they captured has to grow.
+// StepInputs) and context bucket (the next power of two >= the longest context, at least
+// 1024: the decode kernel's split count and workspace follow it). A graph is captured on
+// the first step of its buckets and replayed after; graphs are dropped when a buffer
+// they captured has to grow.
 //
 // Tensor parallelism: world_size > 1 shards the weights as the CPU backend does
 // (ShardSpec); the row-parallel projections are all-reduced with NCCL on the compute
@@ -41,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -113,7 +116,9 @@ class CudaBackend : public Backend {
   absl::Status Init(const GgufFile& file);
   // The graph bucket for this batch, or 0 to run it eagerly.
   int32_t GraphBucket(const ForwardBatch& batch) const;
-  absl::StatusOr<cudaGraphExec_t> GraphFor(int32_t bucket, const cuda_backend::StepArgs& args);
+  // (batch bucket, context bucket) of a decode graph.
+  using GraphKey = std::pair<int32_t, int32_t>;
+  absl::StatusOr<cudaGraphExec_t> GraphFor(GraphKey key, const cuda_backend::StepArgs& args);
   void DropGraphs();
   absl::Status FlushCopies();
   absl::Status Sync();
@@ -139,7 +144,7 @@ class CudaBackend : public Backend {
   cuda_backend::DeviceBuffer meta_eager_;
   cuda_backend::DeviceBuffer meta_graph_;  // sized for the largest bucket once
   cuda_backend::PinnedBuffer logits_host_;
-  std::map<int32_t, cudaGraphExec_t> graphs_;
+  std::map<GraphKey, cudaGraphExec_t> graphs_;
   int64_t graph_replays_ = 0;
   int64_t graph_captures_ = 0;
 
