@@ -51,14 +51,22 @@ class Backend {
   // Copies every layer's K and V of block `src` into `dst`.
   virtual absl::Status CopyBlock(int32_t src, int32_t dst) = 0;
 
-  // Tensor-parallel group formation, for backends whose communicator is formed through
-  // the scheduler (NCCL): the bytes this rank puts in WorkerHello.comm_init (rank 0: a
-  // fresh group id; called for every hello), and the group join once the Welcome relays
-  // rank 0's bytes (every attachment; `epoch` names it). Defaults: nothing to exchange.
-  virtual std::string CommInit() { return std::string(); }
-  virtual absl::Status JoinGroup(absl::string_view comm_init, int64_t epoch) {
+  // Tensor parallelism (world size > 1; no-ops otherwise). A rank's collectives only
+  // work between JoinGroup and LeaveGroup.
+  //   CommInit(): opaque bytes this rank sends in its hello (e.g. an NCCL unique id made
+  //     by rank 0); the scheduler relays rank 0's to every rank of the replica.
+  //   JoinGroup(): the scheduler admitted the replica under `epoch`: form the group with
+  //     the other ranks (blocks until they are all there, or fails). Called again after
+  //     a re-admission with a new epoch; a group of another epoch is never joined.
+  //   LeaveGroup(): the replica was fenced or the scheduler is gone: drop the group.
+  virtual std::string CommInit() { return ""; }
+  virtual absl::Status JoinGroup(absl::string_view replica, int64_t epoch,
+                                 absl::string_view comm_init) {
     return absl::OkStatus();
   }
+  virtual void LeaveGroup() {}
+  // Seconds spent inside collectives so far (tensor parallelism; 0 otherwise).
+  virtual double collective_seconds() const { return 0; }
 
   // Optional device sampling of the last Forward()'s logits rows, with the algorithm of
   // worker/sampler.h (tokens only, no logprobs). request.row is a row of that

@@ -19,17 +19,17 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const GgufFile& file,
   o.kv_memory_bytes = flags.kv_memory_bytes;
   if (flags.kv_dtype == "bf16") {
     o.kv_dtype = kernels::cuda::KvDtype::kBf16;
-  } else if (flags.kv_dtype == "fp16") {
+  } else if (flags.kv_dtype == "f16" || flags.kv_dtype == "fp16") {
     o.kv_dtype = kernels::cuda::KvDtype::kF16;
   } else if (flags.kv_dtype == "int8") {
     o.kv_dtype = kernels::cuda::KvDtype::kInt8;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv_dtype must be bf16, fp16 or int8, got '", flags.kv_dtype, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend=cuda: --kv_dtype must be f16, bf16 or int8, got '", flags.kv_dtype, "'"));
   }
   o.cuda_graphs = flags.cuda_graphs;
   o.device_sampling = flags.device_sampling;
-  o.comm_timeout = absl::Seconds(flags.comm_timeout_s);
+  o.comm_timeout = absl::Seconds(flags.collective_timeout_s);
   auto b = CudaBackend::Create(file, o);
   if (!b.ok()) return b.status();
   return std::unique_ptr<Backend>(std::move(*b));

@@ -24,10 +24,10 @@ struct CudaBackendFlags {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{1} << 30;
-  std::string kv_dtype = "bf16";  // bf16 | fp16 | int8
+  std::string kv_dtype = "f16";  // f16 | bf16 | int8 (--kv_dtype; f32 is CPU-only)
   bool cuda_graphs = true;
   bool device_sampling = true;
-  double comm_timeout_s = 30;
+  double collective_timeout_s = 10;
 };
 
 // True when this binary contains the CUDA backend.

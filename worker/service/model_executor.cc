@@ -88,14 +88,18 @@ absl::Status ModelExecutor::OnWelcome(const weft::v1::Welcome& welcome) {
                                                       " KV blocks; this rank has ",
                                                       backend_->num_kv_blocks()));
   }
-  WEFT_RETURN_IF_ERROR(backend_->JoinGroup(welcome.comm_init(), welcome.epoch()));
+  WEFT_RETURN_IF_ERROR(
+      backend_->JoinGroup(welcome.replica(), welcome.epoch(), welcome.comm_init()));
   cache_ = std::make_unique<StateCache>(backend_->block_size(), welcome.num_kv_blocks(),
                                         backend_->config().vocab_size);
   cache_->Reset(welcome.first_step_id());
   return absl::OkStatus();
 }
 
-void ModelExecutor::OnDetach() { cache_.reset(); }
+void ModelExecutor::OnDetach() {
+  cache_.reset();
+  backend_->LeaveGroup();
+}
 
 weft::v1::StepResult ModelExecutor::Execute(const weft::v1::StepPlan& plan) {
   const absl::Time start = absl::Now();

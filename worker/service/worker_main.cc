@@ -4,8 +4,8 @@
 //   weft-worker --scheduler=127.0.0.1:50052 --model=models/X.gguf [--replica=r0
 //               --rank=0 --world_size=1 --threads=N --kernels=auto --block_size=16
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N]
-//               [--backend=cuda --cuda_device=-1 --kv_dtype=bf16 --cuda_graphs
-//                --device_sampling]
+//               [--backend=cuda --cuda_device=-1 --kv_dtype=f16|bf16|int8 --cuda_graphs
+//                --device_sampling --collective_timeout_s=10]
 // --backend=cuda needs a --config=cuda build (worker/backends/cuda_factory.h); there,
 // --world_size > 1 forms an NCCL group through the scheduler's hello/welcome.
 // It retries the attach with backoff until the scheduler is there (a worker may start
@@ -40,18 +40,22 @@ ABSL_FLAG(int32_t, rank, 0, "this process's rank in its replica");
 ABSL_FLAG(int32_t, world_size, 1, "ranks in the replica (tensor-parallel size)");
 ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda");
 ABSL_FLAG(std::string, kernels, "auto", "CPU kernels: auto | reference | avx512 | packed");
+ABSL_FLAG(std::string, kv_dtype, "f16",
+          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
+          "scales) | f32");
 ABSL_FLAG(int32_t, threads, 0, "compute threads (0: the cores divided by --world_size)");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size in tokens (must equal the scheduler's)");
 ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes holds)");
 ABSL_FLAG(int64_t, kv_memory_bytes, int64_t{1} << 30, "KV pool budget in bytes");
+ABSL_FLAG(double, collective_timeout_s, 10,
+          "tensor parallelism: a collective fails (and the step with it) if a peer rank has not "
+          "joined it within this long");
 ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
 ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
-ABSL_FLAG(std::string, kv_dtype, "bf16", "--backend=cuda: KV cache elements: bf16 | fp16 | int8");
 ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
 ABSL_FLAG(bool, device_sampling, true,
           "--backend=cuda: sample on the GPU (steps that want logprobs use the host)");
-ABSL_FLAG(double, comm_timeout_s, 30, "--backend=cuda, --world_size > 1: NCCL deadline (s)");
 
 namespace weft {
 namespace {
@@ -173,9 +177,13 @@ int Main() {
     cf.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
     cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
     cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);
-    cf.comm_timeout_s = absl::GetFlag(FLAGS_comm_timeout_s);
+    cf.collective_timeout_s = absl::GetFlag(FLAGS_collective_timeout_s);
     backend = MakeCudaBackend(**file, cf);
   } else {
+    if (const std::string kv = absl::GetFlag(FLAGS_kv_dtype); kv != "f16" && kv != "f32") {
+      LOG(WARNING) << "--kv_dtype=" << kv << " applies to --backend=cuda; the CPU backend of "
+                      "this build keeps an fp32 KV cache";
+    }
     auto cpu = CpuBackend::Create(**file, bo);
     if (cpu.ok()) {
       backend = std::unique_ptr<Backend>(std::move(*cpu));

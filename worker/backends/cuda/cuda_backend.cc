@@ -243,7 +243,17 @@ std::string CudaBackend::CommInit() {
   return *id;
 }
 
-absl::Status CudaBackend::JoinGroup(absl::string_view comm_init, int64_t epoch) {
+void CudaBackend::LeaveGroup() {
+  // Called between steps: nothing of ours is in flight unless a failed step left work
+  // behind, whose NCCL kernels were aborted with the communicator.
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  stream_dirty_ = false;
+  comm_.reset();
+}
+
+absl::Status CudaBackend::JoinGroup(absl::string_view replica, int64_t epoch,
+                                    absl::string_view comm_init) {
   WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   // Work queued by a failed step drains once its NCCL kernels were aborted. Copies
   // queued by the last attachment's last plan still happen (as they would have before
@@ -261,12 +271,13 @@ absl::Status CudaBackend::JoinGroup(absl::string_view comm_init, int64_t epoch) 
   o.timeout = options_.comm_timeout;
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> c = NcclCommunicator::Create(comm_init, o);
   if (!c.ok()) {
-    return absl::Status(c.status().code(), absl::StrCat("joining the NCCL group of epoch ", epoch,
-                                                        ": ", c.status().message()));
+    return absl::Status(c.status().code(),
+                        absl::StrCat("joining the NCCL group of replica '", replica, "' epoch ",
+                                     epoch, ": ", c.status().message()));
   }
   comm_ = std::move(*c);
-  LOG(INFO) << "rank " << options_.rank << "/" << options_.world_size
-            << " joined the NCCL group of epoch " << epoch;
+  LOG(INFO) << "rank " << options_.rank << "/" << options_.world_size << " of replica '"
+            << replica << "' joined its NCCL group (epoch " << epoch << ")";
   return absl::OkStatus();
 }
 

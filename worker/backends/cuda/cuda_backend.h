@@ -76,7 +76,8 @@ struct CudaBackendOptions {
   int32_t max_graph_batch = 128;  // largest decode bucket (a power of two)
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
   bool device_sampling = true;    // SampleOnDevice (else the host Sampler)
-  absl::Duration comm_timeout = absl::Seconds(30);
+  // Deadline of group formation and of each step's collectives (--collective_timeout_s).
+  absl::Duration comm_timeout = absl::Seconds(10);
 
   absl::Status Validate() const;
 };
@@ -101,7 +102,9 @@ class CudaBackend : public Backend {
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
   absl::Status CopyBlock(int32_t src, int32_t dst) override;
   std::string CommInit() override;
-  absl::Status JoinGroup(absl::string_view comm_init, int64_t epoch) override;
+  absl::Status JoinGroup(absl::string_view replica, int64_t epoch,
+                         absl::string_view comm_init) override;
+  void LeaveGroup() override;
   // kernels/cuda/sampling.h on the logits rows of the last Forward (still on the device).
   absl::Status SampleOnDevice(absl::Span<const SampleRequest> requests,
                               std::vector<int32_t>* tokens) override;
