@@ -23,11 +23,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "worker/model/forward_batch.h"
 #include "worker/model/llama_config.h"
+#include "worker/sampler.h"
 
 namespace weft {
 
@@ -64,6 +67,21 @@ class Backend {
   virtual void LeaveGroup() {}
   // Seconds spent inside collectives so far (tensor parallelism; 0 otherwise).
   virtual double collective_seconds() const { return 0; }
+
+  // Optional device sampling of the last Forward()'s logits rows, with the algorithm of
+  // worker/sampler.h (tokens only, no logprobs). request.row is a row of that
+  // ForwardOutput; tokens[i] is -1 when request i's row has no finite logit. The default,
+  // Unimplemented, means "sample on the host" (ModelExecutor's fallback).
+  struct SampleRequest {
+    int32_t row = 0;
+    const SamplerParams* params = nullptr;
+    absl::Span<const int32_t> prompt;
+    absl::Span<const int32_t> output;
+  };
+  virtual absl::Status SampleOnDevice(absl::Span<const SampleRequest> requests,
+                                      std::vector<int32_t>* tokens) {
+    return absl::UnimplementedError("this backend samples on the host");
+  }
 };
 
 }  // namespace weft

@@ -146,18 +146,59 @@ absl::Status ModelExecutor::Run(const weft::v1::StepPlan& plan, weft::v1::StepRe
   return SampleAll(batch_, result);
 }
 
-absl::Status ModelExecutor::SampleAll(const StepBatch& batch, weft::v1::StepResult* result) {
+// Samples on the backend's device when it can (no logprobs wanted, valid parameters):
+// fills device_tokens_ and returns true; false means "sample on the host".
+absl::StatusOr<bool> ModelExecutor::TrySampleOnDevice(const StepBatch& batch) {
+  device_params_.clear();
+  device_requests_.clear();
+  for (const ScheduledSequence& sc : batch.sequences) {
+    if (!sc.sample) continue;
+    if (sc.state->sampling.num_logprobs() >= 0) return false;
+    device_params_.push_back(ToSamplerParams(sc.state->sampling));
+    if (!device_params_.back().Validate().ok()) return false;  // the host path reports it
+  }
+  if (device_params_.empty()) return false;
+  size_t k = 0;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const ScheduledSequence& sc = batch.sequences[i];
     if (!sc.sample) continue;
     const int32_t row = sc.logits_from >= 0 ? row_of_entry_[sc.logits_from] : row_of_entry_[i];
     if (row < 0) return absl::InternalError("no logits row for a sampled sequence");
+    const auto tokens = absl::MakeConstSpan(sc.state->tokens);
+    Backend::SampleRequest r;
+    r.row = row;
+    r.params = &device_params_[k++];
+    r.prompt = tokens.subspan(0, sc.state->num_prompt_tokens);
+    r.output = tokens.subspan(sc.state->num_prompt_tokens);
+    device_requests_.push_back(r);
+  }
+  const absl::Status s = backend_->SampleOnDevice(device_requests_, &device_tokens_);
+  if (absl::IsUnimplemented(s)) return false;
+  if (!s.ok()) return s;
+  return true;
+}
+
+absl::Status ModelExecutor::SampleAll(const StepBatch& batch, weft::v1::StepResult* result) {
+  WEFT_ASSIGN_OR_RETURN(const bool on_device, TrySampleOnDevice(batch));
+  size_t k = 0;
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const ScheduledSequence& sc = batch.sequences[i];
+    if (!sc.sample) continue;
     WorkerSequence* seq = sc.state;
-    const auto tokens = absl::MakeConstSpan(seq->tokens);
-    const auto logits = absl::MakeConstSpan(logits_.Row(row), logits_.vocab_size);
-    WEFT_RETURN_IF_ERROR(sampler_->Sample(ToSamplerParams(seq->sampling), logits,
-                                          tokens.subspan(0, seq->num_prompt_tokens),
-                                          tokens.subspan(seq->num_prompt_tokens), &sample_));
+    if (on_device) {
+      sample_.token = device_tokens_[k++];
+      sample_.top_logprobs.clear();
+      if (sample_.token < 0) return absl::InvalidArgumentError("no token has a finite logit");
+    } else {
+      const int32_t row =
+          sc.logits_from >= 0 ? row_of_entry_[sc.logits_from] : row_of_entry_[i];
+      if (row < 0) return absl::InternalError("no logits row for a sampled sequence");
+      const auto tokens = absl::MakeConstSpan(seq->tokens);
+      const auto logits = absl::MakeConstSpan(logits_.Row(row), logits_.vocab_size);
+      WEFT_RETURN_IF_ERROR(sampler_->Sample(ToSamplerParams(seq->sampling), logits,
+                                            tokens.subspan(0, seq->num_prompt_tokens),
+                                            tokens.subspan(seq->num_prompt_tokens), &sample_));
+    }
     weft::v1::SampledToken* t = result->add_tokens();
     t->set_seq_id(seq->seq_id);
     t->set_token_id(sample_.token);

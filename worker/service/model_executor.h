@@ -1,6 +1,8 @@
 // ModelExecutor: a worker rank's StepExecutor over any Backend (CPU or CUDA) — applies
 // each plan to the StateCache, runs one forward pass over the flattened batch, performs
-// the plan's copy-on-write block copies, samples every do_sample sequence, and answers.
+// the plan's copy-on-write block copies, samples every do_sample sequence (on the
+// backend's device when it offers Backend::SampleOnDevice and no sequence of the step
+// wants logprobs; else with the host Sampler), and answers.
 //
 // Failure: a plan that cannot be applied or a forward pass that fails is reported in
 // StepResult.error; the plan still counts as consumed and its sequences' state is
@@ -51,6 +53,7 @@ class ModelExecutor : public StepExecutor {
                 const ModelExecutorOptions& options);
   absl::Status Run(const weft::v1::StepPlan& plan, weft::v1::StepResult* result);
   absl::Status SampleAll(const StepBatch& batch, weft::v1::StepResult* result);
+  absl::StatusOr<bool> TrySampleOnDevice(const StepBatch& batch);
 
   const GgufFile& file_;
   const ModelExecutorOptions options_;
@@ -64,6 +67,10 @@ class ModelExecutor : public StepExecutor {
   ForwardOutput logits_;
   std::vector<int32_t> row_of_entry_;
   SampleResult sample_;
+  // Backend::SampleOnDevice's inputs and outputs (CUDA backend).
+  std::vector<SamplerParams> device_params_;
+  std::vector<Backend::SampleRequest> device_requests_;
+  std::vector<int32_t> device_tokens_;
 };
 
 }  // namespace weft

@@ -4,9 +4,13 @@
 //   weft-worker --scheduler=127.0.0.1:50052 --model=models/X.gguf [--replica=r0
 //               --rank=0 --world_size=1 --threads=N --kernels=auto --block_size=16
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N] [--metrics_port=-1|0|P
-//               --ports_file=FILE]
+//               --ports_file=FILE] [--kv_dtype=f16|bf16|int8|f32 --collective_timeout_s=10]
+//               [--backend=cuda --cuda_device=-1 --cuda_graphs --device_sampling]
 // With --ports_file the bound metrics port (-1 when off) is written there as JSON
 // {"metrics_port": N} once the model is loaded (tests and launchers use port 0).
+// --world_size > 1: the ranks of a replica form their group when the scheduler admits
+// it (shared memory on CPU; NCCL with --backend=cuda, which needs a --config=cuda build,
+// see worker/backends/cuda_factory.h).
 // It retries the attach with backoff until the scheduler is there (a worker may start
 // first). SIGTERM/SIGINT: detach and exit 0.
 #include <signal.h>
@@ -29,6 +33,7 @@
 #include "prometheus/registry.h"
 #include "glog/logging.h"
 #include "worker/backends/cpu_backend.h"
+#include "worker/backends/cuda_factory.h"
 #include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
 #include "worker/service/worker_client.h"
@@ -55,6 +60,10 @@ ABSL_FLAG(double, collective_timeout_s, 10,
 ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
 ABSL_FLAG(std::string, ports_file, "", "write the bound metrics port here as JSON {\"metrics_port\": N}");
+ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
+ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
+ABSL_FLAG(bool, device_sampling, true,
+          "--backend=cuda: sample on the GPU (steps that want logprobs use the host)");
 
 namespace weft {
 namespace {
@@ -128,12 +137,13 @@ class MeteredExecutor : public StepExecutor {
 
 int Main() {
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
-  if (backend_name == "cuda") {
-    LOG(ERROR) << "--backend=cuda: the CUDA backend is not available in this worker build "
-                  "(kernels only; see kernels/cuda). Use --backend=cpu.";
+  const bool cuda = backend_name == "cuda";
+  if (cuda && !CudaBackendAvailable()) {
+    LOG(ERROR) << "--backend=cuda: this weft-worker was built without CUDA; build it with "
+                  "`bazel build --config=cuda //worker/service:weft-worker` or use --backend=cpu";
     return 2;
   }
-  if (backend_name != "cpu") {
+  if (!cuda && backend_name != "cpu") {
     LOG(ERROR) << "--backend must be cpu or cuda, got '" << backend_name << "'";
     return 2;
   }
@@ -186,7 +196,28 @@ int Main() {
     LOG(ERROR) << "cannot load the model: " << file.status().message();
     return 1;
   }
-  auto backend = CpuBackend::Create(**file, bo);
+  absl::StatusOr<std::unique_ptr<Backend>> backend;
+  if (cuda) {
+    CudaBackendFlags cf;
+    cf.rank = eo.rank;
+    cf.world_size = eo.world_size;
+    cf.device = absl::GetFlag(FLAGS_cuda_device);
+    cf.block_size = bo.block_size;
+    cf.num_kv_blocks = bo.num_kv_blocks;
+    cf.kv_memory_bytes = bo.kv_memory_bytes;
+    cf.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+    cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+    cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);
+    cf.collective_timeout_s = absl::GetFlag(FLAGS_collective_timeout_s);
+    backend = MakeCudaBackend(**file, cf);
+  } else {
+    auto cpu = CpuBackend::Create(**file, bo);
+    if (cpu.ok()) {
+      backend = std::unique_ptr<Backend>(std::move(*cpu));
+    } else {
+      backend = cpu.status();
+    }
+  }
   if (!backend.ok()) {
     LOG(ERROR) << "cannot start the model: " << backend.status().message();
     return 1;

@@ -1,0 +1,52 @@
+// Device helpers shared by the decode and prefill attention kernels: reading eight
+// consecutive K/V elements of one row of the paged pool as fp32 (int8 groups scaled by
+// their fp16 scale), and the kernels' dispatch over (KV dtype, head_dim).
+// Included only by .cu files. Thread-safety: device functions without state.
+#ifndef WEFT_KERNELS_CUDA_ATTENTION_COMMON_CUH_
+#define WEFT_KERNELS_CUDA_ATTENTION_COMMON_CUH_
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/paged_attention.h"
+
+namespace weft::kernels::cuda {
+
+// Elements [d0, d0 + 8) of K (or V) row `row` (= kv_head * block_size + slot) of block
+// `block`; d0 % 8 == 0.
+template <typename KvT, int kHeadDim>
+__device__ __forceinline__ void LoadKvRow8(const void* base, const uint16_t* scales,
+                                           const PagedKvView& kv, int64_t block, int64_t row,
+                                           int d0, float* out) {
+  const int64_t elem = block * kv.block_stride + row * kHeadDim + d0;
+  Load8(static_cast<const KvT*>(base) + elem, out);
+  if constexpr (sizeof(KvT) == 1) {
+    const float s = HalfBitsToFloat(
+        scales[block * kv.scale_block_stride + row * (kHeadDim / kKvInt8Group) + d0 / 8]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = out[i] * s;
+  }
+}
+
+// Calls f.template operator()<KvT, kHeadDim>() for the view's dtype and head_dim;
+// returns cudaErrorInvalidValue for an unsupported pair.
+template <typename F>
+cudaError_t DispatchKv(KvDtype dtype, int32_t head_dim, F&& f) {
+  switch (dtype) {
+    case KvDtype::kF16:
+      if (head_dim == 64) return f.template operator()<__half, 64>();
+      if (head_dim == 128) return f.template operator()<__half, 128>();
+      break;
+    case KvDtype::kBf16:
+      if (head_dim == 64) return f.template operator()<__nv_bfloat16, 64>();
+      if (head_dim == 128) return f.template operator()<__nv_bfloat16, 128>();
+      break;
+    case KvDtype::kInt8:
+      if (head_dim == 64) return f.template operator()<int8_t, 64>();
+      if (head_dim == 128) return f.template operator()<int8_t, 128>();
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace weft::kernels::cuda
+
+#endif  // WEFT_KERNELS_CUDA_ATTENTION_COMMON_CUH_

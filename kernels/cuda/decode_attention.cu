@@ -1,0 +1,265 @@
+// The decode kernels of paged_attention.h (flash-decoding split-K + reduction) and the
+// host helpers shared with prefill.
+//
+// Thread block = (KV head h, item, split). Lanes are grouped kTpg = head_dim/8 per token:
+// lane li of a group holds dims [8*li, 8*li + 8) of a token's K or V row (one 16-byte
+// load for fp16/bf16, 8 bytes + one scale for int8 — exactly one int8 group), so a warp
+// reads 32/kTpg whole rows per instruction. Query heads of the group are processed
+// kChunk at a time with their q slices in registers:
+//   pass 1: scores[g][t] = (q_g . K_t) * scale for the split's tokens (shared memory)
+//   pass 2: per head, m = max_t, p_t = expf(s_t - m), l = sum_t p_t (one warp per head)
+//   pass 3: acc_g = sum_t p_t V_t, reduced over token groups (shuffles, then warps)
+// One split: out = acc / l. Several: the split writes acc / l and m + log(l); the
+// reduction kernel weights the splits by expf(lse_p - max lse).
+#include <algorithm>
+
+#include "kernels/cuda/attention_common.cuh"
+
+namespace weft::kernels::cuda {
+namespace {
+
+constexpr int kDecodeThreads = 128;
+constexpr int kDecodeWarps = kDecodeThreads / 32;
+constexpr int kVec = 8;
+constexpr int kChunk = 8;                // query heads with q in registers at once
+constexpr int kMaxScoreFloats = 4096;    // group_size * partition_size (16 KB)
+
+int64_t DecodeSmemBytes(int32_t group, int32_t partition, int32_t head_dim) {
+  return (int64_t{group} * partition + int64_t{kDecodeWarps} * kChunk * head_dim) *
+         static_cast<int64_t>(sizeof(float));
+}
+
+template <typename KvT, int kHeadDim>
+__global__ void __launch_bounds__(kDecodeThreads)
+    DecodeSplitKernel(DecodeAttentionArgs a, PagedKvView kv) {
+  constexpr int kTpg = kHeadDim / kVec;          // lanes per token row: 8 or 16
+  constexpr int kTokPerWarp = 32 / kTpg;         // 4 or 2
+  constexpr int kGroups = kDecodeWarps * kTokPerWarp;
+  extern __shared__ float smem[];
+  __shared__ float head_max[kMaxGroupSize];
+  __shared__ float head_sum[kMaxGroupSize];
+
+  const int h = blockIdx.x;
+  const int item = blockIdx.y;
+  const int split = blockIdx.z;
+  const int group = a.num_heads / kv.num_kv_heads;
+  const int ctx = a.context_lens[item];
+  const int part = a.partition_size;
+  const int64_t row = a.q_rows != nullptr ? a.q_rows[item] : item;
+  const int64_t out_base = row * a.out_stride + int64_t{h} * group * kHeadDim;
+  if (ctx <= 0) {  // graph padding: zeros, once
+    if (split == 0) {
+      for (int e = threadIdx.x; e < group * kHeadDim; e += blockDim.x) {
+        StoreAct(a.out, out_base + e, 0.0f, a.out_dtype);
+      }
+    }
+    return;
+  }
+  const int start = split * part;
+  if (start >= ctx) return;
+  const int n = min(part, ctx - start);
+  const int num_splits = min((ctx + part - 1) / part, a.max_splits);
+
+  float* scores = smem;                                   // [group][part]
+  float* red = smem + group * part;                        // [warps][kChunk][kHeadDim]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int sub = lane / kTpg, li = lane % kTpg;
+  const int d0 = li * kVec;
+  const int32_t* table = a.block_tables + a.block_table_offsets[item];
+  const float* qh = a.q + row * a.q_stride + int64_t{h} * group * kHeadDim;
+  const int64_t row0 = int64_t{h} * kv.block_size;  // K/V row of slot 0 of this head
+
+  for (int g0 = 0; g0 < group; g0 += kChunk) {
+    const int gn = min(kChunk, group - g0);
+    float q[kChunk][kVec];
+#pragma unroll
+    for (int g = 0; g < kChunk; ++g) {
+      if (g < gn) {
+        Load8(qh + (g0 + g) * kHeadDim + d0, q[g]);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) q[g][v] = 0.0f;
+      }
+    }
+    // Pass 1. The loop bound is uniform per warp (shuffles below need every lane).
+    for (int t0 = warp * kTokPerWarp; t0 < n; t0 += kGroups) {
+      const int t = t0 + sub;
+      float k[kVec];
+      if (t < n) {
+        const int pos = start + t;
+        const int64_t block = table[pos / kv.block_size];
+        LoadKvRow8<KvT, kHeadDim>(kv.k, kv.k_scale, kv, block, row0 + pos % kv.block_size, d0,
+                                  k);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) k[v] = 0.0f;
+      }
+#pragma unroll
+      for (int g = 0; g < kChunk; ++g) {
+        if (g < gn) {
+          float s = 0.0f;
+#pragma unroll
+          for (int v = 0; v < kVec; ++v) s = fmaf(q[g][v], k[v], s);
+          s = GroupSum<kTpg>(s);
+          if (li == 0 && t < n) scores[(g0 + g) * part + t] = s * a.scale;
+        }
+      }
+    }
+    __syncthreads();
+    // Pass 2: one warp per head of the chunk.
+    for (int g = warp; g < gn; g += kDecodeWarps) {
+      float* sg = scores + (g0 + g) * part;
+      float m = -INFINITY;
+      for (int t = lane; t < n; t += 32) m = fmaxf(m, sg[t]);
+      m = WarpMax(m);
+      float l = 0.0f;
+      for (int t = lane; t < n; t += 32) {
+        const float p = expf(sg[t] - m);
+        sg[t] = p;
+        l += p;
+      }
+      l = WarpSum(l);
+      if (lane == 0) {
+        head_max[g] = m;
+        head_sum[g] = l;
+      }
+    }
+    __syncthreads();
+    // Pass 3.
+    float acc[kChunk][kVec];
+#pragma unroll
+    for (int g = 0; g < kChunk; ++g) {
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) acc[g][v] = 0.0f;
+    }
+    for (int t = warp * kTokPerWarp + sub; t < n; t += kGroups) {
+      const int pos = start + t;
+      const int64_t block = table[pos / kv.block_size];
+      float v8[kVec];
+      LoadKvRow8<KvT, kHeadDim>(kv.v, kv.v_scale, kv, block, row0 + pos % kv.block_size, d0, v8);
+#pragma unroll
+      for (int g = 0; g < kChunk; ++g) {
+        if (g < gn) {
+          const float p = scores[(g0 + g) * part + t];
+#pragma unroll
+          for (int v = 0; v < kVec; ++v) acc[g][v] = fmaf(p, v8[v], acc[g][v]);
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kChunk; ++g) {
+      if (g < gn) {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+          float x = acc[g][v];
+#pragma unroll
+          for (int o = kTpg; o < 32; o <<= 1) x += __shfl_xor_sync(kFullMask, x, o);
+          if (sub == 0) red[(warp * kChunk + g) * kHeadDim + d0 + v] = x;
+        }
+      }
+    }
+    __syncthreads();
+    for (int e = tid; e < gn * kHeadDim; e += blockDim.x) {
+      const int g = e / kHeadDim, d = e % kHeadDim;
+      float sum = red[g * kHeadDim + d];
+#pragma unroll
+      for (int w = 1; w < kDecodeWarps; ++w) sum += red[(w * kChunk + g) * kHeadDim + d];
+      const float o = sum / head_sum[g];
+      const int head = h * group + g0 + g;
+      if (num_splits == 1) {
+        StoreAct(a.out, row * a.out_stride + int64_t{head} * kHeadDim + d, o, a.out_dtype);
+      } else {
+        const int64_t p = (int64_t{item} * a.num_heads + head) * a.max_splits + split;
+        a.workspace[p * kHeadDim + d] = o;
+        if (d == 0) {
+          float* lse = a.workspace +
+                       int64_t{a.num_items} * a.num_heads * a.max_splits * kHeadDim;
+          lse[p] = head_max[g] + logf(head_sum[g]);
+        }
+      }
+    }
+    __syncthreads();  // scores, red and the head statistics are reused by the next chunk
+  }
+}
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kHeadDim) DecodeReduceKernel(DecodeAttentionArgs a) {
+  const int head = blockIdx.x;
+  const int item = blockIdx.y;
+  const int ctx = a.context_lens[item];
+  if (ctx <= a.partition_size) return;  // one split (or padding) wrote the output itself
+  const int ns = min((ctx + a.partition_size - 1) / a.partition_size, a.max_splits);
+  const int64_t base = (int64_t{item} * a.num_heads + head) * a.max_splits;
+  const float* lse =
+      a.workspace + int64_t{a.num_items} * a.num_heads * a.max_splits * kHeadDim + base;
+  float m = -INFINITY;
+  for (int p = 0; p < ns; ++p) m = fmaxf(m, lse[p]);
+  const int d = threadIdx.x;
+  float total = 0.0f, acc = 0.0f;
+  for (int p = 0; p < ns; ++p) {
+    const float w = expf(lse[p] - m);
+    total += w;
+    acc = fmaf(w, a.workspace[(base + p) * kHeadDim + d], acc);
+  }
+  const int64_t row = a.q_rows != nullptr ? a.q_rows[item] : item;
+  StoreAct(a.out, row * a.out_stride + int64_t{head} * kHeadDim + d, acc / total, a.out_dtype);
+}
+
+struct DecodeLauncher {
+  const DecodeAttentionArgs& a;
+  const PagedKvView& kv;
+  cudaStream_t stream;
+  int64_t smem;
+
+  template <typename KvT, int kHeadDim>
+  cudaError_t operator()() const {
+    const dim3 grid(kv.num_kv_heads, a.num_items, a.max_splits);
+    DecodeSplitKernel<KvT, kHeadDim>
+        <<<grid, kDecodeThreads, static_cast<size_t>(smem), stream>>>(a, kv);
+    if (a.max_splits > 1) {
+      DecodeReduceKernel<kHeadDim><<<dim3(a.num_heads, a.num_items), kHeadDim, 0, stream>>>(a);
+    }
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+bool AttentionHeadDimSupported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
+int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t group_size,
+                              int32_t block_size, int32_t max_context, int32_t num_sms) {
+  (void)block_size;  // splits may cut blocks: tokens are addressed one by one
+  int32_t part = std::min<int32_t>(512, kMaxScoreFloats / std::max(group_size, 1));
+  part = std::max<int32_t>(32, part / 32 * 32);
+  const int64_t blocks_per_split = int64_t{std::max(num_items, 1)} * std::max(num_kv_heads, 1);
+  while (part >= 256 &&
+         blocks_per_split * DecodeNumSplits(max_context, part) < int64_t{num_sms}) {
+    part /= 2;
+  }
+  return part;
+}
+
+int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
+                              int32_t max_splits) {
+  return int64_t{num_items} * num_heads * max_splits * (head_dim + 1);
+}
+
+cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,
+                                 cudaStream_t stream) {
+  if (kv.num_kv_heads <= 0 || args.num_heads % kv.num_kv_heads != 0 || args.num_items < 0 ||
+      args.num_items > 65535 || args.partition_size <= 0 || args.max_splits < 1 ||
+      args.max_splits > 65535 || (args.max_splits > 1 && args.workspace == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  const int32_t group = args.num_heads / kv.num_kv_heads;
+  if (group < 1 || group > kMaxGroupSize ||
+      int64_t{group} * args.partition_size > kMaxScoreFloats) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.num_items == 0) return cudaSuccess;
+  const int64_t smem = DecodeSmemBytes(group, args.partition_size, kv.head_dim);
+  return DispatchKv(kv.dtype, kv.head_dim, DecodeLauncher{args, kv, stream, smem});
+}
+
+}  // namespace weft::kernels::cuda

@@ -1,0 +1,155 @@
+// Kernels of elementwise.h.
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/elementwise.h"
+
+namespace weft::kernels::cuda {
+namespace {
+
+constexpr int kNormThreads = 256;
+constexpr int kRopeThreads = 128;
+constexpr int kMaxRopeHalf = 512;  // rot_dim <= 1024
+constexpr int kEltThreads = 256;
+
+__global__ void __launch_bounds__(kNormThreads) RmsNormKernel(RmsNormArgs a) {
+  __shared__ float scratch[32];
+  const int64_t i = blockIdx.x;
+  const int64_t r = a.rows != nullptr ? a.rows[i] : i;
+  float* x = a.x + r * a.x_stride;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
+    float v = x[c];
+    if (a.delta != nullptr) {
+      v = __fadd_rn(v, a.delta[i * a.delta_stride + c]);
+      x[c] = v;
+    }
+    ss = __fadd_rn(ss, __fmul_rn(v, v));
+  }
+  const float sum = BlockSum(ss, scratch);
+  const float inv =
+      __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, static_cast<float>(a.dim)), a.eps)));
+  for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
+    // Each thread reads back only the values it stored itself.
+    StoreAct(a.out, i * a.out_stride + c, __fmul_rn(__fmul_rn(x[c], inv), a.weight[c]),
+             a.out_dtype);
+  }
+}
+
+__global__ void __launch_bounds__(kRopeThreads)
+    RopeKernel(RopeStyle style, const int32_t* __restrict__ positions,
+               const double* __restrict__ inv_freq, int32_t rot_dim, int32_t head_dim,
+               RopeTarget a, RopeTarget b) {
+  __shared__ float cos_s[kMaxRopeHalf];
+  __shared__ float sin_s[kMaxRopeHalf];
+  const int64_t t = blockIdx.x;
+  const int32_t half = rot_dim / 2;
+  const double pos = static_cast<double>(positions[t]);
+  for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+    double s, c;
+    sincos(pos * inv_freq[i], &s, &c);
+    cos_s[i] = static_cast<float>(c);
+    sin_s[i] = static_cast<float>(s);
+  }
+  __syncthreads();
+  // Distance between the two members of a pair, and between consecutive pairs.
+  const int32_t mate = style == RopeStyle::kNormal ? 1 : half;
+  const int32_t step = style == RopeStyle::kNormal ? 2 : 1;
+  const int32_t total = (a.num_heads + b.num_heads) * half;
+  for (int32_t j = threadIdx.x; j < total; j += blockDim.x) {
+    const int32_t head = j / half;
+    const int32_t i = j % half;
+    float* row = head < a.num_heads ? a.x + t * a.stride + int64_t{head} * head_dim
+                                    : b.x + t * b.stride + int64_t{head - a.num_heads} * head_dim;
+    float* p = row + i * step;
+    const float x0 = p[0];
+    const float x1 = p[mate];
+    const float c = cos_s[i], s = sin_s[i];
+    p[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    p[mate] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  }
+}
+
+__global__ void __launch_bounds__(kEltThreads)
+    SwiGluKernel(const float* __restrict__ gate, const float* __restrict__ up, int64_t in_stride,
+                 int64_t num_tokens, int64_t width, void* out, ActDtype out_dtype,
+                 int64_t out_stride) {
+  const int64_t total = num_tokens * width;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = e / width, i = e % width;
+    const float g = gate[t * in_stride + i];
+    const float u = up[t * in_stride + i];
+    const float y = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+    StoreAct(out, t * out_stride + i, y, out_dtype);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kEltThreads)
+    EmbeddingKernel(const T* __restrict__ table, int64_t vocab, int64_t dim,
+                    const int32_t* __restrict__ ids, float* out, int64_t out_stride) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = ids[t];
+  const bool valid = id >= 0 && id < vocab;
+  const T* row = table + (valid ? int64_t{id} * dim : 0);
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    out[t * out_stride + c] = valid ? ToFloat(row[c]) : 0.0f;
+  }
+}
+
+unsigned GridFor(int64_t total) {
+  const int64_t blocks = (total + kEltThreads - 1) / kEltThreads;
+  return static_cast<unsigned>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+}  // namespace
+
+cudaError_t RmsNorm(const RmsNormArgs& args, cudaStream_t stream) {
+  if (args.num_rows < 0 || args.num_rows > 0x7fffffff || args.dim <= 0 ||
+      (args.delta != nullptr && args.rows != nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.num_rows == 0) return cudaSuccess;
+  RmsNormKernel<<<static_cast<unsigned>(args.num_rows), kNormThreads, 0, stream>>>(args);
+  return cudaGetLastError();
+}
+
+cudaError_t ApplyRope(RopeStyle style, const int32_t* positions, const double* inv_freq,
+                      int32_t rot_dim, int32_t head_dim, int64_t num_tokens,
+                      const RopeTarget& a, const RopeTarget& b, cudaStream_t stream) {
+  if (rot_dim <= 0 || rot_dim % 2 != 0 || rot_dim > head_dim || rot_dim / 2 > kMaxRopeHalf ||
+      num_tokens < 0 || num_tokens > 0x7fffffff || a.num_heads < 0 || b.num_heads < 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (num_tokens == 0 || a.num_heads + b.num_heads == 0) return cudaSuccess;
+  RopeKernel<<<static_cast<unsigned>(num_tokens), kRopeThreads, 0, stream>>>(
+      style, positions, inv_freq, rot_dim, head_dim, a, b);
+  return cudaGetLastError();
+}
+
+cudaError_t SwiGlu(const float* gate, const float* up, int64_t in_stride, int64_t num_tokens,
+                   int64_t width, void* out, ActDtype out_dtype, int64_t out_stride,
+                   cudaStream_t stream) {
+  if (num_tokens < 0 || width < 0) return cudaErrorInvalidValue;
+  if (num_tokens == 0 || width == 0) return cudaSuccess;
+  SwiGluKernel<<<GridFor(num_tokens * width), kEltThreads, 0, stream>>>(
+      gate, up, in_stride, num_tokens, width, out, out_dtype, out_stride);
+  return cudaGetLastError();
+}
+
+cudaError_t EmbeddingGather(const void* table, WeightDtype dtype, int64_t vocab, int64_t dim,
+                            const int32_t* ids, int64_t num_tokens, float* out,
+                            int64_t out_stride, cudaStream_t stream) {
+  if (num_tokens < 0 || num_tokens > 0x7fffffff || dim <= 0) return cudaErrorInvalidValue;
+  if (num_tokens == 0) return cudaSuccess;
+  const unsigned grid = static_cast<unsigned>(num_tokens);
+  if (dtype == WeightDtype::kBf16) {
+    EmbeddingKernel<<<grid, kEltThreads, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(table), vocab, dim, ids, out, out_stride);
+  } else {
+    EmbeddingKernel<<<grid, kEltThreads, 0, stream>>>(static_cast<const __half*>(table), vocab,
+                                                      dim, ids, out, out_stride);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace weft::kernels::cuda

@@ -1,0 +1,128 @@
+// Paged attention on the GPU: the decode kernel (one query token per sequence,
+// flash-decoding split-K with a reduction kernel) and the prefill kernel (causal, many
+// query tokens per sequence, variable lengths in one launch, chunked-prefill aware).
+// CPU twin: kernels/cpu/paged_attention.h (same math: softmax(q.K * scale) V over keys
+// 0..p of the query at position p, read through the block table).
+//
+// KV: one layer's PagedKvView (kernels/cuda/paged_kv.h), fp16, bf16 or int8 groups;
+// head_dim 64 or 128; num_heads / num_kv_heads <= 32 (kMaxQueriesPerKvHead).
+// GQA: a thread block owns one KV head and all the query heads that share it, so each K/V
+// block is read from memory once per (sequence, KV head, split) whatever the group size
+// (decode holds 8 query heads' q in registers at a time: larger groups re-read the
+// split's K/V, which then mostly hits L2). Both kernels run on CUDA cores (fp32 FMA),
+// not tensor cores: decode is bandwidth-bound anyway; prefill is compute-bound and is the
+// kernel to move to tensor cores (mma/wgmma) next.
+// Activations: q is fp32 (the QKV GEMM output after RoPE), rows of num_heads*head_dim
+// with head h at h*head_dim; out rows likewise, written as ActDtype. q and its row
+// stride must be 16-byte aligned (float4 loads).
+// Arithmetic: fp32 dot products and softmax (expf), fp32 accumulation; not bitwise equal
+// to the CPU (different summation order), within ~1e-5 relative for fp32-exact inputs.
+// A row's result depends only on its own sequence (batch invariant for a fixed split
+// size).
+// Thread-safety: launches on the caller's stream.
+#ifndef WEFT_KERNELS_CUDA_PAGED_ATTENTION_H_
+#define WEFT_KERNELS_CUDA_PAGED_ATTENTION_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/dtypes.h"
+#include "kernels/cuda/paged_kv.h"
+
+namespace weft::kernels::cuda {
+
+inline constexpr int32_t kMaxGroupSize = 32;  // query heads per KV head
+
+bool AttentionHeadDimSupported(int32_t head_dim);
+
+// ---- Decode ----------------------------------------------------------------------------
+// Item i (a sequence with one query token) attends to keys [0, context_lens[i]) through
+// its block table (block_tables + block_table_offsets[i]). The context is cut into
+// splits of partition_size tokens (a multiple of block_size); grid.z = max_splits must
+// cover the longest context (max_splits * partition_size >= every context_len). With
+// one split the result is written directly; otherwise each split writes its normalized
+// partial output and log-sum-exp to the workspace and a reduction kernel combines them.
+// Splits past an item's context exit at once, so a CUDA graph captured with max_splits
+// for the model's context length serves every shorter context.
+// An item with context_len 0 (graph padding) gets zero output.
+struct DecodeAttentionArgs {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  const int32_t* q_rows = nullptr;  // optional: item i's q/out row (default i)
+  void* out = nullptr;
+  int64_t out_stride = 0;
+  ActDtype out_dtype = ActDtype::kBf16;
+  const int32_t* context_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  const int32_t* block_table_offsets = nullptr;
+  int32_t num_items = 0;
+  int32_t num_heads = 0;
+  float scale = 1.0f;
+  int32_t partition_size = 0;
+  int32_t max_splits = 1;
+  float* workspace = nullptr;  // DecodeWorkspaceFloats(...) floats; unused with 1 split
+};
+
+// Split length for a batch: the largest multiple of block_size <= 512 whose scores fit
+// the kernel's shared memory for this group size, halved (not below 128 tokens or one
+// block) while the grid (items x kv heads x splits of max_context) would leave SMs idle.
+int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t group_size,
+                              int32_t block_size, int32_t max_context, int32_t num_sms);
+inline int32_t DecodeNumSplits(int32_t max_context, int32_t partition_size) {
+  return max_context <= 0 ? 1 : (max_context + partition_size - 1) / partition_size;
+}
+int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
+                              int32_t max_splits);
+
+cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,
+                                 cudaStream_t stream);
+
+// ---- Prefill ---------------------------------------------------------------------------
+// Sequence s's chunk has seq_num_tokens[s] query tokens at flattened rows
+// seq_q_start[s] + i and positions seq_start_pos[s] + i (num_computed_tokens + i); query
+// i attends to keys [0, seq_start_pos[s] + i] through the sequence's block table, whose
+// K/V (this chunk's included) must already be written. The work is a list of tiles, each
+// PrefillTileTokens(group, head_dim) query tokens of one sequence starting at
+// tile_q_begin[j] (relative to the chunk); the host builds it (BuildPrefillTiles below).
+struct PrefillAttentionArgs {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  void* out = nullptr;
+  int64_t out_stride = 0;
+  ActDtype out_dtype = ActDtype::kBf16;
+  const int32_t* seq_q_start = nullptr;
+  const int32_t* seq_start_pos = nullptr;
+  const int32_t* seq_num_tokens = nullptr;
+  const int32_t* block_tables = nullptr;
+  const int32_t* block_table_offsets = nullptr;
+  const int32_t* tile_seq = nullptr;
+  const int32_t* tile_q_begin = nullptr;
+  int32_t num_tiles = 0;
+  int32_t num_heads = 0;
+  float scale = 1.0f;
+};
+
+// Query tokens per prefill tile (all query heads of a KV head's group ride along).
+int32_t PrefillTileTokens(int32_t group_size, int32_t head_dim);
+
+// Appends the tiles of sequences [0, num_seqs) (tile_tokens query tokens each, the last
+// one of a chunk possibly shorter) in sequence order; sequences with no tokens get none.
+inline void BuildPrefillTiles(const int32_t* seq_num_tokens, int32_t num_seqs,
+                              int32_t tile_tokens, std::vector<int32_t>* tile_seq,
+                              std::vector<int32_t>* tile_q_begin) {
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    for (int32_t q = 0; q < seq_num_tokens[s]; q += tile_tokens) {
+      tile_seq->push_back(s);
+      tile_q_begin->push_back(q);
+    }
+  }
+}
+
+cudaError_t PagedPrefillAttention(const PrefillAttentionArgs& args, const PagedKvView& kv,
+                                  cudaStream_t stream);
+
+}  // namespace weft::kernels::cuda
+
+#endif  // WEFT_KERNELS_CUDA_PAGED_ATTENTION_H_

@@ -1,0 +1,373 @@
+// The CUDA decode and prefill attention kernels against the CPU twin
+// (kernels/cpu/paged_attention.h, reference implementation) on the same, dequantized
+// K/V values: random inputs, ragged non-contiguous block tables, partially filled last
+// blocks, GQA ratios 1/3/8, head sizes 64 and 128, fp16/bf16/int8 KV, contexts from 1 to
+// 8K (one split and many), and chunked-prefill boundaries (chunks starting mid-block,
+// on a block edge, after a long cached prefix).
+#include "kernels/cuda/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/ggml_types.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cuda/testing/cuda_test_util.h"
+#include "kernels/cuda/testing/kv_reference.h"
+
+namespace weft::kernels::cuda {
+namespace {
+
+using testing::DeviceArray;
+using testing::HostPagedKv;
+using testing::WorstError;
+
+struct Shape {
+  int32_t num_kv_heads;
+  int32_t group;  // query heads per KV head
+  int32_t head_dim;
+  int32_t block_size;
+  KvDtype dtype;
+};
+
+// Sequences of the given total lengths written through shuffled block tables, their
+// queries, and the CPU reference on the dequantized pool.
+class World {
+ public:
+  World(const Shape& shape, const std::vector<int32_t>& lengths, uint32_t seed)
+      : shape_(shape), rng_(seed) {
+    const int32_t bs = shape.block_size;
+    int32_t needed = 0;
+    for (int32_t len : lengths) needed += (len + bs - 1) / bs;
+    num_blocks_ = needed + 3;
+    host_ = std::make_unique<HostPagedKv>(shape.dtype, num_blocks_, bs, shape.num_kv_heads,
+                                          shape.head_dim);
+    std::vector<int32_t> ids(num_blocks_);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng_);
+    std::normal_distribution<float> val(0.0f, 1.0f);
+    const int32_t kvw = shape.num_kv_heads * shape.head_dim;
+    size_t next = 0;
+    for (int32_t len : lengths) {
+      std::vector<int32_t> table;
+      for (int32_t b = 0; b < (len + bs - 1) / bs; ++b) table.push_back(ids[next++]);
+      offsets_.push_back(static_cast<int32_t>(tables_.size()));
+      tables_.insert(tables_.end(), table.begin(), table.end());
+      std::vector<float> k(kvw), v(kvw);
+      for (int32_t p = 0; p < len; ++p) {
+        for (float& x : k) x = val(rng_);
+        for (float& x : v) x = val(rng_);
+        host_->Write(k.data(), v.data(), int64_t{table[p / bs]} * bs + p % bs);
+      }
+    }
+    host_->CpuPool(&cpu_pool_, &cpu_kv_);
+    data_ = std::make_unique<DeviceArray<uint8_t>>(host_->data());
+    scales_ = std::make_unique<DeviceArray<uint16_t>>(
+        host_->scales().empty() ? std::vector<uint16_t>(1) : host_->scales());
+    d_tables_ = std::make_unique<DeviceArray<int32_t>>(tables_);
+    d_offsets_ = std::make_unique<DeviceArray<int32_t>>(offsets_);
+  }
+
+  int32_t num_heads() const { return shape_.num_kv_heads * shape_.group; }
+  int32_t q_width() const { return num_heads() * shape_.head_dim; }
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(shape_.head_dim)); }
+  PagedKvView view() const { return host_->View(data_->get(), scales_->get()); }
+  const int32_t* table(size_t s) const { return tables_.data() + offsets_[s]; }
+
+  std::vector<float> RandomQ(int64_t rows) {
+    std::normal_distribution<float> val(0.0f, 1.0f);
+    std::vector<float> q(rows * q_width());
+    for (float& x : q) x = val(rng_);
+    return q;
+  }
+
+  AttentionParams CpuParams() const {
+    AttentionParams p;
+    p.num_heads = num_heads();
+    p.scale = scale();
+    p.kv_head_begin = 0;
+    p.kv_head_end = shape_.num_kv_heads;
+    return p;
+  }
+
+  // CPU decode of sequence s at context `ctx` (its query row in q).
+  std::vector<float> CpuDecode(size_t s, const float* q, int32_t ctx) const {
+    std::vector<float> out(q_width());
+    PagedDecodeAttention(AttentionImpl::kReference, q, cpu_kv_, table(s), ctx, CpuParams(),
+                         out.data());
+    return out;
+  }
+  std::vector<float> CpuPrefill(size_t s, const float* q, int32_t start, int32_t n) const {
+    std::vector<float> out(int64_t{n} * q_width());
+    PagedPrefillAttention(AttentionImpl::kReference, q, q_width(), start, 0, n, cpu_kv_,
+                          table(s), CpuParams(), out.data(), q_width());
+    return out;
+  }
+
+  const int32_t* d_tables() const { return d_tables_->get(); }
+  const int32_t* d_offsets() const { return d_offsets_->get(); }
+
+ private:
+  Shape shape_;
+  std::mt19937 rng_;
+  int32_t num_blocks_ = 0;
+  std::unique_ptr<HostPagedKv> host_;
+  std::vector<int32_t> tables_, offsets_;
+  std::vector<float> cpu_pool_;
+  PagedKvLayer cpu_kv_;
+  std::unique_ptr<DeviceArray<uint8_t>> data_;
+  std::unique_ptr<DeviceArray<uint16_t>> scales_;
+  std::unique_ptr<DeviceArray<int32_t>> d_tables_, d_offsets_;
+};
+
+std::vector<float> Bf16ToFloats(const std::vector<uint16_t>& bits) {
+  std::vector<float> out;
+  out.reserve(bits.size());
+  for (uint16_t b : bits) out.push_back(Bf16ToFp32(b));
+  return out;
+}
+
+// Runs the decode kernel on every sequence at its full length with the given split
+// length (0: ChooseDecodePartition) and compares with the CPU.
+void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_t partition,
+                 ActDtype out_dtype, uint32_t seed) {
+  World w(shape, lengths, seed);
+  const int32_t items = static_cast<int32_t>(lengths.size());
+  const int32_t max_ctx = *std::max_element(lengths.begin(), lengths.end());
+  const std::vector<float> q = w.RandomQ(items);
+  std::vector<float> want;
+  for (int32_t i = 0; i < items; ++i) {
+    const std::vector<float> o = w.CpuDecode(i, q.data() + int64_t{i} * w.q_width(), lengths[i]);
+    want.insert(want.end(), o.begin(), o.end());
+  }
+  DecodeAttentionArgs a;
+  DeviceArray<float> dq(q);
+  DeviceArray<int32_t> dctx(lengths);
+  a.q = dq.get();
+  a.q_stride = w.q_width();
+  a.out_stride = w.q_width();
+  a.out_dtype = out_dtype;
+  a.context_lens = dctx.get();
+  a.block_tables = w.d_tables();
+  a.block_table_offsets = w.d_offsets();
+  a.num_items = items;
+  a.num_heads = w.num_heads();
+  a.scale = w.scale();
+  a.partition_size = partition > 0 ? partition
+                                   : ChooseDecodePartition(items, shape.num_kv_heads,
+                                                           shape.group, shape.block_size,
+                                                           max_ctx, 132);
+  a.max_splits = DecodeNumSplits(max_ctx, a.partition_size) + 1;  // one spare: exits early
+  DeviceArray<float> ws(DecodeWorkspaceFloats(items, a.num_heads, shape.head_dim,
+                                              a.max_splits));
+  a.workspace = ws.get();
+  std::vector<float> got;
+  if (out_dtype == ActDtype::kF32) {
+    DeviceArray<float> out(want.size());
+    a.out = out.get();
+    WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
+    got = out.ToHost();
+    EXPECT_LE(WorstError(got, want, 2e-5, 2e-4), 1.0) << "partition " << a.partition_size;
+  } else {
+    DeviceArray<uint16_t> out(want.size());
+    a.out = out.get();
+    WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
+    got = Bf16ToFloats(out.ToHost());
+    EXPECT_LE(WorstError(got, want, 1e-3, 1.0 / 128), 1.0) << "partition " << a.partition_size;
+  }
+}
+
+std::vector<Shape> AllShapes() {
+  std::vector<Shape> out;
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
+    for (int32_t hd : {64, 128}) {
+      out.push_back({4, 1, hd, 16, dtype});  // MHA
+      out.push_back({3, 3, hd, 16, dtype});  // the default model's GQA 3:1
+      out.push_back({2, 8, hd, 16, dtype});  // GQA 8:1
+    }
+  }
+  return out;
+}
+
+std::string ShapeName(const ::testing::TestParamInfo<Shape>& info) {
+  const Shape& s = info.param;
+  return std::string(KvDtypeName(s.dtype)) + "_hd" + std::to_string(s.head_dim) + "_kv" +
+         std::to_string(s.num_kv_heads) + "_g" + std::to_string(s.group);
+}
+
+class AttentionTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionTest, DecodeShortContextsOneSplit) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // 1 token, a partial block, a full block, one past it, ragged lengths.
+  CheckDecode(GetParam(), {1, 15, 16, 17, 100, 250}, 256, ActDtype::kF32, 1);
+}
+
+TEST_P(AttentionTest, DecodeSplitKWithReduction) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // Several splits per sequence, split edges inside blocks (partition 96 = 6 blocks; 100
+  // is not a multiple of 16), contexts that end exactly on a split edge.
+  CheckDecode(GetParam(), {1, 96, 97, 300, 777, 1025}, 96, ActDtype::kF32, 2);
+  CheckDecode(GetParam(), {2048, 5, 2000}, 100, ActDtype::kF32, 3);
+}
+
+TEST_P(AttentionTest, DecodeBf16Output) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  CheckDecode(GetParam(), {33, 600}, 0, ActDtype::kBf16, 4);
+}
+
+// Runs the prefill kernel over chunks (cached prefix length, chunk length) of several
+// sequences in one launch and compares every query row with the CPU.
+void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32_t>>& chunks,
+                  uint32_t seed) {
+  std::vector<int32_t> lengths;
+  for (const auto& [start, n] : chunks) lengths.push_back(start + n);
+  World w(shape, lengths, seed);
+  std::vector<int32_t> q_start, start_pos, num_tokens;
+  int32_t rows = 0;
+  for (const auto& [start, n] : chunks) {
+    q_start.push_back(rows);
+    start_pos.push_back(start);
+    num_tokens.push_back(n);
+    rows += n;
+  }
+  const std::vector<float> q = w.RandomQ(rows);
+  std::vector<float> want;
+  for (size_t s = 0; s < chunks.size(); ++s) {
+    const std::vector<float> o = w.CpuPrefill(s, q.data() + int64_t{q_start[s]} * w.q_width(),
+                                              start_pos[s], num_tokens[s]);
+    want.insert(want.end(), o.begin(), o.end());
+  }
+  std::vector<int32_t> tile_seq, tile_q;
+  BuildPrefillTiles(num_tokens.data(), static_cast<int32_t>(chunks.size()),
+                    PrefillTileTokens(shape.group, shape.head_dim), &tile_seq, &tile_q);
+  DeviceArray<float> dq(q), out(want.size());
+  DeviceArray<int32_t> dqs(q_start), dsp(start_pos), dnt(num_tokens), dts(tile_seq), dtq(tile_q);
+  PrefillAttentionArgs a;
+  a.q = dq.get();
+  a.q_stride = w.q_width();
+  a.out = out.get();
+  a.out_stride = w.q_width();
+  a.out_dtype = ActDtype::kF32;
+  a.seq_q_start = dqs.get();
+  a.seq_start_pos = dsp.get();
+  a.seq_num_tokens = dnt.get();
+  a.block_tables = w.d_tables();
+  a.block_table_offsets = w.d_offsets();
+  a.tile_seq = dts.get();
+  a.tile_q_begin = dtq.get();
+  a.num_tiles = static_cast<int32_t>(tile_seq.size());
+  a.num_heads = w.num_heads();
+  a.scale = w.scale();
+  WEFT_EXPECT_CUDA_OK(PagedPrefillAttention(a, w.view(), nullptr));
+  EXPECT_LE(WorstError(out.ToHost(), want, 2e-5, 2e-4), 1.0);
+}
+
+TEST_P(AttentionTest, PrefillChunksMatchCpu) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // (cached prefix, chunk length): whole prompts, chunks starting on a block edge and
+  // mid-block, single-token chunks, a chunk after a long prefix.
+  CheckPrefill(GetParam(), {{0, 1}, {0, 37}, {16, 16}, {5, 1}, {100, 77}, {0, 130}, {1500, 70}},
+               5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest, ::testing::ValuesIn(AllShapes()), ShapeName);
+
+// Long contexts (up to 8K) on a few shapes: bf16 and int8, GQA 8:1, both head sizes,
+// the partition the backend would pick.
+TEST(AttentionLongTest, Decode8K) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  CheckDecode({2, 8, 128, 16, KvDtype::kBf16}, {8192, 4097, 1}, 0, ActDtype::kF32, 6);
+  CheckDecode({3, 3, 64, 16, KvDtype::kInt8}, {8192, 3000}, 0, ActDtype::kF32, 7);
+}
+
+TEST(AttentionLongTest, Prefill8K) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // The last chunk of an 8K prompt, and a chunk ending mid-block right before it.
+  CheckPrefill({2, 8, 128, 16, KvDtype::kBf16}, {{8128, 64}, {4000, 21}}, 10);
+  CheckPrefill({3, 3, 64, 16, KvDtype::kInt8}, {{8000, 40}}, 11);
+}
+
+TEST(AttentionLongTest, OddBlockSize) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  CheckDecode({2, 3, 64, 7, KvDtype::kF16}, {1, 6, 7, 8, 300}, 64, ActDtype::kF32, 8);
+  CheckPrefill({2, 3, 64, 7, KvDtype::kF16}, {{0, 20}, {6, 9}, {14, 1}}, 9);
+}
+
+TEST(AttentionLongTest, GraphPaddingGivesZeros) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  const Shape shape{2, 3, 64, 16, KvDtype::kBf16};
+  World w(shape, {40}, 9);
+  const std::vector<int32_t> ctx = {0, 40};  // item 0 is a padding slot
+  const std::vector<int32_t> offsets = {0, 0};
+  const std::vector<float> q = w.RandomQ(2);
+  DeviceArray<float> dq(q), out(2 * w.q_width());
+  out.FillBytes(0x7f);
+  DeviceArray<int32_t> dctx(ctx), doff(offsets);
+  DecodeAttentionArgs a;
+  a.q = dq.get();
+  a.q_stride = w.q_width();
+  a.out = out.get();
+  a.out_stride = w.q_width();
+  a.out_dtype = ActDtype::kF32;
+  a.context_lens = dctx.get();
+  a.block_tables = w.d_tables();
+  a.block_table_offsets = doff.get();
+  a.num_items = 2;
+  a.num_heads = w.num_heads();
+  a.scale = w.scale();
+  a.partition_size = 32;
+  a.max_splits = 4;
+  DeviceArray<float> ws(DecodeWorkspaceFloats(2, a.num_heads, 64, 4));
+  a.workspace = ws.get();
+  WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
+  const std::vector<float> got = out.ToHost();
+  for (int32_t i = 0; i < w.q_width(); ++i) ASSERT_EQ(got[i], 0.0f) << i;
+  const std::vector<float> want = w.CpuDecode(0, q.data() + w.q_width(), 40);
+  EXPECT_LE(WorstError(std::vector<float>(got.begin() + w.q_width(), got.end()), want, 2e-5,
+                       2e-4),
+            1.0);
+}
+
+TEST(AttentionArgsTest, RejectsBadShapes) {
+  DecodeAttentionArgs a;
+  PagedKvView kv;
+  kv.num_kv_heads = 2;
+  kv.head_dim = 64;
+  a.num_heads = 3;  // not a multiple of the KV heads
+  a.num_items = 1;
+  a.partition_size = 64;
+  EXPECT_EQ(PagedDecodeAttention(a, kv, nullptr), cudaErrorInvalidValue);
+  a.num_heads = 2 * 33;  // group of 33
+  EXPECT_EQ(PagedDecodeAttention(a, kv, nullptr), cudaErrorInvalidValue);
+  PrefillAttentionArgs p;
+  p.num_heads = 4;
+  kv.head_dim = 96;  // unsupported head size
+  EXPECT_EQ(PagedPrefillAttention(p, kv, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(AttentionHostTest, PartitionAndTiles) {
+  // Scores fit shared memory for every group size; small grids get shorter splits.
+  for (int32_t g : {1, 3, 8, 16, 32}) {
+    const int32_t p = ChooseDecodePartition(64, 8, g, 16, 2048, 132);
+    EXPECT_LE(g * p, 4096);
+    EXPECT_EQ(p % 32, 0);
+  }
+  EXPECT_LT(ChooseDecodePartition(1, 2, 1, 16, 8192, 132),
+            ChooseDecodePartition(256, 8, 1, 16, 8192, 132));
+  EXPECT_EQ(PrefillTileTokens(1, 64), 64);
+  EXPECT_EQ(PrefillTileTokens(3, 64), 21);
+  EXPECT_EQ(PrefillTileTokens(8, 128), 4);
+  EXPECT_EQ(PrefillTileTokens(32, 128), 1);
+  std::vector<int32_t> ts, tq;
+  const std::vector<int32_t> n = {5, 0, 9};
+  BuildPrefillTiles(n.data(), 3, 4, &ts, &tq);
+  EXPECT_EQ(ts, (std::vector<int32_t>{0, 0, 2, 2, 2}));
+  EXPECT_EQ(tq, (std::vector<int32_t>{0, 4, 0, 4, 8}));
+}
+
+}  // namespace
+}  // namespace weft::kernels::cuda

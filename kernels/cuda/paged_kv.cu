@@ -1,0 +1,128 @@
+// Kernels of paged_kv.h.
+#include <algorithm>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/paged_kv.h"
+
+namespace weft::kernels::cuda {
+namespace {
+
+constexpr int kWriteThreads = 128;
+constexpr int kCopyThreads = 256;
+
+__device__ __forceinline__ void StoreGroup(__half* dst, uint16_t*, const float* x) {
+  __align__(16) __half h[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) h[i] = __float2half_rn(x[i]);
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(h);
+}
+
+__device__ __forceinline__ void StoreGroup(__nv_bfloat16* dst, uint16_t*, const float* x) {
+  __align__(16) __nv_bfloat16 h[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) h[i] = __float2bfloat16_rn(x[i]);
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(h);
+}
+
+// DESIGN.md's int8 group: scale = fp16(max|x| / 127), q = round(x / scale).
+__device__ __forceinline__ void StoreGroup(int8_t* dst, uint16_t* scale_dst, const float* x) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  const uint16_t scale_bits = FloatToHalfBits(amax / 127.0f);
+  const float scale = HalfBitsToFloat(scale_bits);
+  __align__(8) int8_t q[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float r = scale == 0.0f ? 0.0f : roundf(x[i] / scale);
+    q[i] = static_cast<int8_t>(fminf(fmaxf(r, -127.0f), 127.0f));
+  }
+  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(q);
+  *scale_dst = scale_bits;
+}
+
+template <typename KvT>
+__global__ void __launch_bounds__(kWriteThreads)
+    WritePagedKvKernel(PagedKvView kv, const float* __restrict__ k_src,
+                       const float* __restrict__ v_src, int64_t src_stride,
+                       const int64_t* __restrict__ slot_mapping) {
+  const int64_t i = blockIdx.x;
+  const int64_t slot_id = slot_mapping[i];
+  if (slot_id < 0) return;
+  const int64_t block = slot_id / kv.block_size;
+  const int32_t slot = static_cast<int32_t>(slot_id % kv.block_size);
+  const int32_t groups_per_head = kv.head_dim / kKvInt8Group;
+  const int32_t num_groups = kv.num_kv_heads * groups_per_head;
+  for (int32_t gi = threadIdx.x; gi < num_groups; gi += blockDim.x) {
+    const int32_t h = gi / groups_per_head;
+    const int32_t g = gi % groups_per_head;
+    const int64_t row = int64_t{h} * kv.block_size + slot;  // within the block
+    const int64_t dst = block * kv.block_stride + row * kv.head_dim + g * kKvInt8Group;
+    const int64_t src = i * src_stride + int64_t{h} * kv.head_dim + g * kKvInt8Group;
+    const int64_t scale = block * kv.scale_block_stride + row * groups_per_head + g;
+    float x[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = k_src[src + e];
+    StoreGroup(static_cast<KvT*>(kv.k) + dst, kv.k_scale + scale, x);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = v_src[src + e];
+    StoreGroup(static_cast<KvT*>(kv.v) + dst, kv.v_scale + scale, x);
+  }
+}
+
+__global__ void __launch_bounds__(kCopyThreads)
+    CopyKvBlocksKernel(uint4* pool, int64_t vecs_per_block, const int32_t* __restrict__ pairs) {
+  const int64_t src = pairs[2 * blockIdx.x];
+  const int64_t dst = pairs[2 * blockIdx.x + 1];
+  const uint4* from = pool + src * vecs_per_block;
+  uint4* to = pool + dst * vecs_per_block;
+  for (int64_t j = blockIdx.y * int64_t{blockDim.x} + threadIdx.x; j < vecs_per_block;
+       j += int64_t{gridDim.y} * blockDim.x) {
+    to[j] = from[j];
+  }
+}
+
+}  // namespace
+
+cudaError_t WritePagedKv(const PagedKvView& kv, const float* k_src, const float* v_src,
+                         int64_t src_stride, const int64_t* slot_mapping, int64_t num_tokens,
+                         cudaStream_t stream) {
+  if (kv.head_dim % kKvInt8Group != 0 || kv.block_size <= 0 || num_tokens < 0 ||
+      num_tokens > 0x7fffffff) {
+    return cudaErrorInvalidValue;
+  }
+  if (num_tokens == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(num_tokens));
+  switch (kv.dtype) {
+    case KvDtype::kF16:
+      WritePagedKvKernel<__half><<<grid, kWriteThreads, 0, stream>>>(kv, k_src, v_src, src_stride,
+                                                                      slot_mapping);
+      break;
+    case KvDtype::kBf16:
+      WritePagedKvKernel<__nv_bfloat16>
+          <<<grid, kWriteThreads, 0, stream>>>(kv, k_src, v_src, src_stride, slot_mapping);
+      break;
+    case KvDtype::kInt8:
+      if (kv.k_scale == nullptr || kv.v_scale == nullptr) return cudaErrorInvalidValue;
+      WritePagedKvKernel<int8_t><<<grid, kWriteThreads, 0, stream>>>(kv, k_src, v_src, src_stride,
+                                                                      slot_mapping);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t CopyKvBlocks(void* pool, int64_t bytes_per_block, const int32_t* pairs,
+                         int32_t num_pairs, cudaStream_t stream) {
+  if (bytes_per_block % 16 != 0 || num_pairs < 0 || num_pairs > 65535 * 1024) {
+    return cudaErrorInvalidValue;
+  }
+  if (num_pairs == 0) return cudaSuccess;
+  const int64_t vecs = bytes_per_block / 16;
+  const unsigned chunks = static_cast<unsigned>(
+      std::min<int64_t>(65535, (vecs + kCopyThreads * 4 - 1) / (kCopyThreads * 4)));
+  CopyKvBlocksKernel<<<dim3(num_pairs, chunks), kCopyThreads, 0, stream>>>(
+      static_cast<uint4*>(pool), vecs, pairs);
+  return cudaGetLastError();
+}
+
+}  // namespace weft::kernels::cuda

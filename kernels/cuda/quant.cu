@@ -1,0 +1,216 @@
+// Kernels of quant.h.
+#include <algorithm>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/quant.h"
+
+namespace weft::kernels::cuda {
+namespace {
+
+constexpr int kQK = 32;
+constexpr int kDequantThreads = 256;
+constexpr int kGemvWarps = 8;
+
+__device__ __forceinline__ uint16_t LoadU16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+// The 32 weights of block `b` of a GGUF row, exactly (the arithmetic of DequantizeRow:
+// products of an fp16 scale and a small integer are exact in fp32; Q4_1 rounds the sum).
+template <WeightType kType>
+__device__ __forceinline__ void DequantBlock(const uint8_t* row, int64_t b, float* w) {
+  if constexpr (kType == WeightType::kF32) {
+    const float* p = reinterpret_cast<const float*>(row) + b * kQK;
+#pragma unroll
+    for (int i = 0; i < kQK; ++i) w[i] = p[i];
+  } else if constexpr (kType == WeightType::kF16 || kType == WeightType::kBF16) {
+    const uint8_t* p = row + b * kQK * 2;
+#pragma unroll
+    for (int i = 0; i < kQK; ++i) {
+      const uint16_t bits = LoadU16(p + 2 * i);
+      w[i] = kType == WeightType::kF16 ? HalfBitsToFloat(bits)
+                                       : __uint_as_float(static_cast<uint32_t>(bits) << 16);
+    }
+  } else if constexpr (kType == WeightType::kQ8_0) {
+    const uint8_t* p = row + b * 34;
+    const float d = HalfBitsToFloat(LoadU16(p));
+#pragma unroll
+    for (int i = 0; i < kQK; ++i) w[i] = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(p[2 + i])));
+  } else {
+    constexpr bool kQ41 = kType == WeightType::kQ4_1;
+    const uint8_t* p = row + b * (kQ41 ? 20 : 18);
+    const float d = HalfBitsToFloat(LoadU16(p));
+    const float mn = kQ41 ? HalfBitsToFloat(LoadU16(p + 2)) : 0.0f;
+    const uint8_t* qs = p + (kQ41 ? 4 : 2);
+#pragma unroll
+    for (int i = 0; i < kQK / 2; ++i) {
+      const int lo = qs[i] & 0x0f, hi = qs[i] >> 4;
+      if (kQ41) {
+        w[i] = __fadd_rn(__fmul_rn(d, static_cast<float>(lo)), mn);
+        w[i + 16] = __fadd_rn(__fmul_rn(d, static_cast<float>(hi)), mn);
+      } else {
+        w[i] = __fmul_rn(d, static_cast<float>(lo - 8));
+        w[i + 16] = __fmul_rn(d, static_cast<float>(hi - 8));
+      }
+    }
+  }
+}
+
+template <WeightType kType, typename OutT>
+__global__ void __launch_bounds__(kDequantThreads)
+    DequantKernel(const uint8_t* __restrict__ src, int64_t src_row_stride, int64_t n, int64_t k,
+                  OutT* __restrict__ dst) {
+  const int64_t blocks_per_row = k / kQK;
+  const int64_t total = n * blocks_per_row;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t j = i / blocks_per_row, b = i % blocks_per_row;
+    float w[kQK];
+    DequantBlock<kType>(src + j * src_row_stride, b, w);
+    __align__(16) OutT out[kQK];
+#pragma unroll
+    for (int e = 0; e < kQK; ++e) out[e] = FromFloat<OutT>(w[e]);
+    uint4* to = reinterpret_cast<uint4*>(dst + j * k + b * kQK);
+#pragma unroll
+    for (int e = 0; e < kQK * 2 / 16; ++e) to[e] = reinterpret_cast<const uint4*>(out)[e];
+  }
+}
+
+template <WeightType kType, typename OutT>
+cudaError_t LaunchDequant(const void* src, int64_t stride, int64_t n, int64_t k, void* dst,
+                          cudaStream_t stream) {
+  const int64_t total = n * (k / kQK);
+  const unsigned grid = static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(65535 * 4, (total + kDequantThreads - 1) /
+                                                             kDequantThreads)));
+  DequantKernel<kType, OutT><<<grid, kDequantThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(src), stride, n, k, static_cast<OutT*>(dst));
+  return cudaGetLastError();
+}
+
+template <typename OutT>
+cudaError_t DequantTo(WeightType type, const void* src, int64_t stride, int64_t n, int64_t k,
+                      void* dst, cudaStream_t stream) {
+  switch (type) {
+    case WeightType::kF32:
+      return LaunchDequant<WeightType::kF32, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kF16:
+      return LaunchDequant<WeightType::kF16, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kBF16:
+      return LaunchDequant<WeightType::kBF16, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ4_0:
+      return LaunchDequant<WeightType::kQ4_0, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ4_1:
+      return LaunchDequant<WeightType::kQ4_1, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ8_0:
+      return LaunchDequant<WeightType::kQ8_0, OutT>(src, stride, n, k, dst, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+// x[c0 .. c0+32) of one bf16 row as fp32.
+__device__ __forceinline__ void LoadX32(const __nv_bfloat16* x, float* out) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) Load8(x + 8 * i, out + 8 * i);
+}
+
+template <WeightType kType>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    GemvKernel(GemvWeights w, const __nv_bfloat16* __restrict__ x, int64_t ldx, int32_t m,
+               float* __restrict__ y, int64_t ldy, bool accumulate) {
+  const int64_t j = int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5);
+  if (j >= w.n) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t blocks = w.k / kQK;
+  float acc[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t b = lane; b < blocks; b += 32) {
+    const int64_t i = j * blocks + b;
+    const float d = HalfBitsToFloat(w.d[i]);
+    float q[kQK];
+    if constexpr (kType == WeightType::kQ8_0) {
+      const uint4* p = reinterpret_cast<const uint4*>(w.qs + i * kQK);
+      __align__(16) uint4 raw[2] = {p[0], p[1]};
+      const int8_t* v = reinterpret_cast<const int8_t*>(raw);
+#pragma unroll
+      for (int e = 0; e < kQK; ++e) q[e] = static_cast<float>(v[e]);
+    } else {
+      __align__(16) const uint4 raw = *reinterpret_cast<const uint4*>(w.qs + i * (kQK / 2));
+      const uint8_t* v = reinterpret_cast<const uint8_t*>(&raw);
+      const int offset = kType == WeightType::kQ4_0 ? 8 : 0;
+#pragma unroll
+      for (int e = 0; e < kQK / 2; ++e) {
+        q[e] = static_cast<float>((v[e] & 0x0f) - offset);
+        q[e + 16] = static_cast<float>((v[e] >> 4) - offset);
+      }
+    }
+    const float mn = kType == WeightType::kQ4_1 ? HalfBitsToFloat(w.m[i]) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < kMaxGemvRows; ++r) {
+      if (r < m) {
+        float xv[kQK];
+        LoadX32(x + r * ldx + b * kQK, xv);
+        float dot = 0.0f, xsum = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kQK; ++e) {
+          dot = fmaf(xv[e], q[e], dot);
+          if (kType == WeightType::kQ4_1) xsum += xv[e];
+        }
+        // sum x*(d*q + m) = d*sum(x*q) + m*sum(x)
+        acc[r] = fmaf(d, dot, acc[r]);
+        if (kType == WeightType::kQ4_1) acc[r] = fmaf(mn, xsum, acc[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kMaxGemvRows; ++r) {
+    if (r < m) {
+      const float s = WarpSum(acc[r]);
+      if (lane == 0) {
+        float* out = y + r * ldy + j;
+        *out = accumulate ? *out + s : s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t DequantizeWeights(WeightType type, const void* src, int64_t src_row_stride,
+                              int64_t n, int64_t k, void* dst, WeightDtype dtype,
+                              cudaStream_t stream) {
+  if (n < 0 || k <= 0 || k % kQK != 0 || src_row_stride < GgufRowBytes(type, k)) {
+    return cudaErrorInvalidValue;
+  }
+  if (n == 0) return cudaSuccess;
+  return dtype == WeightDtype::kBf16
+             ? DequantTo<__nv_bfloat16>(type, src, src_row_stride, n, k, dst, stream)
+             : DequantTo<__half>(type, src, src_row_stride, n, k, dst, stream);
+}
+
+cudaError_t QuantGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
+                      float* y, int64_t ldy, bool accumulate, cudaStream_t stream) {
+  if (m < 0 || m > kMaxGemvRows || w.k % kQK != 0 || ldx % 8 != 0 || w.n < 0 ||
+      !IsBlockQuantized(w.type) || (w.type == WeightType::kQ4_1 && w.m == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  if (m == 0 || w.n == 0) return cudaSuccess;
+  const unsigned grid = static_cast<unsigned>((w.n + kGemvWarps - 1) / kGemvWarps);
+  const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
+  switch (w.type) {
+    case WeightType::kQ4_0:
+      GemvKernel<WeightType::kQ4_0><<<grid, kGemvWarps * 32, 0, stream>>>(w, xb, ldx, m, y, ldy,
+                                                                          accumulate);
+      break;
+    case WeightType::kQ4_1:
+      GemvKernel<WeightType::kQ4_1><<<grid, kGemvWarps * 32, 0, stream>>>(w, xb, ldx, m, y, ldy,
+                                                                          accumulate);
+      break;
+    default:
+      GemvKernel<WeightType::kQ8_0><<<grid, kGemvWarps * 32, 0, stream>>>(w, xb, ldx, m, y, ldy,
+                                                                          accumulate);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace weft::kernels::cuda

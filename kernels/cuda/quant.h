@@ -1,0 +1,38 @@
+// Weight kernels: dequantization of GGUF matrices to fp16/bf16 at load time, and the
+// fused dequantizing GEMV for small batches (m <= 4 rows: decode of a few sequences),
+// which streams the 4-bit/8-bit weights instead of their 16-bit copy.
+// CPU twins: DequantizeRow (common/ggml_types.h, then round to nearest even) and
+// GemvReference (quant_repack.h).
+// Thread-safety: launches on the caller's stream.
+#ifndef WEFT_KERNELS_CUDA_QUANT_H_
+#define WEFT_KERNELS_CUDA_QUANT_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/dtypes.h"
+#include "kernels/cuda/quant_types.h"
+
+namespace weft::kernels::cuda {
+
+// Rows at most QuantGemv takes.
+inline constexpr int32_t kMaxGemvRows = 4;
+
+// dst[j][c] (n rows of k, dtype) = the exact value of GGUF weight (j, c), rounded to
+// nearest even; row j of the GGUF bytes at src + j*src_row_stride (device memory).
+// Types: F32, F16, BF16, Q4_0, Q4_1, Q8_0; k % 32 == 0 for every type.
+cudaError_t DequantizeWeights(WeightType type, const void* src, int64_t src_row_stride,
+                              int64_t n, int64_t k, void* dst, WeightDtype dtype,
+                              cudaStream_t stream);
+
+// y[i][j] = sum_c x[i][c] * W[j][c] (+ y[i][j] when accumulate) for i < m <= 4, j < n.
+// x: bf16 rows (ldx elements apart, ldx % 8 == 0, 16-byte aligned), y: fp32 rows (ldy).
+// One warp per output: lanes take 32-weight blocks in turn, fp32 sums, a fixed shuffle
+// tree, so each output is one deterministic order whatever m is.
+cudaError_t QuantGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
+                      float* y, int64_t ldy, bool accumulate, cudaStream_t stream);
+
+}  // namespace weft::kernels::cuda
+
+#endif  // WEFT_KERNELS_CUDA_QUANT_H_

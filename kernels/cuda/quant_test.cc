@@ -1,0 +1,108 @@
+// Dequantization (bit-exact against DequantizeRow + round to nearest even) and the fused
+// dequantizing GEMV (against GemvReference on bf16-rounded inputs) on random matrices.
+#include "kernels/cuda/quant.h"
+
+#include <random>
+#include <vector>
+
+#include "common/ggml_types.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/quant_repack.h"
+#include "kernels/cuda/testing/cuda_test_util.h"
+#include "kernels/cuda/testing/random_weights.h"
+
+namespace weft::kernels::cuda {
+namespace {
+
+using testing::DeviceArray;
+using testing::WorstError;
+
+class DequantTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(DequantTest, BitExactBf16AndFp16) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  const GgmlType type = GetParam();
+  const int64_t n = 45, k = 576, k_full = 640;
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(type, n, k_full, 21);
+  const int64_t stride = RowBytes(type, k_full);
+  std::vector<float> row(k);
+  std::vector<uint16_t> want_bf16(n * k), want_f16(n * k);
+  for (int64_t j = 0; j < n; ++j) {
+    ASSERT_TRUE(DequantizeRow(type, bytes.data() + j * stride, row.data(), k).ok());
+    for (int64_t c = 0; c < k; ++c) {
+      want_bf16[j * k + c] = Fp32ToBf16(row[c]);
+      want_f16[j * k + c] = Fp32ToFp16(row[c]);
+    }
+  }
+  DeviceArray<uint8_t> src(bytes);
+  DeviceArray<uint16_t> out(n * k);
+  WEFT_EXPECT_CUDA_OK(DequantizeWeights(static_cast<WeightType>(type), src.get(), stride, n, k,
+                                        out.get(), WeightDtype::kBf16, nullptr));
+  EXPECT_EQ(out.ToHost(), want_bf16);
+  WEFT_EXPECT_CUDA_OK(DequantizeWeights(static_cast<WeightType>(type), src.get(), stride, n, k,
+                                        out.get(), WeightDtype::kF16, nullptr));
+  EXPECT_EQ(out.ToHost(), want_f16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, DequantTest,
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
+                                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0));
+
+struct GemvCase {
+  GgmlType type;
+  int64_t n, k;
+  int32_t m;
+};
+
+class GemvTest : public ::testing::TestWithParam<GemvCase> {};
+
+TEST_P(GemvTest, MatchesReference) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  const GemvCase c = GetParam();
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(c.type, c.n, c.k, 31);
+  RepackedMatrix r;
+  ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(),
+                            RowBytes(c.type, c.k), c.n, c.k, &r));
+  std::mt19937 rng(4);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<uint16_t> xb(c.m * c.k);
+  std::vector<float> x(c.m * c.k);
+  for (size_t i = 0; i < x.size(); ++i) {
+    xb[i] = Fp32ToBf16(val(rng));
+    x[i] = Bf16ToFp32(xb[i]);
+  }
+  std::vector<float> want(c.m * c.n);
+  GemvReference(r, x.data(), c.k, c.m, want.data(), c.n);
+
+  DeviceArray<uint8_t> qs(r.qs);
+  DeviceArray<uint16_t> d(r.d), m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
+  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), d.get(),
+                r.m.empty() ? nullptr : m.get(), c.n, c.k};
+  std::vector<float> init(c.m * c.n, 0.5f);
+  DeviceArray<float> y(init);
+  WEFT_EXPECT_CUDA_OK(QuantGemv(w, dx.get(), c.k, c.m, y.get(), c.n, false, nullptr));
+  EXPECT_LE(WorstError(y.ToHost(), want, 2e-3, 1e-4), 1.0);
+  WEFT_EXPECT_CUDA_OK(QuantGemv(w, dx.get(), c.k, c.m, y.get(), c.n, true, nullptr));
+  for (float& v : want) v = v + v;
+  EXPECT_LE(WorstError(y.ToHost(), want, 4e-3, 1e-4), 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest,
+                         ::testing::Values(GemvCase{GgmlType::kQ4_0, 1000, 4096, 1},
+                                           GemvCase{GgmlType::kQ4_1, 576, 576, 4},
+                                           GemvCase{GgmlType::kQ4_1, 1536, 576, 3},
+                                           GemvCase{GgmlType::kQ8_0, 49152 / 16, 576, 2},
+                                           GemvCase{GgmlType::kQ8_0, 7, 1536, 4}));
+
+TEST(GemvArgsTest, RejectsBadArguments) {
+  GemvWeights w;
+  w.type = WeightType::kF16;
+  w.n = 1;
+  w.k = 32;
+  EXPECT_EQ(QuantGemv(w, nullptr, 32, 1, nullptr, 1, false, nullptr), cudaErrorInvalidValue);
+  w.type = WeightType::kQ4_0;
+  EXPECT_EQ(QuantGemv(w, nullptr, 32, 5, nullptr, 1, false, nullptr), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace weft::kernels::cuda

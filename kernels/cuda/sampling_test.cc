@@ -1,0 +1,170 @@
+// The device sampler against its CPU twin (worker/sampler.h) on random logits: greedy,
+// temperature, top-k, top-p, min-p and penalties alone and combined, ties (coarse
+// logits), NaN and -inf entries, a row with no finite logit, several samples of one
+// request (Philox counters), and a vocabulary of the default model's size. Tokens must
+// be identical.
+#include "kernels/cuda/sampling.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/testing/cuda_test_util.h"
+#include "worker/sampler.h"
+
+namespace weft::kernels::cuda {
+namespace {
+
+using testing::DeviceArray;
+
+struct Row {
+  std::vector<float> logits;
+  std::vector<int32_t> prompt, output;
+  SamplerParams params;
+};
+
+std::vector<int32_t> CpuTokens(const std::vector<Row>& rows, int32_t vocab) {
+  Sampler sampler(vocab);
+  std::vector<int32_t> out;
+  for (const Row& r : rows) {
+    SampleResult res;
+    const absl::Status s = sampler.Sample(r.params, r.logits, r.prompt, r.output, &res);
+    out.push_back(s.ok() ? res.token : -1);
+  }
+  return out;
+}
+
+std::vector<int32_t> GpuTokens(const std::vector<Row>& rows, int32_t vocab) {
+  const int32_t n = static_cast<int32_t>(rows.size());
+  std::vector<float> logits;
+  std::vector<RowSamplingParams> params;
+  std::vector<int32_t> history;
+  std::vector<int64_t> offsets = {0};
+  for (const Row& r : rows) {
+    logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+    RowSamplingParams p;
+    p.temperature = r.params.temperature;
+    p.top_k = r.params.top_k;
+    p.top_p = r.params.top_p;
+    p.min_p = r.params.min_p;
+    p.repetition_penalty = r.params.repetition_penalty;
+    p.presence_penalty = r.params.presence_penalty;
+    p.frequency_penalty = r.params.frequency_penalty;
+    p.sample_index = r.params.sample_index;
+    p.seed = r.params.seed;
+    p.output_index = static_cast<int32_t>(r.output.size());
+    p.num_prompt = static_cast<int32_t>(r.prompt.size());
+    params.push_back(p);
+    history.insert(history.end(), r.prompt.begin(), r.prompt.end());
+    history.insert(history.end(), r.output.begin(), r.output.end());
+    offsets.push_back(static_cast<int64_t>(history.size()));
+  }
+  DeviceArray<float> dlogits(logits), work(int64_t{n} * vocab);
+  DeviceArray<RowSamplingParams> dparams(params);
+  DeviceArray<int32_t> dhist(history.empty() ? std::vector<int32_t>(1) : history);
+  DeviceArray<int64_t> doff(offsets);
+  DeviceArray<int32_t> counts(int64_t{n} * vocab), tokens(n);
+  counts.FillBytes(0);
+  SampleArgs a;
+  a.logits = dlogits.get();
+  a.logits_stride = vocab;
+  a.num_rows = n;
+  a.vocab = vocab;
+  a.params = dparams.get();
+  a.history = dhist.get();
+  a.history_offsets = doff.get();
+  a.work = work.get();
+  a.counts = counts.get();
+  a.tokens = tokens.get();
+  WEFT_EXPECT_CUDA_OK(SampleTokens(a, nullptr));
+  const std::vector<int32_t> got = tokens.ToHost();
+  for (int32_t c : counts.ToHost()) EXPECT_EQ(c, 0) << "counts must be left zero";
+  return got;
+}
+
+std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, bool coarse) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> val(0.0f, 3.0f);
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  const SamplerParams kinds[] = {
+      [] { SamplerParams p; p.temperature = 0; return p; }(),
+      [] { SamplerParams p; return p; }(),
+      [] { SamplerParams p; p.temperature = 0.7f; p.top_k = 1; return p; }(),
+      [] { SamplerParams p; p.temperature = 0.8f; p.top_k = 5; return p; }(),
+      [] { SamplerParams p; p.temperature = 1.3f; p.top_k = 50; return p; }(),
+      [] { SamplerParams p; p.top_p = 0.5f; return p; }(),
+      [] { SamplerParams p; p.temperature = 0.9f; p.top_p = 0.95f; return p; }(),
+      [] { SamplerParams p; p.min_p = 0.05f; return p; }(),
+      [] { SamplerParams p; p.top_k = 40; p.top_p = 0.9f; p.min_p = 0.02f; return p; }(),
+      [] { SamplerParams p; p.repetition_penalty = 1.3f; p.temperature = 0; return p; }(),
+      [] { SamplerParams p; p.repetition_penalty = 0.8f; p.presence_penalty = 0.5f;
+           p.frequency_penalty = 0.25f; return p; }(),
+      [] { SamplerParams p; p.frequency_penalty = -1.5f; p.top_k = 3; return p; }(),
+      [] { SamplerParams p; p.top_p = 1e-6f; return p; }(),
+  };
+  std::vector<Row> rows;
+  for (int32_t i = 0; i < n; ++i) {
+    Row r;
+    r.params = kinds[i % (sizeof(kinds) / sizeof(kinds[0]))];
+    r.params.seed = (uint64_t{rng()} << 32) | rng();
+    r.params.sample_index = static_cast<int32_t>(rng() % 4);
+    r.logits.resize(vocab);
+    for (float& x : r.logits) {
+      x = val(rng);
+      if (coarse) x = std::round(x * 2.0f) / 2.0f;  // many exact ties
+    }
+    if (i % 5 == 1) r.logits[tok(rng)] = std::numeric_limits<float>::quiet_NaN();
+    if (i % 7 == 2) r.logits[tok(rng)] = -std::numeric_limits<float>::infinity();
+    for (int32_t j = 0; j < static_cast<int32_t>(rng() % 20); ++j) r.prompt.push_back(tok(rng));
+    for (int32_t j = 0; j < static_cast<int32_t>(rng() % 30); ++j) r.output.push_back(tok(rng));
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(SamplingTest, MatchesCpuSampler) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  for (int32_t vocab : {1000, 49152}) {
+    const std::vector<Row> rows = MakeRows(vocab, 52, 7 + vocab, false);
+    EXPECT_EQ(GpuTokens(rows, vocab), CpuTokens(rows, vocab)) << "vocab " << vocab;
+  }
+}
+
+TEST(SamplingTest, TiesBreakToTheLowerId) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  const std::vector<Row> rows = MakeRows(3000, 52, 11, true);
+  EXPECT_EQ(GpuTokens(rows, 3000), CpuTokens(rows, 3000));
+}
+
+TEST(SamplingTest, SeedsAndCountersSelectTheDraw) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // One request's samples and steps: only the Philox counter changes.
+  std::vector<Row> rows = MakeRows(500, 1, 3, false);
+  rows[0].params = SamplerParams();
+  rows[0].params.seed = 42;
+  std::vector<Row> many;
+  for (int32_t j = 0; j < 4; ++j) {
+    for (int32_t i = 0; i < 8; ++i) {
+      Row r = rows[0];
+      r.params.sample_index = j;
+      r.output.assign(i, 1);
+      many.push_back(r);
+    }
+  }
+  EXPECT_EQ(GpuTokens(many, 500), CpuTokens(many, 500));
+}
+
+TEST(SamplingTest, NoFiniteLogitGivesMinusOne) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  Row r;
+  r.logits.assign(100, -std::numeric_limits<float>::infinity());
+  r.logits[3] = std::numeric_limits<float>::quiet_NaN();
+  Row g = r;
+  g.params.temperature = 0;
+  EXPECT_EQ(GpuTokens({r, g}, 100), (std::vector<int32_t>{-1, -1}));
+}
+
+}  // namespace
+}  // namespace weft::kernels::cuda

@@ -1,0 +1,466 @@
+#include "worker/backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/paged_attention.h"
+#include "kernels/cuda/paged_kv.h"
+#include "kernels/cuda/quant.h"
+#include "kernels/cuda/sampling.h"
+
+namespace weft {
+namespace {
+
+namespace kc = ::weft::kernels::cuda;
+using cuda_backend::StepArgs;
+
+bool IsPowerOfTwo(int32_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+size_t Align16(size_t x) { return (x + 15) / 16 * 16; }
+
+int32_t BucketFor(int32_t n) {
+  int32_t b = 1;
+  while (b < n) b *= 2;
+  return b;
+}
+
+// Decode graphs are also keyed by a context bucket (its split count and workspace follow
+// it): the next power of two >= the batch's longest context, at least 1024, at most the
+// model's context length.
+int32_t ContextBucket(int32_t max_context, int32_t context_length) {
+  return std::min(context_length, std::max(1024, BucketFor(max_context)));
+}
+
+}  // namespace
+
+absl::Status CudaBackendOptions::Validate() const {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of world size ", world_size));
+  }
+  if (block_size < 1 || block_size > 1024) {
+    return absl::InvalidArgumentError("block size must be in 1..1024");
+  }
+  if (num_kv_blocks < 0) return absl::InvalidArgumentError("--num_kv_blocks must be >= 0");
+  if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
+    return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
+  }
+  if (!IsPowerOfTwo(max_graph_batch) || max_graph_batch > 1024) {
+    return absl::InvalidArgumentError("max_graph_batch must be a power of two <= 1024");
+  }
+  if (gemv_max_rows < 0 || gemv_max_rows > kc::kMaxGemvRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gemv_max_rows must be in [0, ", kc::kMaxGemvRows, "]"));
+  }
+  if (comm_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("comm_timeout must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const GgufFile& file, const CudaBackendOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<CudaBackend> b(new CudaBackend(options));
+  WEFT_RETURN_IF_ERROR(b->Init(file));
+  return b;
+}
+
+absl::Status CudaBackend::Init(const GgufFile& file) {
+  const int devices = kc::CudaDeviceCount();
+  if (devices == 0) {
+    return absl::FailedPreconditionError("--backend=cuda: no CUDA device is available");
+  }
+  device_ = options_.device >= 0 ? options_.device : options_.rank % devices;
+  if (device_ >= devices) {
+    return absl::InvalidArgumentError(absl::StrCat("CUDA device ", device_, " of ", devices));
+  }
+  WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  WEFT_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  WEFT_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+
+  WEFT_ASSIGN_OR_RETURN(config_, LlamaConfig::FromGguf(file));
+  WEFT_ASSIGN_OR_RETURN(shard_,
+                        ShardSpec::Compute(config_, options_.world_size, options_.rank));
+  if (!kc::AttentionHeadDimSupported(config_.head_dim)) {
+    return absl::UnimplementedError(absl::StrCat("the CUDA attention kernels take head_dim 64 "
+                                                 "or 128, not ", config_.head_dim));
+  }
+  if (config_.queries_per_kv_head() > kc::kMaxGroupSize) {
+    return absl::UnimplementedError("too many query heads per KV head for the CUDA kernels");
+  }
+  {
+    // Views of the mmap'd file with this rank's slices; uploaded, then dropped.
+    WEFT_ASSIGN_OR_RETURN(const LlamaWeights host,
+                          LlamaWeights::Load(file, config_, shard_, KernelChoice::kReference));
+    cuda_backend::DeviceWeightsOptions wo;
+    wo.gemv_copies = options_.gemv_max_rows > 0;
+    WEFT_ASSIGN_OR_RETURN(weights_,
+                          cuda_backend::DeviceWeights::Upload(file, host, wo, stream_));
+  }
+  cuda_backend::DeviceKvOptions ko;
+  ko.num_layers = config_.num_layers;
+  ko.num_kv_heads = shard_.num_kv_heads();
+  ko.head_dim = config_.head_dim;
+  ko.block_size = options_.block_size;
+  ko.num_blocks = std::max(options_.num_kv_blocks, 1);
+  ko.dtype = options_.kv_dtype;
+  if (options_.num_kv_blocks > 0) {
+    WEFT_ASSIGN_OR_RETURN(kv_, cuda_backend::DeviceKvCache::Create(ko));
+  } else {
+    WEFT_ASSIGN_OR_RETURN(kv_, cuda_backend::DeviceKvCache::CreateWithBudget(
+                                   ko, options_.kv_memory_bytes));
+  }
+  cuda_backend::RunnerOptions ro;
+  ro.gemv_max_rows = options_.gemv_max_rows;
+  ro.num_sms = num_sms_;
+  runner_ = std::make_unique<cuda_backend::ModelRunner>(config_, shard_, weights_.get(),
+                                                        kv_.get(), cublas_, ro);
+  WEFT_RETURN_IF_ERROR(runner_->Init(stream_));
+
+  limits_.block_size = options_.block_size;
+  limits_.num_blocks = kv_->num_blocks();
+  limits_.context_length = config_.context_length;
+  limits_.vocab_size = config_.vocab_size;
+  limits_.prefill_tile_tokens =
+      kc::PrefillTileTokens(config_.queries_per_kv_head(), config_.head_dim);
+  kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
+                          options_.gemv_max_rows > 0 ? ";gemv<=" : "",
+                          options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",
+                          ";kv=", kc::KvDtypeName(options_.kv_dtype),
+                          options_.cuda_graphs && options_.world_size == 1 ? ";graphs" : "",
+                          options_.world_size > 1 ? ";nccl" : "");
+  cudaDeviceProp prop;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device_));
+  LOG(INFO) << "CUDA backend on device " << device_ << " (" << prop.name << ", sm_"
+            << prop.major << prop.minor << ", " << num_sms_ << " SMs): weights "
+            << (weights_->device_bytes() >> 20) << " MiB, KV pool " << (kv_->pool_bytes() >> 20)
+            << " MiB (" << kv_->num_blocks() << " blocks), kernels " << kernels_;
+  return absl::OkStatus();
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  comm_.reset();
+  DropGraphs();
+  runner_.reset();
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::DropGraphs() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+int32_t CudaBackend::GraphBucket(const ForwardBatch& batch) const {
+  if (!options_.cuda_graphs || options_.world_size > 1) return 0;
+  const int32_t n = static_cast<int32_t>(batch.sequences.size());
+  if (n == 0 || n > options_.max_graph_batch || !cuda_backend::StepInputs::AllDecode(batch)) {
+    return 0;
+  }
+  return BucketFor(n);
+}
+
+absl::StatusOr<cudaGraphExec_t> CudaBackend::GraphFor(GraphKey key, const StepArgs& args) {
+  if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  const absl::Status enqueued = runner_->Enqueue(args, nullptr, stream_);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  if (!enqueued.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return enqueued;
+  }
+  WEFT_CUDA_RETURN_IF_ERROR(ended);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  WEFT_CUDA_RETURN_IF_ERROR(inst);
+  graphs_[key] = exec;
+  ++graph_captures_;
+  return exec;
+}
+
+absl::Status CudaBackend::Sync() {
+  if (comm_ != nullptr) return comm_->Wait(stream_);
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopyBlock(int32_t src, int32_t dst) {
+  if (src < 0 || src >= kv_->num_blocks() || dst < 0 || dst >= kv_->num_blocks()) {
+    return absl::OutOfRangeError(absl::StrCat("CopyBlock(", src, ", ", dst, ") outside [0, ",
+                                              kv_->num_blocks(), ")"));
+  }
+  if (src == dst) return absl::OkStatus();
+  // One kernel copies every queued pair at once, so a pair must not read a block an
+  // earlier queued pair writes (or write one it reads): flush first in that case.
+  for (size_t i = 0; i < pending_copies_.size(); i += 2) {
+    if (pending_copies_[i + 1] == src || pending_copies_[i] == dst ||
+        pending_copies_[i + 1] == dst) {
+      WEFT_RETURN_IF_ERROR(FlushCopies());
+      break;
+    }
+  }
+  pending_copies_.push_back(src);
+  pending_copies_.push_back(dst);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::FlushCopies() {
+  if (pending_copies_.empty()) return absl::OkStatus();
+  const size_t bytes = pending_copies_.size() * sizeof(int32_t);
+  // The pinned staging buffer may still feed an earlier flush's copy: wait for it.
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  WEFT_RETURN_IF_ERROR(copies_host_.Reserve(bytes));
+  WEFT_RETURN_IF_ERROR(copies_dev_.Reserve(bytes));
+  std::memcpy(copies_host_.get(), pending_copies_.data(), bytes);
+  WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copies_dev_.get(), copies_host_.get(), bytes,
+                                            cudaMemcpyHostToDevice, stream_));
+  WEFT_CUDA_RETURN_IF_ERROR(kc::CopyKvBlocks(kv_->pool(), kv_->bytes_per_block(),
+                                             copies_dev_.as<int32_t>(),
+                                             static_cast<int32_t>(pending_copies_.size() / 2),
+                                             stream_));
+  pending_copies_.clear();
+  return absl::OkStatus();
+}
+
+std::string CudaBackend::CommInit() {
+  if (options_.world_size == 1 || options_.rank != 0) return std::string();
+  absl::StatusOr<std::string> id = NcclCommunicator::NewUniqueId();
+  if (!id.ok()) {
+    LOG(ERROR) << "cannot make an NCCL unique id: " << id.status();
+    return std::string();
+  }
+  return *id;
+}
+
+void CudaBackend::LeaveGroup() {
+  // Called between steps: nothing of ours is in flight unless a failed step left work
+  // behind, whose NCCL kernels were aborted with the communicator.
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  stream_dirty_ = false;
+  comm_.reset();
+}
+
+absl::Status CudaBackend::JoinGroup(absl::string_view replica, int64_t epoch,
+                                    absl::string_view comm_init) {
+  WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  // Work queued by a failed step drains once its NCCL kernels were aborted. Copies
+  // queued by the last attachment's last plan still happen (as they would have before
+  // its next step).
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  stream_dirty_ = false;
+  WEFT_RETURN_IF_ERROR(FlushCopies());
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (options_.world_size == 1) return absl::OkStatus();
+  comm_.reset();
+  NcclCommunicatorOptions o;
+  o.rank = options_.rank;
+  o.world_size = options_.world_size;
+  o.device = device_;
+  o.timeout = options_.comm_timeout;
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> c = NcclCommunicator::Create(comm_init, o);
+  if (!c.ok()) {
+    return absl::Status(c.status().code(),
+                        absl::StrCat("joining the NCCL group of replica '", replica, "' epoch ",
+                                     epoch, ": ", c.status().message()));
+  }
+  comm_ = std::move(*c);
+  LOG(INFO) << "rank " << options_.rank << "/" << options_.world_size << " of replica '"
+            << replica << "' joined its NCCL group (epoch " << epoch << ")";
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
+  out->vocab_size = config_.vocab_size;
+  out->num_rows = 0;
+  out->row_sequence.clear();
+  if (options_.world_size > 1 && comm_ == nullptr) {
+    return absl::FailedPreconditionError("the tensor-parallel group is not formed");
+  }
+  WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  if (stream_dirty_) {
+    WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    stream_dirty_ = false;
+  }
+  if (batch.sequences.empty()) return FlushCopies();
+  const int32_t bucket = GraphBucket(batch);
+  WEFT_RETURN_IF_ERROR(inputs_.Build(batch, limits_, bucket));  // before anything is queued
+  WEFT_RETURN_IF_ERROR(FlushCopies());
+
+  StepArgs args;
+  args.layout = inputs_.layout();
+  args.shape = inputs_.shape();
+  const int32_t group = config_.queries_per_kv_head();
+  const int32_t max_ctx = bucket > 0
+                              ? ContextBucket(inputs_.max_decode_context(), config_.context_length)
+                              : inputs_.max_decode_context();
+  args.decode_partition = kc::ChooseDecodePartition(args.shape.decode_items, shard_.num_kv_heads(),
+                                                    group, options_.block_size, max_ctx, num_sms_);
+  args.decode_max_splits = kc::DecodeNumSplits(max_ctx, args.decode_partition);
+  const int64_t ws = kc::DecodeWorkspaceFloats(args.shape.decode_items, shard_.num_heads(),
+                                               config_.head_dim, args.decode_max_splits);
+  bool moved = false;
+  WEFT_RETURN_IF_ERROR(runner_->Reserve(args.shape.tokens, args.shape.logit_rows, ws, &moved));
+  cuda_backend::DeviceBuffer* meta = &meta_eager_;
+  if (bucket > 0) {
+    meta = &meta_graph_;
+    if (meta_graph_.get() == nullptr) {
+      // Sized once for the largest bucket, so captured addresses never move.
+      cuda_backend::StepShape biggest;
+      biggest.tokens = biggest.decode_items = biggest.logit_rows = options_.max_graph_batch;
+      biggest.table_entries = options_.max_graph_batch * limits_.max_blocks_per_seq();
+      WEFT_RETURN_IF_ERROR(
+          meta_graph_.Allocate(cuda_backend::StepLayout::For(biggest).total_bytes));
+    }
+  } else {
+    WEFT_RETURN_IF_ERROR(meta_eager_.Reserve(args.layout.total_bytes));
+  }
+  if (moved) DropGraphs();
+  WEFT_RETURN_IF_ERROR(meta_host_.Reserve(args.layout.total_bytes));
+  inputs_.Pack(meta_host_.get());
+  stream_dirty_ = true;  // cleared once the step's work is known to be finished
+  WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta->get(), meta_host_.get(), inputs_.upload_bytes(),
+                                            cudaMemcpyHostToDevice, stream_));
+  args.meta = meta->as<uint8_t>();
+  if (bucket > 0) {
+    WEFT_ASSIGN_OR_RETURN(cudaGraphExec_t exec, GraphFor({bucket, max_ctx}, args));
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_));
+    ++graph_replays_;
+  } else {
+    WEFT_RETURN_IF_ERROR(runner_->Enqueue(args, comm_.get(), stream_));
+  }
+  int32_t rows = 0;
+  for (const cuda_backend::OutputRow& r : inputs_.output_rows()) {
+    rows = std::max(rows, r.logits_row + 1);
+  }
+  const size_t row_bytes = static_cast<size_t>(config_.vocab_size) * sizeof(float);
+  if (rows > 0) {
+    WEFT_RETURN_IF_ERROR(logits_host_.Reserve(rows * row_bytes));
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_host_.get(), runner_->logits(),
+                                              rows * row_bytes, cudaMemcpyDeviceToHost, stream_));
+  }
+  WEFT_RETURN_IF_ERROR(Sync());
+  stream_dirty_ = false;
+  CopyLogits(out);
+  return absl::OkStatus();
+}
+
+void CudaBackend::CopyLogits(ForwardOutput* out) const {
+  const std::vector<cuda_backend::OutputRow>& rows = inputs_.output_rows();
+  const int64_t vocab = config_.vocab_size;
+  if (out->logits.size() < rows.size() * vocab) out->logits.resize(rows.size() * vocab);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::memcpy(out->logits.data() + r * vocab,
+                logits_host_.as<float>() + int64_t{rows[r].logits_row} * vocab,
+                vocab * sizeof(float));
+    out->row_sequence.push_back(rows[r].sequence);
+  }
+  out->num_rows = static_cast<int32_t>(rows.size());
+}
+
+absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> requests,
+                                         std::vector<int32_t>* tokens) {
+  tokens->clear();
+  if (!options_.device_sampling || requests.size() > 65535) {
+    return absl::UnimplementedError("device sampling is off");
+  }
+  if (requests.empty()) return absl::OkStatus();
+  WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  const int32_t n = static_cast<int32_t>(requests.size());
+  const int32_t vocab = config_.vocab_size;
+  const std::vector<cuda_backend::OutputRow>& rows = inputs_.output_rows();
+  std::vector<kc::RowSamplingParams> params(n);
+  std::vector<int32_t> logits_rows(n);
+  sample_history_.clear();
+  sample_offsets_.assign(1, 0);
+  for (int32_t i = 0; i < n; ++i) {
+    const SampleRequest& q = requests[i];
+    if (q.row < 0 || q.row >= static_cast<int32_t>(rows.size()) || q.params == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("no logits row ", q.row));
+    }
+    const SamplerParams& p = *q.params;
+    kc::RowSamplingParams& d = params[i];
+    d.temperature = p.temperature;
+    d.top_k = p.top_k;
+    d.top_p = p.top_p;
+    d.min_p = p.min_p;
+    d.repetition_penalty = p.repetition_penalty;
+    d.presence_penalty = p.presence_penalty;
+    d.frequency_penalty = p.frequency_penalty;
+    d.sample_index = p.sample_index;
+    d.seed = p.seed;
+    d.output_index = static_cast<int32_t>(q.output.size());
+    d.num_prompt = static_cast<int32_t>(q.prompt.size());
+    logits_rows[i] = rows[q.row].logits_row;
+    for (absl::Span<const int32_t> part : {q.prompt, q.output}) {
+      for (int32_t t : part) {
+        if (t < 0 || t >= vocab) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("history token id ", t, " outside the vocabulary"));
+        }
+        sample_history_.push_back(t);
+      }
+    }
+    sample_offsets_.push_back(static_cast<int64_t>(sample_history_.size()));
+  }
+  // One blob: params | offsets | logits rows | history | tokens (out).
+  const size_t at_params = 0;
+  const size_t at_offsets = Align16(at_params + n * sizeof(kc::RowSamplingParams));
+  const size_t at_rows = Align16(at_offsets + (n + 1) * sizeof(int64_t));
+  const size_t at_history = Align16(at_rows + n * sizeof(int32_t));
+  const size_t at_tokens = Align16(at_history + sample_history_.size() * sizeof(int32_t));
+  const size_t total = Align16(at_tokens + n * sizeof(int32_t));
+  WEFT_RETURN_IF_ERROR(sample_host_.Reserve(total));
+  WEFT_RETURN_IF_ERROR(sample_dev_.Reserve(total));
+  char* h = sample_host_.as<char>();
+  std::memcpy(h + at_params, params.data(), n * sizeof(kc::RowSamplingParams));
+  std::memcpy(h + at_offsets, sample_offsets_.data(), (n + 1) * sizeof(int64_t));
+  std::memcpy(h + at_rows, logits_rows.data(), n * sizeof(int32_t));
+  if (!sample_history_.empty()) {
+    std::memcpy(h + at_history, sample_history_.data(), sample_history_.size() * sizeof(int32_t));
+  }
+  const size_t scratch = static_cast<size_t>(n) * vocab * sizeof(float);
+  WEFT_RETURN_IF_ERROR(sample_work_.Reserve(scratch));
+  bool grew = false;
+  WEFT_RETURN_IF_ERROR(sample_counts_.Reserve(scratch, &grew));
+  if (grew) {
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sample_counts_.get(), 0, scratch, stream_));
+  }
+  stream_dirty_ = true;
+  WEFT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(sample_dev_.get(), h, at_tokens, cudaMemcpyHostToDevice, stream_));
+  char* d = sample_dev_.as<char>();
+  kc::SampleArgs a;
+  a.logits = runner_->logits();
+  a.logits_stride = vocab;
+  a.logits_rows = reinterpret_cast<const int32_t*>(d + at_rows);
+  a.num_rows = n;
+  a.vocab = vocab;
+  a.params = reinterpret_cast<const kc::RowSamplingParams*>(d + at_params);
+  a.history = reinterpret_cast<const int32_t*>(d + at_history);
+  a.history_offsets = reinterpret_cast<const int64_t*>(d + at_offsets);
+  a.work = sample_work_.as<float>();
+  a.counts = sample_counts_.as<int32_t>();
+  a.tokens = reinterpret_cast<int32_t*>(d + at_tokens);
+  WEFT_CUDA_RETURN_IF_ERROR(kc::SampleTokens(a, stream_));
+  WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h + at_tokens, d + at_tokens, n * sizeof(int32_t),
+                                            cudaMemcpyDeviceToHost, stream_));
+  WEFT_RETURN_IF_ERROR(Sync());
+  stream_dirty_ = false;
+  tokens->assign(reinterpret_cast<const int32_t*>(h + at_tokens),
+                 reinterpret_cast<const int32_t*>(h + at_tokens) + n);
+  return absl::OkStatus();
+}
+
+}  // namespace weft

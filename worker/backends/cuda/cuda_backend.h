@@ -1,0 +1,169 @@
+// CudaBackend: the Backend of a worker rank on one NVIDIA GPU (built with --config=cuda).
+//
+// Holds this rank's shard of the model on the device (DeviceWeights: bf16 matrices
+// dequantized at load, plus quantized copies for the small-batch GEMV), a paged KV cache
+// in device memory (DeviceKvCache: fp16, bf16 or int8 groups) and a ModelRunner that
+// queues the forward pass. A step: validate and flatten the batch on the host
+// (StepInputs), one host-to-device copy of the index arrays, the forward pass on the
+// backend's stream, one device-to-host copy of the logits rows, one synchronization.
+//
+// CUDA graphs: a step whose chunks are all single decode tokens (at most
+// max_graph_batch of them, TP = 1) runs as a CUDA graph captured once per batch-size
+// bucket (1, 2, 4, ..., max_graph_batch; the batch is padded to its bucket, see
+// StepInputs) and context bucket (the next power of two >= the longest context, at least
+// 1024: the decode kernel's split count and workspace follow it). A graph is captured on
+// the first step of its buckets and replayed after; graphs are dropped when a buffer
+// they captured has to grow.
+//
+// Tensor parallelism: world_size > 1 shards the weights as the CPU backend does
+// (ShardSpec); the row-parallel projections are all-reduced with NCCL on the compute
+// stream. Rank 0's CommInit() is a fresh NCCL unique id (sent in the hello); JoinGroup
+// forms the group from the id the scheduler relays in the Welcome (every attachment).
+// The step's final synchronization polls the communicator's deadline, so a dead peer
+// fails the step (and the group, until the next Welcome) instead of hanging it.
+//
+// Numerics (the backend's documented tolerance, Backend contract): bf16 weights and GEMM
+// inputs with fp32 accumulation, fp32 residual stream, norms, RoPE and softmax; results
+// are deterministic for a given batch shape and GPU, and a sequence's logits agree with
+// the CPU backend and across batch compositions to bf16 rounding (not bitwise).
+// Copy-on-write copies are queued by CopyBlock and run as one kernel before the next
+// forward pass (or at the next JoinGroup, i.e. a new attachment) on the same stream.
+// Sampling: SampleOnDevice runs kernels/cuda/sampling.h on the logits still on the
+// device (the host Sampler stays the fallback, e.g. for logprobs).
+//
+// Ownership: owns its device memory, stream, cuBLAS handle and communicator; borrows
+// the GgufFile only during Create. Thread-safety: as Backend (one step thread).
+#ifndef WEFT_WORKER_BACKENDS_CUDA_CUDA_BACKEND_H_
+#define WEFT_WORKER_BACKENDS_CUDA_CUDA_BACKEND_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/gguf.h"
+#include "kernels/cuda/dtypes.h"
+#include "worker/backends/backend.h"
+#include "worker/backends/cuda/device_buffer.h"
+#include "worker/backends/cuda/device_kv_cache.h"
+#include "worker/backends/cuda/device_weights.h"
+#include "worker/backends/cuda/model_runner.h"
+#include "worker/backends/cuda/step_inputs.h"
+#include "worker/comm/nccl_communicator.h"
+#include "worker/model/llama_config.h"
+#include "worker/model/llama_weights.h"
+
+namespace weft {
+
+struct CudaBackendOptions {
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  int32_t device = -1;  // CUDA device; -1: rank % device count
+  int32_t block_size = 16;
+  // KV pool size: num_kv_blocks if > 0, else as many blocks as kv_memory_bytes holds.
+  int32_t num_kv_blocks = 0;
+  int64_t kv_memory_bytes = int64_t{1} << 30;
+  kernels::cuda::KvDtype kv_dtype = kernels::cuda::KvDtype::kBf16;
+  bool cuda_graphs = true;
+  int32_t max_graph_batch = 128;  // largest decode bucket (a power of two)
+  int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
+  bool device_sampling = true;    // SampleOnDevice (else the host Sampler)
+  // Deadline of group formation and of each step's collectives (--collective_timeout_s).
+  absl::Duration comm_timeout = absl::Seconds(10);
+
+  absl::Status Validate() const;
+};
+
+class CudaBackend : public Backend {
+ public:
+  // Loads this rank's shard onto the GPU and allocates the KV pool. FailedPrecondition
+  // without a usable device; Unimplemented for a model the kernels do not cover
+  // (head_dim other than 64/128, more than 32 query heads per KV head, a matrix type
+  // other than F32/F16/BF16/Q4_0/Q4_1/Q8_0).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const GgufFile& file,
+                                                             const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  const char* name() const override { return "cuda"; }
+  std::string kernels() const override { return kernels_; }
+  const LlamaConfig& config() const override { return config_; }
+  int32_t block_size() const override { return kv_->block_size(); }
+  int32_t num_kv_blocks() const override { return kv_->num_blocks(); }
+  int64_t kv_pool_bytes() const override { return kv_->pool_bytes(); }
+
+  absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
+  absl::Status CopyBlock(int32_t src, int32_t dst) override;
+  std::string CommInit() override;
+  absl::Status JoinGroup(absl::string_view replica, int64_t epoch,
+                         absl::string_view comm_init) override;
+  void LeaveGroup() override;
+  // kernels/cuda/sampling.h on the logits rows of the last Forward (still on the device).
+  absl::Status SampleOnDevice(absl::Span<const SampleRequest> requests,
+                              std::vector<int32_t>* tokens) override;
+
+  // Steps that ran as a CUDA graph replay / were captured (for tests and logs).
+  int64_t graph_replays() const { return graph_replays_; }
+  int64_t graph_captures() const { return graph_captures_; }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+
+  absl::Status Init(const GgufFile& file);
+  // The graph bucket for this batch, or 0 to run it eagerly.
+  int32_t GraphBucket(const ForwardBatch& batch) const;
+  // (batch bucket, context bucket) of a decode graph.
+  using GraphKey = std::pair<int32_t, int32_t>;
+  absl::StatusOr<cudaGraphExec_t> GraphFor(GraphKey key, const cuda_backend::StepArgs& args);
+  void DropGraphs();
+  absl::Status FlushCopies();
+  absl::Status Sync();
+  void CopyLogits(ForwardOutput* out) const;
+
+  const CudaBackendOptions options_;
+  int32_t device_ = 0;
+  int32_t num_sms_ = 0;
+  LlamaConfig config_;
+  ShardSpec shard_;
+  std::string kernels_;
+  cuda_backend::StepLimits limits_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<cuda_backend::DeviceWeights> weights_;
+  std::unique_ptr<cuda_backend::DeviceKvCache> kv_;
+  std::unique_ptr<cuda_backend::ModelRunner> runner_;
+  std::unique_ptr<NcclCommunicator> comm_;
+  bool stream_dirty_ = false;  // a failed step may have left work queued
+
+  cuda_backend::StepInputs inputs_;
+  cuda_backend::PinnedBuffer meta_host_;
+  cuda_backend::DeviceBuffer meta_eager_;
+  cuda_backend::DeviceBuffer meta_graph_;  // sized for the largest bucket once
+  cuda_backend::PinnedBuffer logits_host_;
+  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  int64_t graph_replays_ = 0;
+  int64_t graph_captures_ = 0;
+
+  std::vector<int32_t> pending_copies_;  // (src, dst) pairs queued by CopyBlock
+  cuda_backend::PinnedBuffer copies_host_;
+  cuda_backend::DeviceBuffer copies_dev_;
+
+  // Device sampling: inputs packed into one upload, scratch (counts kept all zero).
+  std::vector<int32_t> sample_history_;
+  std::vector<int64_t> sample_offsets_;
+  cuda_backend::PinnedBuffer sample_host_;
+  cuda_backend::DeviceBuffer sample_dev_;
+  cuda_backend::DeviceBuffer sample_work_;
+  cuda_backend::DeviceBuffer sample_counts_;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_WORKER_BACKENDS_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,336 @@
+// CudaBackend against CpuBackend (GPU tests, skipped without a device): the same
+// plans — whole and chunked prefills, decode steps run as CUDA graphs and eagerly,
+// mixed batches, copy-on-write — give the same logits up to the CUDA backend's
+// bf16 tolerance, on random tiny Llamas (head_dim 64 and 128, GQA, BF16 / Q4_1 / Q8_0
+// weights, tied and untied heads, every KV dtype), and on the default model when
+// models/ has it. Malformed batches fail with InvalidArgument before any work.
+#include "worker/backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "common/gguf.h"
+#include "common/testing/model_path.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/cuda_status.h"
+#include "worker/backends/cpu_backend.h"
+#include "worker/model/testing/tiny_llama.h"
+
+namespace weft {
+namespace {
+
+namespace kc = ::weft::kernels::cuda;
+
+#define SKIP_WITHOUT_CUDA()                                                       \
+  do {                                                                            \
+    if (kc::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";             \
+  } while (0)
+
+struct Pair {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<CpuBackend> cpu;
+  std::unique_ptr<CudaBackend> gpu;
+};
+
+std::unique_ptr<Pair> MakePair(const testing::TinyLlamaSpec& spec, CudaBackendOptions o) {
+  auto p = std::make_unique<Pair>();
+  p->bytes = testing::BuildTinyLlama(spec);
+  auto file = GgufFile::FromBuffer(p->bytes.data(), p->bytes.size());
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return nullptr;
+  p->file = std::move(*file);
+  CpuBackendOptions co;
+  co.model.kernels = KernelChoice::kReference;
+  co.model.num_threads = 2;
+  co.num_kv_blocks = 64;
+  auto cpu = CpuBackend::Create(*p->file, co);
+  EXPECT_TRUE(cpu.ok()) << cpu.status();
+  o.num_kv_blocks = 64;
+  auto gpu = CudaBackend::Create(*p->file, o);
+  EXPECT_TRUE(gpu.ok()) << gpu.status();
+  if (!cpu.ok() || !gpu.ok()) return nullptr;
+  p->cpu = std::move(*cpu);
+  p->gpu = std::move(*gpu);
+  return p;
+}
+
+// |a - b| <= tol * max|b| over the row: logits agree to the bf16 path's precision.
+void ExpectClose(const ForwardOutput& gpu, const ForwardOutput& cpu, double tol) {
+  ASSERT_EQ(gpu.num_rows, cpu.num_rows);
+  ASSERT_EQ(gpu.vocab_size, cpu.vocab_size);
+  for (int32_t r = 0; r < cpu.num_rows; ++r) {
+    EXPECT_EQ(gpu.row_sequence[r], cpu.row_sequence[r]);
+    double scale = 1e-3, worst = 0;
+    for (int32_t v = 0; v < cpu.vocab_size; ++v) {
+      scale = std::max(scale, double{std::fabs(cpu.Row(r)[v])});
+    }
+    for (int32_t v = 0; v < cpu.vocab_size; ++v) {
+      ASSERT_FALSE(std::isnan(gpu.Row(r)[v])) << "row " << r << " token " << v;
+      worst = std::max(worst, double{std::fabs(gpu.Row(r)[v] - cpu.Row(r)[v])});
+    }
+    EXPECT_LE(worst, tol * scale) << "row " << r;
+  }
+}
+
+// Runs `batch` on both backends and compares.
+void Step(Pair* p, const ForwardBatch& batch, double tol = 0.03) {
+  ForwardOutput a, b;
+  const absl::Status sg = p->gpu->Forward(batch, &a);
+  const absl::Status sc = p->cpu->Forward(batch, &b);
+  ASSERT_TRUE(sg.ok()) << sg;
+  ASSERT_TRUE(sc.ok()) << sc;
+  ExpectClose(a, b, tol);
+}
+
+struct Seq {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> table;
+};
+
+SequenceChunk Chunk(const Seq& s, int32_t start, int32_t n, bool logits) {
+  return {absl::MakeConstSpan(s.tokens).subspan(start, n), start, absl::MakeConstSpan(s.table),
+          logits};
+}
+
+// `len` pseudo-random tokens; the caller sets the block table.
+Seq MakeSeq(int32_t len, int32_t vocab, uint32_t seed) {
+  Seq s;
+  for (int32_t i = 0; i < len; ++i) {
+    s.tokens.push_back(static_cast<int32_t>((seed * 131 + i * 17) % vocab));
+  }
+  return s;
+}
+
+struct ModelCase {
+  GgmlType type;
+  int32_t hidden, heads, kv_heads;
+  bool tied;
+  kc::KvDtype kv;
+};
+
+class CudaBackendTest : public ::testing::TestWithParam<ModelCase> {
+ protected:
+  std::unique_ptr<Pair> Make(bool graphs = true) {
+    const ModelCase c = GetParam();
+    testing::TinyLlamaSpec spec;
+    spec.matrix_type = c.type;
+    spec.hidden = c.hidden;
+    spec.num_heads = c.heads;
+    spec.num_kv_heads = c.kv_heads;
+    spec.ffn = 160;
+    spec.vocab = 96;
+    spec.tied = c.tied;
+    CudaBackendOptions o;
+    o.kv_dtype = c.kv;
+    o.cuda_graphs = graphs;
+    return MakePair(spec, o);
+  }
+  // int8 KV adds its own rounding on top of bf16.
+  double Tol() const { return GetParam().kv == kc::KvDtype::kInt8 ? 0.06 : 0.03; }
+};
+
+TEST_P(CudaBackendTest, PrefillThenDecodeMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> p = Make();
+  ASSERT_NE(p, nullptr);
+  // Three sequences: a prompt prefilled whole, one in chunks (boundary mid-block and on a
+  // block edge), one prompt of a single token.
+  Seq a = MakeSeq(40, 96, 1), b = MakeSeq(37, 96, 2), c = MakeSeq(1, 96, 3);
+  a.table = {0, 9, 2, 3};  // non-contiguous
+  b.table = {8, 1, 10, 11};
+  c.table = {16, 17};
+  {
+    ForwardBatch batch;
+    batch.sequences = {Chunk(a, 0, 40, true), Chunk(b, 0, 13, false), Chunk(c, 0, 1, true)};
+    Step(p.get(), batch, Tol());
+  }
+  {
+    ForwardBatch batch;
+    batch.sequences = {Chunk(b, 13, 3, false)};
+    Step(p.get(), batch, Tol());
+  }
+  {
+    ForwardBatch batch;
+    batch.sequences = {Chunk(b, 16, 21, true)};
+    Step(p.get(), batch, Tol());
+  }
+  // Decode steps (graph mode: all chunks are one token) with growing contexts.
+  for (int32_t step = 0; step < 6; ++step) {
+    for (Seq* s : {&a, &b, &c}) s->tokens.push_back((step * 7 + 3) % 96);
+    ForwardBatch batch;
+    batch.sequences = {Chunk(a, static_cast<int32_t>(a.tokens.size()) - 1, 1, true),
+                       Chunk(b, static_cast<int32_t>(b.tokens.size()) - 1, 1, true),
+                       Chunk(c, static_cast<int32_t>(c.tokens.size()) - 1, 1, true)};
+    Step(p.get(), batch, Tol());
+  }
+  EXPECT_EQ(p->gpu->graph_captures(), 1);  // bucket 4, captured once
+  EXPECT_EQ(p->gpu->graph_replays(), 6);
+  // A mixed batch (decode + prefill chunk) runs eagerly.
+  Seq d = MakeSeq(20, 96, 4);
+  d.table = {40, 41};
+  a.tokens.push_back(5);
+  ForwardBatch mixed;
+  mixed.sequences = {Chunk(d, 0, 20, true),
+                     Chunk(a, static_cast<int32_t>(a.tokens.size()) - 1, 1, true)};
+  Step(p.get(), mixed, Tol());
+  EXPECT_EQ(p->gpu->graph_replays(), 6);
+}
+
+TEST_P(CudaBackendTest, GraphsAndEagerAgree) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> g = Make(true), e = Make(false);
+  ASSERT_NE(g, nullptr);
+  ASSERT_NE(e, nullptr);
+  Seq s = MakeSeq(30, 96, 9);
+  s.table = {3, 7};
+  ForwardBatch prefill;
+  prefill.sequences = {Chunk(s, 0, 29, false)};
+  ForwardOutput og, oe;
+  ASSERT_TRUE(g->gpu->Forward(prefill, &og).ok());
+  ASSERT_TRUE(e->gpu->Forward(prefill, &oe).ok());
+  ForwardBatch decode;
+  decode.sequences = {Chunk(s, 29, 1, true)};
+  ASSERT_TRUE(g->gpu->Forward(decode, &og).ok());
+  ASSERT_TRUE(e->gpu->Forward(decode, &oe).ok());
+  EXPECT_EQ(g->gpu->graph_replays(), 1);
+  EXPECT_EQ(e->gpu->graph_replays(), 0);
+  ExpectClose(og, oe, 1e-3);  // split sizes differ (graph: the model's context length)
+}
+
+TEST_P(CudaBackendTest, CopyOnWriteForkDecodesLikeItsParent) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> p = Make();
+  ASSERT_NE(p, nullptr);
+  Seq parent = MakeSeq(21, 96, 5);
+  parent.table = {10, 11};
+  ForwardBatch prefill;
+  prefill.sequences = {Chunk(parent, 0, 21, true)};
+  Step(p.get(), prefill, Tol());
+  // The child shares block 10 and gets a copy of the partial block 11 as block 12.
+  ASSERT_TRUE(p->gpu->CopyBlock(11, 12).ok());
+  ASSERT_TRUE(p->cpu->CopyBlock(11, 12).ok());
+  Seq child = parent;
+  child.table = {10, 12};
+  parent.tokens.push_back(7);
+  child.tokens.push_back(7);
+  ForwardBatch decode;
+  decode.sequences = {Chunk(parent, 21, 1, true), Chunk(child, 21, 1, true)};
+  ForwardOutput out;
+  ASSERT_TRUE(p->gpu->Forward(decode, &out).ok());
+  ASSERT_EQ(out.num_rows, 2);
+  for (int32_t v = 0; v < out.vocab_size; ++v) ASSERT_EQ(out.Row(0)[v], out.Row(1)[v]) << v;
+  ForwardOutput cpu;
+  ASSERT_TRUE(p->cpu->Forward(decode, &cpu).ok());
+  ExpectClose(out, cpu, Tol());
+  EXPECT_EQ(p->gpu->CopyBlock(0, 64).code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_P(CudaBackendTest, MalformedBatchIsInvalidArgument) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> p = Make();
+  ASSERT_NE(p, nullptr);
+  Seq s = MakeSeq(20, 96, 6);
+  s.table = {1};  // too short for 20 tokens
+  ForwardBatch batch;
+  batch.sequences = {Chunk(s, 0, 20, true)};
+  ForwardOutput out;
+  EXPECT_EQ(p->gpu->Forward(batch, &out).code(), absl::StatusCode::kInvalidArgument);
+  s.table = {1, 2};
+  s.tokens[3] = 96;  // outside the vocabulary
+  batch.sequences = {Chunk(s, 0, 20, true)};
+  EXPECT_EQ(p->gpu->Forward(batch, &out).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(CudaBackendTest, DeviceSamplingMatchesTheHostSampler) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> p = Make();
+  ASSERT_NE(p, nullptr);
+  Seq a = MakeSeq(25, 96, 7), b = MakeSeq(9, 96, 8);
+  a.table = {20, 21};
+  b.table = {22};
+  ForwardBatch batch;
+  batch.sequences = {Chunk(a, 0, 25, true), Chunk(b, 0, 9, true)};
+  ForwardOutput out;
+  ASSERT_TRUE(p->gpu->Forward(batch, &out).ok());
+  std::vector<SamplerParams> params(6);
+  params[0].temperature = 0;
+  params[1].seed = 11;
+  params[2].top_k = 5, params[2].temperature = 0.7f, params[2].seed = 12;
+  params[3].top_p = 0.8f, params[3].seed = 13, params[3].sample_index = 2;
+  params[4].min_p = 0.1f, params[4].repetition_penalty = 1.2f, params[4].seed = 14;
+  params[5].presence_penalty = 0.5f, params[5].frequency_penalty = 0.3f, params[5].seed = 15;
+  std::vector<Backend::SampleRequest> requests;
+  const auto ta = absl::MakeConstSpan(a.tokens), tb = absl::MakeConstSpan(b.tokens);
+  for (size_t i = 0; i < params.size(); ++i) {
+    Backend::SampleRequest r;
+    r.row = static_cast<int32_t>(i % 2);  // rows repeat, as forks' do
+    r.params = &params[i];
+    const auto t = i % 2 == 0 ? ta : tb;
+    r.prompt = t.subspan(0, t.size() - 4);
+    r.output = t.subspan(t.size() - 4);
+    requests.push_back(r);
+  }
+  std::vector<int32_t> got;
+  ASSERT_TRUE(p->gpu->SampleOnDevice(requests, &got).ok());
+  Sampler host(out.vocab_size);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SampleResult want;
+    ASSERT_TRUE(host.Sample(params[i], absl::MakeConstSpan(out.Row(requests[i].row), out.vocab_size),
+                            requests[i].prompt, requests[i].output, &want)
+                    .ok());
+    EXPECT_EQ(got[i], want.token) << "request " << i;
+  }
+  EXPECT_EQ(p->cpu->SampleOnDevice(requests, &got).code(), absl::StatusCode::kUnimplemented);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaBackendTest,
+    ::testing::Values(ModelCase{GgmlType::kBF16, 256, 4, 2, false, kc::KvDtype::kBf16},
+                      ModelCase{GgmlType::kQ4_1, 384, 6, 2, true, kc::KvDtype::kBf16},
+                      ModelCase{GgmlType::kQ8_0, 512, 4, 4, false, kc::KvDtype::kF16},
+                      ModelCase{GgmlType::kQ4_0, 384, 6, 2, true, kc::KvDtype::kInt8},
+                      ModelCase{GgmlType::kBF16, 512, 8, 1, false, kc::KvDtype::kBf16}));
+
+TEST(CudaBackendModelTest, DefaultModelMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  WEFT_REQUIRE_DEFAULT_MODEL(path);
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  CpuBackendOptions co;
+  co.model.kernels = KernelChoice::kReference;
+  co.num_kv_blocks = 32;
+  auto cpu = CpuBackend::Create(**file, co);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  CudaBackendOptions go;
+  go.num_kv_blocks = 32;
+  auto gpu = CudaBackend::Create(**file, go);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  Seq s;
+  for (int32_t i = 0; i < 50; ++i) s.tokens.push_back(1000 + 37 * i);
+  s.table = {4, 9, 2, 30};
+  ForwardBatch prefill;
+  prefill.sequences = {Chunk(s, 0, 49, true)};
+  ForwardOutput a, b;
+  ASSERT_TRUE((*gpu)->Forward(prefill, &a).ok());
+  ASSERT_TRUE((*cpu)->Forward(prefill, &b).ok());
+  ExpectClose(a, b, 0.05);
+  ForwardBatch decode;
+  decode.sequences = {Chunk(s, 49, 1, true)};
+  ASSERT_TRUE((*gpu)->Forward(decode, &a).ok());
+  ASSERT_TRUE((*cpu)->Forward(decode, &b).ok());
+  ExpectClose(a, b, 0.05);
+  // The greedy choice agrees unless the top two are within the tolerance.
+  const float* ga = a.Row(0);
+  const float* cb = b.Row(0);
+  const int32_t gt = static_cast<int32_t>(std::max_element(ga, ga + a.vocab_size) - ga);
+  const int32_t ct = static_cast<int32_t>(std::max_element(cb, cb + b.vocab_size) - cb);
+  std::vector<float> sorted(cb, cb + b.vocab_size);
+  std::sort(sorted.rbegin(), sorted.rend());
+  if (sorted[0] - sorted[1] > 0.5f) EXPECT_EQ(gt, ct);
+}
+
+}  // namespace
+}  // namespace weft

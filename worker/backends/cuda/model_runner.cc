@@ -1,0 +1,220 @@
+#include "worker/backends/cuda/model_runner.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/paged_attention.h"
+#include "kernels/cuda/paged_kv.h"
+#include "kernels/cuda/quant.h"
+
+namespace weft::cuda_backend {
+namespace {
+
+namespace kc = ::weft::kernels::cuda;
+
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+template <typename T>
+const T* At(const StepArgs& s, size_t offset) {
+  return reinterpret_cast<const T*>(s.meta + offset);
+}
+
+absl::Status Grow(DeviceBuffer* b, size_t bytes, bool* moved) {
+  bool grew = false;
+  const bool had = b->get() != nullptr;
+  WEFT_RETURN_IF_ERROR(b->Reserve(bytes, &grew));
+  if (grew && had) *moved = true;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ModelRunner::ModelRunner(const LlamaConfig& config, const ShardSpec& shard,
+                         const DeviceWeights* weights, DeviceKvCache* kv, cublasHandle_t cublas,
+                         const RunnerOptions& options)
+    : config_(config),
+      shard_(shard),
+      weights_(weights),
+      kv_(kv),
+      cublas_(cublas),
+      options_(options),
+      q_width_(int64_t{shard.num_heads()} * config.head_dim),
+      kv_width_(int64_t{shard.num_kv_heads()} * config.head_dim),
+      qkv_width_(q_width_ + 2 * kv_width_),
+      ffn_(shard.num_ff()) {}
+
+absl::Status ModelRunner::Init(cudaStream_t stream) {
+  std::vector<double> inv(config_.rope_dim / 2);
+  kc::RopeInvFreq(config_.rope_freq_base, config_.rope_dim, inv.data());
+  WEFT_RETURN_IF_ERROR(inv_freq_.Allocate(inv.size() * sizeof(double)));
+  WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(double),
+                                       cudaMemcpyHostToDevice));
+  WEFT_RETURN_IF_ERROR(cublas_ws_.Allocate(kCublasWorkspaceBytes));
+  WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, cublas_ws_.get(), kCublasWorkspaceBytes));
+  WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream));
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats,
+                                  bool* moved) {
+  const size_t t = static_cast<size_t>(std::max(tokens, 1));
+  const size_t r = static_cast<size_t>(std::max(rows, 1));
+  const size_t hidden = static_cast<size_t>(config_.hidden_size);
+  WEFT_RETURN_IF_ERROR(Grow(&x_, t * hidden * 4, moved));
+  WEFT_RETURN_IF_ERROR(Grow(&h_, t * hidden * 2, moved));
+  WEFT_RETURN_IF_ERROR(Grow(&qkv_, t * qkv_width_ * 4, moved));
+  WEFT_RETURN_IF_ERROR(Grow(&attn_, t * q_width_ * 2, moved));
+  WEFT_RETURN_IF_ERROR(Grow(&gu_, t * 2 * ffn_ * 4, moved));
+  WEFT_RETURN_IF_ERROR(Grow(&act_, t * ffn_ * 2, moved));
+  if (shard_.world_size > 1) WEFT_RETURN_IF_ERROR(Grow(&proj_, t * hidden * 4, moved));
+  WEFT_RETURN_IF_ERROR(Grow(&logits_, r * config_.vocab_size * 4, moved));
+  WEFT_RETURN_IF_ERROR(
+      Grow(&decode_ws_, static_cast<size_t>(std::max<int64_t>(decode_ws_floats, 1)) * 4, moved));
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Linear(const DeviceLinear& w, const void* x, int64_t ldx, int32_t m,
+                                 float* y, int64_t ldy, bool accumulate) {
+  if (w.has_gemv && m <= options_.gemv_max_rows) {
+    cudaStream_t stream;
+    WEFT_CUBLAS_RETURN_IF_ERROR(cublasGetStream(cublas_, &stream));
+    WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemv(w.gemv, static_cast<const uint16_t*>(x), ldx, m, y,
+                                            ldy, accumulate, stream));
+    return absl::OkStatus();
+  }
+  WEFT_CUBLAS_RETURN_IF_ERROR(kc::Gemm(cublas_, kc::WeightDtype::kBf16, x, ldx, w.dense, w.k, m,
+                                       w.n, w.k, y, kc::ActDtype::kF32, ldy,
+                                       accumulate ? 1.0f : 0.0f));
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Norm(const float* weight, int32_t tokens, const int32_t* rows,
+                               cudaStream_t stream) {
+  kc::RmsNormArgs a;
+  a.x = x_.as<float>();
+  a.x_stride = config_.hidden_size;
+  if (pending_delta_ && rows == nullptr) {
+    a.delta = proj_.as<float>();
+    a.delta_stride = config_.hidden_size;
+    pending_delta_ = false;
+  }
+  a.rows = rows;
+  a.weight = weight;
+  a.num_rows = tokens;
+  a.dim = config_.hidden_size;
+  a.eps = config_.rms_norm_eps;
+  a.out = h_.get();
+  a.out_dtype = kc::ActDtype::kBf16;
+  a.out_stride = config_.hidden_size;
+  WEFT_CUDA_RETURN_IF_ERROR(kc::RmsNorm(a, stream));
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Project(const DeviceLinear& w, const void* in, int64_t ld_in,
+                                  int32_t tokens, NcclCommunicator* comm, cudaStream_t stream) {
+  const int64_t hidden = config_.hidden_size;
+  if (comm == nullptr) {
+    return Linear(w, in, ld_in, tokens, x_.as<float>(), hidden, /*accumulate=*/true);
+  }
+  WEFT_RETURN_IF_ERROR(Linear(w, in, ld_in, tokens, proj_.as<float>(), hidden, false));
+  WEFT_RETURN_IF_ERROR(
+      comm->AllReduceSumAsync(proj_.as<float>(), static_cast<size_t>(tokens * hidden), stream));
+  pending_delta_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream_t stream) {
+  const kc::PagedKvView kv = kv_->Layer(layer);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  const int32_t* tables = At<int32_t>(s, s.layout.tables);
+  if (s.shape.decode_items > 0) {
+    kc::DecodeAttentionArgs a;
+    a.q = qkv_.as<float>();
+    a.q_stride = qkv_width_;
+    a.q_rows = At<int32_t>(s, s.layout.dec_row);
+    a.out = attn_.get();
+    a.out_stride = q_width_;
+    a.out_dtype = kc::ActDtype::kBf16;
+    a.context_lens = At<int32_t>(s, s.layout.dec_ctx);
+    a.block_tables = tables;
+    a.block_table_offsets = At<int32_t>(s, s.layout.dec_table);
+    a.num_items = s.shape.decode_items;
+    a.num_heads = shard_.num_heads();
+    a.scale = scale;
+    a.partition_size = s.decode_partition;
+    a.max_splits = s.decode_max_splits;
+    a.workspace = decode_ws_.as<float>();
+    WEFT_CUDA_RETURN_IF_ERROR(kc::PagedDecodeAttention(a, kv, stream));
+  }
+  if (s.shape.tiles > 0) {
+    kc::PrefillAttentionArgs a;
+    a.q = qkv_.as<float>();
+    a.q_stride = qkv_width_;
+    a.out = attn_.get();
+    a.out_stride = q_width_;
+    a.out_dtype = kc::ActDtype::kBf16;
+    a.seq_q_start = At<int32_t>(s, s.layout.pf_q_start);
+    a.seq_start_pos = At<int32_t>(s, s.layout.pf_start_pos);
+    a.seq_num_tokens = At<int32_t>(s, s.layout.pf_num_tokens);
+    a.block_tables = tables;
+    a.block_table_offsets = At<int32_t>(s, s.layout.pf_table);
+    a.tile_seq = At<int32_t>(s, s.layout.tile_seq);
+    a.tile_q_begin = At<int32_t>(s, s.layout.tile_q_begin);
+    a.num_tiles = s.shape.tiles;
+    a.num_heads = shard_.num_heads();
+    a.scale = scale;
+    WEFT_CUDA_RETURN_IF_ERROR(kc::PagedPrefillAttention(a, kv, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm,
+                                  cudaStream_t stream) {
+  WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream));
+  const int32_t T = s.shape.tokens;
+  const int64_t hidden = config_.hidden_size;
+  pending_delta_ = false;
+  WEFT_CUDA_RETURN_IF_ERROR(kc::EmbeddingGather(weights_->embedding(), kc::WeightDtype::kBf16,
+                                                config_.vocab_size, hidden,
+                                                At<int32_t>(s, s.layout.token_ids), T,
+                                                x_.as<float>(), hidden, stream));
+  float* qkv = qkv_.as<float>();
+  for (int32_t l = 0; l < config_.num_layers; ++l) {
+    const DeviceLayer& w = weights_->layers()[l];
+    WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
+    WEFT_RETURN_IF_ERROR(Linear(w.qkv, h_.get(), hidden, T, qkv, qkv_width_, false));
+    WEFT_CUDA_RETURN_IF_ERROR(kc::ApplyRope(
+        config_.rope_style, At<int32_t>(s, s.layout.positions), inv_freq_.as<double>(),
+        config_.rope_dim, config_.head_dim, T, {qkv, qkv_width_, shard_.num_heads()},
+        {qkv + q_width_, qkv_width_, shard_.num_kv_heads()}, stream));
+    WEFT_CUDA_RETURN_IF_ERROR(kc::WritePagedKv(kv_->Layer(l), qkv + q_width_,
+                                               qkv + q_width_ + kv_width_, qkv_width_,
+                                               At<int64_t>(s, s.layout.slots), T, stream));
+    WEFT_RETURN_IF_ERROR(Attention(s, l, stream));
+    WEFT_RETURN_IF_ERROR(Project(w.o, attn_.get(), q_width_, T, comm, stream));
+    WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
+    WEFT_RETURN_IF_ERROR(Linear(w.gate_up, h_.get(), hidden, T, gu_.as<float>(), 2 * ffn_,
+                                false));
+    WEFT_CUDA_RETURN_IF_ERROR(kc::SwiGlu(gu_.as<float>(), gu_.as<float>() + ffn_, 2 * ffn_, T,
+                                         ffn_, act_.get(), kc::ActDtype::kBf16, ffn_, stream));
+    WEFT_RETURN_IF_ERROR(Project(w.down, act_.get(), ffn_, T, comm, stream));
+  }
+  if (pending_delta_) {
+    // The last layer's reduced FFN output still has to reach the residual stream (the
+    // normalized rows written to h_ here are overwritten below).
+    WEFT_RETURN_IF_ERROR(Norm(weights_->output_norm(), T, nullptr, stream));
+  }
+  const int32_t R = s.shape.logit_rows;
+  if (R == 0) return absl::OkStatus();
+  WEFT_RETURN_IF_ERROR(Norm(weights_->output_norm(), R, At<int32_t>(s, s.layout.logit_rows),
+                            stream));
+  return Linear(weights_->lm_head(), h_.get(), hidden, R, logits_.as<float>(),
+                config_.vocab_size, false);
+}
+
+}  // namespace weft::cuda_backend

@@ -1,0 +1,102 @@
+// ModelRunner: queues one Llama forward pass on a CUDA stream — the kernel sequence of
+// the CUDA backend, with no host synchronization inside, so that a whole decode step
+// can be captured into a CUDA graph.
+//
+// Per step (T tokens, R logits rows; the index arrays come from a StepInputs blob
+// already on the device):
+//   x = Embed(token_ids)                                               fp32 [T][hidden]
+//   per layer:
+//     h   = RMSNorm(x (+ pending TP delta))                            bf16 [T][hidden]
+//     qkv = h Wqkv^T                   (cuBLAS, or the GEMV when T <= 4) fp32 [T][q+2kv]
+//     RoPE(q, k);  WritePagedKv(k, v -> slots)
+//     attn = decode kernel (1-token chunks) + prefill kernel (tiles)    bf16 [T][q]
+//     x += attn Wo^T        (GEMM epilogue beta = 1; under TP: proj, all-reduce, fused
+//                            into the next RMSNorm)
+//     h = RMSNorm(x);  gu = h Wgate|up^T;  act = SwiGLU(gu)             bf16 [T][ffn]
+//     x += act Wdown^T      (as for Wo)
+//   logits = RMSNorm(x[logit rows]) Wlm^T                               fp32 [R][vocab]
+// Activation buffers grow on demand (Reserve) and are never shrunk; a CUDA graph that
+// captured the old addresses must then be dropped (Reserve reports it).
+//
+// Ownership: borrows the weights, the KV cache, the cuBLAS handle and the communicator
+// (which must outlive it); owns the activation buffers.
+// Thread-safety: the rank's step thread only.
+#ifndef WEFT_WORKER_BACKENDS_CUDA_MODEL_RUNNER_H_
+#define WEFT_WORKER_BACKENDS_CUDA_MODEL_RUNNER_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "worker/backends/cuda/device_buffer.h"
+#include "worker/backends/cuda/device_kv_cache.h"
+#include "worker/backends/cuda/device_weights.h"
+#include "worker/backends/cuda/step_inputs.h"
+#include "worker/comm/nccl_communicator.h"
+#include "worker/model/llama_config.h"
+#include "worker/model/llama_weights.h"
+
+namespace weft::cuda_backend {
+
+struct RunnerOptions {
+  // Rows at most for which the fused dequantizing GEMV replaces cuBLAS (0: never).
+  int32_t gemv_max_rows = 4;
+  int32_t num_sms = 132;
+};
+
+// Where a step's inputs are and how attention splits its decode work.
+struct StepArgs {
+  const uint8_t* meta = nullptr;  // device copy of the StepInputs blob
+  StepLayout layout;
+  StepShape shape;
+  int32_t decode_partition = 512;
+  int32_t decode_max_splits = 1;
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(const LlamaConfig& config, const ShardSpec& shard, const DeviceWeights* weights,
+              DeviceKvCache* kv, cublasHandle_t cublas, const RunnerOptions& options);
+
+  // Uploads the RoPE frequencies and gives cuBLAS a fixed workspace (graph capture
+  // must not allocate).
+  absl::Status Init(cudaStream_t stream);
+
+  // Makes the buffers big enough for `tokens` tokens, `rows` logits rows and a decode
+  // workspace of `decode_ws_floats`; *moved is set when an existing buffer moved.
+  absl::Status Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats, bool* moved);
+
+  // Queues the forward pass (see above). `comm` is null for TP = 1.
+  absl::Status Enqueue(const StepArgs& step, NcclCommunicator* comm, cudaStream_t stream);
+
+  // Logits of the last Enqueue: rows of vocab_size fp32.
+  const float* logits() const { return logits_.as<float>(); }
+
+ private:
+  absl::Status Linear(const DeviceLinear& w, const void* x, int64_t ldx, int32_t m, float* y,
+                      int64_t ldy, bool accumulate);
+  absl::Status Attention(const StepArgs& step, int32_t layer, cudaStream_t stream);
+  // out-projection of a layer: x += in W^T (TP: proj = in W^T, all-reduced).
+  absl::Status Project(const DeviceLinear& w, const void* in, int64_t ld_in, int32_t tokens,
+                       NcclCommunicator* comm, cudaStream_t stream);
+  absl::Status Norm(const float* weight, int32_t tokens, const int32_t* rows, cudaStream_t stream);
+
+  const LlamaConfig config_;
+  const ShardSpec shard_;
+  const DeviceWeights* const weights_;
+  DeviceKvCache* const kv_;
+  const cublasHandle_t cublas_;
+  const RunnerOptions options_;
+  const int64_t q_width_, kv_width_, qkv_width_, ffn_;
+
+  bool pending_delta_ = false;  // TP: proj_ holds a reduced sum not yet added to x_
+  DeviceBuffer inv_freq_;       // double [rope_dim / 2]
+  DeviceBuffer cublas_ws_;
+  DeviceBuffer x_, h_, qkv_, attn_, gu_, act_, proj_, logits_, decode_ws_;
+};
+
+}  // namespace weft::cuda_backend
+
+#endif  // WEFT_WORKER_BACKENDS_CUDA_MODEL_RUNNER_H_

@@ -1,0 +1,192 @@
+#include "worker/backends/cuda/step_inputs.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace weft::cuda_backend {
+namespace {
+
+size_t Align16(size_t x) { return (x + 15) / 16 * 16; }
+
+template <typename T>
+void Put(void* blob, size_t offset, const std::vector<T>& v) {
+  if (!v.empty()) std::memcpy(static_cast<char*>(blob) + offset, v.data(), v.size() * sizeof(T));
+}
+
+}  // namespace
+
+StepLayout StepLayout::For(const StepShape& s) {
+  StepLayout l;
+  size_t at = 0;
+  auto take = [&at](size_t bytes) {
+    const size_t here = at;
+    at = Align16(at + bytes);
+    return here;
+  };
+  l.slots = take(sizeof(int64_t) * s.tokens);
+  l.token_ids = take(sizeof(int32_t) * s.tokens);
+  l.positions = take(sizeof(int32_t) * s.tokens);
+  l.dec_row = take(sizeof(int32_t) * s.decode_items);
+  l.dec_ctx = take(sizeof(int32_t) * s.decode_items);
+  l.dec_table = take(sizeof(int32_t) * s.decode_items);
+  l.pf_q_start = take(sizeof(int32_t) * s.prefill_seqs);
+  l.pf_start_pos = take(sizeof(int32_t) * s.prefill_seqs);
+  l.pf_num_tokens = take(sizeof(int32_t) * s.prefill_seqs);
+  l.pf_table = take(sizeof(int32_t) * s.prefill_seqs);
+  l.tile_seq = take(sizeof(int32_t) * s.tiles);
+  l.tile_q_begin = take(sizeof(int32_t) * s.tiles);
+  l.logit_rows = take(sizeof(int32_t) * s.logit_rows);
+  l.tables = take(sizeof(int32_t) * s.table_entries);
+  l.total_bytes = at;
+  return l;
+}
+
+absl::Status ValidateBatch(const ForwardBatch& batch, const StepLimits& limits) {
+  const int64_t bs = limits.block_size;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int64_t n = static_cast<int64_t>(seq.token_ids.size());
+    const int64_t end = int64_t{seq.start_pos} + n;
+    if (n == 0 || seq.start_pos < 0 || end > limits.context_length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", s, ": chunk of ", n, " tokens at position ", seq.start_pos,
+          " (need 1 or more tokens within the context length ", limits.context_length, ")"));
+    }
+    for (int32_t id : seq.token_ids) {
+      if (id < 0 || id >= limits.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", s, ": token id ", id, " outside the vocabulary"));
+      }
+    }
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table of ",
+                                                     seq.block_table.size(), " blocks, ",
+                                                     blocks_needed, " needed"));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      if (seq.block_table[b] < 0 || seq.block_table[b] >= limits.num_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block id ",
+                                                       seq.block_table[b], " out of range"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool StepInputs::AllDecode(const ForwardBatch& batch) {
+  for (const SequenceChunk& s : batch.sequences) {
+    if (s.token_ids.size() != 1) return false;
+  }
+  return true;
+}
+
+void StepInputs::Clear() {
+  shape_ = StepShape();
+  max_decode_context_ = 0;
+  for (auto* v : {&token_ids_, &positions_, &dec_row_, &dec_ctx_, &dec_table_, &pf_q_start_,
+                  &pf_start_pos_, &pf_num_tokens_, &pf_table_, &tile_seq_, &tile_q_begin_,
+                  &logit_rows_, &tables_}) {
+    v->clear();
+  }
+  slots_.clear();
+  output_rows_.clear();
+}
+
+absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limits,
+                               int32_t decode_bucket) {
+  Clear();
+  if (absl::Status s = ValidateBatch(batch, limits); !s.ok()) return s;
+  const int32_t num_seqs = static_cast<int32_t>(batch.sequences.size());
+  if (decode_bucket > 0 && (!AllDecode(batch) || num_seqs > decode_bucket)) {
+    return absl::InternalError("graph mode needs at most one decode token per bucket slot");
+  }
+  const int32_t bs = limits.block_size;
+  int32_t t = 0;
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int32_t n = static_cast<int32_t>(seq.token_ids.size());
+    const int32_t end = seq.start_pos + n;
+    const int32_t table_offset = static_cast<int32_t>(tables_.size());
+    tables_.insert(tables_.end(), seq.block_table.begin(),
+                   seq.block_table.begin() + (end + bs - 1) / bs);
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t pos = seq.start_pos + i;
+      token_ids_.push_back(seq.token_ids[i]);
+      positions_.push_back(pos);
+      slots_.push_back(int64_t{seq.block_table[pos / bs]} * bs + pos % bs);
+    }
+    if (n == 1) {
+      dec_row_.push_back(t);
+      dec_ctx_.push_back(end);
+      dec_table_.push_back(table_offset);
+      max_decode_context_ = std::max(max_decode_context_, end);
+    } else {
+      const int32_t p = static_cast<int32_t>(pf_q_start_.size());
+      pf_q_start_.push_back(t);
+      pf_start_pos_.push_back(seq.start_pos);
+      pf_num_tokens_.push_back(n);
+      pf_table_.push_back(table_offset);
+      for (int32_t q = 0; q < n; q += limits.prefill_tile_tokens) {
+        tile_seq_.push_back(p);
+        tile_q_begin_.push_back(q);
+      }
+    }
+    t += n;
+    // The chunk's last num_logits tokens (ForwardBatch), else its last one if it wants
+    // logits; graph mode only runs decodes, which have one token.
+    const int32_t num_logits = seq.num_logits > 0 ? std::min(seq.num_logits, n)
+                                                  : (seq.want_logits ? 1 : 0);
+    for (int32_t i = num_logits; i > 0; --i) {
+      const int32_t row = decode_bucket > 0 ? t - i : static_cast<int32_t>(logit_rows_.size());
+      if (decode_bucket == 0) logit_rows_.push_back(t - i);
+      output_rows_.push_back({row, s});
+    }
+  }
+  if (decode_bucket > 0) {
+    for (int32_t i = num_seqs; i < decode_bucket; ++i) {  // padding items
+      token_ids_.push_back(0);
+      positions_.push_back(0);
+      slots_.push_back(-1);
+      dec_row_.push_back(i);
+      dec_ctx_.push_back(0);
+      dec_table_.push_back(0);
+    }
+    logit_rows_.clear();
+    for (int32_t i = 0; i < decode_bucket; ++i) logit_rows_.push_back(i);
+    shape_.tokens = decode_bucket;
+    shape_.decode_items = decode_bucket;
+    shape_.logit_rows = decode_bucket;
+    shape_.table_entries = decode_bucket * limits.max_blocks_per_seq();
+    return absl::OkStatus();
+  }
+  shape_.tokens = t;
+  shape_.decode_items = static_cast<int32_t>(dec_row_.size());
+  shape_.prefill_seqs = static_cast<int32_t>(pf_q_start_.size());
+  shape_.tiles = static_cast<int32_t>(tile_seq_.size());
+  shape_.logit_rows = static_cast<int32_t>(logit_rows_.size());
+  shape_.table_entries = static_cast<int32_t>(tables_.size());
+  return absl::OkStatus();
+}
+
+void StepInputs::Pack(void* blob) const {
+  const StepLayout l = layout();
+  Put(blob, l.slots, slots_);
+  Put(blob, l.token_ids, token_ids_);
+  Put(blob, l.positions, positions_);
+  Put(blob, l.dec_row, dec_row_);
+  Put(blob, l.dec_ctx, dec_ctx_);
+  Put(blob, l.dec_table, dec_table_);
+  Put(blob, l.pf_q_start, pf_q_start_);
+  Put(blob, l.pf_start_pos, pf_start_pos_);
+  Put(blob, l.pf_num_tokens, pf_num_tokens_);
+  Put(blob, l.pf_table, pf_table_);
+  Put(blob, l.tile_seq, tile_seq_);
+  Put(blob, l.tile_q_begin, tile_q_begin_);
+  Put(blob, l.logit_rows, logit_rows_);
+  Put(blob, l.tables, tables_);
+}
+
+}  // namespace weft::cuda_backend

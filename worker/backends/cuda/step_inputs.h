@@ -1,0 +1,134 @@
+// StepInputs: the host side of one CUDA forward pass — a ForwardBatch validated and
+// flattened into the index arrays the kernels read, packed into one blob so that a step
+// costs a single host-to-device copy. Plain C++ (no CUDA): tested in every build.
+//
+// Flattening (token t = the t-th token of the batch in sequence order):
+//   token_ids[t], positions[t], slots[t] = block_table[p / B] * B + p % B   (int64)
+//   decode items  = chunks of one token: row (its token), context (start_pos + 1), the
+//                   offset of its block table in `tables`
+//   prefill seqs  = longer chunks: first token row, start_pos, length, table offset,
+//                   cut into tiles of `prefill_tile_tokens` query tokens
+//   logit rows    = the last token of every chunk that wants logits (its last num_logits
+//                   tokens when set), in batch order
+// Graph mode (decode_bucket > 0): every chunk has one token and the batch is padded to
+// exactly decode_bucket items, item i = token i = logits row i; padding items read token
+// 0 at position 0, write no KV (slot -1) and attend to nothing (context 0), and their
+// logits are dropped. The blob then always has the same layout for a bucket, so a CUDA
+// graph captured once for the bucket reads every later step's inputs at the same
+// device addresses.
+//
+// Ownership: a value type; reuse one across steps (vectors keep their capacity).
+// Thread-safety: none (the rank's step thread).
+#ifndef WEFT_WORKER_BACKENDS_CUDA_STEP_INPUTS_H_
+#define WEFT_WORKER_BACKENDS_CUDA_STEP_INPUTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/model/forward_batch.h"
+
+namespace weft::cuda_backend {
+
+struct StepLimits {
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+  int32_t context_length = 0;
+  int32_t vocab_size = 0;
+  int32_t prefill_tile_tokens = 1;
+
+  int32_t max_blocks_per_seq() const { return (context_length + block_size - 1) / block_size; }
+};
+
+// Element counts of each array of the blob (capacities).
+struct StepShape {
+  int32_t tokens = 0;
+  int32_t decode_items = 0;
+  int32_t prefill_seqs = 0;
+  int32_t tiles = 0;
+  int32_t logit_rows = 0;
+  int32_t table_entries = 0;
+};
+
+// Byte offsets of the arrays inside the blob laid out for a StepShape (each 16-byte
+// aligned; slots first, as the only int64 array).
+struct StepLayout {
+  size_t slots = 0, token_ids = 0, positions = 0;
+  size_t dec_row = 0, dec_ctx = 0, dec_table = 0;
+  size_t pf_q_start = 0, pf_start_pos = 0, pf_num_tokens = 0, pf_table = 0;
+  size_t tile_seq = 0, tile_q_begin = 0;
+  size_t logit_rows = 0;
+  size_t tables = 0;
+  size_t total_bytes = 0;
+
+  static StepLayout For(const StepShape& shape);
+};
+
+// Where output row r of ForwardOutput comes from.
+struct OutputRow {
+  int32_t logits_row = 0;  // row of the device logits buffer
+  int32_t sequence = 0;    // index in batch.sequences
+};
+
+class StepInputs {
+ public:
+  // Validates `batch` (InvalidArgument, naming the sequence, for an empty chunk, a
+  // position past the context length, a token id outside the vocabulary, a block table
+  // too short or a block id out of range) and flattens it. decode_bucket > 0 selects
+  // graph mode (every chunk must then have one token, at most decode_bucket of them).
+  absl::Status Build(const ForwardBatch& batch, const StepLimits& limits, int32_t decode_bucket);
+
+  // Whether a batch can run in graph mode: every chunk one token.
+  static bool AllDecode(const ForwardBatch& batch);
+
+  // Counts of this step (graph mode: the bucket's) and the layout to pack them with.
+  const StepShape& shape() const { return shape_; }
+  StepLayout layout() const { return StepLayout::For(shape_); }
+  // Writes the arrays into `blob` (layout().total_bytes bytes). Only the first
+  // upload_bytes() of it carry data (the block tables come last and are usually much
+  // shorter than their graph-mode capacity).
+  void Pack(void* blob) const;
+  size_t upload_bytes() const { return layout().tables + tables_.size() * sizeof(int32_t); }
+
+  int32_t num_tokens() const { return shape_.tokens; }
+  int32_t max_decode_context() const { return max_decode_context_; }
+  const std::vector<OutputRow>& output_rows() const { return output_rows_; }
+
+  // The arrays, for tests.
+  const std::vector<int32_t>& token_ids() const { return token_ids_; }
+  const std::vector<int32_t>& positions() const { return positions_; }
+  const std::vector<int64_t>& slots() const { return slots_; }
+  const std::vector<int32_t>& dec_row() const { return dec_row_; }
+  const std::vector<int32_t>& dec_ctx() const { return dec_ctx_; }
+  const std::vector<int32_t>& dec_table() const { return dec_table_; }
+  const std::vector<int32_t>& pf_q_start() const { return pf_q_start_; }
+  const std::vector<int32_t>& pf_start_pos() const { return pf_start_pos_; }
+  const std::vector<int32_t>& pf_num_tokens() const { return pf_num_tokens_; }
+  const std::vector<int32_t>& pf_table() const { return pf_table_; }
+  const std::vector<int32_t>& tile_seq() const { return tile_seq_; }
+  const std::vector<int32_t>& tile_q_begin() const { return tile_q_begin_; }
+  const std::vector<int32_t>& logit_rows() const { return logit_rows_; }
+  const std::vector<int32_t>& tables() const { return tables_; }
+
+ private:
+  void Clear();
+
+  StepShape shape_;
+  int32_t max_decode_context_ = 0;
+  std::vector<int32_t> token_ids_, positions_;
+  std::vector<int64_t> slots_;
+  std::vector<int32_t> dec_row_, dec_ctx_, dec_table_;
+  std::vector<int32_t> pf_q_start_, pf_start_pos_, pf_num_tokens_, pf_table_;
+  std::vector<int32_t> tile_seq_, tile_q_begin_;
+  std::vector<int32_t> logit_rows_;
+  std::vector<int32_t> tables_;
+  std::vector<OutputRow> output_rows_;
+};
+
+// Validation shared with the CPU backend's rules (LlamaModel::ValidateBatch).
+absl::Status ValidateBatch(const ForwardBatch& batch, const StepLimits& limits);
+
+}  // namespace weft::cuda_backend
+
+#endif  // WEFT_WORKER_BACKENDS_CUDA_STEP_INPUTS_H_

@@ -1,0 +1,151 @@
+// StepInputs (plain C++, runs in every build): flattening, decode/prefill split, tiles,
+// logits rows, graph-mode padding, the packed blob, and the batch validation errors.
+#include "worker/backends/cuda/step_inputs.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace weft::cuda_backend {
+namespace {
+
+StepLimits Limits() {
+  StepLimits l;
+  l.block_size = 4;
+  l.num_blocks = 20;
+  l.context_length = 64;
+  l.vocab_size = 100;
+  l.prefill_tile_tokens = 3;
+  return l;
+}
+
+template <typename T>
+std::vector<T> Read(const std::vector<uint8_t>& blob, size_t offset, size_t n) {
+  std::vector<T> v(n);
+  std::memcpy(v.data(), blob.data() + offset, n * sizeof(T));
+  return v;
+}
+
+TEST(StepInputsTest, MixedBatch) {
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11};
+  const std::vector<int32_t> decode = {42};
+  const std::vector<int32_t> table_a = {3, 9, 1};
+  const std::vector<int32_t> table_b = {7, 2, 11, 4};
+  ForwardBatch batch;
+  // A chunk of 5 prompt tokens at positions 2..6 (no logits), then a decode at position 9.
+  batch.sequences.push_back({absl::MakeConstSpan(prompt).subspan(0, 5), 2,
+                             absl::MakeConstSpan(table_a), false});
+  batch.sequences.push_back({absl::MakeConstSpan(decode), 9, absl::MakeConstSpan(table_b), true});
+  StepInputs in;
+  ASSERT_TRUE(in.Build(batch, Limits(), 0).ok());
+  EXPECT_EQ(in.num_tokens(), 6);
+  EXPECT_EQ(in.token_ids(), (std::vector<int32_t>{5, 6, 7, 8, 9, 42}));
+  EXPECT_EQ(in.positions(), (std::vector<int32_t>{2, 3, 4, 5, 6, 9}));
+  // position p -> table[p / 4] * 4 + p % 4
+  EXPECT_EQ(in.slots(), (std::vector<int64_t>{14, 15, 36, 37, 38, 45}));
+  EXPECT_EQ(in.tables(), (std::vector<int32_t>{3, 9, 7, 2, 11}));  // only blocks needed
+  EXPECT_EQ(in.dec_row(), (std::vector<int32_t>{5}));
+  EXPECT_EQ(in.dec_ctx(), (std::vector<int32_t>{10}));
+  EXPECT_EQ(in.dec_table(), (std::vector<int32_t>{2}));
+  EXPECT_EQ(in.pf_q_start(), (std::vector<int32_t>{0}));
+  EXPECT_EQ(in.pf_start_pos(), (std::vector<int32_t>{2}));
+  EXPECT_EQ(in.pf_num_tokens(), (std::vector<int32_t>{5}));
+  EXPECT_EQ(in.pf_table(), (std::vector<int32_t>{0}));
+  EXPECT_EQ(in.tile_seq(), (std::vector<int32_t>{0, 0}));
+  EXPECT_EQ(in.tile_q_begin(), (std::vector<int32_t>{0, 3}));
+  EXPECT_EQ(in.logit_rows(), (std::vector<int32_t>{5}));
+  ASSERT_EQ(in.output_rows().size(), 1u);
+  EXPECT_EQ(in.output_rows()[0].logits_row, 0);
+  EXPECT_EQ(in.output_rows()[0].sequence, 1);
+  EXPECT_EQ(in.max_decode_context(), 10);
+
+  const StepLayout l = in.layout();
+  std::vector<uint8_t> blob(l.total_bytes, 0xee);
+  in.Pack(blob.data());
+  EXPECT_EQ(Read<int64_t>(blob, l.slots, 6), in.slots());
+  EXPECT_EQ(Read<int32_t>(blob, l.tables, 5), in.tables());
+  EXPECT_EQ(Read<int32_t>(blob, l.tile_q_begin, 2), in.tile_q_begin());
+  EXPECT_EQ(in.upload_bytes(), l.tables + 5 * sizeof(int32_t));
+  for (size_t off : {l.slots, l.token_ids, l.dec_row, l.pf_table, l.logit_rows, l.tables}) {
+    EXPECT_EQ(off % 16, 0u);
+  }
+}
+
+// num_logits > 1 (teacher-forced scoring): one row per requested token, in order.
+TEST(StepInputsTest, SeveralLogitsRowsPerChunk) {
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11};
+  const std::vector<int32_t> decode = {42};
+  const std::vector<int32_t> table_a = {3, 9};
+  const std::vector<int32_t> table_b = {7, 2, 11};
+  ForwardBatch batch;
+  SequenceChunk scored{absl::MakeConstSpan(prompt), 0, absl::MakeConstSpan(table_a), false};
+  scored.num_logits = 3;  // positions 4, 5, 6
+  batch.sequences.push_back(scored);
+  batch.sequences.push_back({absl::MakeConstSpan(decode), 9, absl::MakeConstSpan(table_b), true});
+  StepInputs in;
+  ASSERT_TRUE(in.Build(batch, Limits(), 0).ok());
+  EXPECT_EQ(in.logit_rows(), (std::vector<int32_t>{4, 5, 6, 7}));
+  ASSERT_EQ(in.output_rows().size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(in.output_rows()[i].logits_row, i);
+    EXPECT_EQ(in.output_rows()[i].sequence, i < 3 ? 0 : 1);
+  }
+}
+
+TEST(StepInputsTest, GraphModePadsToTheBucket) {
+  const std::vector<int32_t> t1 = {1}, t2 = {2};
+  const std::vector<int32_t> table = {4, 5};
+  ForwardBatch batch;
+  batch.sequences.push_back({absl::MakeConstSpan(t1), 4, absl::MakeConstSpan(table), true});
+  batch.sequences.push_back({absl::MakeConstSpan(t2), 0, absl::MakeConstSpan(table), false});
+  ASSERT_TRUE(StepInputs::AllDecode(batch));
+  StepInputs in;
+  ASSERT_TRUE(in.Build(batch, Limits(), 4).ok());
+  EXPECT_EQ(in.shape().tokens, 4);
+  EXPECT_EQ(in.shape().decode_items, 4);
+  EXPECT_EQ(in.shape().table_entries, 4 * 16);  // bucket x blocks of the context length
+  EXPECT_EQ(in.token_ids(), (std::vector<int32_t>{1, 2, 0, 0}));
+  EXPECT_EQ(in.slots(), (std::vector<int64_t>{20, 16, -1, -1}));
+  EXPECT_EQ(in.dec_row(), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(in.dec_ctx(), (std::vector<int32_t>{5, 1, 0, 0}));
+  EXPECT_EQ(in.dec_table(), (std::vector<int32_t>{0, 2, 0, 0}));
+  EXPECT_EQ(in.logit_rows(), (std::vector<int32_t>{0, 1, 2, 3}));
+  ASSERT_EQ(in.output_rows().size(), 1u);
+  EXPECT_EQ(in.output_rows()[0].logits_row, 0);
+  // The same bucket always gives the same layout.
+  StepInputs other;
+  ForwardBatch one;
+  one.sequences.push_back(batch.sequences[0]);
+  ASSERT_TRUE(other.Build(one, Limits(), 4).ok());
+  EXPECT_EQ(other.layout().tables, in.layout().tables);
+  EXPECT_EQ(other.layout().total_bytes, in.layout().total_bytes);
+}
+
+TEST(StepInputsTest, RejectsMalformedBatches) {
+  const std::vector<int32_t> ok = {1, 2};
+  const std::vector<int32_t> bad_id = {1, 100};
+  const std::vector<int32_t> table = {0, 1};
+  const std::vector<int32_t> bad_table = {0, 20};
+  const std::vector<int32_t> empty;
+  StepInputs in;
+  auto run = [&](SequenceChunk c) {
+    ForwardBatch b;
+    b.sequences.push_back(c);
+    return in.Build(b, Limits(), 0);
+  };
+  EXPECT_TRUE(run({absl::MakeConstSpan(ok), 0, absl::MakeConstSpan(table), true}).ok());
+  EXPECT_EQ(run({absl::MakeConstSpan(bad_id), 0, absl::MakeConstSpan(table), true}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(run({absl::MakeConstSpan(empty), 0, absl::MakeConstSpan(table), true}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(run({absl::MakeConstSpan(ok), 7, absl::MakeConstSpan(table), true}).code(),
+            absl::StatusCode::kInvalidArgument);  // needs 3 blocks
+  EXPECT_EQ(run({absl::MakeConstSpan(ok), 3, absl::MakeConstSpan(bad_table), true}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(run({absl::MakeConstSpan(ok), 63, absl::MakeConstSpan(table), true}).code(),
+            absl::StatusCode::kInvalidArgument);  // past the context length
+}
+
+}  // namespace
+}  // namespace weft::cuda_backend

@@ -1,0 +1,38 @@
+// The --config=cuda build's MakeCudaBackend (see cuda_factory.h).
+#include "worker/backends/cuda_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "worker/backends/cuda/cuda_backend.h"
+
+namespace weft {
+
+bool CudaBackendAvailable() { return true; }
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const GgufFile& file,
+                                                         const CudaBackendFlags& flags) {
+  CudaBackendOptions o;
+  o.rank = flags.rank;
+  o.world_size = flags.world_size;
+  o.device = flags.device;
+  o.block_size = flags.block_size;
+  o.num_kv_blocks = flags.num_kv_blocks;
+  o.kv_memory_bytes = flags.kv_memory_bytes;
+  if (flags.kv_dtype == "bf16") {
+    o.kv_dtype = kernels::cuda::KvDtype::kBf16;
+  } else if (flags.kv_dtype == "f16" || flags.kv_dtype == "fp16") {
+    o.kv_dtype = kernels::cuda::KvDtype::kF16;
+  } else if (flags.kv_dtype == "int8") {
+    o.kv_dtype = kernels::cuda::KvDtype::kInt8;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend=cuda: --kv_dtype must be f16, bf16 or int8, got '", flags.kv_dtype, "'"));
+  }
+  o.cuda_graphs = flags.cuda_graphs;
+  o.device_sampling = flags.device_sampling;
+  o.comm_timeout = absl::Seconds(flags.collective_timeout_s);
+  auto b = CudaBackend::Create(file, o);
+  if (!b.ok()) return b.status();
+  return std::unique_ptr<Backend>(std::move(*b));
+}
+
+}  // namespace weft

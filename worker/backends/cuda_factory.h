@@ -1,0 +1,41 @@
+// MakeCudaBackend: the CUDA backend behind a CUDA-free interface, so that weft-worker
+// depends on CUDA only in a --config=cuda build. Two implementations are selected by
+// //:cuda_enabled: cuda_factory.cc (builds worker/backends/cuda's CudaBackend) and
+// cuda_factory_stub.cc (the default build: CudaBackendAvailable() is false and
+// MakeCudaBackend fails with FailedPrecondition, saying how to get a CUDA build).
+// Thread-safety: pure functions.
+#ifndef WEFT_WORKER_BACKENDS_CUDA_FACTORY_H_
+#define WEFT_WORKER_BACKENDS_CUDA_FACTORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/gguf.h"
+#include "worker/backends/backend.h"
+
+namespace weft {
+
+struct CudaBackendFlags {
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  int32_t device = -1;  // -1: rank % device count
+  int32_t block_size = 16;
+  int32_t num_kv_blocks = 0;
+  int64_t kv_memory_bytes = int64_t{1} << 30;
+  std::string kv_dtype = "f16";  // f16 | bf16 | int8 (--kv_dtype; f32 is CPU-only)
+  bool cuda_graphs = true;
+  bool device_sampling = true;
+  double collective_timeout_s = 10;
+};
+
+// True when this binary contains the CUDA backend.
+bool CudaBackendAvailable();
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const GgufFile& file,
+                                                         const CudaBackendFlags& flags);
+
+}  // namespace weft
+
+#endif  // WEFT_WORKER_BACKENDS_CUDA_FACTORY_H_
