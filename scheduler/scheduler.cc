@@ -468,6 +468,19 @@ SchedulerMetrics Scheduler::Metrics() const {
   return m;
 }
 
+KvOccupancy Scheduler::Occupancy() const {
+  KvOccupancy o;
+  const int64_t bs = options_.block_size;
+  for (const auto& [id, replica] : replicas_) {
+    for (const auto& [key, seq] : replica->running()) {
+      const int64_t slots = static_cast<int64_t>(seq->blocks.block_ids.size()) * bs;
+      o.slots += slots;
+      o.tokens += std::min<int64_t>(seq->num_tokens(), slots);
+    }
+  }
+  return o;
+}
+
 // --- Invariants (tests) -----------------------------------------------------------------
 
 #define WEFT_INVARIANT(cond, ...)                                                   \

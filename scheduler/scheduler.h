@@ -65,6 +65,13 @@ struct ReplicaMetrics {
   int64_t steps_planned = 0;
 };
 
+// KV slots held by running sequences against the tokens they store (a block shared by
+// several sequences counts once per owner): waste = 1 - tokens / slots.
+struct KvOccupancy {
+  int64_t tokens = 0;
+  int64_t slots = 0;
+};
+
 struct SchedulerMetrics {
   int32_t num_requests = 0;  // unfinished
   int32_t num_running = 0;
@@ -117,6 +124,8 @@ class Scheduler {
   // --- Introspection --------------------------------------------------------------
   SchedulerMetrics Metrics() const;
   const SchedulerCounters& counters() const { return counters_; }
+  // O(running sequences): for sampled metrics, not for every step.
+  KvOccupancy Occupancy() const;
   const SchedulerOptions& options() const { return options_; }
   int32_t num_unfinished_requests() const { return num_unfinished_requests_; }
   std::vector<ReplicaId> replica_ids() const;

@@ -466,3 +466,29 @@ TEST(SchedulerMetricsTest, CountersAndUsage) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+// KV waste accounting: each running sequence holds whole blocks; only its last partial
+// block is unused.
+TEST(SchedulerMetricsTest, OccupancyCountsSlotsHeldAgainstTokensStored) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {64});
+  const int32_t bs = h.scheduler().options().block_size;
+  h.AddSimple(bs + 2, 50);       // prompt fills one block and 2 slots of a second
+  h.AddSimple(2 * bs, 50);       // exactly two blocks
+  h.Step();                      // both prefilled, one token sampled each
+  KvOccupancy o = h.scheduler().Occupancy();
+  // Slots: whole blocks per sequence. Tokens stored: those with a slot (a sampled token
+  // gets its slot when the next step computes it).
+  EXPECT_EQ(o.slots, 2 * bs + 2 * bs);
+  EXPECT_EQ(o.tokens, (bs + 3) + 2 * bs);
+  h.Step();  // the sampled tokens are computed: the second sequence takes a third block
+  o = h.scheduler().Occupancy();
+  EXPECT_EQ(o.slots, 2 * bs + 3 * bs);
+  EXPECT_EQ(o.tokens, (bs + 4) + (2 * bs + 2));  // each has sampled 2 tokens
+  EXPECT_LE(o.slots - o.tokens, 2 * (bs - 1));  // at most one partial block each
+}
+
+}  // namespace
+}  // namespace weft

@@ -188,6 +188,7 @@ class Engine : public EngineInterface {
   std::vector<SampledToken> tokens_scratch_;
   StepPlan plan_scratch_;
   absl::Time last_stall_check_ = absl::InfinitePast();
+  absl::Time next_occupancy_sample_ = absl::InfinitePast();  // KV waste sampling
   bool last_health_ = false;
   bool health_set_ = false;
 };

@@ -181,6 +181,12 @@ void Engine::AbortAll(FinishReason reason, absl::Time now) {
 
 void Engine::UpdateGaugesAndHealth() {
   const weft::SchedulerMetrics m = core_->Metrics();
+  if (const absl::Time now = absl::Now(); m.num_running > 0 && now >= next_occupancy_sample_) {
+    next_occupancy_sample_ = now + absl::Milliseconds(500);
+    const KvOccupancy o = core_->Occupancy();
+    metrics_->kv_tokens_sampled.Increment(static_cast<double>(o.tokens));
+    metrics_->kv_slots_sampled.Increment(static_cast<double>(o.slots));
+  }
   metrics_->requests_running.Set(m.num_running);
   metrics_->requests_waiting.Set(m.num_waiting);
   metrics_->kv_blocks_used.Set(m.kv_blocks_used);

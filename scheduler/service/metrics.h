@@ -48,6 +48,11 @@ class ServiceMetrics {
   prometheus::Counter& worker_forward_seconds;
   prometheus::Counter& worker_execute_seconds;
   prometheus::Counter& plan_seconds;
+  // KV waste (BENCHMARKS.md): every ~0.5 s while sequences run, the tokens running
+  // sequences store and the KV slots their blocks hold are added up; waste over a period
+  // = 1 - (tokens increase) / (slots increase).
+  prometheus::Counter& kv_tokens_sampled;
+  prometheus::Counter& kv_slots_sampled;
 
   // Histograms (seconds).
   prometheus::Histogram& time_to_first_token;
