@@ -118,6 +118,12 @@ for entry in "${METRICS[@]}"; do
     /^weft_step_duration_seconds_sum / {step=$2}
     /^weft_plan_seconds_total / {plan=$2}
     /^weft_steps_total/ {steps+=$2}
-    END { if (step + plan > 0) printf "%s: %d steps; time outside the forward pass %.1f%% (forward %.1f s, steps %.1f s, planning/applying %.1f s)\n", label, steps, 100 * (1 - fwd / (step + plan)), fwd, step, plan }'     "$OUT/$label-metrics.txt" | tee -a "$OUT/table.txt"
+    /^weft_kv_tokens_sampled_total / {tok=$2}
+    /^weft_kv_slots_sampled_total / {slots=$2}
+    END {
+      if (step + plan > 0) printf "%s: %d steps; time outside the forward pass %.1f%% (forward %.1f s, steps %.1f s, planning/applying %.1f s)", label, steps, 100 * (1 - fwd / (step + plan)), fwd, step, plan
+      if (slots > 0) printf "; KV waste %.2f%% (slots held vs tokens stored, sampled every 0.5 s)", 100 * (1 - tok / slots)
+      printf "\n"
+    }' "$OUT/$label-metrics.txt" | tee -a "$OUT/table.txt"
 done
 log "results in $OUT"
