@@ -70,6 +70,16 @@ absl::Status Sampler::Sample(const SamplerParams& params, absl::Span<const float
   }
   if (absl::Status s = CheckTokens(prompt_tokens, vocab_size_, "prompt"); !s.ok()) return s;
   if (absl::Status s = CheckTokens(output_tokens, vocab_size_, "output"); !s.ok()) return s;
+  const bool penalties = params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
+                         params.frequency_penalty != 0.0f;
+  if (params.temperature == 0.0f && !penalties) {
+    // Greedy on the raw logits: the same token as below, without the copy.
+    const int32_t token = ArgmaxRaw(logits);
+    if (token < 0) return absl::InvalidArgumentError("no token has a finite logit");
+    result->token = token;
+    Logprobs(params, logits, result);
+    return absl::OkStatus();
+  }
   for (int32_t t = 0; t < vocab_size_; ++t) l_[t] = std::isnan(logits[t]) ? kNegInf : logits[t];
   ApplyPenalties(params, prompt_tokens, output_tokens);
   int32_t token;
@@ -120,6 +130,25 @@ int32_t Sampler::Greedy() const {
     if (l_[t] > l_[best]) best = t;
   }
   return best;
+}
+
+int32_t Sampler::ArgmaxRaw(absl::Span<const float> logits) const {
+  // The largest non-NaN logit: eight independent chains (NaN never wins a comparison).
+  float m[8];
+  for (float& x : m) x = kNegInf;
+  const int32_t n = vocab_size_;
+  int32_t t = 0;
+  for (; t + 8 <= n; t += 8) {
+    for (int j = 0; j < 8; ++j) m[j] = logits[t + j] > m[j] ? logits[t + j] : m[j];
+  }
+  for (; t < n; ++t) m[0] = logits[t] > m[0] ? logits[t] : m[0];
+  float best = m[0];
+  for (int j = 1; j < 8; ++j) best = m[j] > best ? m[j] : best;
+  if (best == kNegInf) return -1;  // every logit is -inf or NaN
+  for (t = 0; t < n; ++t) {
+    if (logits[t] == best) return t;  // the lowest id among ties
+  }
+  return -1;
 }
 
 void Sampler::TopK(int32_t k) {

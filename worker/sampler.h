@@ -85,6 +85,8 @@ class Sampler {
   void ApplyPenalties(const SamplerParams& p, absl::Span<const int32_t> prompt,
                       absl::Span<const int32_t> output);
   int32_t Greedy() const;
+  // Greedy without penalties, on the raw logits (NaN = -inf); -1 when none is finite.
+  int32_t ArgmaxRaw(absl::Span<const float> logits) const;
   // Steps 3-8; returns the token.
   int32_t Draw(const SamplerParams& p, uint32_t output_index);
   void TopK(int32_t k);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -58,6 +59,30 @@ TEST(SamplerTest, GreedyTakesArgmaxWithLowestIdOnTiesAndIgnoresNaN) {
   Sampler s(6);
   EXPECT_EQ(SampleToken(&s, Greedy(), {0.1f, 2.0f, -1.0f, 2.0f, 1.9f, 0.0f}), 1);
   EXPECT_EQ(SampleToken(&s, Greedy(), {NAN, -kInf, -3.0f, NAN, -5.0f, -4.0f}), 2);
+}
+
+// Greedy without penalties takes a shortcut on the raw logits; it must pick what the
+// general path picks (which copies, applies penalties — none here — and takes Greedy()).
+TEST(SamplerTest, GreedyShortcutAgreesWithTheGeneralPath) {
+  std::mt19937 rng(3);
+  for (int32_t vocab : {1, 7, 8, 1003, 49152}) {
+    Sampler s(vocab);
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<float> logits(vocab);
+      std::uniform_int_distribution<int> level(0, 20);
+      for (float& x : logits) x = static_cast<float>(level(rng)) * 0.5f;  // many ties
+      for (int i = 0; i < vocab / 10; ++i) logits[rng() % vocab] = NAN;
+      for (int i = 0; i < vocab / 10; ++i) logits[rng() % vocab] = -kInf;
+      if (trial % 7 == 0) std::fill(logits.begin(), logits.end(), -kInf);
+      SamplerParams general = Greedy();
+      general.frequency_penalty = 0.5f;  // forces the general path; no history to apply it to
+      SampleResult a, b;
+      const absl::Status sa = s.Sample(Greedy(), logits, {}, {}, &a);
+      const absl::Status sb = s.Sample(general, logits, {}, {}, &b);
+      ASSERT_EQ(sa.ok(), sb.ok()) << "vocab " << vocab << " trial " << trial;
+      if (sa.ok()) ASSERT_EQ(a.token, b.token) << "vocab " << vocab << " trial " << trial;
+    }
+  }
 }
 
 TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
