@@ -147,7 +147,7 @@ void AttendBlockReference(const AttentionBlockRows& rows) {
     for (int32_t j = 0; j < n; ++j) s[j] = 0.0f;
     for (int32_t d = 0; d < hd; ++d) {
       const float qd = q[d];
-      const float* kt = rows.kt + d * bs;
+      const float* kt = rows.kt[0] + d * bs;
       for (int32_t j = 0; j < n; ++j) s[j] = s[j] + qd * kt[j];
     }
     float block_max = kNegInf;
@@ -168,7 +168,7 @@ void AttendBlockReference(const AttentionBlockRows& rows) {
     for (int32_t d = 0; d < hd; ++d) acc[d] = acc[d] * alpha;
     for (int32_t j = 0; j < n; ++j) {
       const float p = s[j];
-      const float* v = rows.v + j * hd;
+      const float* v = rows.v[0] + j * hd;
       for (int32_t d = 0; d < hd; ++d) acc[d] = acc[d] + p * v[d];
     }
   }
@@ -181,12 +181,18 @@ using WidenTilesFn = void (*)(KvDtype, const uint8_t*, const uint8_t*, int32_t, 
 struct Impl {
   AttendBlockFn attend;
   WidenTilesFn widen;
-  bool reads_16bit;  // attend() reads f16 / bf16 tiles itself (no widening pass)
+  bool reads_16bit;    // attend() reads f16 / bf16 tiles itself (no widening pass)
+  int32_t span_slots;  // key slots per softmax update (whole blocks, at least one)
 };
 
+// AVX-512: up to 64 key slots per online-softmax update (4 blocks of 16), which spreads
+// each row's per-update reductions and exps over more keys; the grouping depends only on
+// key positions, so decode and (chunked) prefill stay bitwise equal.
 Impl GetImpl(AttentionImpl impl) {
-  if (impl == AttentionImpl::kAvx512) return {&avx512::AttendBlock, &avx512::WidenTiles, true};
-  return {&AttendBlockReference, &WidenTilesReference, false};
+  if (impl == AttentionImpl::kAvx512) {
+    return {&avx512::AttendBlock, &avx512::WidenTiles, true, 64};
+  }
+  return {&AttendBlockReference, &WidenTilesReference, false, 1};
 }
 
 // Per-thread fp32 copies of one block's K and V tiles (16-bit and int8 pools).
@@ -233,29 +239,38 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
   // active in block b are a suffix of the tile.
   const int32_t last_ctx = start_pos + t_end;
   const int32_t num_blocks = (last_ctx + bs - 1) / bs;
-  for (int32_t b = 0; b < num_blocks; ++b) {
+  const int32_t per_update =
+      std::max(1, std::min<int32_t>(kMaxBlocksPerUpdate, impl.span_slots / bs));
+  for (int32_t b = 0; b < num_blocks; b += per_update) {
+    const int32_t span_blocks = std::min(per_update, num_blocks - b);
     const int32_t first_t = std::max(t_begin, b * bs - start_pos);
     const int32_t first_row = (first_t - t_begin) * group;
     for (int32_t t = first_t; t < t_end; ++t) {
-      const int32_t n = std::min(bs, start_pos + t + 1 - b * bs);
+      const int32_t n = std::min(span_blocks * bs, start_pos + t + 1 - b * bs);
       for (int32_t g = 0; g < group; ++g) num_valid[(t - t_begin) * group + g] = n;
     }
     AttentionBlockRows rows;
-    const uint8_t* k_tile = kv.KTile(block_table[b], h);
-    const uint8_t* v_tile = kv.VTile(block_table[b], h);
-    if (kv.dtype == KvDtype::kF32) {
-      rows.kt = reinterpret_cast<const float*>(k_tile);
-      rows.v = reinterpret_cast<const float*>(v_tile);
-    } else if (impl.reads_16bit && (kv.dtype == KvDtype::kF16 || kv.dtype == KvDtype::kBf16)) {
-      rows.dtype = kv.dtype;
-      rows.k_raw = k_tile;
-      rows.v_raw = v_tile;
-    } else {
-      float* kt = WidenBuffer(0, int64_t{hd} * bs);
-      float* vt = WidenBuffer(1, int64_t{hd} * bs);
-      impl.widen(kv.dtype, k_tile, v_tile, hd, bs, kt, vt);
-      rows.kt = kt;
-      rows.v = vt;
+    rows.num_blocks = span_blocks;
+    const bool direct16 =
+        impl.reads_16bit && (kv.dtype == KvDtype::kF16 || kv.dtype == KvDtype::kBf16);
+    for (int32_t g = 0; g < span_blocks; ++g) {
+      const uint8_t* k_tile = kv.KTile(block_table[b + g], h);
+      const uint8_t* v_tile = kv.VTile(block_table[b + g], h);
+      if (kv.dtype == KvDtype::kF32) {
+        rows.kt[g] = reinterpret_cast<const float*>(k_tile);
+        rows.v[g] = reinterpret_cast<const float*>(v_tile);
+      } else if (direct16) {
+        rows.dtype = kv.dtype;
+        rows.k_raw[g] = k_tile;
+        rows.v_raw[g] = v_tile;
+      } else {
+        const int64_t tile = int64_t{hd} * bs;
+        float* kt = WidenBuffer(0, kMaxBlocksPerUpdate * tile) + g * tile;
+        float* vt = WidenBuffer(1, kMaxBlocksPerUpdate * tile) + g * tile;
+        impl.widen(kv.dtype, k_tile, v_tile, hd, bs, kt, vt);
+        rows.kt[g] = kt;
+        rows.v[g] = vt;
+      }
     }
     rows.block_size = bs;
     rows.head_dim = hd;

@@ -52,9 +52,11 @@ struct LoadBf16 {
 // score is four interleaved FMA chains over d (d mod 4), summed as (c0 + c1) + (c2 + c3):
 // short dependency chains even for a single row.
 template <int R, typename L>
-void Scores(const AttentionBlockRows& rows, const void* kt, int32_t r0,
+void Scores(const AttentionBlockRows& rows, const void* const* kts, int32_t r0,
             float (*s)[kMaxBlockSize]) {
   const int32_t bs = rows.block_size;
+  for (int32_t g = 0; g < rows.num_blocks; ++g) {
+  const void* kt = kts[g];
   for (int32_t c = 0; c < bs / 16; ++c) {
     __m512 acc[R][4];
 #pragma GCC unroll 4
@@ -76,15 +78,16 @@ void Scores(const AttentionBlockRows& rows, const void* kt, int32_t r0,
     for (int i = 0; i < R; ++i) {
       const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]),
                                        _mm512_add_ps(acc[i][2], acc[i][3]));
-      _mm512_storeu_ps(s[i] + c * 16, sum);
+      _mm512_storeu_ps(s[i] + g * bs + c * 16, sum);
     }
+  }
   }
 }
 
 // Softmax update of one row whose raw scores are in s: s becomes p (0 past the valid
 // slots); returns alpha = exp(m_old - m_new).
 float SoftmaxRow(const AttentionBlockRows& rows, int32_t r, float* s) {
-  const int32_t bs = rows.block_size;
+  const int32_t bs = rows.block_size * rows.num_blocks;  // the span's slots
   const int32_t n = rows.num_valid[r];
   const __m512 scale = _mm512_set1_ps(rows.scale);
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
@@ -115,8 +118,8 @@ float SoftmaxRow(const AttentionBlockRows& rows, int32_t r, float* s) {
 // order, for R rows together: each V row is loaded (and widened) once for all of them.
 // W vectors of 16 dims at a time (columns [d, d + 16W)).
 template <int R, int W, typename L>
-void PvRows(const AttentionBlockRows& rows, const void* vt, int32_t r0, const float* alpha,
-            float (*s)[kMaxBlockSize], int32_t d) {
+void PvRows(const AttentionBlockRows& rows, const void* const* vts, int32_t r0,
+            const float* alpha, float (*s)[kMaxBlockSize], int32_t d) {
   const int32_t hd = rows.head_dim;
   __m512 a[R][W];
   int32_t n_max = 0;
@@ -127,10 +130,13 @@ void PvRows(const AttentionBlockRows& rows, const void* vt, int32_t r0, const fl
     for (int w = 0; w < W; ++w) a[i][w] = _mm512_mul_ps(_mm512_loadu_ps(rows.acc[r0 + i] + d + 16 * w), va);
     n_max = n_max > rows.num_valid[r0 + i] ? n_max : rows.num_valid[r0 + i];
   }
+  const int32_t bs = rows.block_size;
   for (int32_t j = 0; j < n_max; ++j) {
+    const void* vt = vts[j / bs];
+    const int64_t slot = j % bs;
     __m512 v[W];
 #pragma GCC unroll 4
-    for (int w = 0; w < W; ++w) v[w] = L::At(vt, int64_t{j} * hd + d + 16 * w);
+    for (int w = 0; w < W; ++w) v[w] = L::At(vt, slot * hd + d + 16 * w);
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       if (j >= rows.num_valid[r0 + i]) continue;
@@ -147,7 +153,8 @@ void PvRows(const AttentionBlockRows& rows, const void* vt, int32_t r0, const fl
 }
 
 template <int R, typename L>
-void Rows(const AttentionBlockRows& rows, const void* kt, const void* vt, int32_t r0) {
+void Rows(const AttentionBlockRows& rows, const void* const* kt, const void* const* vt,
+          int32_t r0) {
   alignas(64) float s[R][kMaxBlockSize];
   Scores<R, L>(rows, kt, r0, s);
   float alpha[R];
@@ -158,7 +165,7 @@ void Rows(const AttentionBlockRows& rows, const void* kt, const void* vt, int32_
 }
 
 template <typename L>
-void AttendBlockAs(const AttentionBlockRows& rows, const void* kt, const void* vt) {
+void AttendBlockAs(const AttentionBlockRows& rows, const void* const* kt, const void* const* vt) {
   int32_t r = 0;
   for (; r + 4 <= rows.num_rows; r += 4) Rows<4, L>(rows, kt, vt, r);
   switch (rows.num_rows - r) {
@@ -246,13 +253,20 @@ void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_
 }
 
 void AttendBlock(const AttentionBlockRows& rows) {
+  const void* k[kMaxBlocksPerUpdate];
+  const void* v[kMaxBlocksPerUpdate];
+  const bool raw = rows.dtype == KvDtype::kF16 || rows.dtype == KvDtype::kBf16;
+  for (int32_t g = 0; g < rows.num_blocks; ++g) {
+    k[g] = raw ? static_cast<const void*>(rows.k_raw[g]) : static_cast<const void*>(rows.kt[g]);
+    v[g] = raw ? static_cast<const void*>(rows.v_raw[g]) : static_cast<const void*>(rows.v[g]);
+  }
   switch (rows.dtype) {
     case KvDtype::kF16:
-      return AttendBlockAs<LoadF16>(rows, rows.k_raw, rows.v_raw);
+      return AttendBlockAs<LoadF16>(rows, k, v);
     case KvDtype::kBf16:
-      return AttendBlockAs<LoadBf16>(rows, rows.k_raw, rows.v_raw);
+      return AttendBlockAs<LoadBf16>(rows, k, v);
     default:
-      return AttendBlockAs<LoadF32>(rows, rows.kt, rows.v);
+      return AttendBlockAs<LoadF32>(rows, k, v);
   }
 }
 

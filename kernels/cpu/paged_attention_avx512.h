@@ -13,18 +13,24 @@
 
 namespace weft::kernels {
 
-// One K/V block of one kv head against `num_rows` query rows (the rows of the query
-// heads sharing that kv head, for one or more tokens). Row r sees slots
-// [0, num_valid[r]) of the block (1 <= num_valid[r] <= block_size) and carries its
-// running max m[r], running sum l[r] and accumulator acc[r][0, head_dim).
+// Up to kMaxBlocksPerUpdate consecutive K/V blocks of one kv head (in block-table
+// order), taken as one span of num_blocks * block_size key slots for one online-softmax
+// update, against `num_rows` query rows (the rows of the query heads sharing that kv
+// head, for one or more tokens). Row r sees slots [0, num_valid[r]) of the span
+// (1 <= num_valid[r] <= num_blocks * block_size) and carries its running max m[r],
+// running sum l[r] and accumulator acc[r][0, head_dim). The portable kernel takes one
+// block per call.
+inline constexpr int kMaxBlocksPerUpdate = 4;
+
 struct AttentionBlockRows {
-  const float* kt = nullptr;  // [head_dim][block_size]
-  const float* v = nullptr;   // [block_size][head_dim]
+  int32_t num_blocks = 1;
+  const float* kt[kMaxBlocksPerUpdate] = {};  // [head_dim][block_size] each
+  const float* v[kMaxBlocksPerUpdate] = {};   // [block_size][head_dim] each
   // AVX-512 only: with dtype kF16 or kBf16, the tiles are read from k_raw / v_raw as the
   // pool stores them (same layout) instead of kt / v.
   KvDtype dtype = KvDtype::kF32;
-  const uint8_t* k_raw = nullptr;
-  const uint8_t* v_raw = nullptr;
+  const uint8_t* k_raw[kMaxBlocksPerUpdate] = {};
+  const uint8_t* v_raw[kMaxBlocksPerUpdate] = {};
   int32_t block_size = 0;
   int32_t head_dim = 0;
   float scale = 1.0f;
