@@ -117,12 +117,13 @@ struct SequenceOutput {
   absl::InlinedVector<int32_t, 2> new_token_ids;
   std::string text_delta;
   FinishReason finish_reason = FinishReason::kNone;
-  // True on the output that finishes the request's last sequence; `usage` is then set.
+  // True on the output that finishes the request's last sequence; `usage` is then set
+  // (only then: a per-token output stays small).
   bool request_finished = false;
   // The `aux` of the SampledToken that produced new_token_ids[0]; -1 when none. Lets the
   // services layer attach per-token data (logprobs) the core does not look at.
   int32_t token_aux = -1;
-  RequestUsage usage;
+  std::optional<RequestUsage> usage;
 };
 
 // A copy-on-write block copy: the worker copies every KV slot of block `src` into block

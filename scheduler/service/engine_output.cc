@@ -96,7 +96,7 @@ void Engine::Deliver(absl::Time now) {
       last = now;
     }
     resp.set_finish_reason(ApiFinishReason(out.finish_reason));
-    if (out.request_finished) FillUsage(out.usage, resp.mutable_usage());
+    if (out.request_finished && out.usage) FillUsage(*out.usage, resp.mutable_usage());
     const bool has_content = !out.new_token_ids.empty() || !out.text_delta.empty() ||
                              resp.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED ||
                              resp.has_usage() || resp.has_seed();
@@ -116,8 +116,8 @@ void Engine::Deliver(absl::Time now) {
       metrics_->ByStatus(absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())))
           .Increment();
       metrics_->e2e_latency.Observe(Secs(now - ar.arrival));
-      if (out.usage.first_scheduled_time != absl::InfiniteFuture()) {
-        metrics_->queue_time.Observe(Secs(out.usage.first_scheduled_time - ar.arrival));
+      if (out.usage && out.usage->first_scheduled_time != absl::InfiniteFuture()) {
+        metrics_->queue_time.Observe(Secs(out.usage->first_scheduled_time - ar.arrival));
       }
       ar.outbox->Finish(st);
       // Its last responses may still wait for a client that stopped reading: keep

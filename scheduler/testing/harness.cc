@@ -145,7 +145,7 @@ absl::Status TestHarness::Collect() {
     }
     if (o.request_finished) {
       c.request_finished = true;
-      c.usage = o.usage;
+      if (o.usage) c.usage = *o.usage;
     }
   }
   return absl::OkStatus();
