@@ -53,7 +53,8 @@ Engine::Engine(EngineOptions options, ExpectedModel model, weft::v1::ModelInfo i
       text_(text),
       metrics_(metrics),
       set_health_(std::move(set_health)),
-      registry_(std::move(model)) {}
+      // Epochs unique across scheduler restarts (see ReplicaRegistry).
+      registry_(std::move(model), absl::ToUnixMicros(absl::Now())) {}
 
 Engine::~Engine() { Stop(); }
 

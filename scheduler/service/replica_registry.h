@@ -7,7 +7,10 @@
 // admitted alone. The replica's block count is the minimum over its ranks. Losing any
 // rank (stream gone) or an explicit Fence removes the whole replica; its remaining ranks
 // are returned so the caller can close their streams (they re-attach and start clean,
-// under a new epoch).
+// under a new epoch). Epochs only grow, and start at `first_epoch`: the engine starts
+// them at its start time in microseconds, so a scheduler that restarts never hands out
+// an epoch of its predecessor (workers name their shared-memory groups "<replica>-e<epoch>",
+// and a group left behind by a crashed rank must never be joined again).
 // Thread-safety: not thread-safe; owned by the planning thread.
 #ifndef WEFT_SCHEDULER_SERVICE_REPLICA_REGISTRY_H_
 #define WEFT_SCHEDULER_SERVICE_REPLICA_REGISTRY_H_
@@ -67,7 +70,8 @@ struct FenceOutcome {
 
 class ReplicaRegistry {
  public:
-  explicit ReplicaRegistry(ExpectedModel expected) : expected_(std::move(expected)) {}
+  explicit ReplicaRegistry(ExpectedModel expected, int64_t first_epoch = 1)
+      : expected_(std::move(expected)), next_epoch_(first_epoch) {}
 
   HelloOutcome OnHello(const std::shared_ptr<WorkerHandle>& handle,
                        const weft::v1::WorkerHello& hello, absl::Time now);
@@ -95,7 +99,7 @@ class ReplicaRegistry {
   FenceOutcome RemoveAdmitted(const std::string& replica, int64_t except_handle);
 
   const ExpectedModel expected_;
-  int64_t next_epoch_ = 1;
+  int64_t next_epoch_;
   std::map<std::string, AdmittedReplica> admitted_;
   std::map<std::string, Pending> pending_;
   absl::flat_hash_map<int64_t, std::string> handle_replica_;  // handle id -> replica name

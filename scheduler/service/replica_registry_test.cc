@@ -95,6 +95,15 @@ TEST(ReplicaRegistryTest, LosingARankFencesTheReplicaAndReattachGetsNewEpoch) {
   EXPECT_GT(o.replica->epoch, epoch1);
 }
 
+TEST(ReplicaRegistryTest, EpochsStartAtFirstEpochAndGrow) {
+  // A restarted scheduler passes a larger first epoch than any its predecessor used.
+  ReplicaRegistry reg(Model(), /*first_epoch=*/1000);
+  const int64_t e1 = reg.OnHello(H(1), Hello("r0", 0, 1, 10), absl::Now()).replica->epoch;
+  const int64_t e2 = reg.OnHello(H(2), Hello("r1", 0, 1, 10), absl::Now()).replica->epoch;
+  EXPECT_EQ(e1, 1000);
+  EXPECT_EQ(e2, 1001);
+}
+
 TEST(ReplicaRegistryTest, SameRankAgainDisplacesTheRunningReplica) {
   ReplicaRegistry reg(Model());
   reg.OnHello(H(1), Hello("r0", 0, 1, 10), absl::Now());
