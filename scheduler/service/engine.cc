@@ -251,6 +251,7 @@ void Engine::HandleHello(const std::shared_ptr<WorkerHandle>& w, const weft::v1:
     Fence(out.displaced_replica, "a rank re-attached", {}, now);
   }
   if (out.kind == HelloOutcome::kRejected) {
+    metrics_->workers_rejected.Increment();
     LOG(WARNING) << "rejecting worker " << h.worker_id() << " (" << w->peer() << ", replica '"
                  << h.replica() << "' rank " << h.rank() << "): " << out.reject_reason;
     weft::v1::SchedulerMessage m;
