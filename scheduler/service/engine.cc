@@ -53,7 +53,8 @@ Engine::Engine(EngineOptions options, ExpectedModel model, weft::v1::ModelInfo i
       text_(text),
       metrics_(metrics),
       set_health_(std::move(set_health)),
-      registry_(std::move(model)) {}
+      // Epochs unique across scheduler restarts (see ReplicaRegistry).
+      registry_(std::move(model), absl::ToUnixMicros(absl::Now())) {}
 
 Engine::~Engine() { Stop(); }
 
@@ -249,13 +250,20 @@ void Engine::HandleHello(const std::shared_ptr<WorkerHandle>& w, const weft::v1:
   if (!out.displaced_replica.empty() && replicas_.count(out.displaced_replica) > 0) {
     Fence(out.displaced_replica, "a rank re-attached", {}, now);
   }
-  if (out.kind == HelloOutcome::kRejected) {
-    LOG(WARNING) << "rejecting worker " << h.worker_id() << " (" << w->peer() << ", replica '"
-                 << h.replica() << "' rank " << h.rank() << "): " << out.reject_reason;
+  auto reject = [&](const std::shared_ptr<WorkerHandle>& handle, const std::string& reason) {
+    metrics_->workers_rejected.Increment();
+    LOG(WARNING) << "rejecting worker " << handle->peer() << " (replica '" << h.replica()
+                 << "'): " << reason;
     weft::v1::SchedulerMessage m;
-    m.mutable_reject()->set_reason(out.reject_reason);
-    w->Send(std::move(m));
-    w->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, out.reject_reason));
+    m.mutable_reject()->set_reason(reason);
+    handle->Send(std::move(m));
+    handle->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, reason));
+  };
+  for (auto& loser : out.losers) reject(loser, out.losers_reason);
+  if (out.kind == HelloOutcome::kRejected) {
+    LOG(WARNING) << "worker " << h.worker_id() << " is rank " << h.rank() << " of "
+                 << h.world_size();
+    reject(w, out.reject_reason);
     return;
   }
   if (out.kind == HelloOutcome::kPending) {

@@ -194,6 +194,7 @@ void Engine::UpdateGaugesAndHealth() {
   metrics_->kv_blocks_total.Set(m.kv_blocks_total);
   metrics_->kv_usage_ratio.Set(m.kv_blocks_total > 0 ? double(m.kv_blocks_used) / m.kv_blocks_total : 0);
   metrics_->replicas.Set(static_cast<double>(replicas_.size()));
+  metrics_->worker_ranks_pending.Set(static_cast<double>(registry_.num_pending_ranks()));
   size_t buffered = 0;
   for (const auto& [id, ar] : requests_) buffered = std::max(buffered, ar.outbox->queued_bytes());
   for (const auto& o : lingering_) buffered = std::max(buffered, o->queued_bytes());

@@ -38,6 +38,9 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
                              "KV blocks of all admitted replicas (used + cached + free).")),
       kv_usage_ratio(G(*r, "weft_kv_usage_ratio", "KV blocks used / total (autoscaling signal).")),
       replicas(G(*r, "weft_replicas", "Admitted replicas.")),
+      worker_ranks_pending(G(*r, "weft_worker_ranks_pending",
+                             "Worker ranks attached and waiting for the other ranks of their "
+                             "replica.")),
       streams_open(G(*r, "weft_streams_open", "Open Generate streams.")),
       stream_buffer_max_bytes(G(*r, "weft_stream_buffer_max_bytes",
                                 "Most response bytes queued for one stream (capped by "
@@ -50,6 +53,9 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
       generated_tokens(C(*r, "weft_generated_tokens_total", "Tokens generated and streamed.")),
       requeued_requests(C(*r, "weft_requeued_requests_total",
                           "Requests re-queued after their replica was fenced.")),
+      workers_rejected(C(*r, "weft_workers_rejected_total",
+                         "Worker hellos refused (model fingerprint, shard layout, world size, "
+                         "...); the reason is in the log and sent to the worker.")),
       worker_forward_seconds(C(*r, "weft_worker_forward_seconds_total",
                                "Seconds rank 0 of the replicas spent in forward passes.")),
       worker_execute_seconds(C(*r, "weft_worker_execute_seconds_total",

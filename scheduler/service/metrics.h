@@ -31,6 +31,8 @@ class ServiceMetrics {
   prometheus::Gauge& kv_blocks_total;
   prometheus::Gauge& kv_usage_ratio;
   prometheus::Gauge& replicas;
+  // Worker ranks attached and waiting for the other ranks of their replica.
+  prometheus::Gauge& worker_ranks_pending;
   prometheus::Gauge& streams_open;
   prometheus::Gauge& stream_buffer_max_bytes;
   prometheus::Gauge& draining;
@@ -41,6 +43,9 @@ class ServiceMetrics {
   prometheus::Counter& prompt_tokens;
   prometheus::Counter& generated_tokens;
   prometheus::Counter& requeued_requests;
+  // Worker hellos refused (fingerprint, shard layout, world size ...; the reason is
+  // logged and sent to the worker).
+  prometheus::Counter& workers_rejected;
   // Step overhead (BENCHMARKS.md): the workers' forward time and execute time (rank 0,
   // from each StepResult), and the planning thread's time planning, encoding plans and
   // applying results. Share of a step outside the forward pass =

@@ -49,28 +49,28 @@ HelloOutcome ReplicaRegistry::OnHello(const std::shared_ptr<WorkerHandle>& handl
     return out;
   }
   const std::string& name = hello.replica();
-  // The same replica and rank again while admitted: the old process is presumed dead or
-  // hung (a restart); fence the old group, newest wins.
+  const Shape shape{hello.world_size(), hello.backend()};
   if (auto it = admitted_.find(name); it != admitted_.end()) {
+    const AdmittedReplica& a = it->second;
+    const std::string& backend = a.ranks[0].hello.backend();
+    if (a.world_size != shape.first || backend != shape.second) {
+      // A stray of another shape never disturbs a running replica.
+      out.kind = HelloOutcome::kRejected;
+      out.reject_reason = absl::StrCat("replica ", name, " is running with world size ", a.world_size,
+                                       " and backend '", backend, "'; this rank says ", shape.first,
+                                       " and '", shape.second, "'");
+      return out;
+    }
+    // The same replica and rank again while admitted: the old process is presumed dead
+    // or hung (a restart); fence the old group, newest wins.
     LOG(WARNING) << "replica " << name << " rank " << hello.rank() << " attached again ("
                  << hello.worker_id() << "): fencing the running replica";
     FenceOutcome f = RemoveAdmitted(name, /*except_handle=*/-1);
     out.displaced = std::move(f.other_ranks);
     out.displaced_replica = name;
   }
-  Pending& p = pending_[name];
-  if (p.ranks.empty()) {
-    p.world_size = hello.world_size();
-    p.backend = hello.backend();
-    p.block_size = hello.block_size();
-  } else if (hello.world_size() != p.world_size || hello.backend() != p.backend) {
-    out.kind = HelloOutcome::kRejected;
-    out.reject_reason = absl::StrCat("replica ", name, " is forming with world size ",
-                                     p.world_size, " and backend '", p.backend,
-                                     "'; this rank says ", hello.world_size(), " and '",
-                                     hello.backend(), "'");
-    return out;
-  }
+  auto& groups = pending_[name];
+  Pending& p = groups[shape];
   if (auto old = p.ranks.find(hello.rank()); old != p.ranks.end()) {
     // A pending rank re-said hello (restarted): replace it.
     out.displaced.push_back(old->second.handle);
@@ -78,14 +78,26 @@ HelloOutcome ReplicaRegistry::OnHello(const std::shared_ptr<WorkerHandle>& handl
   }
   p.ranks[hello.rank()] = RankInfo{handle, hello};
   handle_replica_[handle->id()] = name;
-  if (static_cast<int32_t>(p.ranks.size()) < p.world_size) {
+  if (static_cast<int32_t>(p.ranks.size()) < shape.first) {
     out.kind = HelloOutcome::kPending;
     return out;
+  }
+  // Complete: the other candidate groups of this name lose.
+  for (auto& [other_shape, other] : groups) {
+    if (other_shape == shape) continue;
+    for (auto& [rank, info] : other.ranks) {
+      handle_replica_.erase(info.handle->id());
+      out.losers.push_back(info.handle);
+    }
+  }
+  if (!out.losers.empty()) {
+    out.losers_reason = absl::StrCat("replica ", name, " was admitted with world size ", shape.first,
+                                     " and backend '", shape.second, "'");
   }
   AdmittedReplica r;
   r.name = name;
   r.epoch = next_epoch_++;
-  r.world_size = p.world_size;
+  r.world_size = shape.first;
   r.num_kv_blocks = p.ranks.begin()->second.hello.num_kv_blocks();
   for (auto& [rank, info] : p.ranks) {
     r.num_kv_blocks = std::min(r.num_kv_blocks, info.hello.num_kv_blocks());
@@ -93,7 +105,7 @@ HelloOutcome ReplicaRegistry::OnHello(const std::shared_ptr<WorkerHandle>& handl
   }
   r.comm_init = r.ranks[0].hello.comm_init();
   r.admitted_at = now;
-  pending_.erase(name);
+  pending_.erase(name);  // `p` and `groups` die here
   auto [it, inserted] = admitted_.emplace(name, std::move(r));
   out.kind = HelloOutcome::kAdmitted;
   out.replica = &it->second;
@@ -122,13 +134,16 @@ FenceOutcome ReplicaRegistry::OnGone(const std::shared_ptr<WorkerHandle>& handle
   handle_replica_.erase(hit);
   auto pit = pending_.find(name);
   if (pit != pending_.end()) {
-    for (auto r = pit->second.ranks.begin(); r != pit->second.ranks.end(); ++r) {
-      if (r->second.handle->id() == handle->id()) {
-        pit->second.ranks.erase(r);
-        break;
-      }
+    for (auto g = pit->second.begin(); g != pit->second.end(); ++g) {
+      auto& ranks = g->second.ranks;
+      auto r = std::find_if(ranks.begin(), ranks.end(),
+                            [&](const auto& kv) { return kv.second.handle->id() == handle->id(); });
+      if (r == ranks.end()) continue;
+      ranks.erase(r);
+      if (ranks.empty()) pit->second.erase(g);
+      break;
     }
-    if (pit->second.ranks.empty()) pending_.erase(pit);
+    if (pit->second.empty()) pending_.erase(pit);
   }
   return FenceOutcome{};
 }
@@ -156,7 +171,9 @@ std::vector<const AdmittedReplica*> ReplicaRegistry::Admitted() const {
 
 size_t ReplicaRegistry::num_pending_ranks() const {
   size_t n = 0;
-  for (const auto& [name, p] : pending_) n += p.ranks.size();
+  for (const auto& [name, groups] : pending_) {
+    for (const auto& [shape, p] : groups) n += p.ranks.size();
+  }
   return n;
 }
 

@@ -4,10 +4,18 @@
 // scheduler's model fingerprint, the same block size, backend and world size, and each
 // rank the shard layout ComputeShardLayout gives for it. Until then its ranks wait
 // (pending); a rank that does not fit is rejected with a reason and the others are never
-// admitted alone. The replica's block count is the minimum over its ranks. Losing any
+// admitted alone. Ranks of one name that disagree on the shape (world size, backend)
+// form separate candidate groups, so a stray that attaches first never decides the shape:
+// the first group to complete is admitted and the ranks of the other groups are rejected.
+// A rank whose shape differs from an admitted replica of its name is rejected without
+// touching it; one of the same shape and rank replaces it (a restart: the old group is
+// fenced). The replica's block count is the minimum over its ranks. Losing any
 // rank (stream gone) or an explicit Fence removes the whole replica; its remaining ranks
 // are returned so the caller can close their streams (they re-attach and start clean,
-// under a new epoch).
+// under a new epoch). Epochs only grow, and start at `first_epoch`: the engine starts
+// them at its start time in microseconds, so a scheduler that restarts never hands out
+// an epoch of its predecessor (workers name their shared-memory groups "<replica>-e<epoch>",
+// and a group left behind by a crashed rank must never be joined again).
 // Thread-safety: not thread-safe; owned by the planning thread.
 #ifndef WEFT_SCHEDULER_SERVICE_REPLICA_REGISTRY_H_
 #define WEFT_SCHEDULER_SERVICE_REPLICA_REGISTRY_H_
@@ -58,6 +66,10 @@ struct HelloOutcome {
   // old group is fenced, newest wins). Their streams should be closed.
   std::vector<std::shared_ptr<WorkerHandle>> displaced;
   std::string displaced_replica;              // non-empty when an admitted one was fenced
+  // Pending ranks of other shapes, rejected because this hello completed a replica of
+  // their name (with `losers_reason`). Their streams should get a Reject.
+  std::vector<std::shared_ptr<WorkerHandle>> losers;
+  std::string losers_reason;
 };
 
 struct FenceOutcome {
@@ -67,7 +79,8 @@ struct FenceOutcome {
 
 class ReplicaRegistry {
  public:
-  explicit ReplicaRegistry(ExpectedModel expected) : expected_(std::move(expected)) {}
+  explicit ReplicaRegistry(ExpectedModel expected, int64_t first_epoch = 1)
+      : expected_(std::move(expected)), next_epoch_(first_epoch) {}
 
   HelloOutcome OnHello(const std::shared_ptr<WorkerHandle>& handle,
                        const weft::v1::WorkerHello& hello, absl::Time now);
@@ -85,19 +98,18 @@ class ReplicaRegistry {
 
  private:
   struct Pending {
-    int32_t world_size = 0;
-    std::string backend;
-    int32_t block_size = 0;
     std::map<int32_t, RankInfo> ranks;
   };
+  // A candidate group's shape: (world size, backend).
+  using Shape = std::pair<int32_t, std::string>;
 
   std::string CheckHello(const weft::v1::WorkerHello& hello) const;
   FenceOutcome RemoveAdmitted(const std::string& replica, int64_t except_handle);
 
   const ExpectedModel expected_;
-  int64_t next_epoch_ = 1;
+  int64_t next_epoch_;
   std::map<std::string, AdmittedReplica> admitted_;
-  std::map<std::string, Pending> pending_;
+  std::map<std::string, std::map<Shape, Pending>> pending_;  // name -> candidate groups
   absl::flat_hash_map<int64_t, std::string> handle_replica_;  // handle id -> replica name
 };
 

@@ -63,12 +63,30 @@ TEST(ReplicaRegistryTest, MismatchesAreRejectedAndOthersNotAdmittedAlone) {
   EXPECT_EQ(o.kind, HelloOutcome::kRejected);
   EXPECT_NE(o.reject_reason.find("shard layout"), std::string::npos);
 
-  // Rank 0 of r1 waits; rank 1 comes with another world size: rejected; r1 stays pending.
+  // Rank 0 of r1 waits; rank 1 comes with another world size: a separate candidate group,
+  // nothing admitted. Rank 1 of 2 completes r1; the stray loses and is rejected then.
   EXPECT_EQ(reg.OnHello(H(3), Hello("r1", 0, 2, 10), absl::Now()).kind, HelloOutcome::kPending);
   o = reg.OnHello(H(4), Hello("r1", 1, 3, 10), absl::Now());
-  EXPECT_EQ(o.kind, HelloOutcome::kRejected);
+  EXPECT_EQ(o.kind, HelloOutcome::kPending);
   EXPECT_EQ(reg.num_admitted(), 0u);
-  EXPECT_EQ(reg.num_pending_ranks(), 1u);
+  EXPECT_EQ(reg.num_pending_ranks(), 2u);
+  o = reg.OnHello(H(7), Hello("r1", 1, 2, 10), absl::Now());
+  ASSERT_EQ(o.kind, HelloOutcome::kAdmitted);
+  EXPECT_EQ(o.replica->world_size, 2);
+  ASSERT_EQ(o.losers.size(), 1u);
+  EXPECT_EQ(o.losers[0]->id(), 4);
+  EXPECT_NE(o.losers_reason.find("world size 2"), std::string::npos);
+  EXPECT_EQ(reg.num_pending_ranks(), 0u);
+  EXPECT_EQ(reg.FindByHandle(4), nullptr);
+  // A stray of another shape while r1 runs: rejected, r1 untouched.
+  o = reg.OnHello(H(8), Hello("r1", 2, 3, 10), absl::Now());
+  EXPECT_EQ(o.kind, HelloOutcome::kRejected);
+  EXPECT_NE(o.reject_reason.find("is running with world size 2"), std::string::npos);
+  EXPECT_TRUE(o.displaced.empty());
+  EXPECT_TRUE(o.displaced_replica.empty());
+  EXPECT_NE(reg.Find("r1"), nullptr);
+  EXPECT_EQ(reg.OnGone(H(8)).replica, "");
+  EXPECT_NE(reg.Find("r1"), nullptr);
 
   auto bs = Hello("r2", 0, 1, 10);
   bs.set_block_size(32);
@@ -93,6 +111,15 @@ TEST(ReplicaRegistryTest, LosingARankFencesTheReplicaAndReattachGetsNewEpoch) {
   HelloOutcome o = reg.OnHello(H(4), Hello("r0", 1, 2, 10), absl::Now());
   ASSERT_EQ(o.kind, HelloOutcome::kAdmitted);
   EXPECT_GT(o.replica->epoch, epoch1);
+}
+
+TEST(ReplicaRegistryTest, EpochsStartAtFirstEpochAndGrow) {
+  // A restarted scheduler passes a larger first epoch than any its predecessor used.
+  ReplicaRegistry reg(Model(), /*first_epoch=*/1000);
+  const int64_t e1 = reg.OnHello(H(1), Hello("r0", 0, 1, 10), absl::Now()).replica->epoch;
+  const int64_t e2 = reg.OnHello(H(2), Hello("r1", 0, 1, 10), absl::Now()).replica->epoch;
+  EXPECT_EQ(e1, 1000);
+  EXPECT_EQ(e2, 1001);
 }
 
 TEST(ReplicaRegistryTest, SameRankAgainDisplacesTheRunningReplica) {

@@ -44,6 +44,7 @@ class FakeEngine : public EngineInterface {
     if (m.has_hello()) {
       hello_ = m.hello();
       worker_ = w;
+      ++hellos_;
     } else {
       results_.push_back(m.result());
     }
@@ -79,6 +80,7 @@ class FakeEngine : public EngineInterface {
   weft::v1::WorkerHello hello_;
   std::shared_ptr<WorkerHandle> worker_;
   std::vector<weft::v1::StepResult> results_;
+  int hellos_ = 0;
   int gone_ = 0;
 };
 
@@ -286,7 +288,7 @@ class EchoExecutor : public StepExecutor {
   }
   absl::Status OnWelcome(const weft::v1::Welcome&) override {
     ++welcomes;
-    return absl::OkStatus();
+    return welcome_error;
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
     weft::v1::StepResult r;
@@ -295,6 +297,7 @@ class EchoExecutor : public StepExecutor {
   }
   void OnDetach() override { ++detaches; }
   std::atomic<int> welcomes{0}, detaches{0};
+  absl::Status welcome_error;  // what OnWelcome returns
 };
 
 TEST_F(ServicesTest, WorkerAttachesRunsPlansAndReattachesAfterClose) {
@@ -331,6 +334,49 @@ TEST_F(ServicesTest, WorkerAttachesRunsPlansAndReattachesAfterClose) {
   EXPECT_EQ(exec.detaches.load(), 1);
   client.Stop();
   t.join();
+}
+
+TEST_F(ServicesTest, WorkerThatCannotStartServingReattachesButARejectIsFinal) {
+  // OnWelcome fails with FAILED_PRECONDITION (as JoinGroup does when a leftover segment
+  // of another shape holds the group's name): the worker re-dials for a new admission;
+  // only the scheduler's Reject ends Run().
+  EchoExecutor exec;
+  exec.welcome_error = absl::FailedPreconditionError("cannot form the tensor-parallel group");
+  WorkerClientOptions o;
+  o.scheduler_address = "127.0.0.1:" + std::to_string(port_);
+  o.initial_backoff = absl::Milliseconds(50);
+  WorkerClient client(o, &exec);
+  absl::Status run_status;
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    run_status = client.Run();
+    returned = true;
+  });
+  std::shared_ptr<WorkerHandle> w;
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.hellos_ == 1; }));
+  {
+    MutexLock l(&engine_.mu_);
+    w = engine_.worker_;
+  }
+  weft::v1::SchedulerMessage welcome;
+  welcome.mutable_welcome()->set_first_step_id(1);
+  ASSERT_TRUE(w->Send(welcome));
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.hellos_ == 2; })) << "did not re-attach";
+  EXPECT_EQ(exec.welcomes.load(), 1);
+  EXPECT_EQ(exec.detaches.load(), 0);  // never admitted
+  EXPECT_FALSE(returned.load());
+  {
+    MutexLock l(&engine_.mu_);
+    w = engine_.worker_;
+  }
+  weft::v1::SchedulerMessage reject;
+  reject.mutable_reject()->set_reason("model fingerprint differs");
+  ASSERT_TRUE(w->Send(reject));
+  w->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "model fingerprint differs"));
+  t.join();
+  EXPECT_EQ(run_status.code(), absl::StatusCode::kFailedPrecondition) << run_status;
+  EXPECT_NE(run_status.message().find("fingerprint"), std::string::npos) << run_status;
+  EXPECT_EQ(engine_.hellos_, 2);
 }
 
 }  // namespace

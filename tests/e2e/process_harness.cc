@@ -1,6 +1,7 @@
 #include "tests/e2e/process_harness.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -291,8 +293,14 @@ Cluster::~Cluster() {
   stub_.reset();
   channel_.reset();
   // Workers first: a worker outliving its scheduler would only retry, but the order
-  // keeps the logs quiet.
-  workers_.clear();
+  // keeps the logs quiet. They are asked to stop (SIGTERM) before they are killed: rank
+  // 0 of a tensor-parallel group unlinks its shared-memory segment as it exits, which a
+  // SIGKILL would leave in /dev/shm (where a worker of a later test, in another PID
+  // namespace, cannot tell it is stale).
+  for (auto& [key, w] : workers_) w->Signal(SIGTERM);
+  const absl::Time end = absl::Now() + absl::Seconds(5);
+  for (auto& [key, w] : workers_) w->Wait(std::max(absl::ZeroDuration(), end - absl::Now()));
+  workers_.clear();  // SIGKILLs whatever did not exit
   scheduler_.reset();
 }
 
@@ -330,51 +338,89 @@ absl::Status Cluster::StartScheduler(std::vector<std::string> extra_flags, int w
   return absl::OkStatus();
 }
 
-absl::Status Cluster::StartWorker(const WorkerSpec& spec) {
+std::string Cluster::WorkerKey(const std::string& replica, int rank) {
+  return rank == 0 ? replica : absl::StrCat(replica, "/", rank);
+}
+
+absl::Status Cluster::SpawnWorker(const WorkerSpec& spec, std::string* ports_file) {
   if (worker_port_ <= 0) return absl::FailedPreconditionError("start the scheduler first");
-  workers_.erase(spec.replica);  // SIGKILL + reap a previous process of this replica
+  const std::string key = WorkerKey(spec.replica, spec.rank);
+  workers_.erase(key);  // SIGKILL + reap a previous process of this replica and rank
+  worker_metrics_ports_.erase(key);
   const int n = restarts_++;
-  const std::string ports = absl::StrCat(dir_, "/worker-", spec.replica, "-", n, ".ports.json");
+  const std::string file_stem =
+      absl::StrCat(dir_, "/worker-", spec.replica, "-rank", spec.rank, "-", n);
+  *ports_file = file_stem + ".ports.json";
   std::vector<std::string> argv = {
       Runfile("worker/service/weft-worker"),
       absl::StrCat("--scheduler=127.0.0.1:", worker_port_),
-      absl::StrCat("--model=", model_path_),
+      absl::StrCat("--model=", spec.model_path.empty() ? model_path_ : spec.model_path),
       absl::StrCat("--replica=", spec.replica),
+      absl::StrCat("--rank=", spec.rank),
+      absl::StrCat("--world_size=", spec.world_size),
       absl::StrCat("--num_kv_blocks=", spec.num_kv_blocks),
       absl::StrCat("--threads=", spec.threads),
       "--metrics_port=0",
-      absl::StrCat("--ports_file=", ports),
+      absl::StrCat("--ports_file=", *ports_file),
   };
   argv.insert(argv.end(), spec.extra_flags.begin(), spec.extra_flags.end());
-  auto p = ChildProcess::Start(argv, absl::StrCat(dir_, "/worker-", spec.replica, "-", n, ".log"));
+  auto p = ChildProcess::Start(argv, file_stem + ".log");
   if (!p.ok()) return p.status();
-  ChildProcess* proc = p->get();
-  workers_[spec.replica] = std::move(*p);
-  auto json = WaitPortsFile(ports, proc, absl::Seconds(120));
-  if (!json.ok()) {
-    return absl::Status(json.status().code(), absl::StrCat("weft-worker ", spec.replica, ": ",
-                                                           json.status().message(), "\n",
-                                                           proc->LogTail()));
-  }
-  worker_metrics_ports_[spec.replica] = JsonInt(*json, "metrics_port");
+  workers_[key] = std::move(*p);
   return absl::OkStatus();
 }
 
-ChildProcess* Cluster::worker(const std::string& replica) {
-  auto it = workers_.find(replica);
+absl::Status Cluster::AwaitWorker(const WorkerSpec& spec, const std::string& ports_file) {
+  const std::string key = WorkerKey(spec.replica, spec.rank);
+  ChildProcess* proc = workers_.at(key).get();
+  auto json = WaitPortsFile(ports_file, proc, absl::Seconds(120));
+  if (!json.ok()) {
+    return absl::Status(json.status().code(), absl::StrCat("weft-worker ", key, ": ",
+                                                           json.status().message(), "\n",
+                                                           proc->LogTail()));
+  }
+  worker_metrics_ports_[key] = JsonInt(*json, "metrics_port");
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::StartWorker(const WorkerSpec& spec) {
+  std::string ports_file;
+  if (absl::Status s = SpawnWorker(spec, &ports_file); !s.ok()) return s;
+  return AwaitWorker(spec, ports_file);
+}
+
+absl::Status Cluster::StartReplica(const WorkerSpec& spec) {
+  std::vector<WorkerSpec> ranks;
+  std::vector<std::string> ports_files;
+  for (int r = 0; r < spec.world_size; ++r) {
+    ranks.push_back(spec);
+    ranks.back().rank = r;
+    ports_files.emplace_back();
+    if (absl::Status s = SpawnWorker(ranks.back(), &ports_files.back()); !s.ok()) return s;
+  }
+  for (int r = 0; r < spec.world_size; ++r) {
+    if (absl::Status s = AwaitWorker(ranks[r], ports_files[r]); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+ChildProcess* Cluster::worker(const std::string& replica, int rank) {
+  auto it = workers_.find(WorkerKey(replica, rank));
   return it == workers_.end() ? nullptr : it->second.get();
 }
 
 std::string Cluster::address() const { return absl::StrCat("127.0.0.1:", port_); }
 
-int Cluster::worker_metrics_port(const std::string& replica) const {
-  auto it = worker_metrics_ports_.find(replica);
+int Cluster::worker_metrics_port(const std::string& replica, int rank) const {
+  auto it = worker_metrics_ports_.find(WorkerKey(replica, rank));
   return it == worker_metrics_ports_.end() ? -1 : it->second;
 }
 
-absl::StatusOr<MetricsPage> Cluster::WorkerMetrics(const std::string& replica) const {
-  const int port = worker_metrics_port(replica);
-  if (port <= 0) return absl::NotFoundError(absl::StrCat("no metrics port for ", replica));
+absl::StatusOr<MetricsPage> Cluster::WorkerMetrics(const std::string& replica, int rank) const {
+  const int port = worker_metrics_port(replica, rank);
+  if (port <= 0) {
+    return absl::NotFoundError(absl::StrCat("no metrics port for ", WorkerKey(replica, rank)));
+  }
   return ScrapeMetrics(port);
 }
 
@@ -522,13 +568,15 @@ weft::v1::GenerateRequest GreedyRequest(const std::string& prompt, int max_token
 }
 
 absl::StatusOr<std::vector<int32_t>> ReferenceTokens(const std::string& model_path,
-                                                     const std::string& prompt, int max_tokens) {
+                                                     const std::string& prompt, int max_tokens,
+                                                     const std::vector<std::string>& extra_flags) {
   const std::string dir = MakeTempDir("weft-generate-");
-  auto p = ChildProcess::Start(
-      {Runfile("worker/weft-generate"), absl::StrCat("--model=", model_path),
-       absl::StrCat("--prompt=", prompt), absl::StrCat("--max_tokens=", max_tokens),
-       "--temperature=0", "--ignore_eos", "--print_token_ids", "--threads=1"},
-      dir + "/stderr", dir + "/stdout");
+  std::vector<std::string> argv = {
+      Runfile("worker/weft-generate"), absl::StrCat("--model=", model_path),
+      absl::StrCat("--prompt=", prompt), absl::StrCat("--max_tokens=", max_tokens),
+      "--temperature=0", "--ignore_eos", "--print_token_ids", "--threads=1"};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  auto p = ChildProcess::Start(argv, dir + "/stderr", dir + "/stdout");
   if (!p.ok()) return p.status();
   if (!(*p)->Wait(absl::Seconds(120)).has_value() || (*p)->exit_code() != 0) {
     return absl::InternalError(absl::StrCat("weft-generate failed: ", (*p)->LogTail()));
@@ -540,6 +588,20 @@ absl::StatusOr<std::vector<int32_t>> ReferenceTokens(const std::string& model_pa
     ids.push_back(id);
   }
   return ids;
+}
+
+std::vector<std::string> GroupSegments(const std::string& replica) {
+  std::vector<std::string> out;
+  const std::string prefix = absl::StrCat("weft-comm-", replica, "-e");
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return out;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) == 0) out.push_back(name);
+  }
+  ::closedir(dir);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string CodeName(grpc::StatusCode code) {

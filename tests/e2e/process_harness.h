@@ -6,8 +6,10 @@
 //    PR_SET_PDEATHSIG(SIGKILL), stdout+stderr to a log file; signals, waits, and a
 //    destructor that SIGKILLs the group and reaps it. A test that fails, crashes or is
 //    killed by Bazel's timeout never leaves a process behind.
-//  * Cluster — one scheduler and any number of single-rank workers: ephemeral ports
-//    (read back from each binary's --ports_file), waits for replicas / health with
+//  * Cluster — one scheduler and any number of workers: single-rank replicas, or
+//    tensor-parallel replicas of N ranks (one process per rank, --replica/--rank/
+//    --world_size, forming their group over shared memory once admitted); ephemeral
+//    ports (read back from each binary's --ports_file), waits for replicas / health with
 //    generous hang guards, /metrics scrapes, and log tails for failure messages.
 //  * MetricsPage — a parsed Prometheus text page ("name{labels}" -> value).
 //  * Generate helpers — one blocking stream that records tokens, status and finish.
@@ -107,8 +109,13 @@ absl::StatusOr<MetricsPage> ScrapeMetrics(int port);
 
 struct WorkerSpec {
   std::string replica = "r0";
+  // Tensor parallelism: this process is rank `rank` of a replica of `world_size` ranks.
+  int rank = 0;
+  int world_size = 1;
   int num_kv_blocks = 64;  // small pools keep tests quick and make leaks visible
   int threads = 1;
+  // The GGUF this worker loads; empty: the cluster's model.
+  std::string model_path;
   std::vector<std::string> extra_flags;
 };
 
@@ -116,30 +123,38 @@ class Cluster {
  public:
   // `model_path`: the GGUF both binaries load.
   explicit Cluster(std::string model_path);
-  ~Cluster();  // SIGKILLs whatever still runs (ChildProcess destructors)
+  // Workers get SIGTERM and up to 5 s to exit, then whatever still runs is SIGKILLed
+  // (ChildProcess destructors).
+  ~Cluster();
 
   // Starts weft-scheduler on 127.0.0.1 with ephemeral ports (or `worker_port`, to
   // restart a scheduler where its workers dial) and waits for its --ports_file.
   absl::Status StartScheduler(std::vector<std::string> extra_flags = {}, int worker_port = 0);
-  // Starts one single-rank weft-worker for `spec.replica` (replacing a dead process of
-  // that replica) and waits for its --ports_file (model loaded, metrics bound). It
-  // attaches by itself; use WaitReplicas to wait for admission.
+  // Starts one weft-worker: rank `spec.rank` of `spec.replica` (replacing a previous
+  // process of that replica and rank), and waits for its --ports_file (model loaded,
+  // metrics bound). It attaches by itself; use WaitReplicas to wait for admission.
   absl::Status StartWorker(const WorkerSpec& spec);
+  // Starts every rank 0..spec.world_size-1 of a replica (spec.rank is ignored), one
+  // process each, all started before any is waited for: the ranks load concurrently.
+  absl::Status StartReplica(const WorkerSpec& spec);
 
   ChildProcess* scheduler() { return scheduler_.get(); }
-  ChildProcess* worker(const std::string& replica);
+  // The process of `rank` of `replica`, or nullptr.
+  ChildProcess* worker(const std::string& replica, int rank = 0);
   // Drops the process object (SIGKILL + reap if still running).
   void ForgetScheduler() { scheduler_.reset(); }
-  void ForgetWorker(const std::string& replica) { workers_.erase(replica); }
+  void ForgetWorker(const std::string& replica, int rank = 0) {
+    workers_.erase(WorkerKey(replica, rank));
+  }
 
   std::string address() const;  // 127.0.0.1:<public port>
   int port() const { return port_; }
   int worker_port() const { return worker_port_; }
   int metrics_port() const { return metrics_port_; }
-  int worker_metrics_port(const std::string& replica) const;
+  int worker_metrics_port(const std::string& replica, int rank = 0) const;
 
   absl::StatusOr<MetricsPage> Metrics() const { return ScrapeMetrics(metrics_port_); }
-  absl::StatusOr<MetricsPage> WorkerMetrics(const std::string& replica) const;
+  absl::StatusOr<MetricsPage> WorkerMetrics(const std::string& replica, int rank = 0) const;
   // A scheduler gauge/counter by exact series; NaN when the scrape fails.
   double Metric(const std::string& series) const;
   // Sum of weft_steps_total over all replicas (NaN when the scrape fails).
@@ -160,13 +175,21 @@ class Cluster {
   const std::string& model_path() const { return model_path_; }
 
  private:
+  // "replica" for rank 0, "replica/rank" otherwise (also the log-tail label).
+  static std::string WorkerKey(const std::string& replica, int rank);
+  // Forks the worker of `spec` (replacing the old process of its rank); the ports file
+  // it will write goes to *ports_file.
+  absl::Status SpawnWorker(const WorkerSpec& spec, std::string* ports_file);
+  // Waits for the ports file of a spawned worker and records its metrics port.
+  absl::Status AwaitWorker(const WorkerSpec& spec, const std::string& ports_file);
+
   const std::string model_path_;
   const std::string dir_;
   int restarts_ = 0;
   std::unique_ptr<ChildProcess> scheduler_;
   int port_ = 0, worker_port_ = 0, metrics_port_ = 0;
-  std::map<std::string, std::unique_ptr<ChildProcess>> workers_;
-  std::map<std::string, int> worker_metrics_ports_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> workers_;  // by WorkerKey
+  std::map<std::string, int> worker_metrics_ports_;                // by WorkerKey
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<weft::v1::Generation::Stub> stub_;
 };
@@ -219,11 +242,17 @@ class BackgroundStream {
 // A greedy text request (temperature 0, ignore_eos so the length is max_tokens).
 weft::v1::GenerateRequest GreedyRequest(const std::string& prompt, int max_tokens);
 
-// Token ids `weft-generate` prints for `prompt` alone (greedy, ignore_eos).
+// Token ids `weft-generate` prints for `prompt` alone (greedy, ignore_eos); `extra_flags`
+// are appended (e.g. "--kernels=packed").
 absl::StatusOr<std::vector<int32_t>> ReferenceTokens(const std::string& model_path,
-                                                     const std::string& prompt, int max_tokens);
+                                                     const std::string& prompt, int max_tokens,
+                                                     const std::vector<std::string>& extra_flags = {});
 
 std::string CodeName(grpc::StatusCode code);
+
+// Names of the shared-memory segments in /dev/shm that the CPU tensor-parallel groups of
+// `replica` use ("weft-comm-<replica>-e<epoch>"), sorted.
+std::vector<std::string> GroupSegments(const std::string& replica);
 
 }  // namespace weft::e2e
 

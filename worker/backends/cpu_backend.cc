@@ -58,7 +58,7 @@ std::string GroupSegmentName(absl::string_view replica, int64_t epoch) {
 }
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {}
-CpuBackend::~CpuBackend() = default;
+CpuBackend::~CpuBackend() { LeaveGroup(); }
 
 absl::Status CpuBackendOptions::Validate() const {
   if (block_size < 1 || block_size > 1024) {
@@ -104,9 +104,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const GgufFile& f
 absl::Status CpuBackend::JoinGroup(absl::string_view replica, int64_t epoch,
                                    absl::string_view comm_init) {
   if (reducer_ == nullptr) return absl::OkStatus();
-  reducer_->Set(nullptr);  // a group of an older epoch is never reused
+  LeaveGroup();  // a group of an older epoch is never reused
   ShmCommunicatorOptions o;
   o.name = GroupSegmentName(replica, epoch);
+  group_name_ = o.name;
   o.rank = options_.rank;
   o.world_size = options_.world_size;
   o.generation = static_cast<uint64_t>(epoch);
@@ -131,6 +132,17 @@ void CpuBackend::LeaveGroup() {
     LOG(INFO) << "leaving the tensor-parallel group";
     reducer_->Set(nullptr);
   }
+  if (group_name_.empty()) return;
+  // Rank 0 unlinked its segment above (or a failed Create did); if rank 0 died, its
+  // segment is orphaned: remove it when its creator is provably gone (same PID
+  // namespace, not running). A live creator's segment is left alone.
+  absl::StatusOr<bool> removed = ShmCommunicator::RemoveIfStale(group_name_);
+  if (removed.ok() && *removed) {
+    LOG(INFO) << "removed the orphaned segment of group '" << group_name_ << "'";
+  } else if (!removed.ok() && !absl::IsNotFound(removed.status())) {
+    LOG(WARNING) << "checking group '" << group_name_ << "' for removal: " << removed.status();
+  }
+  group_name_.clear();
 }
 
 double CpuBackend::collective_seconds() const {

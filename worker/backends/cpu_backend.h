@@ -2,6 +2,9 @@
 // kernels picked at run time) and a KvCache sized for it. Under tensor parallelism the
 // ranks of a replica (processes on one host) form their group over a POSIX shared-memory
 // segment named "<replica>-e<epoch>" (ShmCommunicator) when the scheduler admits them.
+// Rank 0 creates the segment and unlinks it when it leaves; when rank 0 died instead
+// (SIGKILL, OOM), the rank that leaves removes the orphaned segment (its creator is
+// gone), so a lost rank never leaks 2 x world_size x 4 MiB of /dev/shm.
 // Ownership: owns the model, the cache and the communicator; borrows the GgufFile.
 // Thread-safety: as Backend (one step thread).
 #ifndef WEFT_WORKER_BACKENDS_CPU_BACKEND_H_
@@ -75,6 +78,7 @@ class CpuBackend : public Backend {
 
   const CpuBackendOptions options_;
   std::unique_ptr<GroupReducer> reducer_;  // world_size > 1 only
+  std::string group_name_;  // the segment of the current (or last) group; "" if none
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> kv_;
 };

@@ -41,16 +41,17 @@ absl::Status WorkerClient::Run() {
   absl::Duration backoff = options_.initial_backoff;
   absl::Time last_ok = absl::Now();
   while (!stop_) {
-    bool admitted = false;
-    absl::Status s = AttachOnce(&admitted);
+    bool admitted = false, rejected = false;
+    absl::Status s = AttachOnce(&admitted, &rejected);
     if (stop_) break;
     if (admitted) {
       backoff = options_.initial_backoff;
       last_ok = absl::Now();
     }
-    if (s.code() == absl::StatusCode::kFailedPrecondition && !options_.retry_on_reject) {
-      return s;  // rejected: retrying would be rejected again
-    }
+    // Only the scheduler's Reject is final. A local failure to start serving (say, the
+    // tensor-parallel group could not form: FAILED_PRECONDITION from a leftover
+    // segment) is retried: the next admission comes with a new epoch.
+    if (rejected && !options_.retry_on_reject) return s;  // would be rejected again
     if (absl::Now() - last_ok > options_.give_up_after) {
       return absl::UnavailableError(absl::StrCat("no scheduler at ", options_.scheduler_address,
                                                  " for ", absl::FormatDuration(options_.give_up_after),
@@ -65,7 +66,7 @@ absl::Status WorkerClient::Run() {
   return absl::OkStatus();
 }
 
-absl::Status WorkerClient::AttachOnce(bool* admitted) {
+absl::Status WorkerClient::AttachOnce(bool* admitted, bool* rejected) {
   // No deadline: once attached the stream lives as long as both ends do.
   grpc::ClientContext stream_ctx;
   {
@@ -94,6 +95,7 @@ absl::Status WorkerClient::AttachOnce(bool* admitted) {
   absl::Status result = absl::OkStatus();
   while (stream->Read(&msg)) {
     if (msg.has_reject()) {
+      *rejected = true;
       LOG(ERROR) << "scheduler rejected this worker: " << msg.reject().reason();
       result = absl::FailedPreconditionError(absl::StrCat("rejected: ", msg.reject().reason()));
       stream_ctx.TryCancel();

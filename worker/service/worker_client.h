@@ -5,6 +5,7 @@
 // result per plan, in order. When the stream breaks (scheduler restarted, network), the
 // executor's state is dropped and the client re-dials with exponential backoff; a
 // Reject is final unless `retry_on_reject` (a fingerprint mismatch will not fix itself).
+// An executor that fails to start serving (OnWelcome error) is not rejected: it re-dials.
 // Thread-safety: Run() owns the calling thread; Stop() may be called from any thread
 // (e.g. a signal-watcher) and makes Run() return.
 #ifndef WEFT_WORKER_SERVICE_WORKER_CLIENT_H_
@@ -63,8 +64,9 @@ class WorkerClient {
   int64_t steps_executed() const { return steps_.load(); }
 
  private:
-  // One Attach call: returns when the stream ends. `admitted` tells whether a Welcome came.
-  absl::Status AttachOnce(bool* admitted);
+  // One Attach call: returns when the stream ends. `admitted` tells whether a Welcome
+  // came, `rejected` whether a Reject did.
+  absl::Status AttachOnce(bool* admitted, bool* rejected);
 
   const WorkerClientOptions options_;
   StepExecutor* const executor_;

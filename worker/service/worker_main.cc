@@ -10,7 +10,8 @@
 // {"metrics_port": N} once the model is loaded (tests and launchers use port 0).
 // --world_size > 1: the ranks of a replica form their group when the scheduler admits
 // it (shared memory on CPU; NCCL with --backend=cuda, which needs a --config=cuda build,
-// see worker/backends/cuda_factory.h).
+// see worker/backends/cuda_factory.h). On CPU a rank first removes the /dev/shm segments
+// of groups whose creator died on this host (provably stale ones only).
 // It retries the attach with backoff until the scheduler is there (a worker may start
 // first). SIGTERM/SIGINT: detach and exit 0.
 #include <signal.h>
@@ -34,6 +35,7 @@
 #include "glog/logging.h"
 #include "worker/backends/cpu_backend.h"
 #include "worker/backends/cuda_factory.h"
+#include "worker/comm/shm_communicator.h"
 #include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
 #include "worker/service/worker_client.h"
@@ -190,6 +192,16 @@ int Main() {
     return 2;
   }
 
+  if (!cuda && eo.world_size > 1) {
+    // Groups whose creator died on this host (a SIGKILLed or OOM-killed rank 0) leave
+    // their shared-memory segments behind; only provably dead ones are removed.
+    absl::StatusOr<int> removed = ShmCommunicator::RemoveStaleSegments();
+    if (!removed.ok()) {
+      LOG(WARNING) << "cleaning stale tensor-parallel segments: " << removed.status();
+    } else if (*removed > 0) {
+      LOG(INFO) << "removed " << *removed << " stale tensor-parallel segment(s) from /dev/shm";
+    }
+  }
   LOG(INFO) << "loading " << model_path;
   auto file = GgufFile::Open(model_path);
   if (!file.ok()) {
