@@ -133,7 +133,9 @@ std::vector<TpStream> RunOnTwoRanks(const std::string& model, const std::vector<
   }
   auto m = cluster.Metrics();
   EXPECT_TRUE(m.ok());
-  if (m.ok()) EXPECT_EQ(m->Sum("weft_replicas_fenced_total"), 0) << cluster.Logs();
+  if (m.ok()) {
+    EXPECT_EQ(m->Sum("weft_replicas_fenced_total"), 0) << cluster.Logs();
+  }
   // The group used a segment of its own; the leftover is still there (its creator
   // lives), untouched.
   const std::vector<std::string> segments = GroupSegments(tp);
