@@ -179,11 +179,10 @@ bool Planner::TryAdmit(Step& st, Sequence* seq) {
   if (request->usage.first_scheduled_time == absl::InfiniteFuture()) {
     request->usage.first_scheduled_time = st.now;
   }
-  if (n > 0) {
-    Commit(st, seq, n);
-  } else {
-    Emit(st, seq, cached, 0, /*sample=*/false);  // static batch member, starts later
-  }
+  // A static batch member admitted beyond the budget holds its blocks but is not sent
+  // until its first tokens are scheduled: a plan entry always computes at least one
+  // token (the worker refuses a new sequence with none).
+  if (n > 0) Commit(st, seq, n);
   return true;
 }
 

@@ -92,16 +92,19 @@ TEST(PlannerTableTest, StaticBatchReservesUpFrontAndWaitsForTheWholeBatch) {
   h.AddSimple(8, 5, 0, 1, 100);
   h.AddSimple(8, 3, 0, 1, 200);
   // Admission is bounded by blocks and max_num_seqs, not the budget: R3 joins the
-  // batch with 0 tokens and prefills next iteration.
-  EXPECT_EQ(h.Step(), "*1:8 *2:8 *3:0");
+  // batch (its blocks reserved now) but is sent only when it gets tokens, next
+  // iteration: a plan entry never schedules 0 tokens.
+  EXPECT_EQ(h.Step(), "*1:8 *2:8");
   // Reservation: prompt + max_tokens, all blocks at once.
-  ASSERT_EQ(h.last_plan().new_requests.size(), 3u);
+  ASSERT_EQ(h.last_plan().new_requests.size(), 2u);
   EXPECT_EQ(h.last_plan().new_requests[0].block_ids.size(), 3u);  // (8+2)/4 → 3
   EXPECT_EQ(h.last_plan().new_requests[1].block_ids.size(), 4u);  // (8+5)/4 → 4
-  EXPECT_EQ(h.last_plan().new_requests[2].block_ids.size(), 3u);  // (8+3)/4 → 3
+  EXPECT_EQ(h.scheduler().Metrics().kv_blocks_used, 10);          // R3's 3 held too
   h.AddSimple(4, 1, 0, 1, 300);  // must wait for the whole batch
+  EXPECT_EQ(h.Step(), "*3:8 1:1 2:1");  // R1 done (2 tokens)
+  ASSERT_EQ(h.last_plan().new_requests.size(), 1u);
+  EXPECT_EQ(h.last_plan().new_requests[0].block_ids.size(), 3u);  // (8+3)/4 → 3
   ExpectSteps(h, {
-                     "3:8 1:1 2:1",  // R1 done (2 tokens)
                      "2:1 3:1 x1",
                      "2:1 3:1",      // R3 done (3 tokens)
                      "2:1 x3",       // R2 done (5 tokens): the batch is over

@@ -177,6 +177,16 @@ absl::Status FakeWorker::Execute(const StepPlan& plan, std::vector<SampledToken>
       if (seqs_.erase(r) != 1) return absl::InternalError("drop of unknown " + Ref(r));
     }
   }
+  // The real worker's contract (worker/plan/state_cache.cc): every entry computes at
+  // least one token, except a fork, which only samples.
+  for (const NewSequenceData& e : plan.new_requests) {
+    if (e.num_scheduled_tokens < (e.fork_parent_sample_index >= 0 ? 0 : 1)) {
+      return absl::InternalError("new entry schedules no tokens: " + Ref(e.seq));
+    }
+  }
+  for (const CachedSequenceData& c : plan.cached_requests) {
+    if (c.num_scheduled_tokens < 1) return absl::InternalError("cached entry schedules no tokens: " + Ref(c.seq));
+  }
   for (const NewSequenceData& e : plan.new_requests) {
     if (absl::Status st = AddNew(e); !st.ok()) return st;
   }
