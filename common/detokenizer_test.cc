@@ -114,7 +114,9 @@ TEST(Utf8StreamDecoderTest, RandomBytesAnyChunkingGiveTheSameWellFormedText) {
     }
     const std::string whole = DecodeAll(bytes);
     ASSERT_TRUE(IsWellFormedUtf8(whole));
-    if (IsWellFormedUtf8(bytes)) EXPECT_EQ(whole, bytes);
+    if (IsWellFormedUtf8(bytes)) {
+      EXPECT_EQ(whole, bytes);
+    }
     Utf8StreamDecoder d;
     std::string chunked;
     size_t pos = 0;

@@ -61,14 +61,14 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
       worker_execute_seconds(C(*r, "weft_worker_execute_seconds_total",
                                "Seconds rank 0 of the replicas spent executing steps (plan diff, "
                                "forward, block copies, sampling).")),
+      plan_seconds(C(*r, "weft_plan_seconds_total",
+                     "Seconds the planning thread spent planning, encoding plans and applying "
+                     "results.")),
       kv_tokens_sampled(C(*r, "weft_kv_tokens_sampled_total",
                           "Tokens stored by running sequences, summed over periodic samples.")),
       kv_slots_sampled(C(*r, "weft_kv_slots_sampled_total",
                          "KV slots held by running sequences' blocks (per owner), summed over "
                          "the same samples.")),
-      plan_seconds(C(*r, "weft_plan_seconds_total",
-                     "Seconds the planning thread spent planning, encoding plans and applying "
-                     "results.")),
       time_to_first_token(H(*r, "weft_time_to_first_token_seconds",
                             "Arrival to first generated token.", kLatency)),
       inter_token_latency(H(*r, "weft_inter_token_latency_seconds",

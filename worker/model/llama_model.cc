@@ -312,9 +312,7 @@ absl::Status LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache,
 
 absl::Status LlamaModel::RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache) {
   Workspace& ws = *ws_;
-  const LlamaConfig& c = config();
   const LlamaLayerWeights& w = weights_.layers()[layer];
-  const int64_t H = c.hidden_size;
   NormAndQuantize(w.attn_norm);
   const kernels::PagedKvLayer kv = cache->Layer(layer);
   QkvRopeAndWrite(w, kv);
