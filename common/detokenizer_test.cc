@@ -71,7 +71,9 @@ TEST(Utf8StreamDecoderTest, HoldsBackIncompleteCharacters) {
   for (char c : std::string("\xF0\x9F\x98\x80")) {
     const size_t before = out.size();
     d.Append(std::string(1, c), &out);
-    if (out.size() == before) EXPECT_GT(d.num_pending_bytes(), 0);
+    if (out.size() == before) {
+      EXPECT_GT(d.num_pending_bytes(), 0);
+    }
   }
   EXPECT_EQ(out, "\xF0\x9F\x98\x80");
   d.Flush(&out);
