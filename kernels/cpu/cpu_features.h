@@ -1,5 +1,5 @@
 // CpuFeatures: what this CPU (and the OS) can execute, read once from cpuid/xgetbv at
-// run time. Kernels are chosen from it, never from the build machine (no -march=native):
+// run time. Kernels are chosen from it, never from the build machine (no host -march flag):
 // the machines Weft runs on differ (Sapphire Rapids with AMX; Ice Lake without AMX or
 // AVX-512 BF16).
 //
