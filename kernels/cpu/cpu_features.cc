@@ -1,8 +1,6 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cstdint>
 
@@ -26,7 +24,6 @@ CpuFeatures Detect() {
     const uint64_t xcr0 = Xgetbv0();
     f.os_avx = (xcr0 & 0x6) == 0x6;                // SSE + AVX state
     f.os_avx512 = f.os_avx && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM_Hi256, Hi16_ZMM
-    f.os_amx = (xcr0 & 0x60000) == 0x60000;         // XTILECFG, XTILEDATA
   }
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
@@ -72,17 +69,6 @@ std::string CpuFeatures::ToString() const {
   add(amx_bf16, "amx_bf16");
   if (s.empty()) s = "none";
   return s;
-}
-
-bool RequestAmxPermission() {
-  static const bool ok = [] {
-    const CpuFeatures& f = CpuFeatures::Get();
-    if (!f.amx_tile || !f.os_amx) return false;
-    constexpr int kArchReqXcompPerm = 0x1023;
-    constexpr int kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return ok;
 }
 
 }  // namespace weft::kernels

@@ -3,9 +3,9 @@
 // the machines Weft runs on differ (Sapphire Rapids with AMX; Ice Lake without AMX or
 // AVX-512 BF16).
 //
-// AMX needs more than cpuid: the kernel must enable the tile state for the process
-// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); RequestAmxPermission() does it
-// and reports whether it worked. amx_* below are the cpuid bits only.
+// amx_* are the cpuid bits only, for the log: there are no AMX kernels yet. An AMX
+// path must also ask the kernel for the tile state (arch_prctl(ARCH_REQ_XCOMP_PERM,
+// XFEATURE_XTILEDATA)) before its first tile instruction.
 // Thread-safety: Get() is thread-safe (a function-local static).
 #ifndef WEFT_KERNELS_CPU_CPU_FEATURES_H_
 #define WEFT_KERNELS_CPU_CPU_FEATURES_H_
@@ -27,10 +27,9 @@ struct CpuFeatures {
   bool amx_tile = false;
   bool amx_int8 = false;
   bool amx_bf16 = false;
-  // The OS saves the AVX (ymm) / AVX-512 (zmm, opmask) / AMX tile state (XCR0).
+  // The OS saves the AVX (ymm) / AVX-512 (zmm, opmask) state (XCR0).
   bool os_avx = false;
   bool os_avx512 = false;
-  bool os_amx = false;
 
   // AVX2 + FMA + F16C with OS support: the AVX2 kernels can run.
   bool HasAvx2() const { return avx2 && fma && f16c && os_avx; }
@@ -39,17 +38,12 @@ struct CpuFeatures {
     return avx512f && avx512bw && avx512vl && avx512dq && fma && f16c && os_avx512;
   }
   bool HasAvx512Vnni() const { return HasAvx512() && avx512_vnni; }
-  bool HasAmxInt8() const { return HasAvx512() && amx_tile && amx_int8 && os_amx; }
 
   // e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni".
   std::string ToString() const;
 
   static const CpuFeatures& Get();
 };
-
-// Asks the kernel for the AMX tile state (once per process); false if the CPU or the
-// kernel cannot give it.
-bool RequestAmxPermission();
 
 }  // namespace weft::kernels
 

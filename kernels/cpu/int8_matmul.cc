@@ -147,8 +147,7 @@ bool Int8IsaSupported(Int8Isa isa) {
 void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end,
                     Q8Rows* out) {
   DCHECK_EQ(out->k % 32, 0);
-  static const bool avx512 = CpuFeatures::Get().HasAvx512();
-  if (avx512) {
+  if (CpuFeatures::Get().HasAvx512Vnni()) {  // the function lives in the VNNI unit
     avx512vnni::QuantizeRowsQ8(x, ldx, row_begin, row_end, out);
   } else {
     scalar::QuantizeRowsQ8(x, ldx, row_begin, row_end, out);
@@ -159,7 +158,7 @@ bool Int8MatmulSupported(GgmlType type, int64_t k) {
   return (IsQ4(type) || type == GgmlType::kQ8_0) && k > 0 && k % 32 == 0;
 }
 
-int64_t Int8RecordBytes(GgmlType type) { return IsQ4(type) ? 320 : 544; }
+int64_t Int8RecordBytes(GgmlType type) { return IsQ4(type) ? kInt8Q4RecordBytes : kInt8Q8RecordBytes; }
 
 int64_t Int8PanelBytes(GgmlType type, int64_t k) { return (k / 32) * Int8RecordBytes(type); }
 

@@ -66,6 +66,9 @@ struct Q8Rows {
 void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, Q8Rows* out);
 
 inline constexpr int64_t kInt8PanelRows = 16;
+// Bytes of one packed record (one block of 32 weights for each of a panel's 16 rows).
+inline constexpr int64_t kInt8Q4RecordBytes = 320;
+inline constexpr int64_t kInt8Q8RecordBytes = 544;
 
 // True if `type` with rows of k weights has an int8 kernel (Q4_0, Q4_1, Q8_0; k % 32 == 0).
 bool Int8MatmulSupported(GgmlType type, int64_t k);

@@ -14,13 +14,13 @@
 namespace weft::kernels::avx2 {
 namespace {
 
-constexpr int64_t kPanel = 16;
+constexpr int64_t kPanel = kInt8PanelRows;
 
 enum Format { kQ4 = 0, kQ8 = 1 };
 
 template <int F>
 constexpr int64_t RecordBytes() {
-  return F == kQ8 ? 544 : 320;
+  return F == kQ8 ? kInt8Q8RecordBytes : kInt8Q4RecordBytes;
 }
 
 inline int32_t LoadI32(const int8_t* p) {

@@ -14,14 +14,14 @@
 namespace weft::kernels::avx512vnni {
 namespace {
 
-constexpr int64_t kPanel = 16;
+constexpr int64_t kPanel = kInt8PanelRows;
 constexpr int64_t kPrefetchBytes = 4096;
 
 enum Format { kQ4 = 0, kQ8 = 1 };
 
 template <int F>
 constexpr int64_t RecordBytes() {
-  return F == kQ8 ? 544 : 320;
+  return F == kQ8 ? kInt8Q8RecordBytes : kInt8Q4RecordBytes;
 }
 
 inline int32_t LoadI32(const int8_t* p) {
@@ -180,7 +180,7 @@ void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y,
 }
 
 void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, Q8Rows* out) {
-  const int64_t nb = out->blocks();
+  const int64_t nb = out->k / 32;  // not Q8Rows::blocks(): no inline code shared with baseline units
   const __m512 sign = _mm512_set1_ps(-0.0f);
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   for (int64_t i = row_begin; i < row_end; ++i) {

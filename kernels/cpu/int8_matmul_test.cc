@@ -7,6 +7,7 @@
 
 #include "common/ggml_types.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/testing/random_weights.h"
 #include "kernels/cpu/int8_matmul_isa.h"
 
 namespace weft::kernels {
@@ -43,21 +44,9 @@ struct Problem {
 
 Problem Make(GgmlType type, int64_t n, int64_t k, int64_t m, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> u(0.005f, 0.05f), v(-2.0f, 2.0f);
-  Problem p{type, n, k, m, k + 7, {}, {}, {}};
+  std::uniform_real_distribution<float> v(-2.0f, 2.0f);
+  Problem p{type, n, k, m, k + 7, testing::RandomQuantRows(type, n, k, rng), {}, {}};
   const int64_t rb = RowBytes(type, k);
-  const int64_t bb = type == GgmlType::kQ4_0 ? 18 : type == GgmlType::kQ4_1 ? 20 : 34;
-  p.raw.resize(n * rb);
-  for (auto& c : p.raw) c = static_cast<uint8_t>(byte(rng));
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t b = 0; b < k / 32; ++b) {
-      uint8_t* blk = p.raw.data() + j * rb + b * bb;
-      const uint16_t d = Fp32ToFp16(u(rng)), mm = Fp32ToFp16(-8 * u(rng));
-      std::memcpy(blk, &d, 2);
-      if (type == GgmlType::kQ4_1) std::memcpy(blk + 2, &mm, 2);
-    }
-  }
   p.packed.resize(Int8PackedBytes(type, n, k));
   PackInt8Weights(QuantMatrix{type, p.raw.data(), n, k, rb}, p.packed.data());
   p.x.resize(m * p.ldx);

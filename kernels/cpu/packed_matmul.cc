@@ -3,16 +3,12 @@
 #include <cstring>
 
 #include "glog/logging.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/packed_matmul_avx512.h"
 
 namespace weft::kernels {
 namespace {
 
-bool CpuHasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return has;
-}
 
 void Put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
@@ -60,7 +56,7 @@ void PackRecord(const QuantMatrix& src, int64_t p, int64_t b, uint8_t* rec) {
 bool PackedMatmulSupported(GgmlType type, int64_t k) {
   const bool type_ok =
       type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0;
-  return type_ok && k > 0 && k % 32 == 0 && k <= kPackedMaxK && CpuHasAvx512();
+  return type_ok && k > 0 && k % 32 == 0 && k <= kPackedMaxK && CpuFeatures::Get().HasAvx512();
 }
 
 int64_t PackedRecordBytes(GgmlType type) { return type == GgmlType::kQ8_0 ? 544 : 320; }

@@ -39,8 +39,6 @@ int8_t QuantizeInt8(float x, float scale) {
   return static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, q)));
 }
 
-bool CpuHasAvx512();
-
 // One token's K and V rows of one kv head into slot `slot` of the tiles.
 void WriteHead(KvDtype dtype, const float* ks, const float* vs, int32_t hd, int32_t bs,
                int64_t slot, uint8_t* kt, uint8_t* vt) {
@@ -52,7 +50,7 @@ void WriteHead(KvDtype dtype, const float* ks, const float* vs, int32_t hd, int3
       return;
     }
     case KvDtype::kF16:
-      if (CpuHasAvx512() && hd <= 1024) {  // F16C rounding = Fp32ToFp16's
+      if (CpuFeatures::Get().HasAvx512() && hd <= 1024) {  // F16C rounding = Fp32ToFp16's
         uint16_t k16[1024];
         avx512::Fp32ToFp16Row(ks, hd, k16);
         avx512::Fp32ToFp16Row(vs, hd, reinterpret_cast<uint16_t*>(vt) + slot * hd);
@@ -200,11 +198,6 @@ float* WidenBuffer(int which, int64_t floats) {
   thread_local std::vector<float> buf[2];
   if (static_cast<int64_t>(buf[which].size()) < floats) buf[which].resize(floats);
   return buf[which].data();
-}
-
-bool CpuHasAvx512() {
-  static const bool has = CpuFeatures::Get().HasAvx512();
-  return has;
 }
 
 // Query tokens [t_begin, t_end) at positions start_pos + t against kv head `h`: every
@@ -356,7 +349,7 @@ float KvRoundTrip(KvDtype dtype, float x, const float* group) {
 bool AttentionSupported(AttentionImpl impl, int32_t block_size, int32_t head_dim) {
   if (block_size <= 0 || block_size > kMaxBlockSize || head_dim <= 0) return false;
   if (impl == AttentionImpl::kReference) return true;
-  return CpuHasAvx512() && block_size % 16 == 0 && head_dim % 16 == 0;
+  return CpuFeatures::Get().HasAvx512() && block_size % 16 == 0 && head_dim % 16 == 0;
 }
 
 AttentionImpl BestAttentionImpl(int32_t block_size, int32_t head_dim) {

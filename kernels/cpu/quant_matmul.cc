@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "glog/logging.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_matmul_avx512.h"
 
 namespace weft::kernels {
@@ -83,11 +84,6 @@ avx512::WeightFormat ToAvx512Format(GgmlType type) {
   }
 }
 
-bool CpuHasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return has;
-}
 
 }  // namespace
 
@@ -107,7 +103,7 @@ bool MatmulSupported(MatmulImpl impl, GgmlType type, int64_t k) {
     case MatmulImpl::kReference:
       return true;
     case MatmulImpl::kAvx512:
-      return CpuHasAvx512() && k % 32 == 0;
+      return CpuFeatures::Get().HasAvx512() && k % 32 == 0;
   }
   return false;
 }

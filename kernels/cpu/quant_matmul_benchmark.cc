@@ -15,6 +15,23 @@
 namespace weft::kernels {
 namespace {
 
+// n rows of k random quantized weights of `type`, every block scale 0.01 (the first
+// two bytes of each block are its fp16 scale in all the formats benchmarked).
+std::vector<uint8_t> RandomRows(GgmlType type, int64_t n, int64_t k, std::mt19937& rng) {
+  std::vector<uint8_t> src(n * RowBytes(type, k));
+  for (auto& b : src) b = static_cast<uint8_t>(rng());
+  const int64_t block_bytes = RowBytes(type, 32);
+  const uint16_t d = Fp32ToFp16(0.01f);
+  for (size_t off = 0; off + block_bytes <= src.size(); off += block_bytes) std::memcpy(&src[off], &d, 2);
+  return src;
+}
+
+// Copies of the packed weights to cycle through so they stream from DRAM (256 MB), or one
+// (cache-hot) with HOT set in the environment.
+int64_t NumCopies(int64_t bytes) {
+  return std::getenv("HOT") ? 1 : std::max<int64_t>(1, (256 << 20) / bytes);
+}
+
 void BM_Matmul(benchmark::State& state, MatmulImpl impl, GgmlType type) {
   const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
   if (!MatmulSupported(impl, type, k)) {
@@ -22,10 +39,7 @@ void BM_Matmul(benchmark::State& state, MatmulImpl impl, GgmlType type) {
     return;
   }
   const int64_t row_bytes = RowBytes(type, k);
-  // Several copies of the matrix so that a GEMV streams from memory, not cache.
-  // HOT=1: one copy (cache-resident); else 256 MB of copies streamed in turn.
-  const int64_t copies =
-      std::getenv("HOT") ? 1 : std::max<int64_t>(1, (256 << 20) / (row_bytes * n));
+  const int64_t copies = NumCopies(row_bytes * n);
   std::vector<uint8_t> w(copies * n * row_bytes);
   std::mt19937 rng(1);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
@@ -62,15 +76,9 @@ void BM_Packed(benchmark::State& state, GgmlType type) {
   }
   const int64_t row_bytes = RowBytes(type, k);
   const int64_t bytes = PackedBytes(type, n, k);
-  const int64_t copies = std::getenv("HOT") ? 1 : std::max<int64_t>(1, (256 << 20) / bytes);
-  std::vector<uint8_t> src(n * row_bytes);
+  const int64_t copies = NumCopies(bytes);
   std::mt19937 rng(1);
-  for (auto& b : src) b = static_cast<uint8_t>(rng());
-  const int64_t block_bytes = RowBytes(type, 32);
-  for (size_t off = 0; off + block_bytes <= src.size(); off += block_bytes) {
-    const uint16_t d = Fp32ToFp16(0.01f);
-    std::memcpy(&src[off], &d, 2);
-  }
+  const std::vector<uint8_t> src = RandomRows(type, n, k, rng);
   std::vector<uint8_t> w(copies * bytes);
   for (int64_t c = 0; c < copies; ++c) {
     PackWeights(QuantMatrix{type, src.data(), n, k, row_bytes}, w.data() + c * bytes);
@@ -95,15 +103,9 @@ void BM_Int8(benchmark::State& state, Int8Isa isa, GgmlType type) {
   }
   const int64_t row_bytes = RowBytes(type, k);
   const int64_t bytes = Int8PackedBytes(type, n, k);
-  const int64_t copies = std::getenv("HOT") ? 1 : std::max<int64_t>(1, (256 << 20) / bytes);
-  std::vector<uint8_t> src(n * row_bytes);
+  const int64_t copies = NumCopies(bytes);
   std::mt19937 rng(1);
-  for (auto& b : src) b = static_cast<uint8_t>(rng());
-  const int64_t block_bytes = RowBytes(type, 32);
-  for (size_t off = 0; off + block_bytes <= src.size(); off += block_bytes) {
-    const uint16_t d = Fp32ToFp16(0.01f);
-    std::memcpy(&src[off], &d, 2);
-  }
+  const std::vector<uint8_t> src = RandomRows(type, n, k, rng);
   std::vector<uint8_t> w(copies * bytes);
   for (int64_t c = 0; c < copies; ++c) {
     PackInt8Weights(QuantMatrix{type, src.data(), n, k, row_bytes}, w.data() + c * bytes);
