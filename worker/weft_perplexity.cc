@@ -76,9 +76,7 @@ int Main() {
   EncodeOptions eo;
   eo.parse_special = false;
   const std::vector<int32_t> tokens = (*tokenizer)->Encode(text, eo);
-  const int64_t n_chunk = po.max_chunks > 0
-                              ? std::min<int64_t>(po.max_chunks, tokens.size() / po.ctx)
-                              : static_cast<int64_t>(tokens.size()) / po.ctx;
+  const int64_t n_chunk = PerplexityChunks(tokens.size(), po);
   std::fprintf(stderr, "weft-perplexity: %zu tokens, %lld chunks of %d, kernels %s\n",
                tokens.size(), static_cast<long long>(n_chunk), po.ctx,
                (*backend)->kernels().c_str());

@@ -109,10 +109,12 @@ int Engine::WaitDrained(absl::Time deadline) {
 
 // --- Inbox (any thread) ---------------------------------------------------------------
 
-void Engine::Push(Event event) {
+bool Engine::Push(Event event) {
   MutexLock l(&mu_);
+  if (stop_) return false;  // the loop has stopped: nobody reads the inbox any more
   inbox_.push_back(std::move(event));
   wake_.Signal();
+  return true;
 }
 
 absl::Status Engine::Submit(Submission submission) {
@@ -135,14 +137,7 @@ void Engine::Cancel(int64_t key) { Push(CancelEvent{key}); }
 
 void Engine::OnWorkerMessage(const std::shared_ptr<WorkerHandle>& worker,
                              weft::v1::WorkerMessage message) {
-  {
-    MutexLock l(&mu_);
-    if (!stop_) {
-      inbox_.push_back(MessageEvent{worker, std::move(message)});
-      wake_.Signal();
-      return;
-    }
-  }
+  if (Push(MessageEvent{worker, std::move(message)})) return;
   // The loop has stopped: nobody will ever answer this worker (typically one that
   // re-attached during shutdown). End its stream now, or the server's Shutdown would
   // wait for it until its deadline.

@@ -132,7 +132,8 @@ class Engine : public EngineInterface {
     std::vector<std::pair<int32_t, float>> top;
   };
 
-  void Push(Event event) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues an event for the planning thread; false (dropped) once the loop has stopped.
+  bool Push(Event event) ABSL_LOCKS_EXCLUDED(mu_);
   void Loop();
   absl::Time NextWake(absl::Time now) const;
   void Handle(Event& event, absl::Time now);

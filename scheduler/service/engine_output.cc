@@ -146,7 +146,11 @@ void Engine::CheckTimers(absl::Time now) {
   last_stall_check_ = now;
   const grpc::Status stalled(grpc::StatusCode::RESOURCE_EXHAUSTED,
                              "client did not read its stream in time");
+  // The largest per-stream buffer, sampled here (every 100 ms) rather than every loop:
+  // reading it locks each open stream.
+  size_t buffered = 0;
   for (auto& [id, ar] : requests_) {
+    buffered = std::max(buffered, ar.outbox->queued_bytes());
     if (ar.outbox->Stalled(now, options_.stall_timeout)) {
       LOG(WARNING) << "request " << id.value() << ": client not reading for "
                    << absl::FormatDuration(options_.stall_timeout) << "; ending it";
@@ -163,8 +167,10 @@ void Engine::CheckTimers(absl::Time now) {
                                   [](const std::shared_ptr<Outbox>& o) { return o->Done(); }),
                    lingering_.end());
   for (const std::shared_ptr<Outbox>& o : lingering_) {
+    buffered = std::max(buffered, o->queued_bytes());
     if (o->Stalled(now, options_.stall_timeout)) o->Abort(stalled);
   }
+  metrics_->stream_buffer_max_bytes.Set(static_cast<double>(buffered));
 }
 
 void Engine::AbortAll(FinishReason reason, absl::Time now) {
@@ -195,10 +201,6 @@ void Engine::UpdateGaugesAndHealth() {
   metrics_->kv_usage_ratio.Set(m.kv_blocks_total > 0 ? double(m.kv_blocks_used) / m.kv_blocks_total : 0);
   metrics_->replicas.Set(static_cast<double>(replicas_.size()));
   metrics_->worker_ranks_pending.Set(static_cast<double>(registry_.num_pending_ranks()));
-  size_t buffered = 0;
-  for (const auto& [id, ar] : requests_) buffered = std::max(buffered, ar.outbox->queued_bytes());
-  for (const auto& o : lingering_) buffered = std::max(buffered, o->queued_bytes());
-  metrics_->stream_buffer_max_bytes.Set(static_cast<double>(buffered));
   metrics_->preemptions.Increment(
       std::max<double>(0, m.counters.preemptions_total - metrics_->preemptions.Value()));
   metrics_->prefix_cache_hit_tokens.Increment(std::max<double>(

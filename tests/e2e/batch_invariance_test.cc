@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/testing/model_path.h"
@@ -19,6 +20,22 @@ constexpr int kStreams = 32;
 constexpr int kLengths[] = {3, 9, 17, 32};  // max_tokens; greedy output of n is a prefix of 32
 constexpr int kMaxLength = 32;
 
+// The reference: weft-generate's greedy kMaxLength tokens for each test prompt, one
+// process per prompt with nothing else running in it. Computed once; the tests share it.
+const absl::StatusOr<std::vector<std::vector<int32_t>>>& References(const std::string& model) {
+  static const auto* const refs = new absl::StatusOr<std::vector<std::vector<int32_t>>>(
+      [&]() -> absl::StatusOr<std::vector<std::vector<int32_t>>> {
+        std::vector<std::vector<int32_t>> out;
+        for (const std::string& p : TestPrompts()) {
+          auto ids = ReferenceTokens(model, p, kMaxLength);
+          if (!ids.ok()) return ids.status();
+          out.push_back(*std::move(ids));
+        }
+        return out;
+      }());
+  return *refs;
+}
+
 // Runs kStreams concurrent greedy streams against a scheduler started with
 // `scheduler_flags` and checks each against weft-generate alone. `max_steps_per_token`:
 // the streams must have been batched (steps < tokens × it).
@@ -26,14 +43,10 @@ void RunAndCompare(const std::string& model, const std::vector<std::string>& sch
                    double max_steps_per_token) {
   const std::vector<std::string>& prompts = TestPrompts();
 
-  // The reference: weft-generate, one process per prompt, nothing else running in it.
-  std::vector<std::vector<int32_t>> reference;
-  for (const std::string& p : prompts) {
-    auto ids = ReferenceTokens(model, p, kMaxLength);
-    ASSERT_TRUE(ids.ok()) << ids.status();
-    ASSERT_EQ(ids->size(), static_cast<size_t>(kMaxLength));
-    reference.push_back(*ids);
-  }
+  const auto& refs = References(model);
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  const std::vector<std::vector<int32_t>>& reference = *refs;
+  for (const auto& ids : reference) ASSERT_EQ(ids.size(), static_cast<size_t>(kMaxLength));
 
   Cluster cluster(model);
   ASSERT_TRUE(cluster.StartScheduler(scheduler_flags).ok()) << cluster.Logs();

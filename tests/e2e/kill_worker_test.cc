@@ -23,18 +23,6 @@ namespace {
 constexpr int kStreams = 16;
 constexpr int kTokens = 40;
 
-std::vector<std::vector<int32_t>> RunAll(Cluster& cluster, const std::vector<std::string>& prompts) {
-  std::vector<std::vector<int32_t>> out(prompts.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    threads.emplace_back([&, i] {
-      StreamResult r = Generate(cluster.stub(), GreedyRequest(prompts[i], kTokens));
-      if (r.status.ok()) out[i] = r.token_ids;
-    });
-  }
-  for (auto& t : threads) t.join();
-  return out;
-}
 
 TEST(KillWorkerE2eTest, StreamsMoveToTheLiveReplicaAndTheReplicaComesBack) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
@@ -52,7 +40,7 @@ TEST(KillWorkerE2eTest, StreamsMoveToTheLiveReplicaAndTheReplicaComesBack) {
   const double blocks_total_two = cluster.Metric("weft_kv_blocks_capacity");
 
   // Undisturbed outputs (the batch-invariance test ties these to weft-generate).
-  const std::vector<std::vector<int32_t>> want = RunAll(cluster, prompts);
+  const std::vector<std::vector<int32_t>> want = GreedyOutputs(cluster, prompts, kTokens);
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(want[i].size(), static_cast<size_t>(kTokens)) << "prompt " << i << "\n" << cluster.Logs();
   }
@@ -130,7 +118,7 @@ TEST(KillWorkerE2eTest, StreamsMoveToTheLiveReplicaAndTheReplicaComesBack) {
   // spreads them by free blocks.
   std::vector<std::string> fresh;
   for (size_t i = 0; i < prompts.size(); ++i) fresh.push_back(absl::StrCat("Question ", i, ": ", prompts[i]));
-  const std::vector<std::vector<int32_t>> again = RunAll(cluster, fresh);
+  const std::vector<std::vector<int32_t>> again = GreedyOutputs(cluster, fresh, kTokens);
   for (size_t i = 0; i < fresh.size(); ++i) {
     EXPECT_EQ(again[i].size(), static_cast<size_t>(kTokens)) << "prompt " << i << "\n" << cluster.Logs();
   }

@@ -19,17 +19,15 @@ namespace {
 
 constexpr char kPromtool[] = "/usr/bin/promtool";
 
-// Runs `promtool check metrics` on `page`; returns its exit code and output.
+// Runs `promtool check metrics` on `page`; returns its exit code (-1: it did not run or
+// hung) and output.
 std::pair<int, std::string> PromtoolCheck(const std::string& page, const std::string& name) {
-  const std::string dir = MakeTempDir("promtool-");
-  const std::string in = absl::StrCat(dir, "/", name, ".prom");
+  const std::string in = absl::StrCat(MakeTempDir("promtool-"), "/", name, ".prom");
   std::ofstream(in) << page;
-  auto p = ChildProcess::Start(
+  RunResult r = RunToEnd(
       {"/bin/sh", "-c", absl::StrCat("exec ", kPromtool, " check metrics < \"$0\""), in},
-      absl::StrCat(dir, "/", name, ".out"));
-  if (!p.ok()) return {-1, std::string(p.status().message())};
-  if (!(*p)->Wait(absl::Seconds(60)).has_value()) return {-1, "promtool hung"};
-  return {*(*p)->exit_code(), ReadFile(absl::StrCat(dir, "/", name, ".out"))};
+      absl::Seconds(60));
+  return {r.code, r.out + r.log};
 }
 
 TEST(MetricsFormatE2eTest, PromtoolAcceptsSchedulerAndWorkerMetrics) {

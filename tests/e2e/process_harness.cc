@@ -567,22 +567,49 @@ weft::v1::GenerateRequest GreedyRequest(const std::string& prompt, int max_token
   return req;
 }
 
+std::vector<std::vector<int32_t>> GreedyOutputs(Cluster& cluster, const std::vector<std::string>& prompts,
+                                                int max_tokens) {
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      StreamResult r = Generate(cluster.stub(), GreedyRequest(prompts[i], max_tokens));
+      if (r.status.ok()) out[i] = r.token_ids;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+RunResult RunToEnd(std::vector<std::string> argv, absl::Duration timeout) {
+  const std::string dir = MakeTempDir("run-");
+  RunResult r;
+  auto p = ChildProcess::Start(std::move(argv), dir + "/stderr", dir + "/stdout");
+  if (!p.ok()) {
+    r.log = std::string(p.status().message());
+    return r;
+  }
+  if ((*p)->Wait(timeout).has_value()) r.code = *(*p)->exit_code();
+  r.out = ReadFile(dir + "/stdout");
+  r.log = ReadFile(dir + "/stderr");
+  return r;
+}
+
 absl::StatusOr<std::vector<int32_t>> ReferenceTokens(const std::string& model_path,
                                                      const std::string& prompt, int max_tokens,
                                                      const std::vector<std::string>& extra_flags) {
-  const std::string dir = MakeTempDir("weft-generate-");
   std::vector<std::string> argv = {
       Runfile("worker/weft-generate"), absl::StrCat("--model=", model_path),
       absl::StrCat("--prompt=", prompt), absl::StrCat("--max_tokens=", max_tokens),
       "--temperature=0", "--ignore_eos", "--print_token_ids", "--threads=1"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-  auto p = ChildProcess::Start(argv, dir + "/stderr", dir + "/stdout");
-  if (!p.ok()) return p.status();
-  if (!(*p)->Wait(absl::Seconds(120)).has_value() || (*p)->exit_code() != 0) {
-    return absl::InternalError(absl::StrCat("weft-generate failed: ", (*p)->LogTail()));
+  const RunResult r = RunToEnd(std::move(argv), absl::Seconds(120));
+  if (r.code != 0) {
+    const size_t tail = r.log.size() > 4000 ? r.log.size() - 4000 : 0;
+    return absl::InternalError(absl::StrCat("weft-generate failed: ", r.log.substr(tail)));
   }
   std::vector<int32_t> ids;
-  for (absl::string_view line : absl::StrSplit(ReadFile(dir + "/stdout"), '\n', absl::SkipEmpty())) {
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
     int32_t id = 0;
     if (!absl::SimpleAtoi(line, &id)) return absl::InternalError(absl::StrCat("bad line: ", line));
     ids.push_back(id);

@@ -242,6 +242,20 @@ class BackgroundStream {
 // A greedy text request (temperature 0, ignore_eos so the length is max_tokens).
 weft::v1::GenerateRequest GreedyRequest(const std::string& prompt, int max_tokens);
 
+// Runs one greedy stream per prompt (max_tokens each), all at once; the token ids of each,
+// empty for a stream that did not end OK.
+std::vector<std::vector<int32_t>> GreedyOutputs(Cluster& cluster, const std::vector<std::string>& prompts,
+                                                int max_tokens);
+
+// A program run to its end: exit code (-1: it did not start or outlived `timeout`), its
+// stdout, and its stderr (or the reason it did not start).
+struct RunResult {
+  int code = -1;
+  std::string out;
+  std::string log;
+};
+RunResult RunToEnd(std::vector<std::string> argv, absl::Duration timeout);
+
 // Token ids `weft-generate` prints for `prompt` alone (greedy, ignore_eos); `extra_flags`
 // are appended (e.g. "--kernels=packed").
 absl::StatusOr<std::vector<int32_t>> ReferenceTokens(const std::string& model_path,

@@ -20,25 +20,7 @@ namespace {
 
 constexpr char kPython[] = "/usr/bin/python3";
 
-// Runs argv to completion; returns the exit code (-1: did not run or hung), stdout, log.
-struct RunResult {
-  int code = -1;
-  std::string out;
-  std::string log;
-};
-RunResult RunToEnd(std::vector<std::string> argv) {
-  const std::string dir = MakeTempDir("py-");
-  RunResult r;
-  auto p = ChildProcess::Start(std::move(argv), dir + "/stderr", dir + "/stdout");
-  if (!p.ok()) {
-    r.log = std::string(p.status().message());
-    return r;
-  }
-  if ((*p)->Wait(absl::Seconds(180)).has_value()) r.code = *(*p)->exit_code();
-  r.out = ReadFile(dir + "/stdout");
-  r.log = ReadFile(dir + "/stderr");
-  return r;
-}
+constexpr absl::Duration kPythonTimeout = absl::Seconds(180);
 
 TEST(PythonInteropE2eTest, DebianPythonGrpcClientDrivesTheApi) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
@@ -46,7 +28,7 @@ TEST(PythonInteropE2eTest, DebianPythonGrpcClientDrivesTheApi) {
     GTEST_SKIP() << kPython << " not found: install Debian's python3 and python3-grpcio "
                                "(tools/bootstrap.sh)";
   }
-  RunResult probe = RunToEnd({kPython, "-I", "-c", "import grpc, google.protobuf"});
+  RunResult probe = RunToEnd({kPython, "-I", "-c", "import grpc, google.protobuf"}, kPythonTimeout);
   if (probe.code != 0) {
     GTEST_SKIP() << kPython << " cannot import grpc/protobuf (install python3-grpcio and "
                                "python3-protobuf; tools/bootstrap.sh): " << probe.log;
@@ -65,7 +47,8 @@ TEST(PythonInteropE2eTest, DebianPythonGrpcClientDrivesTheApi) {
   RunResult py = RunToEnd({kPython, "-I", Runfile("tests/e2e/interop_client.py"),
                       absl::StrCat("--stubs=", Runfile("tests/e2e/py")),
                       absl::StrCat("--server=", cluster.address()), absl::StrCat("--prompt=", prompt),
-                      absl::StrCat("--max_tokens=", max_tokens)});
+                      absl::StrCat("--max_tokens=", max_tokens)},
+                      kPythonTimeout);
   ASSERT_EQ(py.code, 0) << "interop_client.py failed:\n" << py.log << py.out << "\n" << cluster.Logs();
   EXPECT_NE(py.log.find("interop: all checks passed"), std::string::npos) << py.log;
 

@@ -47,18 +47,6 @@ std::vector<std::string> ExactKernelFlags() {
   return {};
 }
 
-std::vector<std::vector<int32_t>> RunAll(Cluster& cluster, const std::vector<std::string>& prompts) {
-  std::vector<std::vector<int32_t>> out(prompts.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    threads.emplace_back([&, i] {
-      StreamResult r = Generate(cluster.stub(), GreedyRequest(prompts[i], kTokens));
-      if (r.status.ok()) out[i] = r.token_ids;
-    });
-  }
-  for (auto& t : threads) t.join();
-  return out;
-}
 
 double WorkerCounter(const Cluster& cluster, const std::string& replica, int rank,
                      const std::string& series) {
@@ -99,7 +87,7 @@ TEST_P(TpKillRankE2eTest, ReplicaIsFencedStreamsMoveAndItRejoins) {
   EXPECT_EQ(GroupSegments(tp).size(), 1u) << absl::StrJoin(GroupSegments(tp), " ");
 
   // Undisturbed outputs.
-  const std::vector<std::vector<int32_t>> want = RunAll(cluster, prompts);
+  const std::vector<std::vector<int32_t>> want = GreedyOutputs(cluster, prompts, kTokens);
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(want[i].size(), static_cast<size_t>(kTokens)) << "prompt " << i << "\n" << cluster.Logs();
   }
@@ -198,7 +186,7 @@ TEST_P(TpKillRankE2eTest, ReplicaIsFencedStreamsMoveAndItRejoins) {
   const double survivor_tokens = WorkerCounter(cluster, tp, survivor, "weft_worker_sampled_tokens_total");
   std::vector<std::string> fresh;
   for (size_t i = 0; i < prompts.size(); ++i) fresh.push_back(absl::StrCat("Question ", i, ": ", prompts[i]));
-  const std::vector<std::vector<int32_t>> again_out = RunAll(cluster, fresh);
+  const std::vector<std::vector<int32_t>> again_out = GreedyOutputs(cluster, fresh, kTokens);
   for (size_t i = 0; i < fresh.size(); ++i) {
     EXPECT_EQ(again_out[i].size(), static_cast<size_t>(kTokens)) << "prompt " << i << "\n" << cluster.Logs();
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/comm/shm_communicator.h"
+#include "worker/comm/shm_segment.h"
 #include "glog/logging.h"
 #include "kernels/cpu/cpu_features.h"
 
@@ -18,27 +19,27 @@ class CpuBackend::GroupReducer : public AllReducer {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   absl::Status AllReduceSum(float* data, size_t count) override {
-    if (comm_ == nullptr) return NoGroup();
-    const absl::Time start = absl::Now();
-    absl::Status s = comm_->AllReduceSum(data, count);
-    seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
-    return s;
+    return Timed([&] { return comm_->AllReduceSum(data, count); });
   }
   absl::Status AllGatherV(const float* in, size_t my_count, const std::vector<size_t>& counts,
                           float* out) override {
-    if (comm_ == nullptr) return NoGroup();
-    const absl::Time start = absl::Now();
-    absl::Status s = comm_->AllGatherV(in, my_count, counts, out);
-    seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
-    return s;
+    return Timed([&] { return comm_->AllGatherV(in, my_count, counts, out); });
   }
   double seconds() const { return seconds_; }
   void Set(std::unique_ptr<Communicator> comm) { comm_ = std::move(comm); }
   bool has_group() const { return comm_ != nullptr; }
 
  private:
-  static absl::Status NoGroup() {
-    return absl::FailedPreconditionError("no tensor-parallel group (not admitted yet)");
+  // Runs one collective of the group, adding its time to seconds_.
+  template <class F>
+  absl::Status Timed(F collective) {
+    if (comm_ == nullptr) {
+      return absl::FailedPreconditionError("no tensor-parallel group (not admitted yet)");
+    }
+    const absl::Time start = absl::Now();
+    absl::Status s = collective();
+    seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+    return s;
   }
   const int rank_;
   const int world_size_;
@@ -49,11 +50,9 @@ class CpuBackend::GroupReducer : public AllReducer {
 std::string GroupSegmentName(absl::string_view replica, int64_t epoch) {
   std::string name(replica);
   for (char& c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) c = '_';
+    if (!IsShmNameChar(c)) c = '_';
   }
-  if (name.size() > 150) name.resize(150);
+  if (name.size() > 150) name.resize(150);  // "-e<epoch>" fits within kShmMaxNameLength
   return absl::StrCat(name, "-e", epoch);
 }
 

@@ -23,7 +23,6 @@
 namespace weft {
 namespace {
 
-constexpr size_t kMaxNameLength = 200;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -140,14 +139,17 @@ uint64_t PidNamespaceId() {
   return id;
 }
 
+bool IsShmNameChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+}
+
 absl::Status ShmSegmentOptions::Validate() const {
-  if (name.empty() || name.size() > kMaxNameLength) {
+  if (name.empty() || name.size() > kShmMaxNameLength) {
     return absl::InvalidArgumentError(
-        absl::StrCat("shm name must have 1..", kMaxNameLength, " characters: '", name, "'"));
+        absl::StrCat("shm name must have 1..", kShmMaxNameLength, " characters: '", name, "'"));
   }
   for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
-        c != '-') {
+    if (!IsShmNameChar(c)) {
       return absl::InvalidArgumentError(
           absl::StrCat("shm name may only hold [A-Za-z0-9._-]: '", name, "'"));
     }

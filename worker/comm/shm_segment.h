@@ -47,6 +47,10 @@ inline constexpr int kShmMaxWorldSize = 64;
 inline constexpr size_t kShmPageBytes = 4096;
 inline constexpr size_t kShmAbortReasonBytes = 512;
 inline constexpr char kShmNamePrefix[] = "weft-comm-";
+inline constexpr size_t kShmMaxNameLength = 200;  // of ShmSegmentOptions::name
+
+// The characters a segment name may hold: [A-Za-z0-9._-].
+bool IsShmNameChar(char c);
 
 enum class ShmState : uint32_t { kInitializing = 0, kReady = 1, kClosed = 2 };
 

@@ -41,6 +41,13 @@ struct SequenceChunk {
   // (perplexity) without a decode step per position. Each row's bits equal what a
   // want_logits chunk ending at that token would give.
   int32_t num_logits = 0;
+
+  // Rows of logits the chunk produces: its last num_logit_rows() tokens.
+  int32_t num_logit_rows() const {
+    const int32_t n = static_cast<int32_t>(token_ids.size());
+    if (num_logits > 0) return num_logits < n ? num_logits : n;
+    return want_logits ? 1 : 0;
+  }
 };
 
 struct ForwardBatch {

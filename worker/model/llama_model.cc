@@ -60,6 +60,7 @@ struct LlamaModel::Workspace {
   std::vector<float> final_h;           // [rows][hidden]
   std::vector<float> local_logits;      // TP: [rows][this rank's vocabulary slice]
   std::vector<float> gathered_logits;   // TP: [rank][rows][that rank's slice]
+  std::vector<size_t> gather_counts;    // TP: floats from each rank
   // int8 forms of the matmul inputs (int8 kernels only): h, attn, gate (after SwiGLU),
   // final_h.
   Q8Buffer q8_h, q8_attn, q8_ffn, q8_final;
@@ -219,8 +220,7 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
         ws.items.push_back({static_cast<int32_t>(s), h, q0, std::min(n, q0 + kPrefillItemTokens)});
       }
     }
-    const int32_t num_logits = seq.num_logits > 0 ? std::min(seq.num_logits, n)
-                                                  : (seq.want_logits ? 1 : 0);
+    const int32_t num_logits = seq.num_logit_rows();
     for (int32_t i = num_logits; i > 0; --i) {
       ws.logit_tokens.push_back(t - i);
       ws.logit_seqs.push_back(static_cast<int32_t>(s));
@@ -466,7 +466,8 @@ absl::Status LlamaModel::Logits(ForwardOutput* out) {
   if (!tp) return absl::OkStatus();
   // Vocab-parallel LM head: gather every rank's [rows][slice] and put the slices side by
   // side, so every rank holds the same full logits.
-  std::vector<size_t> counts(vocab_slices_.size());
+  std::vector<size_t>& counts = ws.gather_counts;
+  counts.resize(vocab_slices_.size());
   for (size_t r = 0; r < counts.size(); ++r) {
     counts[r] = static_cast<size_t>(rows * (vocab_slices_[r].second - vocab_slices_[r].first));
   }

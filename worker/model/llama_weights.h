@@ -8,7 +8,7 @@
 // ShardSpec says which slice a rank holds: common/shard_layout.h's ShardLayout (the same
 // function the scheduler checks hellos with: KV heads split with the remainder going to
 // the lower ranks, each rank taking the query heads that share its KV heads; FFN
-// columns and vocabulary rows split in units of 32). A rank holds rows
+// columns split in units of 32, vocabulary rows in units of 16). A rank holds rows
 // [head_begin*D, head_end*D) of Q, its KV heads' rows of K and V, the matching input
 // columns of O, FFN rows [ff_begin, ff_end) of gate/up and those input columns of down,
 // and vocabulary rows [vocab_begin, vocab_end) of the LM head (vocab-parallel); the
@@ -34,8 +34,8 @@ namespace weft {
 
 struct ShardSpec : ShardLayout {
   // InvalidArgument if the model cannot be split that way (more ranks than KV heads, an
-  // FFN width or vocabulary that is not a multiple of 32 with world_size > 1, head_dim
-  // slices that cut a quantization block).
+  // FFN width that is not a multiple of 32 with world_size > 1, head_dim slices that cut
+  // a quantization block).
   static absl::StatusOr<ShardSpec> Compute(const LlamaConfig& config, int32_t world_size,
                                            int32_t rank);
 };

@@ -25,6 +25,11 @@ double LogSoftmaxAt(absl::Span<const float> logits, int32_t token) {
   return (logits[token] - max_logit) - std::log(sum_exp);
 }
 
+int64_t PerplexityChunks(size_t num_tokens, const PerplexityOptions& options) {
+  const int64_t n = static_cast<int64_t>(num_tokens) / options.ctx;
+  return options.max_chunks > 0 ? std::min<int64_t>(n, options.max_chunks) : n;
+}
+
 absl::StatusOr<PerplexityResult> Perplexity(
     Backend* backend, absl::Span<const int32_t> tokens, const PerplexityOptions& options,
     absl::FunctionRef<void(int64_t, absl::Span<const float>)> on_position,
@@ -35,8 +40,7 @@ absl::StatusOr<PerplexityResult> Perplexity(
     return absl::InvalidArgumentError(absl::StrCat("--ctx ", ctx, " is over the model's context of ",
                                                    backend->config().context_length));
   }
-  int64_t n_chunk = static_cast<int64_t>(tokens.size()) / ctx;
-  if (options.max_chunks > 0) n_chunk = std::min<int64_t>(n_chunk, options.max_chunks);
+  const int64_t n_chunk = PerplexityChunks(tokens.size(), options);
   if (n_chunk == 0) {
     return absl::InvalidArgumentError(absl::StrCat("need at least ", ctx, " tokens, have ",
                                                    tokens.size()));
@@ -55,6 +59,7 @@ absl::StatusOr<PerplexityResult> Perplexity(
 
   PerplexityResult result;
   std::vector<double> nll;  // per scored position
+  double sum = 0;           // of nll, in position order
   ForwardOutput out;
   for (int64_t c = 0; c < n_chunk; ++c) {
     const absl::Span<const int32_t> chunk_tokens = tokens.subspan(c * ctx, ctx);
@@ -76,18 +81,15 @@ absl::StatusOr<PerplexityResult> Perplexity(
       const int32_t pos = first + r;
       const absl::Span<const float> row(out.Row(r), out.vocab_size);
       nll.push_back(-LogSoftmaxAt(row, chunk_tokens[pos + 1]));
+      sum += nll.back();
       on_position(c * ctx + pos, row);
     }
-    const double sum = std::accumulate(nll.begin(), nll.end(), 0.0);
     result.running.push_back(std::exp(sum / static_cast<double>(nll.size())));
     on_chunk(static_cast<int32_t>(c), result.running.back());
   }
   const double n = static_cast<double>(nll.size());
-  double sum = 0, sum2 = 0;
-  for (double v : nll) {
-    sum += v;
-    sum2 += v * v;
-  }
+  double sum2 = 0;
+  for (double v : nll) sum2 += v * v;
   const double mean = sum / n;
   result.perplexity = std::exp(mean);
   // As llama.cpp: the standard error of the mean NLL, carried through exp().

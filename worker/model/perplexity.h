@@ -45,6 +45,9 @@ double LogSoftmaxAt(absl::Span<const float> logits, int32_t token);
 // (an index into tokens) with its full logits row. `on_chunk(i, running_ppl)` after
 // each chunk (progress). FailedPrecondition when the backend's KV pool cannot hold one
 // chunk; InvalidArgument when there are fewer than ctx tokens.
+// Chunks of options.ctx tokens that `num_tokens` tokens give (capped by max_chunks).
+int64_t PerplexityChunks(size_t num_tokens, const PerplexityOptions& options);
+
 absl::StatusOr<PerplexityResult> Perplexity(
     Backend* backend, absl::Span<const int32_t> tokens, const PerplexityOptions& options,
     absl::FunctionRef<void(int64_t, absl::Span<const float>)> on_position =

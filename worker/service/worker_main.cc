@@ -168,12 +168,14 @@ int Main() {
   bo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   bo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
   bo.model.kernels = *kernels;
-  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
-  if (!kv_dtype.ok()) {
-    LOG(ERROR) << kv_dtype.status().message();
-    return 2;
+  if (!cuda) {  // the CUDA backend parses --kv_dtype itself (cuda_factory.cc)
+    auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+    if (!kv_dtype.ok()) {
+      LOG(ERROR) << kv_dtype.status().message();
+      return 2;
+    }
+    bo.model.kv_dtype = *kv_dtype;
   }
-  bo.model.kv_dtype = *kv_dtype;
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads <= 0) {
     const int cores = std::max(1u, std::thread::hardware_concurrency());

@@ -137,8 +137,7 @@ absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limi
     t += n;
     // The chunk's last num_logits tokens (ForwardBatch), else its last one if it wants
     // logits; graph mode only runs decodes, which have one token.
-    const int32_t num_logits = seq.num_logits > 0 ? std::min(seq.num_logits, n)
-                                                  : (seq.want_logits ? 1 : 0);
+    const int32_t num_logits = seq.num_logit_rows();
     for (int32_t i = num_logits; i > 0; --i) {
       const int32_t row = decode_bucket > 0 ? t - i : static_cast<int32_t>(logit_rows_.size());
       if (decode_bucket == 0) logit_rows_.push_back(t - i);
