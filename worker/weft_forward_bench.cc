@@ -28,7 +28,7 @@
 
 ABSL_FLAG(std::string, model, "", "GGUF file (default: $WEFT_MODEL_DIR or models/, SmolLM2)");
 ABSL_FLAG(int32_t, threads, 2, "threads of the forward pass");
-ABSL_FLAG(std::string, kernels, "auto", "auto, avx512vnni, avx2, reference, avx512 or packed");
+ABSL_FLAG(std::string, kernels, "auto", "auto, amx, avx512vnni, avx2, reference, avx512 or packed");
 ABSL_FLAG(std::string, kv_dtype, "f16",
           "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
           "scales) | f32");
@@ -197,18 +197,17 @@ double MatmulChainRun(const LlamaModel& m, ThreadPool* pool, int steps, double* 
               static_cast<double>(lin->out_features());
   }
   std::vector<float> x(16384, 0.01f), y(1 << 17);
-  Q8Buffer q8;
-  q8.Resize(1, 16384);
+  ActivationBuffer q8;
   const auto start = Clock::now();
   for (int s = 0; s < steps; ++s) {
     for (const Linear* lin : all) {
-      q8.Resize(1, lin->in_features());
-      q8.Quantize(x.data(), lin->in_features(), 0, 1);
+      q8.Resize(lin->input_forms(), 1, lin->in_features());
+      q8.Convert(x.data(), lin->in_features(), 0, 1);
       pool->RunOnAll([&](int t) {
         int64_t b, e;
         ThreadPool::StaticRange(lin->out_features(), 16, pool->num_threads(), t, &b, &e);
-        lin->Compute({x.data(), lin->in_features(), &q8.rows()}, 1, y.data(), lin->out_features(),
-                     b, e);
+        lin->Compute(q8.Input(x.data(), lin->in_features()), 1, y.data(), lin->out_features(), b,
+                     e);
       });
     }
   }

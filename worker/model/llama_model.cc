@@ -61,9 +61,9 @@ struct LlamaModel::Workspace {
   std::vector<float> local_logits;      // TP: [rows][this rank's vocabulary slice]
   std::vector<float> gathered_logits;   // TP: [rank][rows][that rank's slice]
   std::vector<size_t> gather_counts;    // TP: floats from each rank
-  // int8 forms of the matmul inputs (int8 kernels only): h, attn, gate (after SwiGLU),
+  // Rounded forms (int8 / bf16) of the matmul inputs: h, attn, gate (after SwiGLU),
   // final_h.
-  Q8Buffer q8_h, q8_attn, q8_ffn, q8_final;
+  ActivationBuffer q8_h, q8_attn, q8_ffn, q8_final;
 };
 
 absl::Status LlamaModelOptions::Validate() const {
@@ -108,13 +108,15 @@ LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
                          kernels::ElementwiseSupported(kernels::ElementwiseImpl::kAvx512)
                      ? kernels::ElementwiseImpl::kAvx512
                      : kernels::ElementwiseImpl::kReference;
-  // The int8 kernels take every matmul input quantized; a model whose weights are all of
-  // unquantized types never needs it.
-  q8_ = weights_.lm_head().wants_q8();
+  // The int8 / AMX kernels take every matmul input rounded; a model whose weights are all
+  // of unquantized types never needs it.
+  auto want = [this](const Linear& l) {
+    forms_.q8 = forms_.q8 || l.wants_q8();
+    forms_.bf16 = forms_.bf16 || l.wants_bf16();
+  };
+  want(weights_.lm_head());
   for (const LlamaLayerWeights& w : weights_.layers()) {
-    for (const Linear* l : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
-      q8_ = q8_ || l->wants_q8();
-    }
+    for (const Linear* l : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) want(*l);
   }
 }
 
@@ -140,6 +142,7 @@ absl::StatusOr<kernels::AttentionImpl> LlamaModel::AttentionImplFor(int32_t bloc
       return kernels::BestAttentionImpl(block_size, hd);
     case KernelChoice::kAvx2:
       return kernels::AttentionImpl::kReference;
+    case KernelChoice::kAmx:
     case KernelChoice::kAvx512Vnni:
     case KernelChoice::kAvx512:
     case KernelChoice::kPacked:
@@ -242,12 +245,10 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
   Grow(&ws.up, T * ffn);
   Grow(&ws.cos_sin, T * c.rope_dim);
   Grow(&ws.final_h, ws.logit_tokens.size() * hidden);
-  if (q8_) {
-    ws.q8_h.Resize(T, hidden);
-    ws.q8_attn.Resize(T, qw);
-    ws.q8_ffn.Resize(T, ffn);
-    ws.q8_final.Resize(static_cast<int64_t>(ws.logit_tokens.size()), hidden);
-  }
+  ws.q8_h.Resize(forms_, T, hidden);
+  ws.q8_attn.Resize(forms_, T, qw);
+  ws.q8_ffn.Resize(forms_, T, ffn);
+  ws.q8_final.Resize(forms_, static_cast<int64_t>(ws.logit_tokens.size()), hidden);
 }
 
 // With few work items (one decoding sequence has one per KV head), threads would idle:
@@ -319,12 +320,12 @@ absl::Status LlamaModel::RunLayer(int32_t layer, kernels::AttentionImpl attn, Kv
   Attention(attn, kv);
   const int64_t qw = w.wo.in_features();
   QuantizeRows(ws.attn.data(), qw, &ws.q8_attn);
-  WEFT_RETURN_IF_ERROR(ProjectAndAdd(w.wo, {ws.attn.data(), qw, &ws.q8_attn.rows()}));
+  WEFT_RETURN_IF_ERROR(ProjectAndAdd(w.wo, ws.q8_attn.Input(ws.attn.data(), qw)));
   NormAndQuantize(w.ffn_norm);
   GateUp(w);
   const int64_t ffn = w.w_down.in_features();
   QuantizeRows(ws.gate.data(), ffn, &ws.q8_ffn);
-  return ProjectAndAdd(w.w_down, {ws.gate.data(), ffn, &ws.q8_ffn.rows()});
+  return ProjectAndAdd(w.w_down, ws.q8_ffn.Input(ws.gate.data(), ffn));
 }
 
 void LlamaModel::NormAndQuantize(const std::vector<float>& norm) {
@@ -334,13 +335,13 @@ void LlamaModel::NormAndQuantize(const std::vector<float>& norm) {
   ForTokens([&](int64_t b, int64_t e) {
     kernels::RmsNorm(ws.x.data() + b * H, H, norm.data(), e - b, H, c.rms_norm_eps,
                      ws.h.data() + b * H, H);
-    if (q8_) ws.q8_h.Quantize(ws.h.data(), H, b, e);
+    ws.q8_h.Convert(ws.h.data(), H, b, e);
   });
 }
 
-void LlamaModel::QuantizeRows(const float* x, int64_t ldx, Q8Buffer* out) {
-  if (!q8_) return;
-  ForTokens([&](int64_t b, int64_t e) { out->Quantize(x, ldx, b, e); });
+void LlamaModel::QuantizeRows(const float* x, int64_t ldx, ActivationBuffer* out) {
+  if (!forms_.q8 && !forms_.bf16) return;
+  ForTokens([&](int64_t b, int64_t e) { out->Convert(x, ldx, b, e); });
 }
 
 void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv) {
@@ -356,7 +357,7 @@ void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::Page
     for (const auto& [lin, y] : jobs) {
       int64_t b, e;
       ThreadPool::StaticRange(lin->out_features(), kColumnAlign, pool_.num_threads(), t, &b, &e);
-      lin->Compute({ws.h.data(), H, &ws.q8_h.rows()}, T, y, lin->out_features(), b, e);
+      lin->Compute(ws.q8_h.Input(ws.h.data(), H), T, y, lin->out_features(), b, e);
     }
   });
   ForTokens([&](int64_t b, int64_t e) {
@@ -429,7 +430,7 @@ void LlamaModel::GateUp(const LlamaLayerWeights& w) {
     int64_t b, e;
     ThreadPool::StaticRange(F, kColumnAlign, pool_.num_threads(), t, &b, &e);
     if (b >= e) return;
-    const LinearInput in{ws.h.data(), H, &ws.q8_h.rows()};
+    const LinearInput in = ws.q8_h.Input(ws.h.data(), H);
     w.w_gate.Compute(in, T, ws.gate.data(), F, b, e);
     w.w_up.Compute(in, T, ws.up.data(), F, b, e);
     for (int64_t tok = 0; tok < T; ++tok) {
@@ -452,7 +453,7 @@ absl::Status LlamaModel::Logits(ForwardOutput* out) {
     kernels::RmsNorm(ws.x.data() + ws.logit_tokens[r] * H, H, weights_.output_norm().data(), 1,
                      H, c.rms_norm_eps, ws.final_h.data() + r * H, H);
   }
-  if (q8_) ws.q8_final.Quantize(ws.final_h.data(), H, 0, rows);
+  ws.q8_final.Convert(ws.final_h.data(), H, 0, rows);
   float* logits = Grow(&out->logits, rows * V);
   const Linear& head = weights_.lm_head();
   const int64_t Vr = head.out_features();  // this rank's vocabulary slice
@@ -461,7 +462,7 @@ absl::Status LlamaModel::Logits(ForwardOutput* out) {
   pool_.RunOnAll([&](int t) {
     int64_t b, e;
     ThreadPool::StaticRange(Vr, kColumnAlign, pool_.num_threads(), t, &b, &e);
-    head.Compute({ws.final_h.data(), H, &ws.q8_final.rows()}, rows, local, Vr, b, e);
+    head.Compute(ws.q8_final.Input(ws.final_h.data(), H), rows, local, Vr, b, e);
   });
   if (!tp) return absl::OkStatus();
   // Vocab-parallel LM head: gather every rank's [rows][slice] and put the slices side by

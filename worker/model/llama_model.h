@@ -103,10 +103,10 @@ class LlamaModel {
   void QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv);
   void Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv);
   absl::Status ProjectAndAdd(const Linear& w, const LinearInput& in);
-  // RMSNorm of the residual stream into h (and its int8 form when the kernels want it).
+  // RMSNorm of the residual stream into h (and its rounded forms the kernels want).
   void NormAndQuantize(const std::vector<float>& norm);
-  // Quantizes the first num_tokens rows of x into *out (int8 kernels only).
-  void QuantizeRows(const float* x, int64_t ldx, Q8Buffer* out);
+  // The rounded forms of the first num_tokens rows of x into *out (if any are wanted).
+  void QuantizeRows(const float* x, int64_t ldx, ActivationBuffer* out);
   void GateUp(const LlamaLayerWeights& w);
   absl::Status Logits(ForwardOutput* out);
   // Runs fn(begin, end) over token ranges: inline for a few tokens, else on the pool.
@@ -116,7 +116,7 @@ class LlamaModel {
   const LlamaWeights weights_;
   ThreadPool pool_;
   std::unique_ptr<Workspace> ws_;
-  bool q8_ = false;  // some matmul wants int8 activations
+  InputForms forms_;  // the rounded activation forms some matmul wants
   kernels::ElementwiseImpl elementwise_ = kernels::ElementwiseImpl::kReference;
   // TP: every rank's vocabulary rows [begin, end), in rank order.
   std::vector<std::pair<int64_t, int64_t>> vocab_slices_;

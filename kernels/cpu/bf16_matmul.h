@@ -1,0 +1,69 @@
+// Bf16 matmul on AMX tiles: Q4_0 / Q4_1 / Q8_0 weights, in the int8 kernels' packed
+// panels (int8_matmul.h: PackInt8Weights, Int8PackedMatrix), times activations rounded
+// to bfloat16.
+//
+//   Y[i][j] = sum over c of  bf16(x[i][c]) * wb[j][c]
+//   wb = bf16(fmaf(dw, q, mw))  for Q4_0 / Q4_1 (Q4_0 has mw = -8 * dw),
+//        bf16(dw * q)           for Q8_0,           (RNE; the block's fp16 scales as fp32)
+//
+// Why not the int8 kernels' arithmetic on AMX: that needs an fp32 scale step for every
+// 32-weight block of every output, and on these cores the AVX-512 work does not overlap
+// the tile multiplies, so AMX int8 with that epilogue measured ~1.2x the VNNI kernel
+// (kernels:cpu_quant_matmul_benchmark, amx_q4_1 vs vnni_q4_1). Bf16 tiles accumulate a
+// whole row of K in fp32 inside the tile: the weights are dequantized once per call per
+// 16-column panel (reused by every 16-row tile) and the only vector work per output is
+// one store. The products are at least as accurate as the int8 path's (bf16 keeps 8
+// bits of every activation; int8 blocks keep 7 bits of the block's largest).
+//
+// Arithmetic of an output: TDPBF16PS over the 32-value chunks of K in order, fp32
+// accumulation inside the tile in the hardware's fixed order (it matches no simple
+// sequential model, so there is no scalar reference with the same bits). Each output
+// row is computed by the same tile operations whatever the other rows are, however many
+// rows the call has, wherever the row sits in a tile and however columns are split
+// (batch invariance; tested), so every m — decode included — runs this kernel.
+//
+// Activations: Bf16Rows in the tile layout the kernel loads: rows in tiles of 16, and in
+// a tile, chunk c (32 values of K) of its 16 rows is 1 KB at
+//   data + ((i / 16) * (k / 32) + c) * 512 + (i % 16) * 32        (uint16_t units),
+// so a buffer for m rows holds Bf16RowsElements(m, k) values (whole tiles; rows past m
+// are never read into a valid output). Made by ConvertRowsBf16 (RNE, as VCVTNEPS2BF16:
+// denormals flush to zero).
+// Thread-safety: pure functions; calls on disjoint column ranges may run concurrently.
+#ifndef WEFT_KERNELS_CPU_BF16_MATMUL_H_
+#define WEFT_KERNELS_CPU_BF16_MATMUL_H_
+
+#include <cstdint>
+
+#include "kernels/cpu/int8_matmul.h"
+
+namespace weft::kernels {
+
+// True on CPUs with usable AMX bf16 (CpuFeatures::HasAmxBf16()).
+bool Bf16MatmulSupported();
+
+struct Bf16Rows {
+  int64_t k = 0;             // row length (multiple of 32)
+  uint16_t* data = nullptr;  // 64-byte aligned, layout above
+};
+
+// uint16_t values of a Bf16Rows buffer for `rows` rows of k (whole 16-row tiles).
+int64_t Bf16RowsElements(int64_t rows, int64_t k);
+
+// Rows [row_begin, row_end) of x (rows ldx floats apart, out->k floats each) into the
+// same rows of *out. Calls on disjoint row ranges may run concurrently. Precondition:
+// Bf16MatmulSupported().
+void ConvertRowsBf16(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end,
+                     Bf16Rows* out);
+
+// Columns [n_begin, n_end) of Y for rows 0..m-1 of x (x.k == w.k, w packed by
+// PackInt8Weights). Preconditions: Bf16MatmulSupported(), Int8MatmulSupported(w.type, w.k).
+void Bf16Matmul(const Int8PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
+                int64_t n_begin, int64_t n_end);
+
+// Benchmark ceiling: `iters` rounds of 4 independent TDPBF16PS (16 x 16 x 32); returns
+// the multiply-adds done (0 without AMX bf16).
+int64_t Bf16PeakLoop(int64_t iters);
+
+}  // namespace weft::kernels
+
+#endif  // WEFT_KERNELS_CPU_BF16_MATMUL_H_

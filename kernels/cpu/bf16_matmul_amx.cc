@@ -1,0 +1,279 @@
+// AMX kernel of bf16_matmul.h. Per call: the columns are taken two 16-column panels at a
+// time; each panel's packed records are dequantized into bf16 B tiles (16 rows of K
+// pairs x 64 bytes: for each column, weights 2r and 2r+1 of the chunk), then every
+// 16-row tile of x runs over them: for 2 row tiles x 2 panels, four C tiles accumulate
+// TDPBF16PS over the K chunks in order and are stored once at the end. The activations
+// are already in row tiles (bf16_matmul.h), so every tile load is 1 KB in a row; rows
+// past m in the last tile are computed and dropped (rows are independent).
+//
+// Tiles: C = 0..3 (C[rt][pt] = 2 * rt + pt), A = 4, 5 (row tiles), B = 6, 7 (panels);
+// all 16 rows x 64 bytes. gcc's tile intrinsics take literal tile numbers only.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/bf16_matmul_amx.h"
+
+namespace weft::kernels::amx_bf16 {
+namespace {
+
+constexpr int64_t kPanel = kInt8PanelRows;
+constexpr int kRows = 16;
+constexpr int64_t kTileBytes = 1024;
+
+enum Format { kQ4 = 0, kQ8 = 1 };
+
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void LoadConfig() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = kRows;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// vpermb indices picking, for each of 16 columns (4 bytes each), bytes 4c + e (lo) or
+// 4c + 2 + e (hi), e = 0, 1, into bytes 2c + e; and fp32 lane duplication of the 16
+// column scales for columns 0..7 / 8..15 (lane l -> column l / 2).
+struct Consts {
+  __m512i idx_lo, idx_hi, dup_lo, dup_hi, nib;
+};
+
+Consts MakeConsts() {
+  alignas(64) uint8_t lo[64], hi[64];
+  for (int i = 0; i < 64; ++i) {
+    const int c = (i / 2) % 16, e = i % 2;
+    lo[i] = static_cast<uint8_t>(4 * c + e);
+    hi[i] = static_cast<uint8_t>(4 * c + 2 + e);
+  }
+  Consts k;
+  k.idx_lo = _mm512_load_si512(lo);
+  k.idx_hi = _mm512_load_si512(hi);
+  k.dup_lo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  k.dup_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  k.nib = _mm512_set1_epi8(0x0F);
+  return k;
+}
+
+// B tile row `row` from the 32 bytes of q (2c + e order) picked out of src.
+template <int F>
+inline void DequantRow(const __m512i src, const __m512i idx, __m512 d_lo, __m512 d_hi,
+                       __m512 m_lo, __m512 m_hi, uint16_t* bt, int row) {
+  const __m512i g = _mm512_permutexvar_epi8(idx, src);
+  __m512 w0, w1;
+  if (F == kQ4) {
+    const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(g)));
+    const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(g, 1)));
+    w0 = _mm512_fmadd_ps(d_lo, q0, m_lo);
+    w1 = _mm512_fmadd_ps(d_hi, q1, m_hi);
+  } else {
+    const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_castsi512_si128(g)));
+    const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(g, 1)));
+    w0 = _mm512_mul_ps(d_lo, q0);
+    w1 = _mm512_mul_ps(d_hi, q1);
+  }
+  _mm512_store_si512(bt + 32 * row, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(w1, w0)));
+}
+
+// One packed record (int8_matmul.h) -> one B tile of 16 K pairs x 16 columns.
+template <int F>
+void DequantRecord(const uint8_t* rec, uint16_t* bt, const Consts& k) {
+  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+  const __m512 d_lo = _mm512_permutexvar_ps(k.dup_lo, dw);
+  const __m512 d_hi = _mm512_permutexvar_ps(k.dup_hi, dw);
+  if (F == kQ4) {
+    const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+    const __m512 m_lo = _mm512_permutexvar_ps(k.dup_lo, mw);
+    const __m512 m_hi = _mm512_permutexvar_ps(k.dup_hi, mw);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      // Low nibbles: weights 4j..4j+3 (pair rows 2j, 2j+1); high: 16+4j.. (rows 8+2j, 9+2j).
+      const __m512i v = _mm512_loadu_si512(rec + 64 + 64 * j);
+      const __m512i lo = _mm512_and_si512(v, k.nib);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), k.nib);
+      DequantRow<kQ4>(lo, k.idx_lo, d_lo, d_hi, m_lo, m_hi, bt, 2 * j);
+      DequantRow<kQ4>(lo, k.idx_hi, d_lo, d_hi, m_lo, m_hi, bt, 2 * j + 1);
+      DequantRow<kQ4>(hi, k.idx_lo, d_lo, d_hi, m_lo, m_hi, bt, 8 + 2 * j);
+      DequantRow<kQ4>(hi, k.idx_hi, d_lo, d_hi, m_lo, m_hi, bt, 9 + 2 * j);
+    }
+  } else {
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      // Weights 4g..4g+3: pair rows 2g, 2g + 1.
+      const __m512i v = _mm512_loadu_si512(rec + 32 + 64 * g);
+      DequantRow<kQ8>(v, k.idx_lo, d_lo, d_hi, zero, zero, bt, 2 * g);
+      DequantRow<kQ8>(v, k.idx_hi, d_lo, d_hi, zero, zero, bt, 2 * g + 1);
+    }
+  }
+}
+
+template <int F>
+constexpr int64_t RecordBytes() {
+  return F == kQ8 ? kInt8Q8RecordBytes : kInt8Q4RecordBytes;
+}
+
+// Where C tile rows r0.. and columns col0..col0+15 go: straight into y when all 16 rows
+// are < m and the columns in [n_begin, n_end); else *tmp (then CopyTile).
+inline bool DirectStore(int64_t r0, int64_t m, int64_t col0, int64_t n_begin, int64_t n_end) {
+  return r0 + kRows <= m && col0 >= n_begin && col0 + kPanel <= n_end;
+}
+
+// The rows < m and columns in [n_begin, n_end) of a C tile stored at tmp.
+void CopyTile(const float* tmp, float* y, int64_t ldy, int64_t r0, int64_t m, int64_t col0,
+              int64_t n_begin, int64_t n_end) {
+  const int64_t rows = m - r0 < kRows ? m - r0 : kRows;
+  const int64_t lo = n_begin > col0 ? n_begin - col0 : 0;
+  const int64_t hi = n_end - col0 < kPanel ? n_end - col0 : kPanel;
+  if (hi <= lo) return;
+  const __mmask16 mask = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  for (int64_t r = 0; r < rows; ++r) {
+    _mm512_mask_storeu_ps(y + (r0 + r) * ldy + col0, mask, _mm512_load_ps(tmp + 16 * r));
+  }
+}
+
+// _tile_stored needs a literal tile number.
+#define WEFT_STORE_TILE(c, r0, col0)                                          \
+  do {                                                                         \
+    if (DirectStore(r0, m, col0, n_begin, n_end)) {                            \
+      _tile_stored(c, y + (r0) * ldy + (col0), ldy * 4);                       \
+    } else {                                                                   \
+      alignas(64) float tmp[kRows * kPanel];                                   \
+      _tile_stored(c, tmp, 64);                                                \
+      CopyTile(tmp, y, ldy, r0, m, col0, n_begin, n_end);                      \
+    }                                                                          \
+  } while (0)
+
+// NT (1 or 2) row tiles (their chunks from a[0], a[1], 1 KB each) times NP
+// (1 or 2) dequantized panels b[0], b[1]; results for rows r0.. and columns col0...
+template <int NT, int NP>
+void Tiles(const uint16_t* const* a, const uint8_t* const* b, int64_t nb,
+           float* y, int64_t ldy, int64_t r0, int64_t m, int64_t col0, int64_t n_begin,
+           int64_t n_end) {
+  _tile_zero(0);
+  if (NP == 2) _tile_zero(1);
+  if (NT == 2) _tile_zero(2);
+  if (NT == 2 && NP == 2) _tile_zero(3);
+  for (int64_t c = 0; c < nb; ++c) {
+    _tile_loadd(6, b[0] + c * kTileBytes, 64);
+    if (NP == 2) _tile_loadd(7, b[1] + c * kTileBytes, 64);
+    _tile_loadd(4, a[0] + 512 * c, 64);
+    if (NT == 2) _tile_loadd(5, a[1] + 512 * c, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if (NP == 2) _tile_dpbf16ps(1, 4, 7);
+    if (NT == 2) _tile_dpbf16ps(2, 5, 6);
+    if (NT == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+  }
+  WEFT_STORE_TILE(0, r0, col0);
+  if (NP == 2) WEFT_STORE_TILE(1, r0, col0 + kPanel);
+  if (NT == 2) WEFT_STORE_TILE(2, r0 + kRows, col0);
+  if (NT == 2 && NP == 2) WEFT_STORE_TILE(3, r0 + kRows, col0 + kPanel);
+}
+
+template <int NP>
+void RowTiles(const Bf16Rows& x, int64_t m, const uint8_t* const* b, int64_t nb, float* y,
+              int64_t ldy, int64_t col0, int64_t n_begin, int64_t n_end) {
+  const int64_t tiles = (m + kRows - 1) / kRows;
+  const int64_t tile_elems = nb * kRows * 32;  // one row tile, all chunks
+  int64_t t = 0;
+  for (; t + 2 <= tiles; t += 2) {
+    const uint16_t* a[2] = {x.data + t * tile_elems, x.data + (t + 1) * tile_elems};
+    Tiles<2, NP>(a, b, nb, y, ldy, t * kRows, m, col0, n_begin, n_end);
+  }
+  if (t < tiles) {
+    const uint16_t* a[2] = {x.data + t * tile_elems, nullptr};
+    Tiles<1, NP>(a, b, nb, y, ldy, t * kRows, m, col0, n_begin, n_end);
+  }
+}
+
+template <int F>
+void Run(const Int8PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
+         int64_t n_begin, int64_t n_end, uint8_t* scratch) {
+  const int64_t nb = w.k / 32;
+  const int64_t panel_bytes = nb * RecordBytes<F>();
+  uint8_t* bt[2] = {scratch, scratch + nb * kTileBytes};
+  const Consts k = MakeConsts();
+  LoadConfig();
+  const int64_t p_end = (n_end + kPanel - 1) / kPanel;
+  for (int64_t p = n_begin / kPanel; p < p_end; p += 2) {
+    const int np = p + 1 < p_end ? 2 : 1;
+    for (int i = 0; i < np; ++i) {
+      const uint8_t* panel = w.data + (p + i) * panel_bytes;
+      for (int64_t c = 0; c < nb; ++c) {
+        DequantRecord<F>(panel + c * RecordBytes<F>(),
+                         reinterpret_cast<uint16_t*>(bt[i] + c * kTileBytes), k);
+      }
+    }
+    const uint8_t* b[2] = {bt[0], bt[1]};
+    if (np == 2) {
+      RowTiles<2>(x, m, b, nb, y, ldy, p * kPanel, n_begin, n_end);
+    } else {
+      RowTiles<1>(x, m, b, nb, y, ldy, p * kPanel, n_begin, n_end);
+    }
+  }
+  _tile_release();
+}
+
+#undef WEFT_STORE_TILE
+
+}  // namespace
+
+int64_t ScratchBytes(int64_t k) { return 2 * (k / 32) * kTileBytes; }
+
+void ConvertRowsBf16(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end,
+                     Bf16Rows* out) {
+  const int64_t nb = out->k / 32;
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    const float* src = x + i * ldx;
+    uint16_t* dst = out->data + (i / kRows) * nb * kRows * 32 + (i % kRows) * 32;
+    for (int64_t c = 0; c < nb; ++c) {
+      const __m512 lo = _mm512_loadu_ps(src + 32 * c), hi = _mm512_loadu_ps(src + 32 * c + 16);
+      _mm512_storeu_si512(dst + c * kRows * 32, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+    }
+  }
+}
+
+void Bf16Matmul(const Int8PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
+                int64_t n_begin, int64_t n_end, uint8_t* scratch) {
+  if (w.type == GgmlType::kQ8_0) {
+    Run<kQ8>(w, x, m, y, ldy, n_begin, n_end, scratch);
+  } else {
+    Run<kQ4>(w, x, m, y, ldy, n_begin, n_end, scratch);
+  }
+}
+
+int64_t PeakLoop(int64_t iters) {
+  alignas(64) uint16_t a[kRows * 32] = {};
+  alignas(64) float c[kRows * 16];
+  LoadConfig();
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a, 64);
+  _tile_loadd(6, a, 64);
+  _tile_loadd(7, a, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  volatile float sink = c[0];
+  (void)sink;
+  return iters * 4 * kRows * 16 * 32;
+}
+
+}  // namespace weft::kernels::amx_bf16
