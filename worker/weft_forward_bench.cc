@@ -30,8 +30,8 @@ ABSL_FLAG(std::string, model, "", "GGUF file (default: $WEFT_MODEL_DIR or models
 ABSL_FLAG(int32_t, threads, 2, "threads of the forward pass");
 ABSL_FLAG(std::string, kernels, "auto", "auto, amx, avx512vnni, avx2, reference, avx512 or packed");
 ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
-          "scales) | f32");
+          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (one fp16 scale "
+          "per token and head) | f32");
 ABSL_FLAG(int32_t, context, 128, "tokens in the cache before the timed decode steps");
 ABSL_FLAG(int32_t, decode_tokens, 64, "timed decode steps");
 ABSL_FLAG(int32_t, prefill_tokens, 512, "prompt length of the prefill measurement");

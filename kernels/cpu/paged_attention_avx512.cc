@@ -183,9 +183,6 @@ inline __m512 Bf16x16(const uint8_t* p) {
 inline __m512 F16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-inline __m512 I8x16(const uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
 
 }  // namespace
 
@@ -224,27 +221,33 @@ void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_
         _mm512_storeu_ps(vt + i, Bf16x16(v + 2 * i));
       }
       return;
-    case KvDtype::kInt8: {
-      const uint8_t* ks = k + n;  // [head_dim/8][block_size] fp16
-      const uint8_t* vs = v + n;  // [block_size][head_dim/8] fp16
-      for (int32_t d = 0; d < head_dim; ++d) {
-        const uint8_t* scale_row = ks + 2 * ((d / kKvInt8Group) * block_size);
+    case KvDtype::kInt8: {  // kv_layout.h (block_size % 16 == 0: no padded slots)
+      const uint8_t* ks = k + n;  // fp16 scale per slot
+      const uint8_t* vs = v + n;
+      const __m512i byte = _mm512_set1_epi32(0xFF), bias = _mm512_set1_epi32(kKvInt8KBias);
+      for (int32_t d4 = 0; d4 < head_dim / 4; ++d4) {
         for (int32_t s = 0; s < block_size; s += 16) {
-          _mm512_storeu_ps(kt + d * block_size + s,
-                           _mm512_mul_ps(I8x16(k + d * block_size + s), F16x16(scale_row + 2 * s)));
+          const __m512i w = _mm512_loadu_si512(k + (int64_t{d4} * block_size + s) * 4);
+          const __m512 scale = F16x16(ks + 2 * s);
+#pragma GCC unroll 4
+          for (int e = 0; e < 4; ++e) {
+            const __m512i q = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(w, 8 * e), byte), bias);
+            _mm512_storeu_ps(kt + (4 * d4 + e) * block_size + s, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale));
+          }
         }
       }
-      const int32_t groups = head_dim / kKvInt8Group;
-      // Lanes 0-7 take the first scale of a 16-value chunk, lanes 8-15 the second.
-      const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-      for (int32_t s = 0; s < block_size; ++s) {
+      for (int32_t s4 = 0; s4 < block_size / 4; ++s4) {
         for (int32_t d = 0; d < head_dim; d += 16) {
-          const uint8_t* sc = vs + 2 * (s * groups + d / kKvInt8Group);
-          uint32_t two;
-          __builtin_memcpy(&two, sc, 4);
-          const __m512 scales = _mm512_permutexvar_ps(
-              pair, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(two)))));
-          _mm512_storeu_ps(vt + s * head_dim + d, _mm512_mul_ps(I8x16(v + s * head_dim + d), scales));
+          const __m512i w = _mm512_loadu_si512(v + (int64_t{s4} * head_dim + d) * 4);
+#pragma GCC unroll 4
+          for (int e = 0; e < 4; ++e) {
+            const int32_t s = 4 * s4 + e;
+            const __m512i q = _mm512_srai_epi32(_mm512_slli_epi32(w, 24 - 8 * e), 24);
+            uint16_t h;
+            __builtin_memcpy(&h, vs + 2 * s, 2);
+            const __m512 scale = _mm512_set1_ps(_cvtsh_ss(h));
+            _mm512_storeu_ps(vt + s * head_dim + d, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale));
+          }
         }
       }
       return;

@@ -145,12 +145,17 @@ absl::StatusOr<kernels::AttentionImpl> LlamaModel::AttentionImplFor(int32_t bloc
     case KernelChoice::kAmx:
     case KernelChoice::kAvx512Vnni:
     case KernelChoice::kAvx512:
-    case KernelChoice::kPacked:
-      if (!kernels::AttentionSupported(kernels::AttentionImpl::kAvx512, block_size, hd)) {
+    case KernelChoice::kPacked: {
+      // The int8 paths also take int8 KV as integer products; the fp32 paths stay exact.
+      const kernels::AttentionImpl impl = RoundsActivations(options_.kernels)
+                                              ? kernels::AttentionImpl::kAvx512Vnni
+                                              : kernels::AttentionImpl::kAvx512;
+      if (!kernels::AttentionSupported(impl, block_size, hd)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "AVX-512 attention needs an AVX-512 CPU and block_size, head_dim multiples of 16"));
       }
-      return kernels::AttentionImpl::kAvx512;
+      return impl;
+    }
   }
   return absl::InternalError("bad kernel choice");
 }
