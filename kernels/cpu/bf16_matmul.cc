@@ -1,6 +1,7 @@
 #include "kernels/cpu/bf16_matmul.h"
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "glog/logging.h"
@@ -20,7 +21,104 @@ uint8_t* Scratch(int64_t bytes) {
   return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
 }
 
+bool IsQ4(GgmlType t) { return t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1; }
+
+void Put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// Column c's block b: fp16 d, fp16 m (Q4; Q4_0: -8 d) and the 32 quants.
+struct Block {
+  uint16_t d = 0, m = 0;
+  int q[32] = {};
+};
+
+Block ReadBlock(const QuantMatrix& src, int64_t row, int64_t b) {
+  const uint8_t* blk = src.data + row * src.row_stride;
+  Block out;
+  switch (src.type) {
+    case GgmlType::kQ4_0: {
+      BlockQ4_0 q;
+      std::memcpy(&q, blk + b * sizeof(q), sizeof(q));
+      out.d = q.d;
+      out.m = Fp32ToFp16(-8.0f * Fp16ToFp32(q.d));  // exact
+      for (int j = 0; j < 16; ++j) {
+        out.q[j] = q.qs[j] & 0x0F;
+        out.q[j + 16] = q.qs[j] >> 4;
+      }
+      break;
+    }
+    case GgmlType::kQ4_1: {
+      BlockQ4_1 q;
+      std::memcpy(&q, blk + b * sizeof(q), sizeof(q));
+      out.d = q.d;
+      out.m = q.m;
+      for (int j = 0; j < 16; ++j) {
+        out.q[j] = q.qs[j] & 0x0F;
+        out.q[j + 16] = q.qs[j] >> 4;
+      }
+      break;
+    }
+    case GgmlType::kQ8_0: {
+      BlockQ8_0 q;
+      std::memcpy(&q, blk + b * sizeof(q), sizeof(q));
+      out.d = q.d;
+      for (int j = 0; j < 32; ++j) out.q[j] = q.qs[j];
+      break;
+    }
+    default:
+      LOG(FATAL) << "bf16 packing of type " << static_cast<int>(src.type);
+  }
+  return out;
+}
+
+// The column and weight of tile word w (0..31) of row r (bf16_matmul.h).
+int WordColumn(int w) { return w < 16 ? w / 2 : 8 + (w - 16) / 2; }
+int WordWeight(int r, int w) { return 2 * r + w % 2; }
+
 }  // namespace
+
+bool Bf16PackSupported(GgmlType type, int64_t k) {
+  return (IsQ4(type) || type == GgmlType::kQ8_0) && k > 0 && k % 32 == 0;
+}
+
+int64_t Bf16RecordBytes(GgmlType type) { return IsQ4(type) ? 320 : 544; }
+
+int64_t Bf16PanelBytes(GgmlType type, int64_t k) { return (k / 32) * Bf16RecordBytes(type); }
+
+int64_t Bf16PackedBytes(GgmlType type, int64_t n, int64_t k) {
+  return (n + 15) / 16 * Bf16PanelBytes(type, k);
+}
+
+void PackBf16Weights(const QuantMatrix& src, uint8_t* dst) {
+  CHECK(Bf16PackSupported(src.type, src.k)) << "bf16 packing of this matrix";
+  const int64_t nb = src.k / 32;
+  const int64_t rec_bytes = Bf16RecordBytes(src.type);
+  const int64_t panels = (src.n + 15) / 16;
+  const bool q4 = IsQ4(src.type);
+  std::memset(dst, 0, static_cast<size_t>(Bf16PackedBytes(src.type, src.n, src.k)));
+  for (int64_t p = 0; p < panels; ++p) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + (p * nb + b) * rec_bytes;
+      Block blocks[16];
+      for (int c = 0; c < 16 && p * 16 + c < src.n; ++c) {
+        blocks[c] = ReadBlock(src, p * 16 + c, b);
+        Put16(rec + 2 * c, blocks[c].d);
+        if (q4) Put16(rec + 32 + 2 * c, blocks[c].m);
+      }
+      // Columns past n keep zero scales and quants (their outputs are never stored).
+      uint8_t* rows = rec + (q4 ? 64 : 32);
+      for (int r = 0; r < 16; ++r) {
+        for (int w = 0; w < 32; ++w) {
+          const int q = blocks[WordColumn(w)].q[WordWeight(r, w)];
+          if (q4) {
+            rows[16 * r + w % 16] |= static_cast<uint8_t>(w < 16 ? q : q << 4);
+          } else {
+            rows[32 * r + w] = static_cast<uint8_t>(static_cast<int8_t>(q));
+          }
+        }
+      }
+    }
+  }
+}
 
 int64_t Bf16RowsElements(int64_t rows, int64_t k) { return (rows + 15) / 16 * 16 * k; }
 
@@ -33,7 +131,7 @@ void ConvertRowsBf16(const float* x, int64_t ldx, int64_t row_begin, int64_t row
   amx_bf16::ConvertRowsBf16(x, ldx, row_begin, row_end, out);
 }
 
-void Bf16Matmul(const Int8PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
+void Bf16Matmul(const Bf16PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
                 int64_t n_begin, int64_t n_end) {
   DCHECK(Bf16MatmulSupported());
   DCHECK_EQ(x.k, w.k);

@@ -1,6 +1,5 @@
-// Bf16 matmul on AMX tiles: Q4_0 / Q4_1 / Q8_0 weights, in the int8 kernels' packed
-// panels (int8_matmul.h: PackInt8Weights, Int8PackedMatrix), times activations rounded
-// to bfloat16.
+// Bf16 matmul on AMX tiles: Q4_0 / Q4_1 / Q8_0 weights, repacked at load (below), times
+// activations rounded to bfloat16.
 //
 //   Y[i][j] = sum over c of  bf16(x[i][c]) * wb[j][c]
 //   wb = bf16(fmaf(dw, q, mw))  for Q4_0 / Q4_1 (Q4_0 has mw = -8 * dw),
@@ -22,6 +21,17 @@
 // rows the call has, wherever the row sits in a tile and however columns are split
 // (batch invariance; tested), so every m — decode included — runs this kernel.
 //
+// Weights: 16-column panels (columns past n are zero); panel p at
+// data + p * Bf16PanelBytes(type, k), its block b (32 weights of K) one record at
+// b * Bf16RecordBytes(type). A record holds the panel's 16 columns as the 16 rows of a B
+// tile want them (row r: weights 2r and 2r + 1 of each column; tile word w = column w / 2
+// for w < 16, 8 + (w - 16) / 2 otherwise, weight 2r + w % 2):
+//   Q4_0 / Q4_1 (320 bytes): fp16 dw[16], fp16 mw[16] (Q4_0: mw = -8 * dw, exact), then
+//     16 rows of 16 bytes; byte i of row r: low nibble = q of tile word i, high nibble =
+//     q of tile word 16 + i.
+//   Q8_0 (544 bytes): fp16 dw[16], then 16 rows of 32 bytes; byte i of row r = q (int8)
+//     of tile word i.
+//
 // Activations: Bf16Rows in the tile layout the kernel loads: rows in tiles of 16, and in
 // a tile, chunk c (32 values of K) of its 16 rows is 1 KB at
 //   data + ((i / 16) * (k / 32) + c) * 512 + (i % 16) * 32        (uint16_t units),
@@ -34,7 +44,8 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/int8_matmul.h"
+#include "common/ggml_types.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace weft::kernels {
 
@@ -55,9 +66,26 @@ int64_t Bf16RowsElements(int64_t rows, int64_t k);
 void ConvertRowsBf16(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end,
                      Bf16Rows* out);
 
-// Columns [n_begin, n_end) of Y for rows 0..m-1 of x (x.k == w.k, w packed by
-// PackInt8Weights). Preconditions: Bf16MatmulSupported(), Int8MatmulSupported(w.type, w.k).
-void Bf16Matmul(const Int8PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
+// Q4_0, Q4_1 and Q8_0 with k % 32 == 0 (what Int8MatmulSupported accepts).
+bool Bf16PackSupported(GgmlType type, int64_t k);
+int64_t Bf16RecordBytes(GgmlType type);
+int64_t Bf16PanelBytes(GgmlType type, int64_t k);
+int64_t Bf16PackedBytes(GgmlType type, int64_t n, int64_t k);
+
+struct Bf16PackedMatrix {
+  GgmlType type = GgmlType::kQ4_1;
+  const uint8_t* data = nullptr;
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
+// Rearranges `src` (a row-major GGUF matrix, quant_matmul.h) into `dst`
+// (Bf16PackedBytes(src.type, src.n, src.k) bytes). Runs on any CPU.
+void PackBf16Weights(const QuantMatrix& src, uint8_t* dst);
+
+// Columns [n_begin, n_end) of Y for rows 0..m-1 of x (x.k == w.k). Preconditions:
+// Bf16MatmulSupported(), Bf16PackSupported(w.type, w.k).
+void Bf16Matmul(const Bf16PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
                 int64_t n_begin, int64_t n_end);
 
 // Benchmark ceiling: `iters` rounds of 4 independent TDPBF16PS (16 x 16 x 32); returns

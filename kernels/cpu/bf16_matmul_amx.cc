@@ -1,6 +1,7 @@
 // AMX kernel of bf16_matmul.h. Per call: the columns are taken two 16-column panels at a
-// time; each panel's packed records are dequantized into bf16 B tiles (16 rows of K
-// pairs x 64 bytes: for each column, weights 2r and 2r+1 of the chunk), then every
+// time; each panel's packed records are dequantized into bf16 B tiles (the records hold
+// the quants in tile order, so a tile row is one zero-extension, two converts, two FMAs
+// and one bf16 pack), then every
 // 16-row tile of x runs over them: for 2 row tiles x 2 panels, four C tiles accumulate
 // TDPBF16PS over the K chunks in order and are stored once at the end. The activations
 // are already in row tiles (bf16_matmul.h), so every tile load is 1 KB in a row; rows
@@ -18,7 +19,7 @@
 namespace weft::kernels::amx_bf16 {
 namespace {
 
-constexpr int64_t kPanel = kInt8PanelRows;
+constexpr int64_t kPanel = 16;
 constexpr int kRows = 16;
 constexpr int64_t kTileBytes = 1024;
 
@@ -41,50 +42,20 @@ void LoadConfig() {
   _tile_loadconfig(&cfg);
 }
 
-// vpermb indices picking, for each of 16 columns (4 bytes each), bytes 4c + e (lo) or
-// 4c + 2 + e (hi), e = 0, 1, into bytes 2c + e; and fp32 lane duplication of the 16
-// column scales for columns 0..7 / 8..15 (lane l -> column l / 2).
+// fp32 lane duplication of 16 column scales: lane l of the low half takes column l / 2,
+// of the high half column 8 + l / 2 (the tile words of bf16_matmul.h's records).
 struct Consts {
-  __m512i idx_lo, idx_hi, dup_lo, dup_hi, nib;
+  __m512i dup_lo, dup_hi;
 };
 
 Consts MakeConsts() {
-  alignas(64) uint8_t lo[64], hi[64];
-  for (int i = 0; i < 64; ++i) {
-    const int c = (i / 2) % 16, e = i % 2;
-    lo[i] = static_cast<uint8_t>(4 * c + e);
-    hi[i] = static_cast<uint8_t>(4 * c + 2 + e);
-  }
   Consts k;
-  k.idx_lo = _mm512_load_si512(lo);
-  k.idx_hi = _mm512_load_si512(hi);
   k.dup_lo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   k.dup_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-  k.nib = _mm512_set1_epi8(0x0F);
   return k;
 }
 
-// B tile row `row` from the 32 bytes of q (2c + e order) picked out of src.
-template <int F>
-inline void DequantRow(const __m512i src, const __m512i idx, __m512 d_lo, __m512 d_hi,
-                       __m512 m_lo, __m512 m_hi, uint16_t* bt, int row) {
-  const __m512i g = _mm512_permutexvar_epi8(idx, src);
-  __m512 w0, w1;
-  if (F == kQ4) {
-    const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(g)));
-    const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(g, 1)));
-    w0 = _mm512_fmadd_ps(d_lo, q0, m_lo);
-    w1 = _mm512_fmadd_ps(d_hi, q1, m_hi);
-  } else {
-    const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_castsi512_si128(g)));
-    const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(g, 1)));
-    w0 = _mm512_mul_ps(d_lo, q0);
-    w1 = _mm512_mul_ps(d_hi, q1);
-  }
-  _mm512_store_si512(bt + 32 * row, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(w1, w0)));
-}
-
-// One packed record (int8_matmul.h) -> one B tile of 16 K pairs x 16 columns.
+// One packed record -> one B tile (16 rows x 32 bf16).
 template <int F>
 void DequantRecord(const uint8_t* rec, uint16_t* bt, const Consts& k) {
   const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
@@ -94,32 +65,31 @@ void DequantRecord(const uint8_t* rec, uint16_t* bt, const Consts& k) {
     const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
     const __m512 m_lo = _mm512_permutexvar_ps(k.dup_lo, mw);
     const __m512 m_hi = _mm512_permutexvar_ps(k.dup_hi, mw);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      // Low nibbles: weights 4j..4j+3 (pair rows 2j, 2j+1); high: 16+4j.. (rows 8+2j, 9+2j).
-      const __m512i v = _mm512_loadu_si512(rec + 64 + 64 * j);
-      const __m512i lo = _mm512_and_si512(v, k.nib);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), k.nib);
-      DequantRow<kQ4>(lo, k.idx_lo, d_lo, d_hi, m_lo, m_hi, bt, 2 * j);
-      DequantRow<kQ4>(lo, k.idx_hi, d_lo, d_hi, m_lo, m_hi, bt, 2 * j + 1);
-      DequantRow<kQ4>(hi, k.idx_lo, d_lo, d_hi, m_lo, m_hi, bt, 8 + 2 * j);
-      DequantRow<kQ4>(hi, k.idx_hi, d_lo, d_hi, m_lo, m_hi, bt, 9 + 2 * j);
+    const __m512i nib = _mm512_set1_epi32(0x0F);
+    const uint8_t* rows = rec + 64;
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      // Byte i: low nibble = tile word i, high nibble = word 16 + i.
+      const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + 16 * r)));
+      const __m512 w0 = _mm512_fmadd_ps(d_lo, _mm512_cvtepi32_ps(_mm512_and_si512(v, nib)), m_lo);
+      const __m512 w1 = _mm512_fmadd_ps(d_hi, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), m_hi);
+      _mm512_store_si512(bt + 32 * r, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(w1, w0)));
     }
   } else {
-    const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      // Weights 4g..4g+3: pair rows 2g, 2g + 1.
-      const __m512i v = _mm512_loadu_si512(rec + 32 + 64 * g);
-      DequantRow<kQ8>(v, k.idx_lo, d_lo, d_hi, zero, zero, bt, 2 * g);
-      DequantRow<kQ8>(v, k.idx_hi, d_lo, d_hi, zero, zero, bt, 2 * g + 1);
+    const uint8_t* rows = rec + 32;
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      const __m128i* p = reinterpret_cast<const __m128i*>(rows + 32 * r);
+      const __m512 w0 = _mm512_mul_ps(d_lo, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p))));
+      const __m512 w1 = _mm512_mul_ps(d_hi, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p + 1))));
+      _mm512_store_si512(bt + 32 * r, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(w1, w0)));
     }
   }
 }
 
 template <int F>
 constexpr int64_t RecordBytes() {
-  return F == kQ8 ? kInt8Q8RecordBytes : kInt8Q4RecordBytes;
+  return F == kQ8 ? 544 : 320;  // Bf16RecordBytes
 }
 
 // Where C tile rows r0.. and columns col0..col0+15 go: straight into y when all 16 rows
@@ -196,7 +166,7 @@ void RowTiles(const Bf16Rows& x, int64_t m, const uint8_t* const* b, int64_t nb,
 }
 
 template <int F>
-void Run(const Int8PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
+void Run(const Bf16PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
          int64_t n_begin, int64_t n_end, uint8_t* scratch) {
   const int64_t nb = w.k / 32;
   const int64_t panel_bytes = nb * RecordBytes<F>();
@@ -242,7 +212,7 @@ void ConvertRowsBf16(const float* x, int64_t ldx, int64_t row_begin, int64_t row
   }
 }
 
-void Bf16Matmul(const Int8PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
+void Bf16Matmul(const Bf16PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
                 int64_t n_begin, int64_t n_end, uint8_t* scratch) {
   if (w.type == GgmlType::kQ8_0) {
     Run<kQ8>(w, x, m, y, ldy, n_begin, n_end, scratch);

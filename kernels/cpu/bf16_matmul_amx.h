@@ -16,7 +16,7 @@ int64_t ScratchBytes(int64_t k);
 
 void ConvertRowsBf16(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end,
                      Bf16Rows* out);
-void Bf16Matmul(const Int8PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
+void Bf16Matmul(const Bf16PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
                 int64_t n_begin, int64_t n_end, uint8_t* scratch);
 int64_t PeakLoop(int64_t iters);
 

@@ -9,7 +9,6 @@
 
 #include "common/ggml_types.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/testing/random_weights.h"
 
 namespace weft::kernels {
@@ -30,8 +29,8 @@ Problem Make(GgmlType type, int64_t n, int64_t k, int64_t m, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> v(-2.0f, 2.0f);
   Problem p{type, n, k, m, testing::RandomQuantRows(type, n, k, rng), {}, {}, {}, {}};
-  p.packed.resize(Int8PackedBytes(type, n, k));
-  PackInt8Weights(QuantMatrix{type, p.raw.data(), n, k, RowBytes(type, k)}, p.packed.data());
+  p.packed.resize(Bf16PackedBytes(type, n, k));
+  PackBf16Weights(QuantMatrix{type, p.raw.data(), n, k, RowBytes(type, k)}, p.packed.data());
   p.x.resize(m * k);
   for (float& f : p.x) f = v(rng);
   p.xb.resize(Bf16RowsElements(m, k));
@@ -40,7 +39,7 @@ Problem Make(GgmlType type, int64_t n, int64_t k, int64_t m, uint32_t seed) {
   return p;
 }
 
-Int8PackedMatrix Packed(const Problem& p) { return {p.type, p.packed.data(), p.n, p.k}; }
+Bf16PackedMatrix Packed(const Problem& p) { return {p.type, p.packed.data(), p.n, p.k}; }
 
 // Rows [first, first + m) of p.x (converted into a buffer of their own), columns split
 // into `splits` calls.

@@ -46,10 +46,10 @@ struct CpuFeatures {
   bool HasAvx512Bf16() const { return HasAvx512() && avx512_bf16; }
   // AMX int8 tiles usable by this process, with the AVX-512 VNNI the AMX kernels also use.
   bool HasAmxInt8() const { return HasAvx512Vnni() && amx_tile && amx_int8 && os_amx && amx_permitted; }
-  // AMX bf16 tiles usable by this process, with the AVX-512 BF16 and VBMI the bf16 AMX
-  // kernels also use.
+  // AMX bf16 tiles usable by this process, with the AVX-512 BF16 the bf16 AMX kernels
+  // also use.
   bool HasAmxBf16() const {
-    return HasAvx512Bf16() && avx512_vbmi && amx_tile && amx_bf16 && os_amx && amx_permitted;
+    return HasAvx512Bf16() && amx_tile && amx_bf16 && os_amx && amx_permitted;
   }
 
   // e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni".

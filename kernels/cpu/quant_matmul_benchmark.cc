@@ -160,18 +160,18 @@ BENCHMARK(BM_Bf16Peak);
 // Bf16 matmul on AMX (bf16_matmul.h) on the int8 kernels' packed weights.
 void BM_Bf16Amx(benchmark::State& state, GgmlType type) {
   const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
-  if (!Bf16MatmulSupported() || !Int8MatmulSupported(type, k)) {
+  if (!Bf16MatmulSupported() || !Bf16PackSupported(type, k)) {
     state.SkipWithError("unsupported here");
     return;
   }
   const int64_t row_bytes = RowBytes(type, k);
-  const int64_t bytes = Int8PackedBytes(type, n, k);
+  const int64_t bytes = Bf16PackedBytes(type, n, k);
   const int64_t copies = NumCopies(bytes);
   std::mt19937 rng(1);
   const std::vector<uint8_t> src = RandomRows(type, n, k, rng);
   std::vector<uint8_t> w(copies * bytes);
   for (int64_t c = 0; c < copies; ++c) {
-    PackInt8Weights(QuantMatrix{type, src.data(), n, k, row_bytes}, w.data() + c * bytes);
+    PackBf16Weights(QuantMatrix{type, src.data(), n, k, row_bytes}, w.data() + c * bytes);
   }
   std::vector<float> x(m * k);
   for (float& f : x) f = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
@@ -181,7 +181,7 @@ void BM_Bf16Amx(benchmark::State& state, GgmlType type) {
   std::vector<float> y(m * n);
   int64_t c = 0;
   for (auto _ : state) {
-    const Int8PackedMatrix mat{type, w.data() + (c++ % copies) * bytes, n, k};
+    const Bf16PackedMatrix mat{type, w.data() + (c++ % copies) * bytes, n, k};
     Bf16Matmul(mat, rows, m, y.data(), n, 0, n);
     benchmark::DoNotOptimize(y.data());
   }

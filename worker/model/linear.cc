@@ -79,7 +79,9 @@ absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
             "kernels amx need AMX bf16 tiles this machine lacks (",
             kernels::CpuFeatures::Get().ToString(), ")"));
       }
-      if (int8) return Choice{kernels::MatmulImpl::kReference, false, std::nullopt, true};
+      if (kernels::Bf16PackSupported(type, k)) {
+        return Choice{kernels::MatmulImpl::kReference, false, std::nullopt, true};
+      }
       return Choice{kernels::BestMatmulImpl(type, k), false, std::nullopt, false};
     case KernelChoice::kAvx512Vnni:
       // Where AMX int8 tiles exist they take the whole 16-row tiles: the same bits.
@@ -211,22 +213,25 @@ absl::StatusOr<Linear> Linear::Prepare(const kernels::QuantMatrix& matrix,
   l.choice_ = choice;
   l.name_ = name;
   l.arena_ = std::move(arena);
-  const bool int8_panels = c->int8.has_value() || c->amx_bf16;
-  if (c->pack || int8_panels) {
+  if (c->pack || c->int8.has_value() || c->amx_bf16) {
     // Without a shared arena, the matrix gets one of its own.
     std::shared_ptr<PackedArena> owner =
         l.arena_ != nullptr ? l.arena_ : std::make_shared<PackedArena>();
-    const int64_t bytes = int8_panels
+    const int64_t bytes = c->amx_bf16 ? kernels::Bf16PackedBytes(matrix.type, matrix.n, matrix.k)
+                          : c->int8.has_value()
                               ? kernels::Int8PackedBytes(matrix.type, matrix.n, matrix.k)
                               : kernels::PackedBytes(matrix.type, matrix.n, matrix.k);
     uint8_t* dst = owner->Allocate(static_cast<size_t>(bytes));
     if (dst == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat(name, ": cannot map ", bytes, " bytes"));
     }
-    if (int8_panels) {
+    if (c->amx_bf16) {
+      kernels::PackBf16Weights(matrix, dst);
+      l.amx_bf16_ = true;
+      l.bf16_view_ = kernels::Bf16PackedMatrix{matrix.type, dst, matrix.n, matrix.k};
+    } else if (c->int8.has_value()) {
       kernels::PackInt8Weights(matrix, dst);
       l.int8_isa_ = c->int8;
-      l.amx_bf16_ = c->amx_bf16;
       l.int8_view_ = kernels::Int8PackedMatrix{matrix.type, dst, matrix.n, matrix.k};
     } else {
       kernels::PackWeights(matrix, dst);

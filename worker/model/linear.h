@@ -174,7 +174,7 @@ class Linear {
   void Compute(const LinearInput& in, int64_t m, float* y, int64_t ldy, int64_t n_begin,
                int64_t n_end) const {
     if (amx_bf16_) {
-      kernels::Bf16Matmul(int8_view_, *in.bf16, m, y, ldy, n_begin, n_end);
+      kernels::Bf16Matmul(bf16_view_, *in.bf16, m, y, ldy, n_begin, n_end);
     } else if (int8_isa_.has_value()) {
       kernels::Int8Matmul(*int8_isa_, int8_view_, *in.q8, m, y, ldy, n_begin, n_end);
     } else if (packed_ != nullptr) {
@@ -198,8 +198,9 @@ class Linear {
   std::shared_ptr<const void> packed_;   // keeps the packed bytes alive; null if unpacked
   kernels::PackedMatrix packed_view_;    // fp32 panels
   std::optional<kernels::Int8Isa> int8_isa_;
-  bool amx_bf16_ = false;                // bf16 AMX kernels on the int8 panels
   kernels::Int8PackedMatrix int8_view_;  // int8 panels
+  bool amx_bf16_ = false;
+  kernels::Bf16PackedMatrix bf16_view_;  // bf16 AMX panels
 };
 
 }  // namespace weft
