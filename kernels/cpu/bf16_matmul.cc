@@ -1,7 +1,9 @@
 #include "kernels/cpu/bf16_matmul.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "glog/logging.h"
@@ -116,6 +118,60 @@ void PackBf16Weights(const QuantMatrix& src, uint8_t* dst) {
           }
         }
       }
+    }
+  }
+}
+
+namespace {
+
+// As VCVTNEPS2BF16: denormals to (signed) zero, then round to nearest even.
+float RoundBf16(float x) {
+  if (std::fabs(x) < std::numeric_limits<float>::min()) return std::copysign(0.0f, x);
+  return Bf16ToFp32(Fp32ToBf16(x));
+}
+
+// Tile word w of row r of a record, as fp32 (the dequantized bf16 weight).
+float RecordWeight(GgmlType type, const uint8_t* rec, int r, int w) {
+  const int col = WordColumn(w);
+  uint16_t d16, m16 = 0;
+  std::memcpy(&d16, rec + 2 * col, 2);
+  if (IsQ4(type)) {
+    std::memcpy(&m16, rec + 32 + 2 * col, 2);
+    const uint8_t byte = rec[64 + 16 * r + w % 16];
+    const int q = w < 16 ? byte & 0x0F : byte >> 4;
+    return RoundBf16(std::fma(Fp16ToFp32(d16), static_cast<float>(q), Fp16ToFp32(m16)));
+  }
+  const int q = static_cast<int8_t>(rec[32 + 32 * r + w]);
+  return RoundBf16(Fp16ToFp32(d16) * static_cast<float>(q));
+}
+
+}  // namespace
+
+void Bf16MatmulReference(const Bf16PackedMatrix& w, const float* x, int64_t ldx, int64_t m,
+                         float* y, int64_t ldy, int64_t n_begin, int64_t n_end) {
+  const int64_t nb = w.k / 32;
+  const int64_t rec_bytes = Bf16RecordBytes(w.type);
+  std::vector<float> a(w.k), wj(w.k);
+  for (int64_t j = n_begin; j < n_end; ++j) {
+    const uint8_t* panel = w.data + (j / 16) * Bf16PanelBytes(w.type, w.k);
+    const int col = static_cast<int>(j % 16);
+    const int word0 = col < 8 ? 2 * col : 16 + 2 * (col - 8);  // its even weight's word
+    for (int64_t c = 0; c < w.k; ++c) {
+      wj[c] = RecordWeight(w.type, panel + (c / 32) * rec_bytes, static_cast<int>(c % 32) / 2,
+                           word0 + static_cast<int>(c % 2));
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t c = 0; c < w.k; ++c) a[c] = RoundBf16(x[i * ldx + c]);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        float se = 0.0f, so = 0.0f;
+        for (int t = 0; t < 16; ++t) {
+          se = se + a[32 * b + 2 * t] * wj[32 * b + 2 * t];
+          so = so + a[32 * b + 2 * t + 1] * wj[32 * b + 2 * t + 1];
+        }
+        acc = acc + (se + so);
+      }
+      y[i * ldy + j] = acc;
     }
   }
 }

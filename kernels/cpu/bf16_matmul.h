@@ -12,14 +12,24 @@
 // whole row of K in fp32 inside the tile: the weights are dequantized once per call per
 // 16-column panel (reused by every 16-row tile) and the only vector work per output is
 // one store. The products are at least as accurate as the int8 path's (bf16 keeps 8
-// bits of every activation; int8 blocks keep 7 bits of the block's largest).
+// bits of every activation; int8 blocks keep 7 bits of the block's largest). The price:
+// dequantizing costs ~8 vector ops per 32 weights, against ~1 for `vpdpbusd` on nibbles,
+// so at m = 1 (single-stream decode, weights cache-resident) this is ~2x slower than the
+// int8 kernels.
 //
-// Arithmetic of an output: TDPBF16PS over the 32-value chunks of K in order, fp32
-// accumulation inside the tile in the hardware's fixed order (it matches no simple
-// sequential model, so there is no scalar reference with the same bits). Each output
-// row is computed by the same tile operations whatever the other rows are, however many
-// rows the call has, wherever the row sits in a tile and however columns are split
-// (batch invariance; tested), so every m — decode included — runs this kernel.
+// Arithmetic of an output (i, j), the same for every m, row position and column split
+// (batch invariance), on the tiles and off them:
+//   acc = 0
+//   for each 32-value chunk c of K, in order:          (one TDPBF16PS)
+//     se = 0; so = 0
+//     for t = 0..15: se = se + a[32c + 2t] * w[32c + 2t]        (fp32, RNE; the products
+//                    so = so + a[32c + 2t + 1] * w[32c + 2t + 1]  of bf16 values are exact)
+//     acc = acc + (se + so)
+//   Y[i][j] = acc
+// with a = bf16(x[i]), w = the weights above, denormal inputs and results flushed to zero.
+// That is what TDPBF16PS computes on Sapphire-Rapids-class cores (found by experiment and
+// checked bitwise in bf16_matmul_test against Bf16MatmulReference). Calls of one or two
+// rows run it in AVX-512 (no tile to fill), larger ones on the tiles.
 //
 // Weights: 16-column panels (columns past n are zero); panel p at
 // data + p * Bf16PanelBytes(type, k), its block b (32 weights of K) one record at
@@ -31,6 +41,7 @@
 //     q of tile word 16 + i.
 //   Q8_0 (544 bytes): fp16 dw[16], then 16 rows of 32 bytes; byte i of row r = q (int8)
 //     of tile word i.
+// A B tile row's dword c thus holds column c's two weights (the even one in its low half).
 //
 // Activations: Bf16Rows in the tile layout the kernel loads: rows in tiles of 16, and in
 // a tile, chunk c (32 values of K) of its 16 rows is 1 KB at
@@ -87,6 +98,11 @@ void PackBf16Weights(const QuantMatrix& src, uint8_t* dst);
 // Bf16MatmulSupported(), Bf16PackSupported(w.type, w.k).
 void Bf16Matmul(const Bf16PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
                 int64_t n_begin, int64_t n_end);
+
+// The arithmetic above in portable C++ (tests; slow): x is fp32 (rows ldx apart), rounded
+// as ConvertRowsBf16 rounds. Equal to Bf16Matmul bitwise for inputs without denormals.
+void Bf16MatmulReference(const Bf16PackedMatrix& w, const float* x, int64_t ldx, int64_t m,
+                         float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
 
 // Benchmark ceiling: `iters` rounds of 4 independent TDPBF16PS (16 x 16 x 32); returns
 // the multiply-adds done (0 without AMX bf16).

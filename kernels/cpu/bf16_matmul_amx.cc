@@ -22,6 +22,10 @@ namespace {
 constexpr int64_t kPanel = 16;
 constexpr int kRows = 16;
 constexpr int64_t kTileBytes = 1024;
+// Calls of at most this many rows take the AVX-512 twin of the tile arithmetic (no tile
+// per 16 rows to fill, no B tile stores and loads).
+constexpr int64_t kMaxEmulatedRows = 2;
+constexpr int kPrefetchBytes = 4096;
 
 enum Format { kQ4 = 0, kQ8 = 1 };
 
@@ -55,9 +59,9 @@ Consts MakeConsts() {
   return k;
 }
 
-// One packed record -> one B tile (16 rows x 32 bf16).
-template <int F>
-void DequantRecord(const uint8_t* rec, uint16_t* bt, const Consts& k) {
+// One packed record -> its 16 B tile rows (32 bf16 each), handed to sink(r, row).
+template <int F, typename Sink>
+inline void DequantRows(const uint8_t* rec, const Consts& k, Sink&& sink) {
   const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
   const __m512 d_lo = _mm512_permutexvar_ps(k.dup_lo, dw);
   const __m512 d_hi = _mm512_permutexvar_ps(k.dup_hi, dw);
@@ -73,7 +77,7 @@ void DequantRecord(const uint8_t* rec, uint16_t* bt, const Consts& k) {
       const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + 16 * r)));
       const __m512 w0 = _mm512_fmadd_ps(d_lo, _mm512_cvtepi32_ps(_mm512_and_si512(v, nib)), m_lo);
       const __m512 w1 = _mm512_fmadd_ps(d_hi, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), m_hi);
-      _mm512_store_si512(bt + 32 * r, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(w1, w0)));
+      sink(r, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(w1, w0)));
     }
   } else {
     const uint8_t* rows = rec + 32;
@@ -82,9 +86,15 @@ void DequantRecord(const uint8_t* rec, uint16_t* bt, const Consts& k) {
       const __m128i* p = reinterpret_cast<const __m128i*>(rows + 32 * r);
       const __m512 w0 = _mm512_mul_ps(d_lo, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p))));
       const __m512 w1 = _mm512_mul_ps(d_hi, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p + 1))));
-      _mm512_store_si512(bt + 32 * r, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(w1, w0)));
+      sink(r, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(w1, w0)));
     }
   }
+}
+
+// One packed record -> one B tile (16 rows x 32 bf16).
+template <int F>
+void DequantRecord(const uint8_t* rec, uint16_t* bt, const Consts& k) {
+  DequantRows<F>(rec, k, [bt](int r, __m512i row) { _mm512_store_si512(bt + 32 * r, row); });
 }
 
 template <int F>
@@ -165,9 +175,78 @@ void RowTiles(const Bf16Rows& x, int64_t m, const uint8_t* const* b, int64_t nb,
   }
 }
 
+// Rows 0..M-1 (M <= kMaxEmulatedRows) of x times the panels of [n_begin, n_end) in
+// AVX-512 with TDPBF16PS's arithmetic (bf16_matmul.h), lanes = a panel's 16 columns: a B
+// tile row's dword c holds column c's two bf16 weights (even K in the low half), so
+// shifting and masking give the even and odd weights as fp32. `af`: the rows' bf16 values
+// as fp32, row i at af + i * k. MXCSR's FTZ and DAZ are set meanwhile, as the tiles flush.
+template <int F, int M>
+void EmulatedRows(const Bf16PackedMatrix& w, const float* af, float* y, int64_t ldy,
+                  int64_t n_begin, int64_t n_end) {
+  const int64_t nb = w.k / 32;
+  const int64_t panel_bytes = nb * RecordBytes<F>();
+  const Consts k = MakeConsts();
+  const __m512i hi_half = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);  // FTZ | DAZ
+  const int64_t p_end = (n_end + kPanel - 1) / kPanel;
+  for (int64_t p = n_begin / kPanel; p < p_end; ++p) {
+    const uint8_t* panel = w.data + p * panel_bytes;
+    __m512 acc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nb; ++c) {
+      __m512 se[M], so[M];
+      for (int i = 0; i < M; ++i) se[i] = so[i] = _mm512_setzero_ps();
+      const float* a = af + 32 * c;
+      const char* rec = reinterpret_cast<const char*>(panel + c * RecordBytes<F>());
+      // The weights stream from memory once per call: fetch ahead (records are contiguous
+      // across blocks and panels).
+      for (int l = 0; l < RecordBytes<F>(); l += 64) _mm_prefetch(rec + kPrefetchBytes + l, _MM_HINT_T0);
+      DequantRows<F>(panel + c * RecordBytes<F>(), k, [&](int r, __m512i row) {
+        const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(row, 16));
+        const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(row, hi_half));
+#pragma GCC unroll 2
+        for (int i = 0; i < M; ++i) {
+          // Products of bf16 values are exact in fp32: fma rounds once, as the tile's add.
+          se[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * w.k + 2 * r]), even, se[i]);
+          so[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * w.k + 2 * r + 1]), odd, so[i]);
+        }
+      });
+      for (int i = 0; i < M; ++i) acc[i] = _mm512_add_ps(acc[i], _mm512_add_ps(se[i], so[i]));
+    }
+    const int64_t col0 = p * kPanel;
+    const int64_t lo = n_begin > col0 ? n_begin - col0 : 0;
+    const int64_t hi = n_end - col0 < kPanel ? n_end - col0 : kPanel;
+    const __mmask16 mask = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+    for (int i = 0; i < M; ++i) _mm512_mask_storeu_ps(y + i * ldy + col0, mask, acc[i]);
+  }
+  _mm_setcsr(csr);
+}
+
+// x's rows 0..m-1 as fp32 (their bf16 values) into af (row i at af + i * k).
+void RowsToFp32(const Bf16Rows& x, int64_t m, float* af) {
+  const int64_t nb = x.k / 32;
+  for (int64_t i = 0; i < m; ++i) {
+    const uint16_t* src = x.data + (i / kRows) * nb * kRows * 32 + (i % kRows) * 32;
+    for (int64_t c = 0; c < nb; ++c) {
+      const __m512i v = _mm512_loadu_si512(src + c * kRows * 32);
+      const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(v));
+      const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1));
+      _mm512_storeu_ps(af + i * x.k + 32 * c, _mm512_castsi512_ps(_mm512_slli_epi32(lo, 16)));
+      _mm512_storeu_ps(af + i * x.k + 32 * c + 16, _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16)));
+    }
+  }
+}
+
 template <int F>
 void Run(const Bf16PackedMatrix& w, const Bf16Rows& x, int64_t m, float* y, int64_t ldy,
          int64_t n_begin, int64_t n_end, uint8_t* scratch) {
+  if (m <= kMaxEmulatedRows) {
+    float* af = reinterpret_cast<float*>(scratch);
+    RowsToFp32(x, m, af);
+    if (m == 1) return EmulatedRows<F, 1>(w, af, y, ldy, n_begin, n_end);
+    return EmulatedRows<F, 2>(w, af, y, ldy, n_begin, n_end);
+  }
   const int64_t nb = w.k / 32;
   const int64_t panel_bytes = nb * RecordBytes<F>();
   uint8_t* bt[2] = {scratch, scratch + nb * kTileBytes};

@@ -77,6 +77,24 @@ TEST_F(Bf16MatmulTest, ConvertRowsRoundsToNearestEven) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], Fp32ToBf16(x[i])) << i;
 }
 
+// Every call shape (1 and 2 rows in AVX-512, larger ones on the tiles, padded last
+// tiles, unaligned column splits, all three weight types) gives the portable reference's
+// bits.
+TEST_F(Bf16MatmulTest, EqualsTheReferenceBitwise) {
+  for (GgmlType type : kTypes) {
+    for (int64_t m : {1, 2, 3, 16, 37}) {
+      SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " m=" + std::to_string(m));
+      const Problem p = Make(type, 45, 320, m, 21);
+      std::vector<float> want(m * p.n, NAN);
+      Bf16MatmulReference(Packed(p), p.x.data(), p.k, m, want.data(), p.n, 0, p.n);
+      const std::vector<float> got = RunRows(p, 0, m, 3);
+      for (size_t e = 0; e < got.size(); ++e) {
+        ASSERT_TRUE(SameBits(got[e], want[e])) << e << ": " << got[e] << " vs " << want[e];
+      }
+    }
+  }
+}
+
 // Each output against the exact product of the dequantized weights with x, in double:
 // two bf16 roundings (weight and activation, 2^-9 relative each) plus fp32 sums.
 TEST_F(Bf16MatmulTest, WithinTheBf16RoundingBound) {

@@ -140,7 +140,7 @@ const char* Int8IsaName(Int8Isa isa) {
     case Int8Isa::kAvx512Vnni:
       return "avx512vnni";
     case Int8Isa::kAmx:
-      return "amx";
+      return "amx_int8";
   }
   return "?";
 }

@@ -114,6 +114,10 @@ KernelChoice ResolveKernelChoice(KernelChoice choice) {
   return KernelChoice::kReference;
 }
 
+KernelChoice LmHeadKernelChoice(KernelChoice choice) {
+  return ResolveKernelChoice(choice) == KernelChoice::kAmx ? KernelChoice::kAvx512Vnni : choice;
+}
+
 std::vector<KernelChoice> SupportedKernelChoices() {
   const kernels::CpuFeatures& f = kernels::CpuFeatures::Get();
   std::vector<KernelChoice> v = {KernelChoice::kReference};

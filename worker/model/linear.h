@@ -61,6 +61,13 @@ enum class KernelChoice {
 // kAuto resolved for this CPU (other choices are returned as they are).
 KernelChoice ResolveKernelChoice(KernelChoice choice);
 
+// The kernels of the LM head under `choice`. The head multiplies one row per sequence
+// that wants logits (m = 1 for a single stream), where the AMX path's per-call
+// dequantization costs most, so under kAmx it runs the int8 kernels (kAvx512Vnni: VNNI,
+// AMX int8 tiles for whole 16-row tiles). The choice is fixed per model, so the head's
+// arithmetic never depends on the batch. Other choices are returned as they are.
+KernelChoice LmHeadKernelChoice(KernelChoice choice);
+
 // Every concrete choice (not kAuto) this CPU can run, reference first.
 std::vector<KernelChoice> SupportedKernelChoices();
 // Whether the choice runs int8 kernels (judged by the statistical accuracy criteria,
