@@ -64,9 +64,13 @@ TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
 }
 
 // int8: q and the fp16 scale of each token and head land where kv_layout.h says.
+// head_dim 8 takes the portable write, 64 the AVX-512 one (where the CPU has it).
 TEST(KvCacheTest, Int8LayoutIsTheDocumentedOne) {
+  for (int32_t head_dim : {8, 64}) {
+  SCOPED_TRACE(head_dim);
   KvCacheOptions o = SmallOptions();
   o.dtype = KvDtype::kInt8;
+  o.head_dim = head_dim;
   auto cache_or = KvCache::Create(o);
   ASSERT_TRUE(cache_or.ok());
   KvCache& cache = **cache_or;
@@ -95,6 +99,15 @@ TEST(KvCacheTest, Int8LayoutIsTheDocumentedOne) {
       EXPECT_EQ(kq, static_cast<int>(std::nearbyint(k[h * D + d] / Fp16ToFp32(ks))));
       EXPECT_EQ(vq, static_cast<int>(std::nearbyint(v[h * D + d] / Fp16ToFp32(vs))));
     }
+    // The other slots' bytes stay as they were (zero).
+    int touched_k = 0, touched_v = 0;
+    for (int64_t i = 0; i < D * B; ++i) {
+      touched_k += kt[i] != 0;
+      touched_v += vt[i] != 0;
+    }
+    EXPECT_LE(touched_k, D);
+    EXPECT_LE(touched_v, D);
+  }
   }
 }
 

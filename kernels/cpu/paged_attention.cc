@@ -71,6 +71,10 @@ void WriteHead(KvDtype dtype, const float* ks, const float* vs, int32_t hd, int3
       }
       return;
     case KvDtype::kInt8: {  // kv_layout.h
+      if (CpuFeatures::Get().HasAvx512() && hd % 16 == 0 && hd <= 1024) {  // the same bytes
+        avx512::WriteInt8Slot(ks, vs, hd, bs, static_cast<int32_t>(slot), kt, vt);
+        return;
+      }
       const int64_t data = int64_t{hd} * RoundUp4(bs);
       const uint16_t k16 = RowScale(ks, hd), v16 = RowScale(vs, hd);
       Store16(kt + data + 2 * slot, k16);

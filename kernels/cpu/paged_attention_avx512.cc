@@ -199,6 +199,66 @@ void Fp32ToFp16Row(const float* src, int32_t n, uint16_t* dst) {
   }
 }
 
+namespace {
+
+// fp16(max |x| / 127) of n values (n % 16 == 0) and the int8 values round(x / scale)
+// clamped to [-127, 127] (0 when the scale is 0), as 16-lane int32 vectors.
+uint16_t QuantizeRow(const float* x, int32_t n, __m512i* q) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 vmax = _mm512_setzero_ps();
+  for (int32_t d = 0; d < n; d += 16) vmax = _mm512_max_ps(vmax, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + d)));
+  const float scale32 = _mm512_reduce_max_ps(vmax) / 127.0f;
+  const uint16_t h = _cvtss_sh(scale32, _MM_FROUND_TO_NEAREST_INT);
+  const float scale = _cvtsh_ss(h);
+  const __m512 vs = _mm512_set1_ps(scale);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int32_t d = 0; d < n; d += 16) {
+    // x / scale rounded to nearest even (the MXCSR default), as std::nearbyint.
+    const __m512i v = scale == 0 ? _mm512_setzero_si512()
+                                 : _mm512_cvtps_epi32(_mm512_div_ps(_mm512_loadu_ps(x + d), vs));
+    q[d / 16] = _mm512_min_epi32(hi, _mm512_max_epi32(lo, v));
+  }
+  return h;
+}
+
+}  // namespace
+
+void WriteInt8Slot(const float* k, const float* v, int32_t head_dim, int32_t block_size,
+                   int32_t slot, uint8_t* k_tile, uint8_t* v_tile) {
+  constexpr int32_t kMaxVectors = 64;  // head_dim <= 1024
+  __m512i q[kMaxVectors];
+  const int64_t data = int64_t{head_dim} * ((block_size + 3) / 4 * 4);
+  // K: the 4 bytes of d = 4j..4j+3 (biased) are one dword at ((j * bs + slot) * 4).
+  uint16_t h = QuantizeRow(k, head_dim, q);
+  __builtin_memcpy(k_tile + data + 2 * slot, &h, 2);
+  const __m512i bias = _mm512_set1_epi32(kKvInt8KBias);
+  const __m512i stride = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(block_size * 4));
+  for (int32_t d = 0; d < head_dim; d += 64) {
+    // 64 values -> 64 bytes = 16 dwords (d..d+3, d+4..d+7, ...).
+    alignas(64) uint8_t bytes[64];
+    for (int u = 0; u < 4; ++u) {
+      const __m512i b = d + 16 * u < head_dim ? _mm512_add_epi32(q[d / 16 + u], bias) : bias;
+      _mm_store_si128(reinterpret_cast<__m128i*>(bytes + 16 * u), _mm512_cvtepi32_epi8(b));
+    }
+    const int32_t dwords = head_dim - d < 64 ? (head_dim - d) / 4 : 16;
+    const __mmask16 m = static_cast<__mmask16>((1u << dwords) - 1u);
+    uint8_t* base = k_tile + (int64_t{d / 4} * block_size + slot) * 4;
+    _mm512_mask_i32scatter_epi32(base, m, stride, _mm512_load_si512(bytes), 1);
+  }
+  // V: byte (slot, d) at ((slot / 4) * hd + d) * 4 + slot % 4: one byte of each dword.
+  h = QuantizeRow(v, head_dim, q);
+  __builtin_memcpy(v_tile + data + 2 * slot, &h, 2);
+  const int shift = 8 * (slot % 4);
+  const __mmask64 bytes_mask = 0x1111111111111111ull << (slot % 4);
+  uint8_t* row = v_tile + int64_t{slot / 4} * head_dim * 4;
+  for (int32_t d = 0; d < head_dim; d += 16) {
+    const __m512i b = _mm512_slli_epi32(_mm512_and_si512(q[d / 16], _mm512_set1_epi32(0xFF)), shift);
+    _mm512_mask_storeu_epi8(row + int64_t{d} * 4, bytes_mask, b);
+  }
+}
+
 void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_dim,
                 int32_t block_size, float* kt, float* vt) {
   const int64_t n = int64_t{head_dim} * block_size;

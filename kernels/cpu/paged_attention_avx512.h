@@ -81,6 +81,12 @@ void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_
                 int32_t block_size, float* kt, float* vt);
 // dst[i] = fp16(src[i]) rounded to nearest even (what Fp32ToFp16 gives), i < n.
 void Fp32ToFp16Row(const float* src, int32_t n, uint16_t* dst);
+// One token's K and V rows of one kv head into slot `slot` of int8 tiles (kv_layout.h):
+// the same bytes as the portable write. Writes only that slot's bytes (byte-masked
+// stores), so other threads may write other slots of the same tiles meanwhile.
+// Requires head_dim % 16 == 0, head_dim <= 1024.
+void WriteInt8Slot(const float* k, const float* v, int32_t head_dim, int32_t block_size,
+                   int32_t slot, uint8_t* k_tile, uint8_t* v_tile);
 }  // namespace avx512
 
 }  // namespace weft::kernels

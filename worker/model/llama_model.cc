@@ -110,14 +110,14 @@ LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
                      : kernels::ElementwiseImpl::kReference;
   // The int8 / AMX kernels take every matmul input rounded; a model whose weights are all
   // of unquantized types never needs it.
-  auto want = [this](const Linear& l) {
-    forms_.q8 = forms_.q8 || l.wants_q8();
-    forms_.bf16 = forms_.bf16 || l.wants_bf16();
-  };
-  want(weights_.lm_head());
+  // The layers' inputs and the LM head's may want different forms (kAmx: bf16 / int8).
   for (const LlamaLayerWeights& w : weights_.layers()) {
-    for (const Linear* l : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) want(*l);
+    for (const Linear* l : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      forms_.q8 = forms_.q8 || l->wants_q8();
+      forms_.bf16 = forms_.bf16 || l->wants_bf16();
+    }
   }
+  head_forms_ = weights_.lm_head().input_forms();
 }
 
 LlamaModel::~LlamaModel() = default;
@@ -253,7 +253,7 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
   ws.q8_h.Resize(forms_, T, hidden);
   ws.q8_attn.Resize(forms_, T, qw);
   ws.q8_ffn.Resize(forms_, T, ffn);
-  ws.q8_final.Resize(forms_, static_cast<int64_t>(ws.logit_tokens.size()), hidden);
+  ws.q8_final.Resize(head_forms_, static_cast<int64_t>(ws.logit_tokens.size()), hidden);
 }
 
 // With few work items (one decoding sequence has one per KV head), threads would idle:

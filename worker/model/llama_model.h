@@ -116,7 +116,8 @@ class LlamaModel {
   const LlamaWeights weights_;
   ThreadPool pool_;
   std::unique_ptr<Workspace> ws_;
-  InputForms forms_;  // the rounded activation forms some matmul wants
+  InputForms forms_;       // the rounded activation forms some layer matmul wants
+  InputForms head_forms_;  // those the LM head wants
   kernels::ElementwiseImpl elementwise_ = kernels::ElementwiseImpl::kReference;
   // TP: every rank's vocabulary rows [begin, end), in rank order.
   std::vector<std::pair<int64_t, int64_t>> vocab_slices_;
