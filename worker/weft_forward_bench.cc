@@ -21,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "common/gguf.h"
+#include "kernels/cpu/cpu_features.h"
 #include "worker/kv_cache.h"
 #include "worker/model/llama_model.h"
 #include "worker/sampler.h"
@@ -245,11 +246,13 @@ int Main() {
   auto attn = m->AttentionImplFor(16);
   Check(attn.status());
   std::printf(
-      "cpu: %s\nmodel: %s\n%s\nthreads %d, kernels %s (layer matmuls %s, lm head %s, "
-      "attention %s)\n",
-      CpuName().c_str(), path.c_str(), m->config().DebugString().c_str(), options.num_threads,
+      "cpu: %s (%s)\nmodel: %s\n%s\nthreads %d, kernels %s (layer matmuls %s, lm head %s, "
+      "attention %s), kv %s\n",
+      CpuName().c_str(), kernels::CpuFeatures::Get().ToString().c_str(), path.c_str(),
+      m->config().DebugString().c_str(), options.num_threads,
       KernelChoiceName(options.kernels), m->weights().layers()[0].wq.kernel_name(),
-      m->weights().lm_head().kernel_name(), kernels::AttentionImplName(*attn));
+      m->weights().lm_head().kernel_name(), kernels::AttentionImplName(*attn),
+      kernels::KvDtypeName(options.kv_dtype));
   DecodeRun(m, cache->get(), context, 4);  // warm-up: page in weights
   std::vector<double> decode, prefill_rates;
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
