@@ -61,6 +61,8 @@ struct LlamaModel::Workspace {
   std::vector<float> local_logits;      // TP: [rows][this rank's vocabulary slice]
   std::vector<float> gathered_logits;   // TP: [rank][rows][that rank's slice]
   std::vector<size_t> gather_counts;    // TP: floats from each rank
+  // x += proj is still to be done (ProjectAndAdd leaves it to the next token-wise pass).
+  bool residual_pending = false;
   // Rounded forms (int8 / bf16) of the matmul inputs: h, attn, gate (after SwiGLU),
   // final_h.
   ActivationBuffer q8_h, q8_attn, q8_ffn, q8_final;
@@ -308,6 +310,7 @@ absl::Status LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache,
   out->row_sequence.clear();
   if (batch.num_tokens() == 0) return absl::OkStatus();
   PrepareBatch(batch, cache->block_size());
+  ws_->residual_pending = false;
   Embed();
   for (int32_t l = 0; l < config().num_layers; ++l) {
     WEFT_RETURN_IF_ERROR(RunLayer(l, attn, cache));
@@ -337,11 +340,22 @@ void LlamaModel::NormAndQuantize(const std::vector<float>& norm) {
   Workspace& ws = *ws_;
   const LlamaConfig& c = config();
   const int64_t H = c.hidden_size;
+  const bool add = ws.residual_pending;
   ForTokens([&](int64_t b, int64_t e) {
+    if (add) AddResidual(b, e);
     kernels::RmsNorm(ws.x.data() + b * H, H, norm.data(), e - b, H, c.rms_norm_eps,
                      ws.h.data() + b * H, H);
     ws.q8_h.Convert(ws.h.data(), H, b, e);
   });
+  ws.residual_pending = false;
+}
+
+void LlamaModel::AddResidual(int64_t token_begin, int64_t token_end) {
+  Workspace& ws = *ws_;
+  const int64_t H = config().hidden_size;
+  float* x = ws.x.data();
+  const float* y = ws.proj.data();
+  for (int64_t i = token_begin * H; i < token_end * H; ++i) x[i] = x[i] + y[i];
 }
 
 void LlamaModel::QuantizeRows(const float* x, int64_t ldx, ActivationBuffer* out) {
@@ -411,18 +425,11 @@ absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const LinearInput& in) {
     int64_t b, e;
     ThreadPool::StaticRange(H, kColumnAlign, pool_.num_threads(), t, &b, &e);
     w.Compute(in, T, ws.proj.data(), H, b, e);
-    if (reduce) return;  // the sum over ranks comes first
-    for (int64_t tok = 0; tok < T; ++tok) {
-      float* x = ws.x.data() + tok * H;
-      const float* y = ws.proj.data() + tok * H;
-      for (int64_t j = b; j < e; ++j) x[j] = x[j] + y[j];
-    }
   });
-  if (!reduce) return absl::OkStatus();
-  WEFT_RETURN_IF_ERROR(options_.all_reducer->AllReduceSum(ws.proj.data(), T * H));
-  ForTokens([&](int64_t b, int64_t e) {
-    for (int64_t i = b * H; i < e * H; ++i) ws.x[i] = ws.x[i] + ws.proj[i];
-  });
+  if (reduce) WEFT_RETURN_IF_ERROR(options_.all_reducer->AllReduceSum(ws.proj.data(), T * H));
+  // x += proj waits for the next token-wise pass (NormAndQuantize or Logits): each thread
+  // then adds the rows it reads next, instead of a column range of every row.
+  ws.residual_pending = true;
   return absl::OkStatus();
 }
 
@@ -455,7 +462,9 @@ absl::Status LlamaModel::Logits(ForwardOutput* out) {
   out->row_sequence.assign(ws.logit_seqs.begin(), ws.logit_seqs.end());
   if (rows == 0) return absl::OkStatus();
   for (int64_t r = 0; r < rows; ++r) {
-    kernels::RmsNorm(ws.x.data() + ws.logit_tokens[r] * H, H, weights_.output_norm().data(), 1,
+    const int64_t t = ws.logit_tokens[r];
+    if (ws.residual_pending) AddResidual(t, t + 1);
+    kernels::RmsNorm(ws.x.data() + t * H, H, weights_.output_norm().data(), 1,
                      H, c.rms_norm_eps, ws.final_h.data() + r * H, H);
   }
   ws.q8_final.Convert(ws.final_h.data(), H, 0, rows);

@@ -102,7 +102,10 @@ class LlamaModel {
   absl::Status RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache);
   void QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv);
   void Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv);
+  // proj = in W (all-reduced under TP); x += proj happens in the next token-wise pass.
   absl::Status ProjectAndAdd(const Linear& w, const LinearInput& in);
+  // x += proj for tokens [begin, end).
+  void AddResidual(int64_t token_begin, int64_t token_end);
   // RMSNorm of the residual stream into h (and its rounded forms the kernels want).
   void NormAndQuantize(const std::vector<float>& norm);
   // The rounded forms of the first num_tokens rows of x into *out (if any are wanted).
