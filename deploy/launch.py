@@ -58,6 +58,7 @@ sys.path.insert(0, os.path.join(HERE, "k8s"))
 import render  # noqa: E402
 
 NAMESPACE = "default"
+# Kinds with no process of their own (ConfigMaps and claims become volume directories).
 NOT_RUN_KINDS = {"HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy",
                  "ServiceMonitor", "PodMonitor", "PersistentVolumeClaim", "ConfigMap"}
 LWS = "leaderworkerset.sigs.k8s.io/"
@@ -288,10 +289,15 @@ class Container:
                          for m in s.get("volumeMounts", []) if m["mountPath"] != "/dev/shm"),
                         key=lambda m: -len(m[0]))
 
+        local_dirs = dict(mounts)
+        # One pass, longest mountPath first (a local directory may itself start like a
+        # mountPath, e.g. /tmp).
+        mount_re = re.compile(r"(^|[=:,])(" + "|".join(re.escape(mp) for mp, _ in mounts) +
+                              r")(?=/|$|[,:])") if mounts else None
+
         def local(text):
-            for mp, d in mounts:
-                text = re.sub(r"(^|[=:,])" + re.escape(mp) + r"(?=/|$|[,:])",
-                              lambda m: m.group(1) + d, text)
+            if mount_re is not None:
+                text = mount_re.sub(lambda m: m.group(1) + local_dirs[m.group(2)], text)
             return L.resolve_services(text)
 
         argv = [local(a) for a in argv]
@@ -478,7 +484,7 @@ class Launcher:
                  state=None, probe_time_scale=1.0, pending_probe_paths=()):
         self.objects = objects
         self.bins = {"python3": sys.executable}
-        self.bins.update(bins)
+        self.bins.update({k: os.path.abspath(v) for k, v in bins.items()})
         self.volume_overrides = dict(volumes or {})
         self.substitutions = dict(substitutions or {})
         self.replicas = dict(replicas or {})
@@ -493,8 +499,8 @@ class Launcher:
         self.events_lock = threading.Lock()
         self.http_answers = {}
         self.pods, self.proxies = [], {}
-        self.not_run = sorted({"%s/%s" % (o["kind"], o["metadata"]["name"])
-                               for o in objects if o["kind"] in NOT_RUN_KINDS})
+        self.not_run = sorted({"%s/%s" % (o["kind"], o["metadata"]["name"]) for o in objects
+                               if o["kind"] in NOT_RUN_KINDS - {"ConfigMap", "PersistentVolumeClaim"}})
         self.config_maps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
         self.claims = {o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim"}
         self.services = [o for o in objects if o["kind"] == "Service"]
