@@ -263,6 +263,7 @@ class Container:
         self.log_path = os.path.join(pod.dir, self.name + ".log")
         self.started = False  # startupProbe passed (or none)
         self.ready = False
+        self.exit_seen = False
         self.argv = self.env = None
 
     def key(self):
@@ -438,7 +439,7 @@ class Pod:
             now = time.time()
             for c, ps in probes.items():
                 if not c.alive():
-                    if not L.stopping.is_set() and not c.__dict__.get("exit_seen"):
+                    if not L.stopping.is_set() and not c.exit_seen:
                         c.exit_seen = True
                         L.event("container_exited", c.key(), str(c.proc.poll()))
                     c.ready = False

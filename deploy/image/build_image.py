@@ -48,6 +48,7 @@ HERE = os.path.join(ROOT, "deploy", "image")
 UID = 65532
 CACHE = os.path.join(os.environ.get("WEFT_CACHE_DIR", os.path.expanduser("~/.cache/weft")), "image")
 BASE_MAX_AGE_S = 7 * 24 * 3600
+BAZEL = os.environ.get("WEFT_BAZEL", "bazel").split()  # ./test.sh passes "bazel --batch" in CI
 
 # What each image holds: (path in the image, bazel config, label).
 BINARIES = {
@@ -95,8 +96,8 @@ def build_binaries(images, stage, no_build):
         labels = sorted(by_config[config])
         if not no_build:
             log("bazel build", *flags, *labels)
-            run(["bazel", "build", *flags, *labels], cwd=ROOT)
-        bin_dir = out(["bazel", "info", *flags, "bazel-bin"], cwd=ROOT,
+            run([*BAZEL, "build", *flags, *labels], cwd=ROOT)
+        bin_dir = out([*BAZEL, "info", *flags, "bazel-bin"], cwd=ROOT,
                       stderr=subprocess.DEVNULL).strip()
         for label in labels:
             src = os.path.join(bin_dir, label[2:].replace(":", "/"))
