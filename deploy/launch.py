@@ -15,8 +15,9 @@ each container a local process with the container's own command and args:
   * command[0] is mapped by its file name (--bin NAME=PATH; python3 is this interpreter);
     a volume's mountPath at the start of an argument or after '=' becomes a local
     directory (emptyDir per pod, a PersistentVolumeClaim's shared by its pods — the claim
-    must be defined in the overlay —, a ConfigMap's keys written as files; /dev/shm stays
-    the host's); --volume NAME=DIR puts an existing directory in place of volume NAME.
+    must be defined in the overlay —, a ConfigMap's or Secret's keys written as files;
+    /dev/shm stays the host's); --volume NAME=DIR puts an existing directory in place of
+    volume NAME.
   * Ports: each declared containerPort gets a free local port; an argument --X_port=N
     (any flag ending in "port") must name a declared containerPort of its pod and is
     rewritten to the local one.
@@ -37,6 +38,7 @@ GPU overlay on CPUs), said in the output. Without --state, a temporary directory
 Linux only; needs python3-yaml, and python3-grpcio for grpc probes.
 """
 import argparse
+import base64
 import ctypes
 import hashlib
 import http.client
@@ -58,9 +60,10 @@ sys.path.insert(0, os.path.join(HERE, "k8s"))
 import render  # noqa: E402
 
 NAMESPACE = "default"
-# Kinds with no process of their own (ConfigMaps and claims become volume directories).
+# Kinds with no process of their own (ConfigMaps, Secrets and claims become volume
+# directories).
 NOT_RUN_KINDS = {"HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy",
-                 "ServiceMonitor", "PodMonitor", "PersistentVolumeClaim", "ConfigMap"}
+                 "ServiceMonitor", "PodMonitor", "PersistentVolumeClaim", "ConfigMap", "Secret"}
 LWS = "leaderworkerset.sigs.k8s.io/"
 
 
@@ -241,8 +244,8 @@ class Probe:
                     return True  # not served by this build yet: recorded, not enforced
                 return 200 <= status < 400
             if "grpc" in s:
-                return grpc_health(pod.resolve_port(s["grpc"]["port"]), s["grpc"].get("service", ""),
-                                   self.timeout)
+                return grpc_health(pod.resolve_port(s["grpc"]["port"]),
+                                   s["grpc"].get("service", ""), self.timeout)
             if "tcpSocket" in s:
                 socket.create_connection(("127.0.0.1", pod.resolve_port(s["tcpSocket"]["port"])),
                                          timeout=self.timeout).close()
@@ -308,7 +311,8 @@ class Container:
             raise LaunchError("%s runs %s: no local binary for it (--bin %s=PATH)"
                               % (self.key(), argv[0], exe))
         argv[0] = L.bins[exe]
-        declared = {p["containerPort"] for c in pod.spec.get("containers", []) for p in c.get("ports", [])}
+        declared = {p["containerPort"] for c in pod.spec.get("containers", [])
+                    for p in c.get("ports", [])}
         for i, a in enumerate(argv):
             m = re.match(r"^(--[A-Za-z0-9_]*port)=(\d+)$", a)
             if m:
@@ -385,7 +389,8 @@ class Pod:
     def volume_dir(self, name):
         vol = next((v for v in self.spec.get("volumes", []) if v["name"] == name), None)
         if vol is None:
-            raise LaunchError("%s mounts volume %s, which the pod does not define" % (self.name, name))
+            raise LaunchError("%s mounts volume %s, which the pod does not define"
+                              % (self.name, name))
         return self.launcher.volume(self, vol)
 
     def resolve_port(self, port):
@@ -410,7 +415,8 @@ class Pod:
                 rc = c.proc.wait()
                 self.launcher.event("init_exit", c.key(), str(rc))
                 if rc != 0:
-                    raise LaunchError("init container %s exited %d:\n%s" % (c.key(), rc, c.log_tail()))
+                    raise LaunchError("init container %s exited %d:\n%s"
+                                      % (c.key(), rc, c.log_tail()))
             for c in self.containers:
                 c.start()
             self._probe_loop()
@@ -496,19 +502,24 @@ class Launcher:
         os.makedirs(self.state, exist_ok=True)
         self.stopping = threading.Event()
         self.reaped = threading.Event()
+        self.volume_lock = threading.Lock()
         self.events = []
         self.events_lock = threading.Lock()
         self.http_answers = {}
         self.pods, self.proxies = [], {}
+        volumes_only = {"ConfigMap", "PersistentVolumeClaim", "Secret"}
         self.not_run = sorted({"%s/%s" % (o["kind"], o["metadata"]["name"]) for o in objects
-                               if o["kind"] in NOT_RUN_KINDS - {"ConfigMap", "PersistentVolumeClaim"}})
+                               if o["kind"] in NOT_RUN_KINDS - volumes_only})
         self.config_maps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
-        self.claims = {o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim"}
+        self.secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
+        self.claims = {o["metadata"]["name"] for o in objects
+                       if o["kind"] == "PersistentVolumeClaim"}
         self.services = [o for o in objects if o["kind"] == "Service"]
         known = NOT_RUN_KINDS | {"Service", "Deployment", "LeaderWorkerSet"}
         for o in objects:
             if o["kind"] not in known:
-                raise LaunchError("kind %s (%s) is not supported" % (o["kind"], o["metadata"]["name"]))
+                raise LaunchError("kind %s (%s) is not supported"
+                                  % (o["kind"], o["metadata"]["name"]))
         unknown = set(self.replicas) - {o["metadata"]["name"] for o in objects
                                         if o["kind"] in ("Deployment", "LeaderWorkerSet")}
         if unknown:
@@ -524,6 +535,10 @@ class Launcher:
 
     # -- volumes and services
     def volume(self, pod, vol):
+        with self.volume_lock:  # pods prepare their containers on their own threads
+            return self._volume(pod, vol)
+
+    def _volume(self, pod, vol):
         name = vol["name"]
         if name in self.volume_overrides:
             return self.volume_overrides[name]
@@ -533,12 +548,29 @@ class Launcher:
             cm_name = vol["configMap"]["name"]
             cm = self.config_maps.get(cm_name)
             if cm is None:
-                raise LaunchError("%s: ConfigMap %s is not defined in the overlay" % (pod.name, cm_name))
+                raise LaunchError("%s: ConfigMap %s is not defined in the overlay"
+                                  % (pod.name, cm_name))
             d = os.path.join(self.state, "configmaps", cm_name)
             if not os.path.isdir(d):
                 os.makedirs(d)
                 for k, v in cm.get("data", {}).items():
                     with open(os.path.join(d, k), "w") as f:
+                        f.write(v)
+        elif "secret" in vol:
+            # For the TLS and token files of the edge flags: the Secret must be in the
+            # overlay (stringData or base64 data), or given with --volume NAME=DIR.
+            sec_name = vol["secret"]["secretName"]
+            sec = self.secrets.get(sec_name)
+            if sec is None:
+                raise LaunchError("%s: Secret %s is not in the overlay: give its files with "
+                                  "--volume %s=DIR" % (pod.name, sec_name, name))
+            d = os.path.join(self.state, "secrets", sec_name)
+            if not os.path.isdir(d):
+                os.makedirs(d)
+                files = {k: base64.b64decode(v) for k, v in sec.get("data", {}).items()}
+                files.update({k: v.encode() for k, v in sec.get("stringData", {}).items()})
+                for k, v in files.items():
+                    with open(os.path.join(d, k), "wb") as f:
                         f.write(v)
         elif "persistentVolumeClaim" in vol:
             claim = vol["persistentVolumeClaim"]["claimName"]
@@ -547,8 +579,8 @@ class Launcher:
                                   % (pod.name, claim))
             d = os.path.join(self.state, "pvcs", claim)
         else:
-            raise LaunchError("%s: volume %s: only emptyDir, configMap and persistentVolumeClaim "
-                              "are supported" % (pod.name, name))
+            raise LaunchError("%s: volume %s: only emptyDir, configMap, secret and "
+                              "persistentVolumeClaim are supported" % (pod.name, name))
         os.makedirs(d, exist_ok=True)
         return d
 
@@ -686,7 +718,8 @@ def main():
     ap.add_argument("--ready_timeout_s", type=float, default=600)
     a = ap.parse_args()
     bins = {os.path.basename(p): os.path.join(root, "bazel-bin", p)
-            for p in ("scheduler/service/weft-scheduler", "worker/service/weft-worker", "tools/cli/weft")}
+            for p in ("scheduler/service/weft-scheduler", "worker/service/weft-worker",
+                      "tools/cli/weft")}
     bins.update(dict(b.split("=", 1) for b in a.bin))
     subs = {}
     for s in a.substitute:

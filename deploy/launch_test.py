@@ -138,10 +138,12 @@ class LaunchTest(unittest.TestCase):
         # The tripwire: a pending path that is now served must leave the pending list.
         for (who, path), statuses in sorted(L.http_answers.items()):
             if path in PENDING_PROBE_PATHS:
-                self.assertEqual(statuses, {404}, "%s now answers %s on %s: remove it from "
-                                 "PENDING_PROBE_PATHS in deploy/launch_test.py" % (who, statuses, path))
+                self.assertEqual(statuses, {404},
+                                 "%s now answers %s on %s: remove it from PENDING_PROBE_PATHS "
+                                 "in deploy/launch_test.py" % (who, statuses, path))
             else:
-                self.assertTrue(all(200 <= s < 400 for s in statuses), "%s %s: %s" % (who, path, statuses))
+                self.assertTrue(all(200 <= s < 400 for s in statuses),
+                                "%s %s: %s" % (who, path, statuses))
 
     def test_cpu_overlay_serves_a_generation(self):
         L = self.launch("cpu")

@@ -53,7 +53,8 @@ def pod_templates(objs):
 
 def containers(objs, init=False):
     for name, t in pod_templates(objs):
-        for c in t["spec"].get("containers", []) + (t["spec"].get("initContainers", []) if init else []):
+        inits = t["spec"].get("initContainers", []) if init else []
+        for c in t["spec"].get("containers", []) + inits:
             yield name, t, c
 
 
@@ -90,7 +91,8 @@ class ManifestsTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout)
 
     def test_every_weft_flag_exists(self):
-        known = {"weft-scheduler": known_flags(ARGS.scheduler), "weft-worker": known_flags(ARGS.worker)}
+        known = {"weft-scheduler": known_flags(ARGS.scheduler),
+                 "weft-worker": known_flags(ARGS.worker)}
         self.assertIn("--model", known["weft-scheduler"])
         self.assertIn("--backend", known["weft-worker"])
         checked = 0
@@ -113,18 +115,21 @@ class ManifestsTest(unittest.TestCase):
             for svc in (o for o in objs if o["kind"] == "Service"):
                 pods = [t for _, t in pod_templates(objs)
                         if selects(svc["spec"]["selector"], t["metadata"]["labels"])]
-                self.assertTrue(pods, "%s: Service %s selects no pod" % (overlay, svc["metadata"]["name"]))
+                name = svc["metadata"]["name"]
+                self.assertTrue(pods, "%s: Service %s selects no pod" % (overlay, name))
                 for p in svc["spec"]["ports"]:
                     tp = p.get("targetPort", p["port"])
                     for t in pods:
                         ports = [cp for c in t["spec"]["containers"] for cp in c.get("ports", [])]
-                        self.assertTrue(any(cp.get("name") == tp or cp["containerPort"] == tp for cp in ports),
-                                        "%s: Service %s port %s not on its pods" % (overlay, svc["metadata"]["name"], tp))
+                        self.assertTrue(
+                            any(cp.get("name") == tp or cp["containerPort"] == tp for cp in ports),
+                            "%s: Service %s port %s not on its pods" % (overlay, name, tp))
 
     def test_probes_name_declared_ports_and_startup_gates_liveness(self):
         for overlay in OVERLAYS:
             for _, t, c in containers(objects(overlay)):
-                declared = {p.get("name") for p in c.get("ports", [])} | {p["containerPort"] for p in c.get("ports", [])}
+                ports = c.get("ports", [])
+                declared = {p.get("name") for p in ports} | {p["containerPort"] for p in ports}
                 for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
                     if kind not in c:
                         continue
@@ -132,13 +137,16 @@ class ManifestsTest(unittest.TestCase):
                     action = next(probe[k] for k in ("httpGet", "grpc", "tcpSocket") if k in probe)
                     self.assertIn(action["port"], declared, "%s %s %s" % (overlay, c["name"], kind))
                 if "livenessProbe" in c:
-                    self.assertIn("startupProbe", c, "%s: %s has liveness without a startup probe: a "
-                                  "slow model load would be killed" % (overlay, c["name"]))
-                    self.assertNotEqual(c["livenessProbe"].get("httpGet", {}).get("path"), "/metrics")
+                    self.assertIn("startupProbe", c, "%s: %s has liveness without a startup "
+                                  "probe: a slow model load would be killed" % (overlay, c["name"]))
+                    self.assertNotEqual(c["livenessProbe"].get("httpGet", {}).get("path"),
+                                        "/metrics")
                 if binary(c) == "weft-worker":
                     s = c["startupProbe"]
-                    budget = s.get("initialDelaySeconds", 0) + s.get("periodSeconds", 10) * s.get("failureThreshold", 3)
-                    self.assertGreaterEqual(budget, WORKER_STARTUP_BUDGET_S, "%s %s" % (overlay, c["name"]))
+                    budget = (s.get("initialDelaySeconds", 0) +
+                              s.get("periodSeconds", 10) * s.get("failureThreshold", 3))
+                    self.assertGreaterEqual(budget, WORKER_STARTUP_BUDGET_S,
+                                            "%s %s" % (overlay, c["name"]))
                     self.assertEqual(c["readinessProbe"]["httpGet"]["path"], "/readyz")
                     self.assertEqual(c["livenessProbe"]["httpGet"]["path"], "/livez")
                     self.assertEqual(s["httpGet"]["path"], "/startupz")
@@ -175,7 +183,8 @@ class ManifestsTest(unittest.TestCase):
                 mount = next(m for m in c["volumeMounts"] if model.startswith(m["mountPath"] + "/"))
                 inits = [i for i in t["spec"].get("initContainers", [])
                          if any(m["name"] == mount["name"] for m in i.get("volumeMounts", []))]
-                self.assertEqual(len(inits), 1, "%s %s: one initContainer fills %s" % (overlay, c["name"], mount["name"]))
+                self.assertEqual(len(inits), 1, "%s %s: one initContainer fills %s"
+                                 % (overlay, c["name"], mount["name"]))
                 init = inits[0]
                 imount = next(m for m in init["volumeMounts"] if m["name"] == mount["name"])
                 env = {e["name"]: e.get("value") for e in init.get("env", [])}
@@ -186,7 +195,8 @@ class ManifestsTest(unittest.TestCase):
                 self.assertEqual(env["MODEL_SHA256"], sha)
 
     def test_model_label_is_served_and_scaled_on(self):
-        adapter = yaml.safe_load(open(os.path.join(K8S, "monitoring", "prometheus-adapter-values.yaml")))
+        adapter = yaml.safe_load(open(os.path.join(K8S, "monitoring",
+                                                   "prometheus-adapter-values.yaml")))
         served = {r["name"]["as"] for r in adapter["rules"]["external"]}
         for overlay in OVERLAYS:
             objs = objects(overlay)
@@ -198,31 +208,37 @@ class ManifestsTest(unittest.TestCase):
             hpas = [o for o in objs if o["kind"] == "HorizontalPodAutoscaler"]
             self.assertEqual(len(hpas), 1, overlay)
             ref = hpas[0]["spec"]["scaleTargetRef"]
-            self.assertTrue(any(o["kind"] == ref["kind"] and o["metadata"]["name"] == ref["name"] for o in objs))
+            self.assertTrue(any(o["kind"] == ref["kind"] and o["metadata"]["name"] == ref["name"]
+                                for o in objs))
             for m in hpas[0]["spec"]["metrics"]:
                 self.assertEqual(m["type"], "External")
-                self.assertEqual(m["external"]["metric"]["selector"]["matchLabels"], {"model": model})
+                self.assertEqual(m["external"]["metric"]["selector"]["matchLabels"],
+                                 {"model": model})
                 self.assertIn(m["external"]["metric"]["name"], served)
 
     def test_pdbs_let_nodes_drain_beside_the_hpa_minimum(self):
         for overlay in OVERLAYS:
             objs = objects(overlay)
-            hpa_min = min(o["spec"].get("minReplicas", 1) for o in objs if o["kind"] == "HorizontalPodAutoscaler")
+            hpa_min = min(o["spec"].get("minReplicas", 1) for o in objs
+                          if o["kind"] == "HorizontalPodAutoscaler")
             pdbs = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
             self.assertEqual(len(pdbs), 2, overlay)
             for pdb in pdbs:
                 s = pdb["spec"]
                 if "minAvailable" in s:
-                    self.assertLess(int(s["minAvailable"]), hpa_min, "%s: %s blocks drains" % (overlay, pdb["metadata"]["name"]))
+                    self.assertLess(int(s["minAvailable"]), hpa_min, "%s: %s blocks drains"
+                                    % (overlay, pdb["metadata"]["name"]))
                 else:
                     self.assertGreaterEqual(int(s["maxUnavailable"]), 1)
 
     def test_grace_periods_exceed_drain_timeouts(self):
         for overlay in OVERLAYS:
             objs = objects(overlay)
-            sched_t, sched_c = [(t, c) for _, t, c in containers(objs) if binary(c) == "weft-scheduler"][0]
+            sched_t, sched_c = [(t, c) for _, t, c in containers(objs)
+                                if binary(c) == "weft-scheduler"][0]
             flags = flag_map(sched_c["args"])
-            self.assertGreater(sched_t["spec"]["terminationGracePeriodSeconds"], float(flags["--drain_timeout_s"]))
+            self.assertGreater(sched_t["spec"]["terminationGracePeriodSeconds"],
+                               float(flags["--drain_timeout_s"]))
             # The scheduler's --worker_drain_timeout_s (wired at merge) bounds a worker's drain;
             # until then its documented default, 60 s.
             worker_drain = float(flags.get("--worker_drain_timeout_s", 60))
@@ -247,7 +263,8 @@ class ManifestsTest(unittest.TestCase):
         for overlay in OVERLAYS:
             objs = objects(overlay)
             sm = mon["ServiceMonitor"]["spec"]
-            svcs = [o for o in objs if o["kind"] == "Service" and selects(sm["selector"]["matchLabels"], o["metadata"]["labels"])]
+            svcs = [o for o in objs if o["kind"] == "Service"
+                    and selects(sm["selector"]["matchLabels"], o["metadata"]["labels"])]
             self.assertEqual(len(svcs), 1, overlay)
             self.assertTrue(svcs[0]["spec"].get("publishNotReadyAddresses"))
             self.assertIn(sm["endpoints"][0]["port"], [p["name"] for p in svcs[0]["spec"]["ports"]])

@@ -81,7 +81,8 @@ def main(module_name="__main__"):
                  '<testsuite name=%s tests="%d">' % (quoteattr(module_name), len(result.cases))]
         for test, kind, text, secs in result.cases:
             cls, _, name = test.id().rpartition(".")
-            head = '<testcase classname=%s name=%s time="%.3f"' % (quoteattr(cls), quoteattr(name), secs)
+            head = '<testcase classname=%s name=%s time="%.3f"' % (quoteattr(cls), quoteattr(name),
+                                                                    secs)
             if kind == "ok":
                 lines.append(head + "/>")
             elif kind == "skipped":

@@ -365,7 +365,8 @@ def dockerfile(img, packages, codename):
     lines += ["      %s \\" % p for p in packages]
     lines += [
         "    && rm -rf /var/lib/apt/lists/* \\",
-        "    && echo 'weft:x:%d:%d:weft:/home/weft:/usr/sbin/nologin' >>/etc/passwd \\" % (UID, UID),
+        "    && echo 'weft:x:%d:%d:weft:/home/weft:/usr/sbin/nologin' >>/etc/passwd \\"
+        % (UID, UID),
         "    && echo 'weft:x:%d:' >>/etc/group \\" % UID,
         "    && mkdir -p /home/weft /models && chown %d:%d /home/weft /models" % (UID, UID),
         "COPY payload/ /",

@@ -246,16 +246,20 @@ def main():
     logs = os.path.join(a.out, "logs")
     os.makedirs(logs, exist_ok=True)
 
-    imgs = {img: Rootfs(layout, img, os.path.join(a.out, "bundle-" + img), models) for img in images}
+    imgs = {img: Rootfs(layout, img, os.path.join(a.out, "bundle-" + img), models)
+            for img in images}
     for img, fs in imgs.items():
         for b in ("weft-scheduler", "weft-worker", "weft"):
             libs = fs.ldd("/usr/local/bin/" + b)
-            log("%s: ldd /usr/local/bin/%s inside the image: %d libraries, all found" % (img, b, len(libs)))
+            log("%s: ldd /usr/local/bin/%s inside the image: %d libraries, all found"
+                % (img, b, len(libs)))
             if img == "gpu" and b == "weft-worker":
-                for lib in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2"):
+                for lib in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13",
+                            "libnccl.so.2"):
                     where = libs.get(lib, "")
                     if not where.startswith("/usr/local/cuda"):
-                        fail("gpu: %s resolves to %r, not the image's /usr/local/cuda" % (lib, where))
+                        fail("gpu: %s resolves to %r, not the image's /usr/local/cuda"
+                             % (lib, where))
                 log("gpu: the CUDA worker's cudart, cuBLAS, cuBLASLt and NCCL resolve in "
                     "/usr/local/cuda/lib64 of the image")
             if img == "cpu" and any("cuda" in p or "nccl" in p for p in libs.values()):
@@ -316,7 +320,8 @@ def main():
                 time.sleep(0.5)
             text2 = generate(cpu, ports["port"], "The capital of France is", list(procs.values()))
             if text2 != text:
-                fail("the CUDA-built worker (--backend=cpu) generated %r, the CPU one %r" % (text2, text))
+                fail("the CUDA-built worker (--backend=cpu) generated %r, the CPU one %r"
+                     % (text2, text))
             log("gpu image's worker (--backend=cpu) generated the same: %r" % text2)
         page = metrics(ports["metrics_port"])
         ok = sum(float(l.rsplit(" ", 1)[1]) for l in page.splitlines()
@@ -333,8 +338,10 @@ def main():
     summary = {"build_s": round(t_build, 1), "run_s": round(t_run, 1),
                "total_s": round(time.time() - t0, 1),
                "base_cached": {i: report["images"][i].get("base_cached") for i in images},
-               "sizes_mb": {i: {"compressed": round(report["images"][i]["compressed_bytes"] / 1e6, 1),
-                                "unpacked": round(report["images"][i]["uncompressed_bytes"] / 1e6, 1)}
+               "sizes_mb": {i: {"compressed": round(report["images"][i]["compressed_bytes"] / 1e6,
+                                                    1),
+                                "unpacked": round(report["images"][i]["uncompressed_bytes"] / 1e6,
+                                                  1)}
                             for i in images},
                "packages": {i: report["images"][i]["packages"] for i in images},
                "exit_codes": codes}

@@ -134,8 +134,8 @@ def main():
             continue
         for version in versions:
             for o in objs:
-                what = "%s: %s/%s against Kubernetes %s" % (name, o.get("kind"),
-                                                          o.get("metadata", {}).get("name"), version)
+                what = "%s: %s/%s against Kubernetes %s" % (
+                    name, o.get("kind"), o.get("metadata", {}).get("name"), version)
                 try:
                     schema = crds.get((o.get("apiVersion"), o.get("kind")))
                     if schema is not None:

@@ -65,11 +65,13 @@ def main():
     crd = yaml.safe_load(open(crd_path))
     v = next(x for x in crd["spec"]["versions"] if x["name"] == version)
     schema = strict(v["schema"]["openAPIV3Schema"])
-    schema["properties"]["metadata"] = {"$ref": K8S_DEFS + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+    schema["properties"]["metadata"] = {
+        "$ref": K8S_DEFS + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
     schema["properties"]["apiVersion"] = {"enum": ["%s/%s" % (crd["spec"]["group"], version)]}
     schema["properties"]["kind"] = {"enum": [crd["spec"]["names"]["kind"]]}
     schema["properties"].pop("status", None)
-    schema["required"] = sorted(set(schema.get("required", [])) | {"apiVersion", "kind", "metadata"})
+    schema["required"] = sorted(set(schema.get("required", [])) |
+                                {"apiVersion", "kind", "metadata"})
     for repl in sys.argv[5:]:
         path, definition = repl.split("=", 1)
         parent_path, _, leaf = path.rpartition(".")
