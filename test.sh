@@ -96,7 +96,7 @@ if [ "$MODE" != quick ]; then
   # venv under ~/.cache/weft; seconds once the venv exists).
   step "Kubernetes manifests: strict schema validation (deploy/k8s/validate.sh)"
   if deploy/k8s/validate.sh >"$RESULTS/k8s-validate.log" 2>&1; then
-    extra_result k8s_validate passed "$(tail -n 3 "$RESULTS/k8s-validate.log" | head -n 2 | tr '\n' ' ')"
+    extra_result k8s_validate passed "deploy/k8s/validate.sh passed"
     grep -E '^(validated|ok|note)' "$RESULTS/k8s-validate.log" >&2
   else
     cat "$RESULTS/k8s-validate.log" >&2
