@@ -42,6 +42,8 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   prometheus python3 python3-grpcio python3-protobuf python3-venv nlohmann-json3-dev yamllint
   gnuplot-nox
+  python3-yaml python3-pip
+  debootstrap umoci skopeo
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -12,14 +12,18 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "prometheus/labels.h"
 #include "prometheus/registry.h"
 
 namespace weft {
 
 class ServiceMetrics {
  public:
-  ServiceMetrics();
-  explicit ServiceMetrics(std::shared_ptr<prometheus::Registry> registry);
+  // `model` (the served model name), when not empty, is a constant label model="..." on
+  // every series: one scheduler serves one model, and the label is what a Prometheus
+  // adapter rule selects a model's autoscaling signals by (deploy/README.md).
+  ServiceMetrics() : ServiceMetrics(std::string()) {}
+  explicit ServiceMetrics(const std::string& model);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -73,6 +77,8 @@ class ServiceMetrics {
   prometheus::Counter& Fenced(const std::string& reason);
 
  private:
+  ServiceMetrics(std::shared_ptr<prometheus::Registry> registry, const prometheus::Labels& labels);
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& steps_family_;
   prometheus::Family<prometheus::Counter>& finished_family_;

@@ -119,7 +119,7 @@ int Main() {
     return 2;
   }
 
-  ServiceMetrics metrics;
+  ServiceMetrics metrics(mt.name());  // every series labelled model="<served name>"
   std::unique_ptr<MetricsHttp> metrics_http;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
     // Same interface as the gRPC ports (--host): 127.0.0.1 keeps everything on loopback.
