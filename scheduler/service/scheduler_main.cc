@@ -15,9 +15,8 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "common/metrics_http.h"
 #include "glog/logging.h"
@@ -213,8 +212,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  absl::SetProgramUsageMessage("weft-scheduler --model=FILE.gguf [--port --worker_port ...]");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "weft-scheduler --model=FILE.gguf [--port --worker_port ...]");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return weft::Main();

@@ -23,9 +23,8 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "common/metrics_http.h"
 #include "prometheus/counter.h"
@@ -299,8 +298,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  absl::SetProgramUsageMessage("weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return weft::Main();
