@@ -39,7 +39,8 @@ class GenerationServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def ListModels(self, request, context):
-        """The models this scheduler serves (one per scheduler in this version).
+        """The models this scheduler serves (one per scheduler in this version). NOT_FOUND when
+        the x-weft-model metadata names another model.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
