@@ -289,6 +289,30 @@ TEST_F(EdgeAuthE2eTest, PythonClientOverTlsWithATokenAndReflection) {
   EXPECT_TRUE(absl::StrContains(r.log, "grpc.health.v1.Health")) << r.log;
 }
 
+// The weft CLI over TLS with a token file, and `weft health` as the Kubernetes TLS
+// readiness probe runs it (deploy/k8s/edge/tls): exit 0 only for SERVING.
+TEST_F(EdgeAuthE2eTest, TheCliOverTlsWithATokenAndAsTheReadinessProbe) {
+  const std::string token_file = *certs_ + "/cli-token";
+  std::ofstream(token_file) << kToken << "\n";
+  auto weft = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), Runfile("tools/cli/weft"));
+    args.push_back("--server=" + cluster_->address());
+    args.push_back("--tls_ca=" + Cert("ca.crt"));
+    return RunToEnd(args, absl::Seconds(120));
+  };
+  RunResult r = weft({"generate", "--prompt=Hello", "--max_tokens=3", "--token_file=" + token_file});
+  EXPECT_EQ(r.code, 0) << r.log;
+  r = weft({"generate", "--prompt=Hello", "--max_tokens=3"});
+  EXPECT_EQ(r.code, 1) << r.log;
+  EXPECT_TRUE(absl::StrContains(r.log, "weft: UNAUTHENTICATED: missing bearer token")) << r.log;
+  r = weft({"health", "--tls_server_name=weft-test.internal", "--service=smollm2-135m-instruct.q4_1"});
+  EXPECT_EQ(r.code, 0) << r.log;
+  EXPECT_EQ(r.out, "SERVING\n");
+  r = weft({"health", "--tls_server_name=wrong.name.example"});
+  EXPECT_EQ(r.code, 1) << r.log;
+  EXPECT_TRUE(absl::StrContains(r.log, "weft: UNAVAILABLE")) << r.log;
+}
+
 // --tls_client_ca: a client needs a certificate from that CA (a scheduler of its own,
 // no worker needed: health answers NOT_SERVING once the handshake is through).
 TEST_F(EdgeAuthE2eTest, ClientCertificatesOnThePublicPort) {
