@@ -22,8 +22,8 @@ bool IsWeftFlagFile(absl::string_view filename) {
 namespace {
 
 bool IsUsageFlag(absl::string_view name) {
-  for (absl::string_view u : {"help", "helpfull", "helpshort", "helppackage", "helpon",
-                              "helpmatch", "version", "only_check_args"}) {
+  for (absl::string_view u : {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch",
+                              "version", "only_check_args"}) {
     if (name == u) return true;
   }
   return false;
@@ -34,7 +34,7 @@ bool IsUsageFlag(absl::string_view name) {
 std::string CheckFlags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
-    if (arg == "--") break;  // the rest is positional
+    if (arg == "--") break;                         // the rest is positional
     if (arg.size() < 2 || arg[0] != '-') continue;  // positional (or a lone "-")
     absl::string_view body = arg.substr(arg[1] == '-' ? 2 : 1);
     const size_t eq = body.find('=');
@@ -98,8 +98,8 @@ std::vector<char*> ParseFlags(int argc, char** argv, absl::string_view usage) {
   if (const std::string error = CheckFlags(argc, argv); !error.empty()) {
     absl::string_view program = argc > 0 ? argv[0] : "weft";
     program = program.substr(program.rfind('/') + 1);  // npos + 1 == 0
-    std::fprintf(stderr, "%.*s: %s; see --help\n", static_cast<int>(program.size()),
-                 program.data(), error.c_str());
+    std::fprintf(stderr, "%.*s: %s; see --help\n", static_cast<int>(program.size()), program.data(),
+                 error.c_str());
     std::exit(kExitUsage);
   }
   return absl::ParseCommandLine(argc, argv);

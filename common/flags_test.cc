@@ -1,9 +1,9 @@
 #include "common/flags.h"
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/flags/flag.h"
 
@@ -28,7 +28,7 @@ TEST(FlagsTest, AcceptsDefinedFlagsInEveryForm) {
   EXPECT_EQ(absl::GetFlag(FLAGS_flags_test_name), "x y");
   EXPECT_EQ(absl::GetFlag(FLAGS_flags_test_count), 3);
   EXPECT_EQ(Check({"--", "--not_a_flag"}), "");  // after "--": positional
-  EXPECT_EQ(Check({"--help"}), "");               // Abseil's usage flags pass through
+  EXPECT_EQ(Check({"--help"}), "");              // Abseil's usage flags pass through
   EXPECT_EQ(Check({"--flagfile=/nonexistent"}), "");
 }
 
@@ -42,8 +42,8 @@ TEST(FlagsTest, RejectsUnknownFlagsAndBadValues) {
 }
 
 TEST(FlagsTest, RepeatedFlagValuesKeepsEveryOccurrence) {
-  std::vector<std::string> args = {"prog", "--stop=a,b", "-stop", "c", "--stopper=x",
-                                   "--stop=", "--", "--stop=z"};
+  std::vector<std::string> args = {"prog",        "--stop=a,b", "-stop", "c",
+                                   "--stopper=x", "--stop=",    "--",    "--stop=z"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   EXPECT_EQ(RepeatedFlagValues(static_cast<int>(argv.size()), argv.data(), "stop"),

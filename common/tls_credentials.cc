@@ -52,9 +52,8 @@ absl::Status CheckCertificateFile(const std::string& path, absl::string_view wha
   if (f.bio == nullptr) return CannotRead(what, path);
   X509* cert = PEM_read_bio_X509(f.bio, nullptr, nullptr, nullptr);
   if (cert == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("the ", what, " file '", path,
-                                                   "' holds no PEM certificate (",
-                                                   OpenSslError(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", what, " file '", path, "' holds no PEM certificate (", OpenSslError(), ")"));
   }
   X509_free(cert);
   return absl::OkStatus();
@@ -69,14 +68,12 @@ absl::Status CheckKeyPair(const std::string& cert_path, const std::string& key_p
   EVP_PKEY* key = PEM_read_bio_PrivateKey(kf.bio, nullptr, nullptr, nullptr);
   absl::Status status = absl::OkStatus();
   if (key == nullptr) {
-    status = absl::InvalidArgumentError(absl::StrCat("the private key file '", key_path,
-                                                     "' holds no PEM private key (",
-                                                     OpenSslError(), ")"));
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "the private key file '", key_path, "' holds no PEM private key (", OpenSslError(), ")"));
   } else if (cert != nullptr && X509_check_private_key(cert, key) != 1) {
     ERR_clear_error();
-    status = absl::InvalidArgumentError(absl::StrCat("the private key '", key_path,
-                                                     "' does not belong to the certificate '",
-                                                     cert_path, "'"));
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "the private key '", key_path, "' does not belong to the certificate '", cert_path, "'"));
   }
   if (key != nullptr) EVP_PKEY_free(key);
   if (cert != nullptr) X509_free(cert);
@@ -87,8 +84,9 @@ absl::Status ServerTlsFiles::Validate(absl::string_view what) const {
   if (!enabled()) return absl::OkStatus();
   if (cert.empty() || key.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": a certificate and its key are both needed (a client CA alone "
-                           "cannot turn TLS on)"));
+        absl::StrCat(what,
+                     ": a certificate and its key are both needed (a client CA alone "
+                     "cannot turn TLS on)"));
   }
   if (absl::Status s = CheckKeyPair(cert, key); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", s.message()));

@@ -3,9 +3,9 @@
 // registered), one that does not is UNAVAILABLE.
 #include "common/tls_credentials.h"
 
-#include <cstdio>
-
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -87,7 +87,7 @@ TEST_F(TlsCredentialsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
   StartServer(s);
   ClientTlsFiles c = Trusting("ca.crt");
   EXPECT_EQ(Call(c), grpc::StatusCode::UNAVAILABLE);  // no client certificate
-  c.cert = F("stray.crt");                           // signed by another CA
+  c.cert = F("stray.crt");                            // signed by another CA
   c.key = F("stray.key");
   EXPECT_EQ(Call(c), grpc::StatusCode::UNAVAILABLE);
   c.cert = F("client.crt");
@@ -113,10 +113,11 @@ TEST_F(TlsCredentialsTest, BadFilesAreRefusedWhenTheCredentialsAreMade) {
   EXPECT_FALSE(ca_only.Validate("x").ok());
   s.key = F("server.key");
   s.client_ca = F("server.key");  // not a certificate
-  EXPECT_TRUE(absl::StrContains(s.Validate("x").message(), "no PEM certificate")) << s.Validate("x");
+  EXPECT_TRUE(absl::StrContains(s.Validate("x").message(), "no PEM certificate"))
+      << s.Validate("x");
   ClientTlsFiles c;
   c.cert = F("client.crt");
-  EXPECT_FALSE(c.Validate("x").ok());  // a client certificate without its key
+  EXPECT_FALSE(c.Validate("x").ok());                // a client certificate without its key
   EXPECT_TRUE(ServerTlsFiles().Validate("x").ok());  // plaintext
   EXPECT_FALSE(ServerTlsFiles().enabled());
   EXPECT_FALSE(ClientTlsFiles().enabled());
@@ -126,8 +127,9 @@ TEST_F(TlsCredentialsTest, BadFilesAreRefusedWhenTheCredentialsAreMade) {
 TEST_F(TlsCredentialsTest, TheServerPicksUpRotatedFiles) {
   const std::string cert = F("live.crt"), key = F("live.key");
   auto copy = [&](const std::string& from, const std::string& to) {
-    ASSERT_EQ(std::system(absl::StrCat("cp '", F(from), "' '", to, ".tmp' && mv '", to, ".tmp' '",
-                                       to, "'").c_str()),
+    ASSERT_EQ(std::system(
+                  absl::StrCat("cp '", F(from), "' '", to, ".tmp' && mv '", to, ".tmp' '", to, "'")
+                      .c_str()),
               0);
   };
   copy("server.crt", cert);

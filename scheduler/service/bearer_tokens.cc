@@ -28,9 +28,7 @@ BearerTokens::Digest Sha256(absl::string_view s) {
   return d;
 }
 
-absl::Status Unauthenticated(absl::string_view why) {
-  return absl::UnauthenticatedError(why);
-}
+absl::Status Unauthenticated(absl::string_view why) { return absl::UnauthenticatedError(why); }
 
 int64_t Nanos(const struct timespec& t) {
   return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
@@ -85,8 +83,8 @@ absl::StatusOr<std::vector<BearerTokens::Digest>> BearerTokens::Read() const {
   std::ostringstream text;
   text << in.rdbuf();
   if (text.str().size() > kMaxFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the tokens file '", options_.path,
-                                                   "' is over ", kMaxFileBytes, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the tokens file '", options_.path, "' is over ", kMaxFileBytes, " bytes"));
   }
   auto parsed = Parse(text.str());
   if (!parsed.ok()) {
@@ -111,8 +109,8 @@ absl::StatusOr<std::unique_ptr<BearerTokens>> BearerTokens::Load(Options options
     MutexLock lock(&t->mu_);
     t->tokens_ = std::make_shared<const std::vector<Digest>>(std::move(*tokens));
   }
-  t->next_check_ns_ = absl::GetCurrentTimeNanos() +
-                      absl::ToInt64Nanoseconds(t->options_.recheck_interval);
+  t->next_check_ns_ =
+      absl::GetCurrentTimeNanos() + absl::ToInt64Nanoseconds(t->options_.recheck_interval);
   return t;
 }
 
@@ -167,7 +165,8 @@ absl::Status BearerTokens::Check(absl::string_view authorization) const {
   MaybeReload();
   authorization = absl::StripAsciiWhitespace(authorization);
   if (authorization.empty()) {
-    return Unauthenticated("missing bearer token (send the header 'authorization: Bearer <token>')");
+    return Unauthenticated(
+        "missing bearer token (send the header 'authorization: Bearer <token>')");
   }
   const size_t space = authorization.find(' ');
   if (space == absl::string_view::npos ||

@@ -93,9 +93,9 @@ class BearerTokens {
   mutable std::atomic<int64_t> reloads_{0};
   // Serializes reloads (one thread stats and reads; the others keep checking).
   mutable Mutex reload_mu_;
-  mutable FileStamp stamp_ ABSL_GUARDED_BY(reload_mu_);           // the version in force
+  mutable FileStamp stamp_ ABSL_GUARDED_BY(reload_mu_);                   // the version in force
   mutable std::optional<FileStamp> refused_ ABSL_GUARDED_BY(reload_mu_);  // did not parse
-  mutable bool stat_failed_ ABSL_GUARDED_BY(reload_mu_) = false;  // logged already
+  mutable bool stat_failed_ ABSL_GUARDED_BY(reload_mu_) = false;          // logged already
   mutable Mutex mu_;
   mutable std::shared_ptr<const std::vector<Digest>> tokens_ ABSL_GUARDED_BY(mu_);
 };

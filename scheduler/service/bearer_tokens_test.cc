@@ -1,5 +1,6 @@
 #include "scheduler/service/bearer_tokens.h"
 
+#include <gtest/gtest.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

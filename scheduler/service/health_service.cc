@@ -182,8 +182,9 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
   auto* reactor = context->DefaultReactor();
   const ServingStatus status = Status(request->service());
   if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                 "unknown service (ask for \"\", weft.v1.Generation or the model name)"));
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::NOT_FOUND,
+                     "unknown service (ask for \"\", weft.v1.Generation or the model name)"));
   } else {
     response->set_status(status);
     reactor->Finish(grpc::Status::OK);

@@ -17,8 +17,8 @@ using grpc::health::v1::HealthCheckResponse;
 class HealthServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    health_ = std::make_unique<HealthService>(
-        std::vector<std::string>{"weft.v1.Generation", "smollm2"});
+    health_ =
+        std::make_unique<HealthService>(std::vector<std::string>{"weft.v1.Generation", "smollm2"});
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(health_.get());
@@ -50,9 +50,13 @@ class HealthServiceTest : public ::testing::Test {
 };
 
 TEST_F(HealthServiceTest, EveryKnownServiceFollowsSetServing) {
-  for (const char* s : {"", "weft.v1.Generation", "smollm2"}) EXPECT_EQ(Check(s), "NOT_SERVING") << s;
+  for (const char* s : {"", "weft.v1.Generation", "smollm2"}) {
+    EXPECT_EQ(Check(s), "NOT_SERVING") << s;
+  }
   health_->SetServing(true);
-  for (const char* s : {"", "weft.v1.Generation", "smollm2"}) EXPECT_EQ(Check(s), "SERVING") << s;
+  for (const char* s : {"", "weft.v1.Generation", "smollm2"}) {
+    EXPECT_EQ(Check(s), "SERVING") << s;
+  }
   EXPECT_EQ(Check("other-model"), "error 5");  // NOT_FOUND
   health_->SetServing(false);
   EXPECT_EQ(Check("smollm2"), "NOT_SERVING");

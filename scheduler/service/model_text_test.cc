@@ -6,7 +6,8 @@ namespace weft {
 namespace {
 
 TEST(ModelTextTest, DefaultNameIsTheFilesStemInLowerCase) {
-  EXPECT_EQ(DefaultModelName("models/SmolLM2-135M-Instruct.Q4_1.gguf"), "smollm2-135m-instruct.q4_1");
+  EXPECT_EQ(DefaultModelName("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "smollm2-135m-instruct.q4_1");
   EXPECT_EQ(DefaultModelName("/a/b/Llama 3 (8B).gguf"), "llama-3--8b-");
   EXPECT_EQ(DefaultModelName("model"), "model");
   EXPECT_EQ(DefaultModelName(".gguf"), ".gguf");  // a dot file: its whole name

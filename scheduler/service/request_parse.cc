@@ -14,8 +14,8 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
-using google::protobuf::io::CodedInputStream;
 using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
 
 constexpr int kMaxDepth = 32;
 
@@ -33,11 +33,12 @@ std::string Walk(CodedInputStream* in, const Descriptor* d, const std::string& p
     if (tag == 0) {
       // End of this message, or a tag that does not parse.
       return in->BytesUntilLimit() == 0 || in->BytesUntilLimit() == -1 ? ""
-                                                                          : Malformed(*in, prefix);
+                                                                       : Malformed(*in, prefix);
     }
     const int number = WireFormatLite::GetTagFieldNumber(tag);
     const FieldDescriptor* f = d != nullptr ? d->FindFieldByNumber(number) : nullptr;
-    std::string path = f != nullptr ? absl::StrCat(prefix, f->name()) : absl::StrCat(prefix, "#", number);
+    std::string path =
+        f != nullptr ? absl::StrCat(prefix, f->name()) : absl::StrCat(prefix, "#", number);
     if (f != nullptr && f->is_repeated()) absl::StrAppend(&path, "[", seen[number]++, "]");
     if (WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
       if (!WireFormatLite::SkipField(in, tag)) return Malformed(*in, path);
@@ -68,7 +69,8 @@ std::string Walk(CodedInputStream* in, const Descriptor* d, const std::string& p
 }  // namespace
 
 std::string DescribeParseFailure(absl::string_view bytes, const Descriptor* descriptor) {
-  CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
+  CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                      static_cast<int>(bytes.size()));
   in.SetRecursionLimit(kMaxDepth + 8);
   return Walk(&in, descriptor, "", 0);
 }
@@ -91,9 +93,9 @@ absl::Status ParseMessage(const grpc::ByteBuffer& buffer, google::protobuf::Mess
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("unreadable request buffer");
   if (slices.size() == 1) {
-    return ParseMessage(absl::string_view(reinterpret_cast<const char*>(slices[0].begin()),
-                                          slices[0].size()),
-                        message);
+    return ParseMessage(
+        absl::string_view(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size()),
+        message);
   }
   std::string bytes;
   bytes.reserve(buffer.Length());

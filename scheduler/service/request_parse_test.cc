@@ -1,8 +1,8 @@
 #include "scheduler/service/request_parse.h"
 
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "absl/strings/match.h"
 #include "weft/v1/generate.pb.h"
@@ -37,7 +37,11 @@ TEST(RequestParseTest, NamesTheStringFieldThatIsNotUtf8) {
   };
   const Case cases[] = {
       {"text", [](weft::v1::GenerateRequest* r) { r->set_text("ab@@@@"); }},
-      {"model", [](weft::v1::GenerateRequest* r) { r->set_model("@@@@"); r->set_text("x"); }},
+      {"model",
+       [](weft::v1::GenerateRequest* r) {
+         r->set_model("@@@@");
+         r->set_text("x");
+       }},
       {"chat.messages[1].content",
        [](weft::v1::GenerateRequest* r) {
          auto* c = r->mutable_chat();
@@ -52,7 +56,10 @@ TEST(RequestParseTest, NamesTheStringFieldThatIsNotUtf8) {
          for (const char* s : {"a", "b", "@@@@"}) r->mutable_stopping()->add_stop(s);
        }},
       {"client_request_id",
-       [](weft::v1::GenerateRequest* r) { r->set_text("x"); r->set_client_request_id("@@@@"); }},
+       [](weft::v1::GenerateRequest* r) {
+         r->set_text("x");
+         r->set_client_request_id("@@@@");
+       }},
   };
   for (const Case& c : cases) {
     weft::v1::GenerateRequest req;

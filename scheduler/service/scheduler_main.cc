@@ -105,6 +105,63 @@ std::unique_ptr<grpc::Server> Serve(const std::string& host, int port,
   return b.BuildAndStart();
 }
 
+// The edge from the flags: both ports' credentials and the bearer tokens, checked before
+// anything is served (an error is a bad flag: exit 2).
+struct Edge {
+  ServerTlsFiles public_tls;
+  ServerTlsFiles worker_tls;
+  std::shared_ptr<grpc::ServerCredentials> public_creds;
+  std::shared_ptr<grpc::ServerCredentials> worker_creds;
+  std::unique_ptr<BearerTokens> tokens;  // null: no auth
+};
+
+absl::StatusOr<Edge> LoadEdge() {
+  Edge e;
+  e.public_tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  e.public_tls.key = absl::GetFlag(FLAGS_tls_key);
+  e.public_tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  e.worker_tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
+  e.worker_tls.key = absl::GetFlag(FLAGS_worker_tls_key);
+  e.worker_tls.client_ca = absl::GetFlag(FLAGS_worker_tls_ca);
+  if (e.worker_tls.enabled() &&
+      (e.worker_tls.cert.empty() || e.worker_tls.key.empty() || e.worker_tls.client_ca.empty())) {
+    return absl::InvalidArgumentError(
+        "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
+        "--worker_tls_ca together");
+  }
+  auto public_creds = MakeServerCredentials(e.public_tls);
+  if (!public_creds.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls_*: ", public_creds.status().message()));
+  }
+  e.public_creds = *public_creds;
+  auto worker_creds = MakeServerCredentials(e.worker_tls);
+  if (!worker_creds.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker_tls_*: ", worker_creds.status().message()));
+  }
+  e.worker_creds = *worker_creds;
+  if (const std::string f = absl::GetFlag(FLAGS_auth_tokens_file); !f.empty()) {
+    BearerTokens::Options to;
+    to.path = f;
+    auto t = BearerTokens::Load(to);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth_tokens_file: ", t.status().message()));
+    }
+    e.tokens = std::move(*t);
+    LOG(INFO) << "bearer tokens required (" << e.tokens->num_tokens() << " in " << f << ")";
+    if (!e.public_tls.enabled()) {
+      LOG(WARNING) << "bearer tokens on a plaintext port: only safe behind a TLS-terminating "
+                      "proxy or mesh (give --tls_cert/--tls_key otherwise)";
+    }
+  }
+  if (!e.worker_tls.enabled()) {
+    LOG(WARNING) << "the attach port is plaintext: any host that reaches it can attach as a "
+                    "worker (give --worker_tls_cert/--worker_tls_key/--worker_tls_ca)";
+  }
+  return e;
+}
+
 int Main() {
   auto policy = ParsePolicyFlag(absl::GetFlag(FLAGS_policy));
   if (!policy.ok()) {
@@ -163,49 +220,12 @@ int Main() {
     metrics_http = std::move(*m);
   }
 
-  // The edge: credentials for both ports and the tokens, all checked before serving.
-  ServerTlsFiles public_tls;
-  public_tls.cert = absl::GetFlag(FLAGS_tls_cert);
-  public_tls.key = absl::GetFlag(FLAGS_tls_key);
-  public_tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
-  ServerTlsFiles worker_tls;
-  worker_tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
-  worker_tls.key = absl::GetFlag(FLAGS_worker_tls_key);
-  worker_tls.client_ca = absl::GetFlag(FLAGS_worker_tls_ca);
-  if (worker_tls.enabled() &&
-      (worker_tls.cert.empty() || worker_tls.key.empty() || worker_tls.client_ca.empty())) {
-    LOG(ERROR) << "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key "
-                  "and --worker_tls_ca together";
+  absl::StatusOr<Edge> edge = LoadEdge();
+  if (!edge.ok()) {
+    LOG(ERROR) << edge.status().message();
     return 2;
   }
-  auto public_creds = MakeServerCredentials(public_tls);
-  auto worker_creds = MakeServerCredentials(worker_tls);
-  for (const auto* c : {&public_creds, &worker_creds}) {
-    if (!c->ok()) {
-      LOG(ERROR) << (c == &public_creds ? "--tls_*: " : "--worker_tls_*: ") << c->status().message();
-      return 2;
-    }
-  }
-  std::unique_ptr<BearerTokens> tokens;
-  if (const std::string f = absl::GetFlag(FLAGS_auth_tokens_file); !f.empty()) {
-    BearerTokens::Options to;
-    to.path = f;
-    auto t = BearerTokens::Load(to);
-    if (!t.ok()) {
-      LOG(ERROR) << "--auth_tokens_file: " << t.status().message();
-      return 2;
-    }
-    tokens = std::move(*t);
-    LOG(INFO) << "bearer tokens required (" << tokens->num_tokens() << " in " << f << ")";
-    if (!public_tls.enabled()) {
-      LOG(WARNING) << "bearer tokens on a plaintext port: only safe behind a TLS-terminating "
-                      "proxy or mesh (give --tls_cert/--tls_key otherwise)";
-    }
-  }
-  if (!worker_tls.enabled()) {
-    LOG(WARNING) << "the attach port is plaintext: any host that reaches it can attach as a "
-                    "worker (give --worker_tls_cert/--worker_tls_key/--worker_tls_ca)";
-  }
+  const std::unique_ptr<BearerTokens>& tokens = edge->tokens;
 
   // Health per service ("", weft.v1.Generation, the model), registered as an ordinary
   // service so that reflection lists it (gRPC's built-in one is not).
@@ -233,10 +253,11 @@ int Main() {
 
   int port = 0, worker_port = 0;
   const std::string host = absl::GetFlag(FLAGS_host);
-  public_server = Serve(host, absl::GetFlag(FLAGS_port), *public_creds, {&generation, &health},
-                        &port, absl::GetFlag(FLAGS_max_message_bytes));
+  public_server = Serve(host, absl::GetFlag(FLAGS_port), edge->public_creds,
+                        {&generation, &health}, &port, absl::GetFlag(FLAGS_max_message_bytes));
   std::unique_ptr<grpc::Server> worker_server = Serve(
-      host, absl::GetFlag(FLAGS_worker_port), *worker_creds, {&control}, &worker_port, 64 << 20);
+      host, absl::GetFlag(FLAGS_worker_port), edge->worker_creds, {&control}, &worker_port,
+      64 << 20);
   if (public_server == nullptr || worker_server == nullptr || port == 0 || worker_port == 0) {
     LOG(ERROR) << "cannot bind the gRPC ports (" << absl::GetFlag(FLAGS_port) << ", "
                << absl::GetFlag(FLAGS_worker_port) << "): in use?";
@@ -248,11 +269,12 @@ int Main() {
     return 1;
   }
   LOG(INFO) << "weft-scheduler serving '" << mt.name() << "' on " << host << ":" << port
-            << (public_tls.enabled() ? " (TLS" : " (plaintext")
-            << (public_tls.client_ca.empty() ? "" : ", client certificates")
+            << (edge->public_tls.enabled() ? " (TLS" : " (plaintext")
+            << (edge->public_tls.client_ca.empty() ? "" : ", client certificates")
             << (tokens ? ", bearer tokens" : "")
             << "; workers attach on port " << worker_port
-            << (worker_tls.enabled() ? " with mutual TLS" : " in plaintext") << ", metrics on "
+            << (edge->worker_tls.enabled() ? " with mutual TLS" : " in plaintext")
+            << ", metrics on "
             << (metrics_http ? metrics_http->port() : -1) << ", policy "
             << absl::GetFlag(FLAGS_policy) << ")";
   if (const std::string pf = absl::GetFlag(FLAGS_ports_file); !pf.empty()) {

@@ -16,7 +16,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 absl::StatusOr<std::string> SingleMetadata(const grpc::CallbackServerContext& context,
                                            absl::string_view key) {
-  const auto range = context.client_metadata().equal_range(grpc::string_ref(key.data(), key.size()));
+  const auto range =
+      context.client_metadata().equal_range(grpc::string_ref(key.data(), key.size()));
   std::string value;
   int n = 0;
   for (auto it = range.first; it != range.second; ++it, ++n) {

@@ -53,7 +53,8 @@ class GenerationService final
   // The bearer token (when auth is on).
   absl::Status CheckToken(const grpc::CallbackServerContext& context) const;
   // The model the request's `field` and the x-weft-model metadata name.
-  absl::Status CheckModel(const grpc::CallbackServerContext& context, absl::string_view field) const;
+  absl::Status CheckModel(const grpc::CallbackServerContext& context,
+                          absl::string_view field) const;
   uint64_t NextSeed();
 
   const GenerationServiceOptions options_;

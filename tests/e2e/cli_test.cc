@@ -38,7 +38,9 @@ class CliE2eTest : public ::testing::Test {
     delete model_;
   }
   void SetUp() override {
-    if (model_->empty()) GTEST_SKIP() << "default model not found (run tools/bootstrap.sh, or set WEFT_MODEL_DIR)";
+    if (model_->empty()) {
+      GTEST_SKIP() << "default model not found (run tools/bootstrap.sh, or set WEFT_MODEL_DIR)";
+    }
     ASSERT_NE(cluster_, nullptr);
   }
 
@@ -123,8 +125,9 @@ TEST_F(CliE2eTest, SamplingStoppingLogprobsAndChatFlagsReachTheServer) {
   ASSERT_EQ(ids.size(), 6u);
 
   // A stop token id: the first generated token ends the sample (and is returned).
-  RunResult stopped = Weft({"generate", "--prompt=" + prompt, "--max_tokens=6", "--temperature=0",
-                            "--print_token_ids", absl::StrCat("--stop_token_ids=99999999,", ids[0])});
+  RunResult stopped =
+      Weft({"generate", "--prompt=" + prompt, "--max_tokens=6", "--temperature=0",
+            "--print_token_ids", absl::StrCat("--stop_token_ids=99999999,", ids[0])});
   EXPECT_EQ(stopped.code, 2) << "an id outside the vocabulary is refused: " << stopped.log;
   stopped = Weft({"generate", "--prompt=" + prompt, "--max_tokens=6", "--temperature=0",
                   "--print_token_ids", absl::StrCat("--stop_token_ids=", ids[0])});
@@ -154,8 +157,9 @@ TEST_F(CliE2eTest, SamplingStoppingLogprobsAndChatFlagsReachTheServer) {
   EXPECT_TRUE(absl::StrContains(pen.log, "seed 7")) << pen.log;
 
   // --system: a chat with a system and a user message, as the C++ client sends it.
-  RunResult chat = Weft({"generate", "--system=You answer in one word.", "--prompt=Capital of France?",
-                         "--max_tokens=5", "--temperature=0", "--ignore_eos", "--print_token_ids"});
+  RunResult chat =
+      Weft({"generate", "--system=You answer in one word.", "--prompt=Capital of France?",
+            "--max_tokens=5", "--temperature=0", "--ignore_eos", "--print_token_ids"});
   ASSERT_EQ(chat.code, 0) << chat.log;
   weft::v1::GenerateRequest req = GreedyRequest("", 5);
   auto* m = req.mutable_chat()->add_messages();

@@ -17,8 +17,8 @@
 //  * with --tls_client_ca a client needs a certificate from that CA.
 #include <unistd.h>
 
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -54,14 +54,15 @@ class EdgeAuthE2eTest : public ::testing::Test {
     ClientTlsFiles tls;
     tls.ca = Cert("ca.crt");
     cluster_->SetClientTls(tls);
-    ASSERT_TRUE(cluster_->StartScheduler({
-                                             "--tls_cert=" + Cert("server.crt"),
-                                             "--tls_key=" + Cert("server.key"),
-                                             "--auth_tokens_file=" + TokensPath(),
-                                             "--worker_tls_cert=" + Cert("server.crt"),
-                                             "--worker_tls_key=" + Cert("server.key"),
-                                             "--worker_tls_ca=" + Cert("ca.crt"),
-                                         })
+    ASSERT_TRUE(cluster_
+                    ->StartScheduler({
+                        "--tls_cert=" + Cert("server.crt"),
+                        "--tls_key=" + Cert("server.key"),
+                        "--auth_tokens_file=" + TokensPath(),
+                        "--worker_tls_cert=" + Cert("server.crt"),
+                        "--worker_tls_key=" + Cert("server.key"),
+                        "--worker_tls_ca=" + Cert("ca.crt"),
+                    })
                     .ok())
         << cluster_->Logs();
     WorkerSpec w;
@@ -78,7 +79,9 @@ class EdgeAuthE2eTest : public ::testing::Test {
     delete certs_;
   }
   void SetUp() override {
-    if (model_->empty()) GTEST_SKIP() << "default model not found (run tools/bootstrap.sh, or set WEFT_MODEL_DIR)";
+    if (model_->empty()) {
+      GTEST_SKIP() << "default model not found (run tools/bootstrap.sh, or set WEFT_MODEL_DIR)";
+    }
     ASSERT_NE(cluster_, nullptr);
   }
 
@@ -132,8 +135,8 @@ TEST_F(EdgeAuthE2eTest, PlaintextWrongCaAndMissingTokensAreRefusedBeforeAnyWork)
   ClientTlsFiles good;
   good.ca = Cert("ca.crt");
   auto stub = StubWith(good);
-  for (const std::string& auth : {std::string(), Bearer("tok-wrong"), std::string(kToken),
-                                  std::string("Basic ") + kToken}) {
+  for (const std::string& auth :
+       {std::string(), Bearer("tok-wrong"), std::string(kToken), std::string("Basic ") + kToken}) {
     StreamResult r = Call(stub.get(), auth);
     EXPECT_EQ(CodeName(r.status.error_code()), "UNAUTHENTICATED") << "'" << auth << "'";
     EXPECT_FALSE(absl::StrContains(r.status.error_message(), kToken)) << r.status.error_message();
@@ -167,10 +170,14 @@ TEST_F(EdgeAuthE2eTest, TheTokensFileIsReloadedWithoutARestart) {
       << cluster_->Logs();
   WriteTokens({beta});
   EXPECT_TRUE(WaitFor(
-      [&] { return Call(stub.get(), Bearer(kToken), 1).status.error_code() == grpc::StatusCode::UNAUTHENTICATED; },
+      [&] {
+        return Call(stub.get(), Bearer(kToken), 1).status.error_code() ==
+               grpc::StatusCode::UNAUTHENTICATED;
+      },
       absl::Seconds(30), absl::Milliseconds(200)));
   EXPECT_TRUE(Call(stub.get(), Bearer(beta), 1).status.ok());
-  EXPECT_NE(ReadFile(cluster_->scheduler()->log_path()).find("auth tokens: reloaded"), std::string::npos);
+  EXPECT_NE(ReadFile(cluster_->scheduler()->log_path()).find("auth tokens: reloaded"),
+            std::string::npos);
   // Back as the other tests expect.
   WriteTokens({kToken});
   EXPECT_TRUE(WaitFor([&] { return Call(stub.get(), Bearer(kToken), 1).status.ok(); },
@@ -192,12 +199,13 @@ TEST_F(EdgeAuthE2eTest, StrayWorkersCannotAttachAndTheReplicaIsUntouched) {
   StreamResult streamed;
   std::atomic<int> tokens{0};
   std::thread reader([&] {
-    streamed = Generate(stub.get(), req, absl::Seconds(120),
-                        [&](const weft::v1::GenerateResponse& r) {
-                          tokens += r.token_ids_size();
-                          return true;
-                        },
-                        &ctx);
+    streamed = Generate(
+        stub.get(), req, absl::Seconds(120),
+        [&](const weft::v1::GenerateResponse& r) {
+          tokens += r.token_ids_size();
+          return true;
+        },
+        &ctx);
   });
   ASSERT_TRUE(WaitFor([&] { return tokens.load() >= 2; }, absl::Seconds(60)));
 
@@ -216,7 +224,11 @@ TEST_F(EdgeAuthE2eTest, StrayWorkersCannotAttachAndTheReplicaIsUntouched) {
     std::vector<std::string> argv = {
         Runfile("worker/service/weft-worker"),
         absl::StrCat("--scheduler=127.0.0.1:", cluster_->worker_port()),
-        "--model=" + *model_, "--replica=r0", "--rank=0", "--world_size=1", "--num_kv_blocks=96",
+        "--model=" + *model_,
+        "--replica=r0",
+        "--rank=0",
+        "--world_size=1",
+        "--num_kv_blocks=96",
         "--threads=1"};
     argv.insert(argv.end(), s.flags.begin(), s.flags.end());
     auto p = ChildProcess::Start(argv, absl::StrCat(cluster_->dir(), "/stray-", s.name, ".log"));
@@ -228,10 +240,12 @@ TEST_F(EdgeAuthE2eTest, StrayWorkersCannotAttachAndTheReplicaIsUntouched) {
     EXPECT_TRUE(WaitFor(
         [&] { return absl::StrContains(ReadFile(s.process->log_path()), "attach to 127.0.0.1"); },
         absl::Seconds(120)))
-        << s.name << ":\n" << s.process->LogTail();
+        << s.name << ":\n"
+        << s.process->LogTail();
     EXPECT_TRUE(s.process->Running()) << s.name << ":\n" << s.process->LogTail();
     EXPECT_FALSE(absl::StrContains(ReadFile(s.process->log_path()), "attached to"))
-        << s.name << ":\n" << s.process->LogTail();
+        << s.name << ":\n"
+        << s.process->LogTail();
   }
   reader.join();
   EXPECT_TRUE(streamed.status.ok()) << streamed.status.error_message() << "\n" << cluster_->Logs();
@@ -253,7 +267,8 @@ TEST_F(EdgeAuthE2eTest, StrayWorkersCannotAttachAndTheReplicaIsUntouched) {
 
 TEST_F(EdgeAuthE2eTest, PythonClientOverTlsWithATokenAndReflection) {
   if (::access(kPython, X_OK) != 0 ||
-      RunToEnd({kPython, "-I", "-c", "import grpc, google.protobuf"}, absl::Seconds(60)).code != 0) {
+      RunToEnd({kPython, "-I", "-c", "import grpc, google.protobuf"}, absl::Seconds(60)).code !=
+          0) {
     GTEST_SKIP() << kPython << " with python3-grpcio is needed (tools/bootstrap.sh)";
   }
   auto models = [&] {
@@ -265,10 +280,13 @@ TEST_F(EdgeAuthE2eTest, PythonClientOverTlsWithATokenAndReflection) {
   };
   const std::string model = models();
   EXPECT_EQ(model, "smollm2-135m-instruct.q4_1");  // the default name: the file's stem
-  const std::vector<std::string> common = {
-      kPython, "-I", Runfile("tests/e2e/edge_client.py"),
-      "--client_dir=" + Runfile("clients/python"), "--server=" + cluster_->address(),
-      "--ca=" + Cert("ca.crt"), "--model=" + model};
+  const std::vector<std::string> common = {kPython,
+                                           "-I",
+                                           Runfile("tests/e2e/edge_client.py"),
+                                           "--client_dir=" + Runfile("clients/python"),
+                                           "--server=" + cluster_->address(),
+                                           "--ca=" + Cert("ca.crt"),
+                                           "--model=" + model};
   std::vector<std::string> call = common;
   call.insert(call.end(), {std::string("--token=") + kToken, "call"});
   RunResult py = RunToEnd(call, absl::Seconds(180));
@@ -300,12 +318,14 @@ TEST_F(EdgeAuthE2eTest, TheCliOverTlsWithATokenAndAsTheReadinessProbe) {
     args.push_back("--tls_ca=" + Cert("ca.crt"));
     return RunToEnd(args, absl::Seconds(120));
   };
-  RunResult r = weft({"generate", "--prompt=Hello", "--max_tokens=3", "--token_file=" + token_file});
+  RunResult r =
+      weft({"generate", "--prompt=Hello", "--max_tokens=3", "--token_file=" + token_file});
   EXPECT_EQ(r.code, 0) << r.log;
   r = weft({"generate", "--prompt=Hello", "--max_tokens=3"});
   EXPECT_EQ(r.code, 1) << r.log;
   EXPECT_TRUE(absl::StrContains(r.log, "weft: UNAUTHENTICATED: missing bearer token")) << r.log;
-  r = weft({"health", "--tls_server_name=weft-test.internal", "--service=smollm2-135m-instruct.q4_1"});
+  r = weft(
+      {"health", "--tls_server_name=weft-test.internal", "--service=smollm2-135m-instruct.q4_1"});
   EXPECT_EQ(r.code, 0) << r.log;
   EXPECT_EQ(r.out, "SERVING\n");
   r = weft({"health", "--tls_server_name=wrong.name.example"});
@@ -317,10 +337,11 @@ TEST_F(EdgeAuthE2eTest, TheCliOverTlsWithATokenAndAsTheReadinessProbe) {
 // no worker needed: health answers NOT_SERVING once the handshake is through).
 TEST_F(EdgeAuthE2eTest, ClientCertificatesOnThePublicPort) {
   Cluster strict(*model_);
-  ASSERT_TRUE(strict
-                  .StartScheduler({"--tls_cert=" + Cert("server.crt"), "--tls_key=" + Cert("server.key"),
-                                   "--tls_client_ca=" + Cert("ca.crt")})
-                  .ok())
+  ASSERT_TRUE(
+      strict
+          .StartScheduler({"--tls_cert=" + Cert("server.crt"), "--tls_key=" + Cert("server.key"),
+                           "--tls_client_ca=" + Cert("ca.crt")})
+          .ok())
       << strict.Logs();
   auto health = [&](const std::string& client) {
     ClientTlsFiles tls;

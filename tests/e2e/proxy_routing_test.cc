@@ -68,8 +68,10 @@ class ProxyRoutingE2eTest : public ::testing::Test {
   // Active servers of a model's backend as the proxy reports it (-1: no answer).
   double ActiveServers(const std::string& model) {
     auto m = ScrapeMetrics(admin_port_);
-    return m.ok() ? m->Get(absl::StrCat("haproxy_backend_active_servers{proxy=\"model:", model, "\"}"), -1)
-                  : -1;
+    return m.ok()
+               ? m->Get(absl::StrCat("haproxy_backend_active_servers{proxy=\"model:", model, "\"}"),
+                        -1)
+               : -1;
   }
   // Generate calls the scheduler ended OK (0 before the first; NaN: no scrape).
   static double OkCalls(const Cluster& c) {
@@ -102,11 +104,11 @@ TEST_F(ProxyRoutingE2eTest, CallsReachTheirModelsSchedulerAndOnlyTheStoppedModel
   admin_port_ = FreePort();
   ASSERT_GT(proxy_port_, 0);
   ASSERT_GT(admin_port_, 0);
-  auto proxy = ChildProcess::Start(
-      {"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", proxy_port_),
-       absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", admin_port_), kHaproxy, "-db", "-f",
-       Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg},
-      alpha.dir() + "/haproxy.log");
+  auto proxy =
+      ChildProcess::Start({"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", proxy_port_),
+                           absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", admin_port_), kHaproxy,
+                           "-db", "-f", Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg},
+                          alpha.dir() + "/haproxy.log");
   ASSERT_TRUE(proxy.ok()) << proxy.status();
   auto proxy_log = [&] { return (*proxy)->LogTail(4000); };
   // Both backends up: the proxy's grpc.health.v1 checks passed.
@@ -145,14 +147,17 @@ TEST_F(ProxyRoutingE2eTest, CallsReachTheirModelsSchedulerAndOnlyTheStoppedModel
   // The proxy's own answers, as gRPC statuses with messages.
   StreamResult unknown = Call("gamma");
   EXPECT_EQ(CodeName(unknown.status.error_code()), "NOT_FOUND");
-  EXPECT_TRUE(absl::StrContains(unknown.status.error_message(), "x-weft-model")) << unknown.status.error_message();
+  EXPECT_TRUE(absl::StrContains(unknown.status.error_message(), "x-weft-model"))
+      << unknown.status.error_message();
   StreamResult none = Call("");
   EXPECT_EQ(CodeName(none.status.error_code()), "INVALID_ARGUMENT");
-  EXPECT_TRUE(absl::StrContains(none.status.error_message(), "x-weft-model")) << none.status.error_message();
+  EXPECT_TRUE(absl::StrContains(none.status.error_message(), "x-weft-model"))
+      << none.status.error_message();
 
   // Beta's worker dies: its scheduler says NOT_SERVING, the proxy's check takes beta out.
   ASSERT_TRUE(beta.worker("r0")->Signal(SIGKILL));
-  ASSERT_TRUE(WaitFor([&] { return ActiveServers("beta") == 0; }, absl::Seconds(60))) << proxy_log();
+  ASSERT_TRUE(WaitFor([&] { return ActiveServers("beta") == 0; }, absl::Seconds(60)))
+      << proxy_log();
   StreamResult out = Call("beta");
   EXPECT_EQ(CodeName(out.status.error_code()), "UNAVAILABLE");
   EXPECT_TRUE(absl::StrContains(out.status.error_message(), "no healthy weft-scheduler"))
@@ -163,7 +168,8 @@ TEST_F(ProxyRoutingE2eTest, CallsReachTheirModelsSchedulerAndOnlyTheStoppedModel
   WorkerSpec w;
   w.num_kv_blocks = 64;
   ASSERT_TRUE(beta.StartWorker(w).ok()) << beta.Logs();
-  ASSERT_TRUE(WaitFor([&] { return ActiveServers("beta") == 1; }, absl::Seconds(60))) << proxy_log();
+  ASSERT_TRUE(WaitFor([&] { return ActiveServers("beta") == 1; }, absl::Seconds(60)))
+      << proxy_log();
   EXPECT_EQ(Code("beta"), "OK");
 
   // Beta's scheduler stops: only beta's calls fail, alpha serves on.
@@ -171,7 +177,8 @@ TEST_F(ProxyRoutingE2eTest, CallsReachTheirModelsSchedulerAndOnlyTheStoppedModel
   ASSERT_TRUE(beta.scheduler()->Wait(absl::Seconds(60)).has_value()) << beta.Logs();
   EXPECT_EQ(beta.scheduler()->exit_code(), 0);
   EXPECT_EQ(Code("beta"), "UNAVAILABLE");  // before the check notices, too
-  ASSERT_TRUE(WaitFor([&] { return ActiveServers("beta") == 0; }, absl::Seconds(60))) << proxy_log();
+  ASSERT_TRUE(WaitFor([&] { return ActiveServers("beta") == 0; }, absl::Seconds(60)))
+      << proxy_log();
   const double alpha_before = OkCalls(alpha);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(Code("beta"), "UNAVAILABLE");

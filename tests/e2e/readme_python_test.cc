@@ -33,7 +33,8 @@ std::string PythonBlock(const std::string& markdown, const std::string& marker) 
 TEST(ReadmePythonE2eTest, TheReadmeExampleRuns) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
   if (::access(kPython, X_OK) != 0 ||
-      RunToEnd({kPython, "-I", "-c", "import grpc, google.protobuf"}, absl::Seconds(60)).code != 0) {
+      RunToEnd({kPython, "-I", "-c", "import grpc, google.protobuf"}, absl::Seconds(60)).code !=
+          0) {
     GTEST_SKIP() << kPython << " with python3-grpcio is needed (tools/bootstrap.sh)";
   }
   std::string code = PythonBlock(ReadFile(Runfile("README.md")), "python-example");
@@ -48,8 +49,9 @@ TEST(ReadmePythonE2eTest, TheReadmeExampleRuns) {
   ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
   ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
 
-  code = absl::StrReplaceAll(code, {{"\"127.0.0.1:50051\"", "\"" + cluster.address() + "\""},
-                                    {"\"clients/python\"", "\"" + Runfile("clients/python") + "\""}});
+  code =
+      absl::StrReplaceAll(code, {{"\"127.0.0.1:50051\"", "\"" + cluster.address() + "\""},
+                                 {"\"clients/python\"", "\"" + Runfile("clients/python") + "\""}});
   const std::string script = cluster.dir() + "/readme_example.py";
   std::ofstream(script) << code;
   RunResult py = RunToEnd({kPython, "-I", script}, absl::Seconds(120));

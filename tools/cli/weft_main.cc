@@ -110,7 +110,9 @@ absl::StatusOr<Connection> Connect() {
   std::string token_file = absl::GetFlag(FLAGS_token_file);
   if (!token_file.empty()) {
     std::ifstream in(token_file);
-    if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read --token_file ", token_file));
+    if (!in) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read --token_file ", token_file));
+    }
     std::stringstream s;
     s << in.rdbuf();
     c.token = std::string(absl::StripAsciiWhitespace(s.str()));
@@ -143,7 +145,9 @@ absl::StatusOr<std::optional<float>> OptionalFloat(const std::string& value, con
 
 // Fills the request from the flags; an error is a usage error.
 absl::Status BuildRequest(const std::vector<std::string>& stops, weft::v1::GenerateRequest* req) {
-  if (absl::GetFlag(FLAGS_prompt).empty()) return absl::InvalidArgumentError("--prompt is required");
+  if (absl::GetFlag(FLAGS_prompt).empty()) {
+    return absl::InvalidArgumentError("--prompt is required");
+  }
   req->set_model(absl::GetFlag(FLAGS_model));
   const std::string system = absl::GetFlag(FLAGS_system);
   if (absl::GetFlag(FLAGS_chat) || !system.empty()) {
@@ -186,11 +190,12 @@ absl::Status BuildRequest(const std::vector<std::string>& stops, weft::v1::Gener
   if (absl::GetFlag(FLAGS_max_tokens) >= 0) st->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
   st->set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
   for (const std::string& stop : stops) st->add_stop(stop);
-  for (absl::string_view id : absl::StrSplit(absl::GetFlag(FLAGS_stop_token_ids), ',',
-                                             absl::SkipWhitespace())) {
+  for (absl::string_view id :
+       absl::StrSplit(absl::GetFlag(FLAGS_stop_token_ids), ',', absl::SkipWhitespace())) {
     int32_t v = 0;
     if (!absl::SimpleAtoi(id, &v)) {
-      return absl::InvalidArgumentError(absl::StrCat("--stop_token_ids: '", id, "' is not a token id"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stop_token_ids: '", id, "' is not a token id"));
     }
     st->add_stop_token_ids(v);
   }
@@ -215,8 +220,8 @@ std::string Printable(const std::string& bytes) {
 void PrintLogprobs(const weft::v1::GenerateResponse& resp) {
   for (int i = 0; i < resp.logprobs_size() && i < resp.token_ids_size(); ++i) {
     const weft::v1::Logprobs& lp = resp.logprobs(i);
-    std::cerr << "weft: sample " << resp.index() << " token " << resp.token_ids(i)
-              << " logprob " << lp.logprob();
+    std::cerr << "weft: sample " << resp.index() << " token " << resp.token_ids(i) << " logprob "
+              << lp.logprob();
     for (const auto& t : lp.top()) {
       std::cerr << " | " << t.token_id() << " '" << Printable(t.token_bytes()) << "' "
                 << t.logprob();
@@ -229,8 +234,8 @@ int Generate(const Connection& conn, const std::vector<std::string>& stops) {
   weft::v1::GenerateRequest req;
   if (absl::Status s = BuildRequest(stops, &req); !s.ok()) return Usage(std::string(s.message()));
   grpc::ClientContext ctx;
-  conn.Prepare(&ctx, std::chrono::milliseconds(
-                         static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1000)));
+  conn.Prepare(
+      &ctx, std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1000)));
   auto stub = weft::v1::Generation::NewStub(conn.channel);
   auto reader = stub->Generate(&ctx, req);
   weft::v1::GenerateResponse resp;
@@ -253,15 +258,14 @@ int Generate(const Connection& conn, const std::vector<std::string>& stops) {
     std::fflush(stdout);
     PrintLogprobs(resp);
     if (resp.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) {
-      std::cerr << (wrote_text ? "\n" : "") << "weft: sample " << resp.index() << " finished: "
-                << weft::v1::FinishReason_Name(resp.finish_reason()) << "\n";
+      std::cerr << (wrote_text ? "\n" : "") << "weft: sample " << resp.index()
+                << " finished: " << weft::v1::FinishReason_Name(resp.finish_reason()) << "\n";
     }
     if (resp.has_usage()) {
       const auto& u = resp.usage();
       std::cerr << "weft: prompt " << u.prompt_tokens() << " (cached " << u.cached_prompt_tokens()
-                << "), completion " << u.completion_tokens() << ", queue "
-                << u.queue_time_seconds() << " s, ttft " << u.time_to_first_token_seconds()
-                << " s\n";
+                << "), completion " << u.completion_tokens() << ", queue " << u.queue_time_seconds()
+                << " s, ttft " << u.time_to_first_token_seconds() << " s\n";
     }
   }
   if (!ids && wrote_text) std::printf("\n");
