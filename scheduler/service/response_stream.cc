@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "grpc/grpc.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 
 namespace weft {
 
@@ -119,16 +120,20 @@ void Outbox::OnCallDone() {
 
 void Outbox::Pump() {
   ResponseReactor* reactor = nullptr;
-  const weft::v1::GenerateResponse* to_write = nullptr;
+  const grpc::ByteBuffer* to_write = nullptr;
   bool finish = false;
   grpc::Status status;
   {
     MutexLock lock(&mu_);
     if (reactor_ == nullptr || done_ || write_in_flight_ || finish_started_) return;
     if (!queue_.empty()) {
-      in_flight_ = std::move(queue_.front());
+      const weft::v1::GenerateResponse& next = queue_.front();
+      bytes_ -= std::min(bytes_, next.ByteSizeLong());
+      bool own_buffer = false;
+      in_flight_.Clear();  // the previous write is done with it
+      grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(next, &in_flight_,
+                                                                        &own_buffer);
       queue_.pop_front();
-      bytes_ -= std::min(bytes_, in_flight_.ByteSizeLong());
       write_in_flight_ = true;
       to_write = &in_flight_;
     } else if (finish_requested_) {

@@ -5,12 +5,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "scheduler/service/request_parse.h"
 
 namespace weft {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::StatusOr<std::string> SingleMetadata(const grpc::CallbackServerContext& context,
+                                           absl::string_view key) {
+  const auto range =
+      context.client_metadata().equal_range(grpc::string_ref(key.data(), key.size()));
+  std::string value;
+  int n = 0;
+  for (auto it = range.first; it != range.second; ++it, ++n) {
+    value.assign(it->second.data(), it->second.size());
+  }
+  if (n > 1) return absl::InvalidArgumentError(absl::StrCat(key, " metadata given ", n, " times"));
+  return value;
 }
 
 namespace {
@@ -39,7 +53,21 @@ uint64_t GenerationService::NextSeed() {
   return z ^ (z >> 31);
 }
 
-grpc::ServerWriteReactor<weft::v1::GenerateResponse>* GenerationService::Reject(
+absl::Status GenerationService::CheckToken(const grpc::CallbackServerContext& context) const {
+  if (options_.auth == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::string> authorization = SingleMetadata(context, "authorization");
+  if (!authorization.ok()) return absl::UnauthenticatedError(authorization.status().message());
+  return options_.auth->Check(*authorization);
+}
+
+absl::Status GenerationService::CheckModel(const grpc::CallbackServerContext& context,
+                                           absl::string_view field) const {
+  absl::StatusOr<std::string> model = SingleMetadata(context, kModelMetadataKey);
+  if (!model.ok()) return model.status();
+  return CheckRequestedModel(field, *model, limits_.model_name);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Reject(
     const grpc::Status& status) {
   metrics_->ByStatus(CodeName(status.error_code())).Increment();
   auto outbox = std::make_shared<Outbox>(1024);
@@ -48,9 +76,19 @@ grpc::ServerWriteReactor<weft::v1::GenerateResponse>* GenerationService::Reject(
   return reactor;
 }
 
-grpc::ServerWriteReactor<weft::v1::GenerateResponse>* GenerationService::Generate(
-    grpc::CallbackServerContext* context, const weft::v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
   const absl::Time arrival = absl::Now();
+  // Before the request's bytes are even parsed: an unauthenticated caller costs nothing.
+  if (absl::Status s = CheckToken(*context); !s.ok()) return Reject(ToGrpcStatus(s));
+  weft::v1::GenerateRequest parsed;
+  if (absl::Status s = ParseMessage(*raw_request, &parsed); !s.ok()) {
+    return Reject(ToGrpcStatus(s));
+  }
+  const weft::v1::GenerateRequest* request = &parsed;
+  if (absl::Status s = CheckModel(*context, request->model()); !s.ok()) {
+    return Reject(ToGrpcStatus(s));
+  }
   if (open_streams_.fetch_add(1) >= options_.max_streams) {
     open_streams_.fetch_sub(1);
     return Reject(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -88,8 +126,14 @@ grpc::ServerWriteReactor<weft::v1::GenerateResponse>* GenerationService::Generat
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,
                                                         const weft::v1::ListModelsRequest*,
                                                         weft::v1::ListModelsResponse* response) {
-  *response->add_models() = engine_->ModelInfo();
   auto* reactor = context->DefaultReactor();
+  absl::Status s = CheckToken(*context);
+  if (s.ok()) s = CheckModel(*context, "");
+  if (!s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  *response->add_models() = engine_->ModelInfo();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -518,7 +519,13 @@ std::shared_ptr<grpc::Channel> Cluster::NewChannel(const grpc::ChannelArguments&
   // Each channel its own connection: tests that need per-connection behaviour (flow
   // control of a reader that never reads) must not share a subchannel with others.
   a.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), a);
+  auto creds = MakeChannelCredentials(client_tls_, &a);
+  if (!creds.ok()) {
+    // A bad test setup: calls on this channel fail with the reason.
+    std::fprintf(stderr, "client TLS: %s\n", std::string(creds.status().message()).c_str());
+    return grpc::CreateChannel("unix:/nonexistent/bad-client-tls", grpc::InsecureChannelCredentials());
+  }
+  return grpc::CreateCustomChannel(address(), *creds, a);
 }
 
 weft::v1::Generation::Stub* Cluster::stub() { return stub_.get(); }

@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls_credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "weft/v1/generate.grpc.pb.h"
 
@@ -177,6 +178,9 @@ class Cluster {
   std::string Health() const;
   absl::Status WaitHealth(const std::string& want, absl::Duration timeout = absl::Seconds(60));
 
+  // The public port speaks TLS (--tls_cert ...): every channel made after this (the
+  // stub, Health, NewChannel) dials it with `tls`. Call before StartScheduler.
+  void SetClientTls(ClientTlsFiles tls) { client_tls_ = std::move(tls); }
   std::shared_ptr<grpc::Channel> NewChannel(const grpc::ChannelArguments& args = {}) const;
   weft::v1::Generation::Stub* stub();
 
@@ -196,6 +200,7 @@ class Cluster {
 
   const std::string model_path_;
   const std::string dir_;
+  ClientTlsFiles client_tls_;
   int restarts_ = 0;
   std::unique_ptr<ChildProcess> scheduler_;
   int port_ = 0, worker_port_ = 0, metrics_port_ = 0;

@@ -6,6 +6,7 @@
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N] [--metrics_port=-1|0|P
 //               --ports_file=FILE] [--kv_dtype=f16|bf16|int8|f32 --collective_timeout_s=10]
 //               [--backend=cuda --cuda_device=-1 --cuda_graphs --device_sampling]
+//               [--worker_tls_cert --worker_tls_key --worker_tls_ca --worker_tls_server_name]
 // With --ports_file the bound metrics port (-1 when off) is written there as JSON
 // {"metrics_port": N} once the model is loaded (tests and launchers use port 0).
 // --world_size > 1: the ranks of a replica form their group when the scheduler admits
@@ -23,9 +24,8 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "common/metrics_http.h"
 #include "prometheus/counter.h"
@@ -62,6 +62,13 @@ ABSL_FLAG(double, collective_timeout_s, 10,
 ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
 ABSL_FLAG(std::string, ports_file, "", "write the bound metrics port here as JSON {\"metrics_port\": N}");
+ABSL_FLAG(std::string, worker_tls_cert, "",
+          "mutual TLS to the attach port: this worker's PEM certificate (from the cluster CA)");
+ABSL_FLAG(std::string, worker_tls_key, "", "PEM private key of --worker_tls_cert");
+ABSL_FLAG(std::string, worker_tls_ca, "",
+          "PEM CA bundle that signed the scheduler's attach-port certificate");
+ABSL_FLAG(std::string, worker_tls_server_name, "",
+          "name the scheduler's certificate must carry (default: the --scheduler host)");
 ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
 ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
 ABSL_FLAG(bool, device_sampling, true,
@@ -267,6 +274,19 @@ int Main() {
   WorkerClientOptions co;
   co.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   if (const double g = absl::GetFlag(FLAGS_give_up_after_s); g > 0) co.give_up_after = absl::Seconds(g);
+  co.tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
+  co.tls.key = absl::GetFlag(FLAGS_worker_tls_key);
+  co.tls.ca = absl::GetFlag(FLAGS_worker_tls_ca);
+  co.tls.server_name = absl::GetFlag(FLAGS_worker_tls_server_name);
+  if (co.tls.enabled() && (co.tls.cert.empty() || co.tls.key.empty() || co.tls.ca.empty())) {
+    LOG(ERROR) << "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
+                  "--worker_tls_ca together";
+    return 2;
+  }
+  if (absl::Status s = co.Validate(); !s.ok()) {
+    LOG(ERROR) << "bad flags: " << s.message();
+    return 2;
+  }
   WorkerClient client(co, &metered);
 
   std::thread signals([&client] {
@@ -299,8 +319,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  absl::SetProgramUsageMessage("weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return weft::Main();
