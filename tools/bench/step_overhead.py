@@ -119,7 +119,7 @@ class Cluster:
         sched_flags = [
             f"--model={args.model}", "--host=127.0.0.1", "--port=0", "--worker_port=0",
             "--metrics_port=0", f"--ports_file={ports_file}",
-            f"--max_num_seqs={max(256, conc)}", f"--max_streams={conc + 64}",
+            f"--max_num_seqs={max(256, conc)}", f"--max_streams={2 * conc + 64}",
             f"--max_steps_in_flight={args.max_steps_in_flight}",
         ] + args.scheduler_flags.split()
         self.scheduler = self._start("scheduler", [f"{b}/scheduler/service/weft-scheduler"] + sched_flags)
@@ -201,6 +201,17 @@ def one_run(args, conc, rep):
         out = open(os.path.join(run_dir, "bench.out"), "w")
         bench = subprocess.Popen(bench_argv, stdout=out, stderr=subprocess.STDOUT,
                                  start_new_session=True)
+        perfs = []
+        if args.perf:
+            # Sampled on the software clock (these VMs expose no hardware counters), with
+            # frame-pointer call graphs by default (our code keeps frame pointers; Debian's
+            # gRPC and protobuf do not, so their callers are cut short: --perf_call_graph).
+            for name, p in [("scheduler", cluster.scheduler)] + \
+                    [(f"worker{i}", w) for i, w in enumerate(cluster.workers)]:
+                perfs.append(subprocess.Popen(
+                    ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(args.perf_hz),
+                     "--call-graph", args.perf_call_graph, "-p", str(p.pid), "-o", os.path.join(run_dir, f"perf-{name}.data")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         samples = [sample(cluster, bench.pid)]
         while bench.poll() is None:
             time.sleep(args.interval_s)
@@ -211,6 +222,9 @@ def one_run(args, conc, rep):
                 samples.append(sample(cluster, bench.pid))
             except OSError:
                 pass  # the client just exited
+        for p in perfs:
+            p.send_signal(signal.SIGINT)
+            p.wait()
         if bench.returncode != 0:
             raise RuntimeError(f"weft-bench exited {bench.returncode} (see {run_dir}/bench.out)")
         s0, s1, inside, steady = window_of(samples, *args.window)
@@ -289,6 +303,13 @@ def main():
     ap.add_argument("--window", type=float, nargs=2, default=[0.2, 0.8])
     ap.add_argument("--out", default=f"/tmp/weft-step-overhead-{int(time.time())}")
     ap.add_argument("--json_out", default="")
+    ap.add_argument("--perf", action="store_true",
+                    help="perf record the scheduler and workers during each bench run "
+                         "(perf-<process>.data in the run's directory)")
+    ap.add_argument("--perf_hz", type=int, default=999)
+    ap.add_argument("--perf_call_graph", default="fp",
+                    help="fp, or dwarf[,size] to unwind through libraries built without "
+                         "frame pointers (gRPC, protobuf)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     levels = [int(c) for c in args.concurrency.split(",")]

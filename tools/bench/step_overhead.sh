@@ -8,7 +8,7 @@
 #       [--requests_per_stream 8] [--min_requests 6000] [--trace sharegpt-like] [--workers 1]
 #       [--null_step_ms 0] [--max_steps_in_flight 1] [--scheduler_flags "..."]
 #       [--worker_flags "..."] [--interval_s 0.5] [--window 0.2 0.8] [--out DIR]
-#       [--json_out FILE] [--no_build]
+#       [--json_out FILE] [--perf [--perf_hz 999]] [--no_build]
 # Every flag but --no_build is step_overhead.py's (see its docstring for the columns).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
