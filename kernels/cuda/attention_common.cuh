@@ -26,6 +26,12 @@ __device__ __forceinline__ void LoadKvRow8(const void* base, const uint16_t* sca
   }
 }
 
+// The kPipelined decode kernel (decode_attention_pipelined.cu): InvalidValue for K/V,
+// int8 scale or q rows that are not 16-byte aligned. PagedDecodeAttention has validated
+// the rest of the arguments.
+cudaError_t LaunchPipelinedDecode(const DecodeAttentionArgs& args, const PagedKvView& kv,
+                                  cudaStream_t stream);
+
 // Calls f.template operator()<KvT, kHeadDim>() for the view's dtype and head_dim;
 // returns cudaErrorInvalidValue for an unsupported pair.
 template <typename F>

@@ -1,5 +1,5 @@
-// The decode kernels of paged_attention.h (flash-decoding split-K + reduction) and the
-// host helpers shared with prefill.
+// The kSplitV1 decode kernels of paged_attention.h (flash-decoding split-K + reduction),
+// the launch entry point that dispatches to either decode kernel, and host helpers.
 //
 // Thread block = (KV head h, item, split). Lanes are grouped kTpg = head_dim/8 per token:
 // lane li of a group holds dims [8*li, 8*li + 8) of a token's K or V row (one 16-byte
@@ -242,7 +242,12 @@ int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t g
 
 int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
                               int32_t max_splits) {
-  return int64_t{num_items} * num_heads * max_splits * (head_dim + 1);
+  // Partial outputs, their log-sum-exps, then one split counter per (item, head).
+  return int64_t{num_items} * num_heads * (int64_t{max_splits} * (head_dim + 1) + 1);
+}
+
+const char* DecodeKernelName(DecodeKernel kernel) {
+  return kernel == DecodeKernel::kSplitV1 ? "split_v1" : "pipelined";
 }
 
 cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,
@@ -253,7 +258,14 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
     return cudaErrorInvalidValue;
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;
-  if (group < 1 || group > kMaxGroupSize ||
+  if (group < 1 || group > kMaxGroupSize || !AttentionHeadDimSupported(kv.head_dim)) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.kernel == DecodeKernel::kPipelined) {
+    if (args.num_items == 0) return cudaSuccess;
+    return LaunchPipelinedDecode(args, kv, stream);
+  }
+  if (args.kernel != DecodeKernel::kSplitV1 ||
       int64_t{group} * args.partition_size > kMaxScoreFloats) {
     return cudaErrorInvalidValue;
   }

@@ -40,13 +40,32 @@ bool AttentionHeadDimSupported(int32_t head_dim);
 // ---- Decode ----------------------------------------------------------------------------
 // Item i (a sequence with one query token) attends to keys [0, context_lens[i]) through
 // its block table (block_tables + block_table_offsets[i]). The context is cut into
-// splits of partition_size tokens (a multiple of block_size); grid.z = max_splits must
-// cover the longest context (max_splits * partition_size >= every context_len). With
-// one split the result is written directly; otherwise each split writes its normalized
-// partial output and log-sum-exp to the workspace and a reduction kernel combines them.
+// splits of partition_size tokens; grid.z = max_splits must cover the longest context
+// (max_splits * partition_size >= every context_len). With one split the result is
+// written directly; otherwise each split writes its normalized partial output and
+// log-sum-exp to the workspace and the splits are combined (kSplitV1: by a reduction
+// kernel; kPipelined: by the last split CTA of each (item, KV head) to finish).
 // Splits past an item's context exit at once, so a CUDA graph captured with max_splits
 // for the model's context length serves every shorter context.
 // An item with context_len 0 (graph padding) gets zero output.
+//
+// The kernels (same arguments, same results up to fp32 rounding; kept side by side so a
+// GPU session can A/B them):
+//   kPipelined (default; decode_attention_pipelined.cu): one CTA per (KV head, item,
+//     split); 32-token K/V tiles stream through a 3-stage cp.async pipeline (16-byte
+//     copies of whole rows) into shared memory; thread (d-chunk, query head, token lane)
+//     holds 8 dims of one head's q, so every query head of the group reads the same
+//     shared tile (GQA: K/V leave HBM once); flash-decoding online softmax per thread,
+//     merged across token lanes at the end; no limit on partition_size. Requires 16-byte
+//     aligned K/V (and int8 scale) rows: true for the backend's pool.
+//   kSplitV1 (decode_attention.cu): the first kernel — three passes over the split with
+//     scores in shared memory (partition_size * group <= 4096), plus the reduction kernel.
+enum class DecodeKernel : int32_t {
+  kSplitV1 = 0,
+  kPipelined = 1,
+};
+const char* DecodeKernelName(DecodeKernel kernel);
+
 struct DecodeAttentionArgs {
   const float* q = nullptr;
   int64_t q_stride = 0;
@@ -62,12 +81,16 @@ struct DecodeAttentionArgs {
   float scale = 1.0f;
   int32_t partition_size = 0;
   int32_t max_splits = 1;
-  float* workspace = nullptr;  // DecodeWorkspaceFloats(...) floats; unused with 1 split
+  // DecodeWorkspaceFloats(...) floats (unused with 1 split). Its last num_items*num_heads
+  // words are split counters (int32) that must be zero before the first launch that uses
+  // them; the kPipelined kernel leaves them zero again (graph replays rely on that).
+  float* workspace = nullptr;
+  DecodeKernel kernel = DecodeKernel::kPipelined;
 };
 
-// Split length for a batch: the largest multiple of block_size <= 512 whose scores fit
-// the kernel's shared memory for this group size, halved (not below 128 tokens or one
-// block) while the grid (items x kv heads x splits of max_context) would leave SMs idle.
+// kSplitV1's split length for a batch: the largest multiple of 32 <= 512 whose scores fit
+// the kernel's shared memory for this group size, halved (not below 256 tokens) while
+// the grid (items x kv heads x splits of max_context) would leave SMs idle.
 int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t group_size,
                               int32_t block_size, int32_t max_context, int32_t num_sms);
 inline int32_t DecodeNumSplits(int32_t max_context, int32_t partition_size) {
@@ -75,6 +98,33 @@ inline int32_t DecodeNumSplits(int32_t max_context, int32_t partition_size) {
 }
 int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
                               int32_t max_splits);
+
+// A decode batch as the split planner sees it.
+struct DecodeShape {
+  int32_t num_items = 0;
+  int32_t num_kv_heads = 0;
+  int32_t group_size = 1;  // query heads per KV head
+  int32_t head_dim = 128;
+  int32_t block_size = 16;
+  int32_t max_context = 0;
+  int32_t num_sms = 132;
+  KvDtype dtype = KvDtype::kBf16;
+};
+struct DecodePlan {
+  int32_t partition_size = 0;
+  int32_t max_splits = 1;
+  int64_t workspace_floats = 0;
+};
+// The split plan of `kernel` for a batch. kSplitV1: ChooseDecodePartition. kPipelined:
+// the fewest splits whose CTAs fill the GPU's resident CTA slots (num_sms x CTAs per SM
+// by shared memory and threads) to >= 85 % in the last wave, partitions a multiple of 32
+// tokens and not below 64 (one split when the batch alone fills the GPU, e.g. 64 items
+// x 8 KV heads on 132 SMs).
+DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& shape);
+
+// Resident CTAs per SM of the kPipelined kernel (shared memory and thread limits; the
+// kernel needs few registers), for the planner and the benchmark.
+int32_t PipelinedDecodeCtasPerSm(KvDtype dtype, int32_t head_dim, int32_t group_size);
 
 cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,
                                  cudaStream_t stream);

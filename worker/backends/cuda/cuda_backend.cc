@@ -121,6 +121,8 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   cuda_backend::RunnerOptions ro;
   ro.gemv_max_rows = options_.gemv_max_rows;
   ro.num_sms = num_sms_;
+  ro.fused = options_.fused_kernels;
+  ro.decode_kernel = options_.decode_kernel;
   runner_ = std::make_unique<cuda_backend::ModelRunner>(config_, shard_, weights_.get(),
                                                         kv_.get(), cublas_, ro);
   WEFT_RETURN_IF_ERROR(runner_->Init(stream_));
@@ -136,6 +138,8 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",
                           ";kv=", kc::KvDtypeName(options_.kv_dtype),
                           options_.cuda_graphs && options_.world_size == 1 ? ";graphs" : "",
+                          ";decode=", kc::DecodeKernelName(options_.decode_kernel),
+                          options_.fused_kernels ? ";fused" : "",
                           options_.world_size > 1 ? ";nccl" : "");
   cudaDeviceProp prop;
   WEFT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device_));
@@ -180,6 +184,13 @@ absl::StatusOr<cudaGraphExec_t> CudaBackend::GraphFor(GraphKey key, const StepAr
     return enqueued;
   }
   WEFT_CUDA_RETURN_IF_ERROR(ended);
+  size_t nodes = 0;
+  const cudaError_t counted = cudaGraphGetNodes(graph, nullptr, &nodes);
+  if (counted != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    WEFT_CUDA_RETURN_IF_ERROR(counted);
+  }
+  last_graph_nodes_ = static_cast<int64_t>(nodes);
   cudaGraphExec_t exec = nullptr;
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -305,13 +316,21 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
   const int32_t max_ctx = bucket > 0
                               ? ContextBucket(inputs_.max_decode_context(), config_.context_length)
                               : inputs_.max_decode_context();
-  args.decode_partition = kc::ChooseDecodePartition(args.shape.decode_items, shard_.num_kv_heads(),
-                                                    group, options_.block_size, max_ctx, num_sms_);
-  args.decode_max_splits = kc::DecodeNumSplits(max_ctx, args.decode_partition);
-  const int64_t ws = kc::DecodeWorkspaceFloats(args.shape.decode_items, shard_.num_heads(),
-                                               config_.head_dim, args.decode_max_splits);
+  kc::DecodeShape ds;
+  ds.num_items = args.shape.decode_items;
+  ds.num_kv_heads = shard_.num_kv_heads();
+  ds.group_size = group;
+  ds.head_dim = config_.head_dim;
+  ds.block_size = options_.block_size;
+  ds.max_context = max_ctx;
+  ds.num_sms = num_sms_;
+  ds.dtype = options_.kv_dtype;
+  const kc::DecodePlan plan = kc::PlanDecode(options_.decode_kernel, ds);
+  args.decode_partition = plan.partition_size;
+  args.decode_max_splits = plan.max_splits;
   bool moved = false;
-  WEFT_RETURN_IF_ERROR(runner_->Reserve(args.shape.tokens, args.shape.logit_rows, ws, &moved));
+  WEFT_RETURN_IF_ERROR(runner_->Reserve(args.shape.tokens, args.shape.logit_rows,
+                                        plan.workspace_floats, &moved, stream_));
   cuda_backend::DeviceBuffer* meta = &meta_eager_;
   if (bucket > 0) {
     meta = &meta_graph_;
