@@ -345,11 +345,11 @@ cudaError_t LaunchPipelined(const DecodeAttentionArgs& a, const PagedKvView& kv,
                             cudaStream_t stream) {
   using C = Cfg<KvT, kHeadDim, kGroup>;
   auto kernel = PipelinedDecodeKernel<KvT, kHeadDim, kGroup>;
-  if (C::kSmemBytes > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-    if (e != cudaSuccess) return e;
-  }
+  // Always: 48 KB of dynamic memory plus the static `is_last` is already past the
+  // default limit. (A host call: graph replays do not repeat it.)
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (e != cudaSuccess) return e;
   const dim3 grid(kv.num_kv_heads, a.num_items, a.max_splits);
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, kv);
   return cudaGetLastError();
@@ -377,9 +377,8 @@ int32_t Occupancy() {
   using C = Cfg<KvT, kHeadDim, kGroup>;
   auto kernel = PipelinedDecodeKernel<KvT, kHeadDim, kGroup>;
   int n = 0;
-  if ((C::kSmemBytes > 48 * 1024 &&
-       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            C::kSmemBytes) != cudaSuccess) ||
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           C::kSmemBytes) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, C::kThreads, C::kSmemBytes) !=
           cudaSuccess) {
     cudaGetLastError();  // no device: clear the (non-sticky) error

@@ -173,6 +173,19 @@ inline void BuildPrefillTiles(const int32_t* seq_num_tokens, int32_t num_seqs,
 cudaError_t PagedPrefillAttention(const PrefillAttentionArgs& args, const PagedKvView& kv,
                                   cudaStream_t stream);
 
+// The tensor-core prefill kernel (prefill_attention_tc.cu): the same arguments and
+// semantics, on mma.sync m16n8k16 (bf16 operands for bf16 KV, fp16 for fp16 and int8 KV;
+// q and the softmax weights are rounded to that type, accumulation is fp32 —
+// FlashAttention's precision, not the CUDA-core kernel's fp32 throughout). Its tiles are
+// PrefillTcTileTokens(group) query tokens (kPrefillTcRows query rows = tokens x group).
+// The backend uses it for chunks of at least kTensorCorePrefillMinTokens tokens and the
+// CUDA-core kernel for shorter ones. Requires group <= kPrefillTcRows and an even q_stride.
+inline constexpr int32_t kPrefillTcRows = 64;
+inline constexpr int32_t kTensorCorePrefillMinTokens = 128;
+int32_t PrefillTcTileTokens(int32_t group_size);
+cudaError_t PagedPrefillAttentionTc(const PrefillAttentionArgs& args, const PagedKvView& kv,
+                                    cudaStream_t stream);
+
 }  // namespace weft::kernels::cuda
 
 #endif  // WEFT_KERNELS_CUDA_PAGED_ATTENTION_H_

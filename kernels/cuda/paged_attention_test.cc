@@ -256,10 +256,26 @@ TEST_P(AttentionTest, DecodeBf16Output) {
   for (DecodeKernel k : kBothKernels) CheckDecode(GetParam(), {33, 600}, 0, ActDtype::kBf16, 4, k);
 }
 
-// Runs the prefill kernel over chunks (cached prefix length, chunk length) of several
-// sequences in one launch and compares every query row with the CPU.
+// q rounded as the tensor-core kernel rounds it (q * scale * log2 e to the MMA type:
+// bf16 for bf16 KV, fp16 otherwise), mapped back: the CPU reference then sees the same
+// queries, and the comparison measures the rest (the softmax weights' rounding).
+std::vector<float> AsTensorCoreQ(const std::vector<float>& q, KvDtype dtype, float scale) {
+  const float qs = scale * 1.4426950408889634f;
+  std::vector<float> out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    const float x = q[i] * qs;
+    const float r = dtype == KvDtype::kBf16 ? Bf16ToFp32(Fp32ToBf16(x)) : Fp16ToFp32(Fp32ToFp16(x));
+    out[i] = r / qs;
+  }
+  return out;
+}
+
+// Runs a prefill kernel (tc: the tensor-core one) over chunks (cached prefix length,
+// chunk length) of several sequences in one launch and compares every query row with
+// the CPU.
 void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32_t>>& chunks,
-                  uint32_t seed) {
+                  uint32_t seed, bool tc = false) {
+  SCOPED_TRACE(tc ? "tensor cores" : "cuda cores");
   std::vector<int32_t> lengths;
   for (const auto& [start, n] : chunks) lengths.push_back(start + n);
   World w(shape, lengths, seed);
@@ -272,15 +288,18 @@ void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32
     rows += n;
   }
   const std::vector<float> q = w.RandomQ(rows);
+  const std::vector<float> q_ref = tc ? AsTensorCoreQ(q, shape.dtype, w.scale()) : q;
   std::vector<float> want;
   for (size_t s = 0; s < chunks.size(); ++s) {
-    const std::vector<float> o = w.CpuPrefill(s, q.data() + int64_t{q_start[s]} * w.q_width(),
-                                              start_pos[s], num_tokens[s]);
+    const std::vector<float> o = w.CpuPrefill(
+        s, q_ref.data() + int64_t{q_start[s]} * w.q_width(), start_pos[s], num_tokens[s]);
     want.insert(want.end(), o.begin(), o.end());
   }
   std::vector<int32_t> tile_seq, tile_q;
   BuildPrefillTiles(num_tokens.data(), static_cast<int32_t>(chunks.size()),
-                    PrefillTileTokens(shape.group, shape.head_dim), &tile_seq, &tile_q);
+                    tc ? PrefillTcTileTokens(shape.group)
+                       : PrefillTileTokens(shape.group, shape.head_dim),
+                    &tile_seq, &tile_q);
   DeviceArray<float> dq(q), out(want.size());
   DeviceArray<int32_t> dqs(q_start), dsp(start_pos), dnt(num_tokens), dts(tile_seq), dtq(tile_q);
   PrefillAttentionArgs a;
@@ -299,8 +318,15 @@ void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32
   a.num_tiles = static_cast<int32_t>(tile_seq.size());
   a.num_heads = w.num_heads();
   a.scale = w.scale();
-  WEFT_EXPECT_CUDA_OK(PagedPrefillAttention(a, w.view(), nullptr));
-  EXPECT_LE(WorstError(out.ToHost(), want, 2e-5, 2e-4), 1.0);
+  if (tc) {
+    WEFT_EXPECT_CUDA_OK(PagedPrefillAttentionTc(a, w.view(), nullptr));
+    // The softmax weights go to the tensor cores as bf16 (fp16): ~2^-9 (2^-11) each.
+    const double tol = shape.dtype == KvDtype::kBf16 ? 5e-3 : 2e-3;
+    EXPECT_LE(WorstError(out.ToHost(), want, tol, 2 * tol), 1.0);
+  } else {
+    WEFT_EXPECT_CUDA_OK(PagedPrefillAttention(a, w.view(), nullptr));
+    EXPECT_LE(WorstError(out.ToHost(), want, 2e-5, 2e-4), 1.0);
+  }
 }
 
 TEST_P(AttentionTest, PrefillChunksMatchCpu) {
@@ -309,6 +335,14 @@ TEST_P(AttentionTest, PrefillChunksMatchCpu) {
   // mid-block, single-token chunks, a chunk after a long prefix.
   CheckPrefill(GetParam(), {{0, 1}, {0, 37}, {16, 16}, {5, 1}, {100, 77}, {0, 130}, {1500, 70}},
                5);
+}
+
+TEST_P(AttentionTest, PrefillOnTensorCoresMatchesCpu) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // Long chunks (the backend's use: >= 128 tokens), chunks after a cached prefix starting
+  // mid-block and on a block edge, and short ones (the kernel takes any length).
+  CheckPrefill(GetParam(), {{0, 130}, {16, 200}, {5, 1}, {100, 77}, {1500, 300}, {0, 64}}, 21,
+               true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest, ::testing::ValuesIn(AllShapes()), ShapeName);
@@ -348,6 +382,10 @@ TEST(AttentionLongTest, Prefill8K) {
   // The last chunk of an 8K prompt, and a chunk ending mid-block right before it.
   CheckPrefill({2, 8, 128, 16, KvDtype::kBf16}, {{8128, 64}, {4000, 21}}, 10);
   CheckPrefill({3, 3, 64, 16, KvDtype::kInt8}, {{8000, 40}}, 11);
+  // Tensor cores: a whole 2K prompt (Llama-8B shape) and the last chunk of an 8K one.
+  CheckPrefill({8, 4, 128, 16, KvDtype::kBf16}, {{0, 2048}}, 22, true);
+  CheckPrefill({2, 8, 128, 16, KvDtype::kInt8}, {{7936, 256}}, 23, true);
+  CheckPrefill({2, 32, 64, 16, KvDtype::kF16}, {{0, 300}}, 24, true);
 }
 
 TEST(AttentionLongTest, OddBlockSize) {
@@ -357,6 +395,7 @@ TEST(AttentionLongTest, OddBlockSize) {
     CheckDecode({2, 3, 128, 12, KvDtype::kInt8}, {11, 12, 13, 400}, 64, ActDtype::kF32, 20, k);
   }
   CheckPrefill({2, 3, 64, 7, KvDtype::kF16}, {{0, 20}, {6, 9}, {14, 1}}, 9);
+  CheckPrefill({2, 3, 64, 7, KvDtype::kF16}, {{0, 150}, {6, 129}}, 25, true);
 }
 
 TEST(AttentionLongTest, GraphPaddingGivesZeros) {
@@ -429,6 +468,9 @@ TEST(AttentionHostTest, PartitionAndTiles) {
   EXPECT_EQ(PrefillTileTokens(3, 64), 21);
   EXPECT_EQ(PrefillTileTokens(8, 128), 4);
   EXPECT_EQ(PrefillTileTokens(32, 128), 1);
+  EXPECT_EQ(PrefillTcTileTokens(1), 64);
+  EXPECT_EQ(PrefillTcTileTokens(3), 21);
+  EXPECT_EQ(PrefillTcTileTokens(32), 2);
   std::vector<int32_t> ts, tq;
   const std::vector<int32_t> n = {5, 0, 9};
   BuildPrefillTiles(n.data(), 3, 4, &ts, &tq);

@@ -133,6 +133,10 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   limits_.vocab_size = config_.vocab_size;
   limits_.prefill_tile_tokens =
       kc::PrefillTileTokens(config_.queries_per_kv_head(), config_.head_dim);
+  if (options_.tensor_core_prefill) {
+    limits_.prefill_tc_tile_tokens = kc::PrefillTcTileTokens(config_.queries_per_kv_head());
+    limits_.prefill_tc_min_tokens = kc::kTensorCorePrefillMinTokens;
+  }
   kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
                           options_.gemv_max_rows > 0 ? ";gemv<=" : "",
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",
@@ -140,6 +144,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
                           options_.cuda_graphs && options_.world_size == 1 ? ";graphs" : "",
                           ";decode=", kc::DecodeKernelName(options_.decode_kernel),
                           options_.fused_kernels ? ";fused" : "",
+                          options_.tensor_core_prefill ? ";tc_prefill" : "",
                           options_.world_size > 1 ? ";nccl" : "");
   cudaDeviceProp prop;
   WEFT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device_));

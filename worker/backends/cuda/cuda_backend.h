@@ -80,6 +80,8 @@ struct CudaBackendOptions {
   // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
   // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h).
   bool fused_kernels = true;
+  // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
+  bool tensor_core_prefill = true;
   kernels::cuda::DecodeKernel decode_kernel = kernels::cuda::DecodeKernel::kPipelined;
   // Deadline of group formation and of each step's collectives (--collective_timeout_s).
   absl::Duration comm_timeout = absl::Seconds(10);

@@ -161,6 +161,8 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
     WEFT_CUDA_RETURN_IF_ERROR(kc::PagedDecodeAttention(a, kv, stream));
   }
   if (s.shape.tiles > 0) {
+    // Tiles [0, tiles - tc_tiles): the CUDA-core kernel; the rest: tensor cores.
+    const int32_t core_tiles = s.shape.tiles - s.shape.tc_tiles;
     kc::PrefillAttentionArgs a;
     a.q = qkv_.as<float>();
     a.q_stride = qkv_width_;
@@ -174,10 +176,18 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
     a.block_table_offsets = At<int32_t>(s, s.layout.pf_table);
     a.tile_seq = At<int32_t>(s, s.layout.tile_seq);
     a.tile_q_begin = At<int32_t>(s, s.layout.tile_q_begin);
-    a.num_tiles = s.shape.tiles;
     a.num_heads = shard_.num_heads();
     a.scale = scale;
-    WEFT_CUDA_RETURN_IF_ERROR(kc::PagedPrefillAttention(a, kv, stream));
+    if (core_tiles > 0) {
+      a.num_tiles = core_tiles;
+      WEFT_CUDA_RETURN_IF_ERROR(kc::PagedPrefillAttention(a, kv, stream));
+    }
+    if (s.shape.tc_tiles > 0) {
+      a.tile_seq += core_tiles;
+      a.tile_q_begin += core_tiles;
+      a.num_tiles = s.shape.tc_tiles;
+      WEFT_CUDA_RETURN_IF_ERROR(kc::PagedPrefillAttentionTc(a, kv, stream));
+    }
   }
   return absl::OkStatus();
 }
