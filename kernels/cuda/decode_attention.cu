@@ -225,8 +225,6 @@ struct DecodeLauncher {
 
 }  // namespace
 
-bool AttentionHeadDimSupported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
-
 int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t group_size,
                               int32_t block_size, int32_t max_context, int32_t num_sms) {
   (void)block_size;  // splits may cut blocks: tokens are addressed one by one
@@ -240,14 +238,32 @@ int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t g
   return part;
 }
 
-int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
-                              int32_t max_splits) {
-  // Partial outputs, their log-sum-exps, then one split counter per (item, head).
-  return int64_t{num_items} * num_heads * (int64_t{max_splits} * (head_dim + 1) + 1);
-}
-
-const char* DecodeKernelName(DecodeKernel kernel) {
-  return kernel == DecodeKernel::kSplitV1 ? "split_v1" : "pipelined";
+DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& s) {
+  DecodePlan plan;
+  const int32_t ctx = std::max(s.max_context, 1);
+  if (kernel == DecodeKernel::kSplitV1) {
+    plan.partition_size = ChooseDecodePartition(s.num_items, s.num_kv_heads, s.group_size,
+                                                s.block_size, ctx, s.num_sms);
+  } else {
+    const int64_t pairs = int64_t{std::max(s.num_items, 1)} * std::max(s.num_kv_heads, 1);
+    const int64_t slots =
+        int64_t{std::max(s.num_sms, 1)} * PipelinedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size);
+    int32_t part = (ctx + kPipelinedDecodeTileTokens - 1) / kPipelinedDecodeTileTokens * kPipelinedDecodeTileTokens;  // one split
+    for (int32_t splits = 1;; ++splits) {
+      int32_t p = (ctx + splits - 1) / splits;
+      p = (p + kPipelinedDecodeTileTokens - 1) / kPipelinedDecodeTileTokens * kPipelinedDecodeTileTokens;
+      if (p < 64 && splits > 1) break;  // splits of >= 2 tiles: the merge stays cheap
+      const int64_t ctas = pairs * DecodeNumSplits(ctx, p);
+      const int64_t waves = (ctas + slots - 1) / slots;
+      part = p;
+      if (ctas * 100 >= waves * slots * 85) break;
+    }
+    plan.partition_size = part;
+  }
+  plan.max_splits = DecodeNumSplits(ctx, plan.partition_size);
+  plan.workspace_floats =
+      DecodeWorkspaceFloats(s.num_items, s.num_kv_heads * s.group_size, s.head_dim, plan.max_splits);
+  return plan;
 }
 
 cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,

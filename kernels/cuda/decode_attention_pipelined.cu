@@ -43,7 +43,7 @@
 namespace weft::kernels::cuda {
 namespace {
 
-constexpr int kTile = 32;
+constexpr int kTile = kPipelinedDecodeTileTokens;
 constexpr int kStages = 3;
 constexpr int kVec = 8;
 constexpr float kLog2e = 1.4426950408889634f;
@@ -98,7 +98,7 @@ template <typename KvT, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
     PipelinedDecodeKernel(DecodeAttentionArgs a, PagedKvView kv) {
   using C = Cfg<KvT, kHeadDim, kGroup>;
-  extern __shared__ __align__(16) uint8_t smem[];
+  WEFT_DYNAMIC_SMEM(uint8_t, smem);
   __shared__ int is_last;
 
   const int h = blockIdx.x, item = blockIdx.y, split = blockIdx.z;
@@ -340,6 +340,12 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
   }
 }
 
+}  // namespace
+
+// Launch code and host helpers (not part of the host emulation build).
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+namespace {
+
 template <typename KvT, int kHeadDim, int kGroup>
 cudaError_t LaunchPipelined(const DecodeAttentionArgs& a, const PagedKvView& kv,
                             cudaStream_t stream) {
@@ -458,32 +464,6 @@ int32_t PipelinedDecodeCtasPerSm(KvDtype dtype, int32_t head_dim, int32_t group_
   return std::max(1, std::min({by_smem, by_threads, by_regs, 32}));
 }
 
-DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& s) {
-  DecodePlan plan;
-  const int32_t ctx = std::max(s.max_context, 1);
-  if (kernel == DecodeKernel::kSplitV1) {
-    plan.partition_size = ChooseDecodePartition(s.num_items, s.num_kv_heads, s.group_size,
-                                                s.block_size, ctx, s.num_sms);
-  } else {
-    const int64_t pairs = int64_t{std::max(s.num_items, 1)} * std::max(s.num_kv_heads, 1);
-    const int64_t slots =
-        int64_t{std::max(s.num_sms, 1)} * PipelinedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size);
-    int32_t part = (ctx + kTile - 1) / kTile * kTile;  // one split
-    for (int32_t splits = 1;; ++splits) {
-      int32_t p = (ctx + splits - 1) / splits;
-      p = (p + kTile - 1) / kTile * kTile;
-      if (p < 64 && splits > 1) break;  // splits of >= 2 tiles: the merge stays cheap
-      const int64_t ctas = pairs * DecodeNumSplits(ctx, p);
-      const int64_t waves = (ctas + slots - 1) / slots;
-      part = p;
-      if (ctas * 100 >= waves * slots * 85) break;
-    }
-    plan.partition_size = part;
-  }
-  plan.max_splits = DecodeNumSplits(ctx, plan.partition_size);
-  plan.workspace_floats =
-      DecodeWorkspaceFloats(s.num_items, s.num_kv_heads * s.group_size, s.head_dim, plan.max_splits);
-  return plan;
-}
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

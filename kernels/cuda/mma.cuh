@@ -16,26 +16,38 @@
 #ifndef WEFT_KERNELS_CUDA_MMA_CUH_
 #define WEFT_KERNELS_CUDA_MMA_CUH_
 
+#if defined(WEFT_CUDA_HOST_EMULATION)
+#include "kernels/cuda/testing/host_emulation.h"
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#endif
 
 #include <cstdint>
 
 namespace weft::kernels::cuda {
 
 __device__ __forceinline__ void LdMatrixX4(const void* row_addr, uint32_t* r) {
+#if defined(WEFT_CUDA_HOST_EMULATION)
+  weft::emu::LdMatrix(row_addr, r, false);
+#else
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_addr));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
+#endif
 }
 
 __device__ __forceinline__ void LdMatrixX4Trans(const void* row_addr, uint32_t* r) {
+#if defined(WEFT_CUDA_HOST_EMULATION)
+  weft::emu::LdMatrix(row_addr, r, true);
+#else
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_addr));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
+#endif
 }
 
 // d = a b + d (d: 4 fp32 of the C layout).
@@ -45,21 +57,29 @@ __device__ __forceinline__ void Mma16816(const uint32_t* a, const uint32_t* b, f
 template <>
 __device__ __forceinline__ void Mma16816<__nv_bfloat16>(const uint32_t* a, const uint32_t* b,
                                                         float* d) {
+#if defined(WEFT_CUDA_HOST_EMULATION)
+  weft::emu::Mma<__nv_bfloat16>(a, b, d);
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 template <>
 __device__ __forceinline__ void Mma16816<__half>(const uint32_t* a, const uint32_t* b,
                                                  float* d) {
+#if defined(WEFT_CUDA_HOST_EMULATION)
+  weft::emu::Mma<__half>(a, b, d);
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 // Two floats as one register of T pairs (lo in the low half), round to nearest even.

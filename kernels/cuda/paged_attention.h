@@ -35,7 +35,7 @@ namespace weft::kernels::cuda {
 
 inline constexpr int32_t kMaxGroupSize = 32;  // query heads per KV head
 
-bool AttentionHeadDimSupported(int32_t head_dim);
+inline bool AttentionHeadDimSupported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 // ---- Decode ----------------------------------------------------------------------------
 // Item i (a sequence with one query token) attends to keys [0, context_lens[i]) through
@@ -64,7 +64,11 @@ enum class DecodeKernel : int32_t {
   kSplitV1 = 0,
   kPipelined = 1,
 };
-const char* DecodeKernelName(DecodeKernel kernel);
+inline const char* DecodeKernelName(DecodeKernel kernel) {
+  return kernel == DecodeKernel::kSplitV1 ? "split_v1" : "pipelined";
+}
+// Tokens per K/V tile of the kPipelined kernel (its partitions are multiples of it).
+inline constexpr int32_t kPipelinedDecodeTileTokens = 32;
 
 struct DecodeAttentionArgs {
   const float* q = nullptr;
@@ -96,8 +100,11 @@ int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t g
 inline int32_t DecodeNumSplits(int32_t max_context, int32_t partition_size) {
   return max_context <= 0 ? 1 : (max_context + partition_size - 1) / partition_size;
 }
-int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
-                              int32_t max_splits);
+// Partial outputs, their log-sum-exps, then one split counter per (item, head).
+inline int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
+                                     int32_t max_splits) {
+  return int64_t{num_items} * num_heads * (int64_t{max_splits} * (head_dim + 1) + 1);
+}
 
 // A decode batch as the split planner sees it.
 struct DecodeShape {

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads)
     PrefillTcKernel(PrefillAttentionArgs a, PagedKvView kv) {
   using C = TcCfg<kHeadDim>;
   using T = typename MmaType<KvT>::T;
-  extern __shared__ __align__(16) uint8_t smem_raw[];
+  WEFT_DYNAMIC_SMEM(uint8_t, smem_raw);
   T* smem = reinterpret_cast<T*>(smem_raw);  // [buf][K|V][kKeys][kPitch]
 
   const int tile = blockIdx.x;
@@ -269,6 +269,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+}  // namespace
+
+// Launch code and host helpers (not part of the host emulation build).
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+namespace {
+
 struct TcLauncher {
   const PrefillAttentionArgs& a;
   const PagedKvView& kv;
@@ -311,5 +317,7 @@ cudaError_t PagedPrefillAttentionTc(const PrefillAttentionArgs& args, const Page
   if (args.num_tiles == 0) return cudaSuccess;
   return DispatchKv(kv.dtype, kv.head_dim, TcLauncher{args, kv, stream});
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(kMarkThreads) MarkHistoryKernel(SampleArgs a) 
 
 __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   __shared__ Shared s;
-  extern __shared__ u64 bins[];  // [kBins][kThreads]
+  WEFT_DYNAMIC_SMEM(u64, bins);  // [kBins][kThreads]
   const int r = blockIdx.x;
   const int vocab = a.vocab;
   const RowSamplingParams p = a.params[r];
@@ -419,6 +419,9 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
 
 }  // namespace
 
+// Launch code (not part of the host emulation build).
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+
 cudaError_t SampleTokens(const SampleArgs& args, cudaStream_t stream) {
   if (args.num_rows < 0 || args.num_rows > 65535 || args.vocab <= 0 ||
       args.vocab > sampling::kMaxVocab) {
@@ -432,5 +435,7 @@ cudaError_t SampleTokens(const SampleArgs& args, cudaStream_t stream) {
   SampleKernel<<<args.num_rows, kThreads, kBinBytes, stream>>>(args);
   return cudaGetLastError();
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda
