@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(kCopyThreads)
 
 }  // namespace
 
+#if !defined(WEFT_CUDA_HOST_EMULATION)  // launch code (not in the host emulation build)
 cudaError_t WritePagedKv(const PagedKvView& kv, const float* k_src, const float* v_src,
                          int64_t src_stride, const int64_t* slot_mapping, int64_t num_tokens,
                          cudaStream_t stream) {
@@ -94,5 +95,7 @@ cudaError_t CopyKvBlocks(void* pool, int64_t bytes_per_block, const int32_t* pai
       static_cast<uint4*>(pool), vecs, pairs);
   return cudaGetLastError();
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

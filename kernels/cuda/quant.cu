@@ -76,38 +76,6 @@ __global__ void __launch_bounds__(kDequantThreads)
   }
 }
 
-template <WeightType kType, typename OutT>
-cudaError_t LaunchDequant(const void* src, int64_t stride, int64_t n, int64_t k, void* dst,
-                          cudaStream_t stream) {
-  const int64_t total = n * (k / kQK);
-  const unsigned grid = static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>(65535 * 4, (total + kDequantThreads - 1) /
-                                                             kDequantThreads)));
-  DequantKernel<kType, OutT><<<grid, kDequantThreads, 0, stream>>>(
-      static_cast<const uint8_t*>(src), stride, n, k, static_cast<OutT*>(dst));
-  return cudaGetLastError();
-}
-
-template <typename OutT>
-cudaError_t DequantTo(WeightType type, const void* src, int64_t stride, int64_t n, int64_t k,
-                      void* dst, cudaStream_t stream) {
-  switch (type) {
-    case WeightType::kF32:
-      return LaunchDequant<WeightType::kF32, OutT>(src, stride, n, k, dst, stream);
-    case WeightType::kF16:
-      return LaunchDequant<WeightType::kF16, OutT>(src, stride, n, k, dst, stream);
-    case WeightType::kBF16:
-      return LaunchDequant<WeightType::kBF16, OutT>(src, stride, n, k, dst, stream);
-    case WeightType::kQ4_0:
-      return LaunchDequant<WeightType::kQ4_0, OutT>(src, stride, n, k, dst, stream);
-    case WeightType::kQ4_1:
-      return LaunchDequant<WeightType::kQ4_1, OutT>(src, stride, n, k, dst, stream);
-    case WeightType::kQ8_0:
-      return LaunchDequant<WeightType::kQ8_0, OutT>(src, stride, n, k, dst, stream);
-  }
-  return cudaErrorInvalidValue;
-}
-
 // x[c0 .. c0+32) of one bf16 row as fp32.
 __device__ __forceinline__ void LoadX32(const __nv_bfloat16* x, float* out) {
 #pragma unroll
@@ -201,6 +169,44 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
 }
 
+}  // namespace
+
+// Launch code (not part of the host emulation build).
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+namespace {
+
+template <WeightType kType, typename OutT>
+cudaError_t LaunchDequant(const void* src, int64_t stride, int64_t n, int64_t k, void* dst,
+                          cudaStream_t stream) {
+  const int64_t total = n * (k / kQK);
+  const unsigned grid = static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(65535 * 4, (total + kDequantThreads - 1) /
+                                                             kDequantThreads)));
+  DequantKernel<kType, OutT><<<grid, kDequantThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(src), stride, n, k, static_cast<OutT*>(dst));
+  return cudaGetLastError();
+}
+
+template <typename OutT>
+cudaError_t DequantTo(WeightType type, const void* src, int64_t stride, int64_t n, int64_t k,
+                      void* dst, cudaStream_t stream) {
+  switch (type) {
+    case WeightType::kF32:
+      return LaunchDequant<WeightType::kF32, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kF16:
+      return LaunchDequant<WeightType::kF16, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kBF16:
+      return LaunchDequant<WeightType::kBF16, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ4_0:
+      return LaunchDequant<WeightType::kQ4_0, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ4_1:
+      return LaunchDequant<WeightType::kQ4_1, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ8_0:
+      return LaunchDequant<WeightType::kQ8_0, OutT>(src, stride, n, k, dst, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
 template <bool kSwiGlu>
 cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
                        float* y, int64_t ldy, bool accumulate, uint16_t* act, int64_t ld_act,
@@ -258,5 +264,7 @@ cudaError_t QuantGemvSwiGlu(const GemvWeights& w, const uint16_t* x, int64_t ldx
   if (m == 0 || w.n == 0) return cudaSuccess;
   return LaunchGemv<true>(w, x, ldx, m, nullptr, 0, false, act, ld_act, stream);
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

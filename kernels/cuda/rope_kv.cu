@@ -88,6 +88,7 @@ __global__ void __launch_bounds__(kThreads) RopeKvKernel(RopeKvArgs a, PagedKvVi
 
 }  // namespace
 
+#if !defined(WEFT_CUDA_HOST_EMULATION)  // launch code (not in the host emulation build)
 cudaError_t RopeAndWritePagedKv(const RopeKvArgs& args, const PagedKvView& kv,
                                 cudaStream_t stream) {
   if (args.rot_dim <= 0 || args.rot_dim % 2 != 0 || args.rot_dim > kv.head_dim ||
@@ -111,5 +112,7 @@ cudaError_t RopeAndWritePagedKv(const RopeKvArgs& args, const PagedKvView& kv,
   }
   return cudaGetLastError();
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

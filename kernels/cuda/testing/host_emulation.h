@@ -269,14 +269,14 @@ template <typename T>
 float Lo(uint32_t r) {
   T v;
   const uint16_t bits = static_cast<uint16_t>(r & 0xffff);
-  std::memcpy(&v, &bits, 2);
+  std::memcpy(static_cast<void*>(&v), &bits, 2);
   return ToF(v);
 }
 template <typename T>
 float Hi(uint32_t r) {
   T v;
   const uint16_t bits = static_cast<uint16_t>(r >> 16);
-  std::memcpy(&v, &bits, 2);
+  std::memcpy(static_cast<void*>(&v), &bits, 2);
   return ToF(v);
 }
 
