@@ -1,24 +1,26 @@
-// Paged attention on the GPU: the decode kernel (one query token per sequence,
-// flash-decoding split-K with a reduction kernel) and the prefill kernel (causal, many
-// query tokens per sequence, variable lengths in one launch, chunked-prefill aware).
-// CPU twin: kernels/cpu/paged_attention.h (same math: softmax(q.K * scale) V over keys
-// 0..p of the query at position p, read through the block table).
+// Paged attention on the GPU: the decode kernels (one query token per sequence,
+// flash-decoding split-K) and the prefill kernels (causal, many query tokens per
+// sequence, variable lengths in one launch, chunked-prefill aware; on CUDA cores, and on
+// tensor cores for long chunks). CPU twin: kernels/cpu/paged_attention.h (same math:
+// softmax(q.K * scale) V over keys 0..p of the query at position p, read through the
+// block table). Each kernel's design, layout and preconditions are at the top of its
+// .cu file: decode_attention_pipelined.cu, decode_attention.cu, prefill_attention.cu,
+// prefill_attention_tc.cu. Besides the GPU test (paged_attention_test), the pipelined
+// decode and tensor-core prefill kernels run on the CPU under the host emulation
+// (emulated_*_test, testing/host_emulation.h).
 //
 // KV: one layer's PagedKvView (kernels/cuda/paged_kv.h), fp16, bf16 or int8 groups;
-// head_dim 64 or 128; num_heads / num_kv_heads <= 32 (kMaxQueriesPerKvHead).
-// GQA: a thread block owns one KV head and all the query heads that share it, so each K/V
-// block is read from memory once per (sequence, KV head, split) whatever the group size
-// (decode holds 8 query heads' q in registers at a time: larger groups re-read the
-// split's K/V, which then mostly hits L2). Both kernels run on CUDA cores (fp32 FMA),
-// not tensor cores: decode is bandwidth-bound anyway; prefill is compute-bound and is the
-// kernel to move to tensor cores (mma/wgmma) next.
+// head_dim 64 or 128; num_heads / num_kv_heads <= 32 (kMaxGroupSize).
+// GQA: a thread block owns one KV head and the query heads that share it, so each K/V
+// block is read from memory once per (sequence, KV head, split) whatever the group size.
 // Activations: q is fp32 (the QKV GEMM output after RoPE), rows of num_heads*head_dim
 // with head h at h*head_dim; out rows likewise, written as ActDtype. q and its row
 // stride must be 16-byte aligned (float4 loads).
-// Arithmetic: fp32 dot products and softmax (expf), fp32 accumulation; not bitwise equal
-// to the CPU (different summation order), within ~1e-5 relative for fp32-exact inputs.
-// A row's result depends only on its own sequence (batch invariant for a fixed split
-// size).
+// Arithmetic: the CUDA-core kernels use fp32 dot products, softmax and accumulation; not
+// bitwise equal to the CPU (different summation order), within ~1e-5 relative for
+// fp32-exact inputs. The tensor-core prefill rounds q and the softmax weights to
+// bf16/fp16 (see PagedPrefillAttentionTc). A row's result depends only on its own
+// sequence (batch invariant for a fixed split size).
 // Thread-safety: launches on the caller's stream.
 #ifndef WEFT_KERNELS_CUDA_PAGED_ATTENTION_H_
 #define WEFT_KERNELS_CUDA_PAGED_ATTENTION_H_
