@@ -266,6 +266,11 @@ DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& s) {
   return plan;
 }
 
+cudaError_t PrepareAttentionKernels() {
+  const cudaError_t e = PreparePipelinedDecode();
+  return e != cudaSuccess ? e : PrepareTcPrefill();
+}
+
 cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,
                                  cudaStream_t stream) {
   if (kv.num_kv_heads <= 0 || args.num_heads % kv.num_kv_heads != 0 || args.num_items < 0 ||

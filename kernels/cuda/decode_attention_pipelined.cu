@@ -353,8 +353,7 @@ cudaError_t LaunchPipelined(const DecodeAttentionArgs& a, const PagedKvView& kv,
   auto kernel = PipelinedDecodeKernel<KvT, kHeadDim, kGroup>;
   // Always: 48 KB of dynamic memory plus the static `is_last` is already past the
   // default limit. (A host call: graph replays do not repeat it.)
-  const cudaError_t e =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  const cudaError_t e = SetSmemLimitOutsideCapture(kernel, C::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
   const dim3 grid(kv.num_kv_heads, a.num_items, a.max_splits);
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, kv);
@@ -433,6 +432,20 @@ cudaError_t LaunchPipelinedDecode(const DecodeAttentionArgs& args, const PagedKv
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;
   return DispatchKv(kv.dtype, kv.head_dim, PipelinedLauncher{args, kv, stream, group});
+}
+
+cudaError_t PreparePipelinedDecode() {
+  for (KvDtype dt : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
+    for (int32_t hd : {64, 128}) {
+      for (int32_t g : {1, 2, 4, 8, 16, 32}) {
+        int32_t n = 0;
+        const cudaError_t e = DispatchKv(dt, hd, OccupancyQuery{g, &n});  // sets the limit
+        if (e != cudaSuccess) return e;
+        if (n == 0) return cudaErrorInvalidDeviceFunction;
+      }
+    }
+  }
+  return cudaSuccess;
 }
 
 int32_t PipelinedDecodeCtasPerSm(KvDtype dtype, int32_t head_dim, int32_t group_size) {

@@ -37,6 +37,11 @@ namespace weft::kernels::cuda {
 
 inline constexpr int32_t kMaxGroupSize = 32;  // query heads per KV head
 
+// Raises the shared memory limits of the kernels that need more than 48 KB (on the
+// current device). Call once per device before capturing a CUDA graph: the launchers
+// skip that host call while their stream is being captured.
+cudaError_t PrepareAttentionKernels();
+
 inline bool AttentionHeadDimSupported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
 // ---- Decode ----------------------------------------------------------------------------

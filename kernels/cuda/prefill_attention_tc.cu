@@ -284,8 +284,7 @@ struct TcLauncher {
   cudaError_t operator()() const {
     auto kernel = PrefillTcKernel<KvT, kHeadDim>;
     const int smem = TcCfg<kHeadDim>::kSmemBytes;
-    const cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const cudaError_t e = SetSmemLimitOutsideCapture(kernel, smem, stream);
     if (e != cudaSuccess) return e;
     kernel<<<dim3(a.num_tiles, kv.num_kv_heads), kThreads, smem, stream>>>(a, kv);
     return cudaGetLastError();
@@ -294,7 +293,27 @@ struct TcLauncher {
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// DispatchKv functor: raises one instance's shared memory limit.
+struct TcPrepare {
+  template <typename KvT, int kHeadDim>
+  cudaError_t operator()() const {
+    return cudaFuncSetAttribute(PrefillTcKernel<KvT, kHeadDim>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                TcCfg<kHeadDim>::kSmemBytes);
+  }
+};
+
 }  // namespace
+
+cudaError_t PrepareTcPrefill() {
+  for (KvDtype dt : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
+    for (int32_t hd : {64, 128}) {
+      const cudaError_t e = DispatchKv(dt, hd, TcPrepare{});
+      if (e != cudaSuccess) return e;
+    }
+  }
+  return cudaSuccess;
+}
 
 int32_t PrefillTcTileTokens(int32_t group_size) {
   return std::max<int32_t>(1, kPrefillTcRows / std::max<int32_t>(group_size, 1));

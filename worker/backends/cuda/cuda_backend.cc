@@ -118,6 +118,8 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
     WEFT_ASSIGN_OR_RETURN(kv_, cuda_backend::DeviceKvCache::CreateWithBudget(
                                    ko, options_.kv_memory_bytes));
   }
+  // Kernel shared memory limits, before any step may be captured into a graph.
+  WEFT_CUDA_RETURN_IF_ERROR(kc::PrepareAttentionKernels());
   cuda_backend::RunnerOptions ro;
   ro.gemv_max_rows = options_.gemv_max_rows;
   ro.num_sms = num_sms_;
