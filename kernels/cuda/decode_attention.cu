@@ -245,14 +245,15 @@ DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& s) {
     plan.partition_size = ChooseDecodePartition(s.num_items, s.num_kv_heads, s.group_size,
                                                 s.block_size, ctx, s.num_sms);
   } else {
+    constexpr int32_t kTile = kPipelinedDecodeTileTokens;
     const int64_t pairs = int64_t{std::max(s.num_items, 1)} * std::max(s.num_kv_heads, 1);
-    const int64_t slots =
-        int64_t{std::max(s.num_sms, 1)} * PipelinedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size);
-    int32_t part = (ctx + kPipelinedDecodeTileTokens - 1) / kPipelinedDecodeTileTokens * kPipelinedDecodeTileTokens;  // one split
+    const int64_t slots = int64_t{std::max(s.num_sms, 1)} *
+                          PipelinedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size);
+    int32_t part = (ctx + kTile - 1) / kTile * kTile;  // one split
     for (int32_t splits = 1;; ++splits) {
       int32_t p = (ctx + splits - 1) / splits;
-      p = (p + kPipelinedDecodeTileTokens - 1) / kPipelinedDecodeTileTokens * kPipelinedDecodeTileTokens;
-      if (p < 64 && splits > 1) break;  // splits of >= 2 tiles: the merge stays cheap
+      p = (p + kTile - 1) / kTile * kTile;
+      if (p < 2 * kTile && splits > 1) break;  // splits of >= 2 tiles: the merge stays cheap
       const int64_t ctas = pairs * DecodeNumSplits(ctx, p);
       const int64_t waves = (ctas + slots - 1) / slots;
       part = p;
@@ -261,8 +262,8 @@ DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& s) {
     plan.partition_size = part;
   }
   plan.max_splits = DecodeNumSplits(ctx, plan.partition_size);
-  plan.workspace_floats =
-      DecodeWorkspaceFloats(s.num_items, s.num_kv_heads * s.group_size, s.head_dim, plan.max_splits);
+  plan.workspace_floats = DecodeWorkspaceFloats(s.num_items, s.num_kv_heads * s.group_size,
+                                                s.head_dim, plan.max_splits);
   return plan;
 }
 

@@ -42,7 +42,9 @@ inline constexpr int32_t kMaxGroupSize = 32;  // query heads per KV head
 // skip that host call while their stream is being captured.
 cudaError_t PrepareAttentionKernels();
 
-inline bool AttentionHeadDimSupported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
+inline bool AttentionHeadDimSupported(int32_t head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
 
 // ---- Decode ----------------------------------------------------------------------------
 // Item i (a sequence with one query token) attends to keys [0, context_lens[i]) through

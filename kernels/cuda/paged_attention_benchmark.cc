@@ -322,8 +322,14 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   }
 }
 
-BENCHMARK(BM_PagedDecodeAttention)->Apply(DecodeArgs)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_PagedPrefillAttention)->Apply(PrefillArgs)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PagedDecodeAttention)
+    ->Apply(DecodeArgs)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PagedPrefillAttention)
+    ->Apply(PrefillArgs)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace weft::kernels::cuda

@@ -139,7 +139,9 @@ inline void Perform(const std::vector<AsyncCopy>& group) {
 
 // cp.async: the copy lands only when a CpAsyncWait retires its group, so a kernel that
 // reads a stage before waiting for it reads the stage's previous contents here too.
-inline void CpAsync(void* dst, const void* src, bool valid) { Me().open.push_back({dst, src, valid}); }
+inline void CpAsync(void* dst, const void* src, bool valid) {
+  Me().open.push_back({dst, src, valid});
+}
 inline void CpAsyncCommit() {
   Fiber& f = Me();
   f.groups.push_back(std::move(f.open));
@@ -343,8 +345,8 @@ T __shfl_xor_sync(unsigned, T v, int mask, int = 32) {
 }
 template <typename T>
 T __shfl_up_sync(unsigned, T v, unsigned delta, int = 32) {
-  return weft::emu::Exchange(
-      v, [delta](int lane) { return lane >= static_cast<int>(delta) ? lane - static_cast<int>(delta) : lane; });
+  const int d = static_cast<int>(delta);
+  return weft::emu::Exchange(v, [d](int lane) { return lane >= d ? lane - d : lane; });
 }
 
 template <typename T>

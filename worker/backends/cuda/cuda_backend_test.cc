@@ -179,6 +179,34 @@ TEST_P(CudaBackendTest, PrefillThenDecodeMatchesCpu) {
   EXPECT_EQ(p->gpu->graph_replays(), 6);
 }
 
+// A prompt of >= 128 tokens runs its attention on the tensor-core kernel (a chunk of 150,
+// then one of 140 after it: a cached prefix), a short one beside it on the CUDA-core
+// kernel in the same step; decodes follow.
+TEST_P(CudaBackendTest, LongPromptsOnTensorCoresMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> p = Make();
+  ASSERT_NE(p, nullptr);
+  Seq a = MakeSeq(290, 96, 11), b = MakeSeq(30, 96, 12);
+  for (int32_t i = 0; i < 19; ++i) a.table.push_back(63 - i);  // 304 slots, scattered
+  b.table = {20, 21};
+  {
+    ForwardBatch batch;
+    batch.sequences = {Chunk(a, 0, 150, true), Chunk(b, 0, 30, true)};
+    Step(p.get(), batch, Tol());
+  }
+  {
+    ForwardBatch batch;
+    batch.sequences = {Chunk(a, 150, 140, true)};
+    Step(p.get(), batch, Tol());
+  }
+  for (int32_t step = 0; step < 3; ++step) {
+    a.tokens.push_back(step + 1);
+    ForwardBatch batch;
+    batch.sequences = {Chunk(a, static_cast<int32_t>(a.tokens.size()) - 1, 1, true)};
+    Step(p.get(), batch, Tol());
+  }
+}
+
 TEST_P(CudaBackendTest, GraphsAndEagerAgree) {
   SKIP_WITHOUT_CUDA();
   std::unique_ptr<Pair> g = Make(true), e = Make(false);
