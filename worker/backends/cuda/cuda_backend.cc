@@ -1,10 +1,12 @@
 #include "worker/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "kernels/cuda/cuda_status.h"
@@ -63,10 +65,40 @@ absl::Status CudaBackendOptions::Validate() const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// WEFT_CUDA_KERNELS (cuda_backend.h): comma-separated key=value overrides.
+absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o) {
+  for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, '=');
+    const absl::string_view key = kv.first, value = kv.second;
+    if (key == "decode" && (value == "pipelined" || value == "split_v1")) {
+      o->decode_kernel =
+          value == "pipelined" ? kc::DecodeKernel::kPipelined : kc::DecodeKernel::kSplitV1;
+    } else if (key == "fused" && (value == "0" || value == "1")) {
+      o->fused_kernels = value == "1";
+    } else if (key == "tc_prefill" && (value == "0" || value == "1")) {
+      o->tensor_core_prefill = value == "1";
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WEFT_CUDA_KERNELS: '", item,
+          "' is not decode=pipelined|split_v1, fused=0|1 or tc_prefill=0|1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     const GgufFile& file, const CudaBackendOptions& options) {
   WEFT_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<CudaBackend> b(new CudaBackend(options));
+  CudaBackendOptions o = options;
+  if (const char* spec = std::getenv("WEFT_CUDA_KERNELS"); spec != nullptr) {
+    WEFT_RETURN_IF_ERROR(ApplyKernelOverrides(spec, &o));
+    LOG(INFO) << "CUDA kernels overridden by WEFT_CUDA_KERNELS=" << spec;
+  }
+  std::unique_ptr<CudaBackend> b(new CudaBackend(o));
   WEFT_RETURN_IF_ERROR(b->Init(file));
   return b;
 }

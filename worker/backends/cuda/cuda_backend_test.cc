@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -373,6 +375,29 @@ TEST(CudaBackendGraphTest, KernelLaunchesPerDecodeStep) {
     EXPECT_EQ(p->gpu->last_graph_nodes(), fused ? 1 + 8 * layers + 2 : 1 + 11 * layers + 2)
         << (fused ? "fused" : "separate") << " kernels";
   }
+}
+
+// WEFT_CUDA_KERNELS selects the A/B kernels at Create (the hello's kernels string says
+// which); a malformed value fails Create.
+TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<uint8_t> bytes = testing::BuildTinyLlama(GemvOnlySpec());
+  auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  CudaBackendOptions o;
+  o.num_kv_blocks = 16;
+  setenv("WEFT_CUDA_KERNELS", "decode=split_v1,fused=0,tc_prefill=0", 1);
+  auto b = CudaBackend::Create(**file, o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE((*b)->kernels().find("decode=split_v1"), std::string::npos) << (*b)->kernels();
+  EXPECT_EQ((*b)->kernels().find(";fused"), std::string::npos) << (*b)->kernels();
+  setenv("WEFT_CUDA_KERNELS", "decode=fast", 1);
+  EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument);
+  unsetenv("WEFT_CUDA_KERNELS");
+  auto d = CudaBackend::Create(**file, o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NE((*d)->kernels().find("decode=pipelined;fused;tc_prefill"), std::string::npos)
+      << (*d)->kernels();
 }
 
 // The fused kernels compute the same bits as the kernels they replace (same decode
