@@ -64,7 +64,25 @@ absl::StatusOr<ReplicaId> Scheduler::AddReplica(const ReplicaOptions& options) {
   WEFT_ASSIGN_OR_RETURN(KvCacheManager manager, KvCacheManager::Create(kv));
   const ReplicaId id(next_replica_id_++);
   replicas_.emplace(id, std::make_unique<Replica>(id, std::move(manager)));
+  RerouteWaiting(nullptr);  // scale-up: the new replica takes its share of the queue now
   return id;
+}
+
+absl::Status Scheduler::DrainReplica(ReplicaId id) {
+  Replica* replica = FindReplica(id);
+  if (replica == nullptr) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
+  if (replica->draining()) return absl::OkStatus();
+  replica->set_draining();
+  ++num_draining_;
+  // Its queue moves to the replicas that take work (and, if this was the last of them,
+  // the other draining replicas' queues stay where they are).
+  RerouteWaiting(replica);
+  return absl::OkStatus();
+}
+
+bool Scheduler::ReplicaDrained(ReplicaId id) const {
+  const Replica* replica = FindReplica(id);
+  return replica != nullptr && replica->draining() && replica->Empty();
 }
 
 absl::Status Scheduler::RemoveReplica(ReplicaId id, absl::Time now) {
@@ -72,6 +90,7 @@ absl::Status Scheduler::RemoveReplica(ReplicaId id, absl::Time now) {
   if (it == replicas_.end()) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
   std::unique_ptr<Replica> replica = std::move(it->second);
   replicas_.erase(it);
+  if (replica->draining()) --num_draining_;
   // Results of its steps in flight will never arrive.
   std::vector<Request*> touched;
   for (InFlightStep& step : replica->in_flight()) {
@@ -183,7 +202,9 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(const RequestSpec& spec, absl::T
   const int32_t blocks_alone =
       (prompt + spec.stopping.max_tokens + options_.block_size - 1) / options_.block_size;
   int32_t largest = 0;
-  for (const auto& e : replicas_) largest = std::max(largest, e.second->kv().pool().num_blocks());
+  for (const auto& e : replicas_) {
+    if (TakesNewWork(*e.second)) largest = std::max(largest, e.second->kv().pool().num_blocks());
+  }
   if (blocks_alone > largest) {
     return absl::InvalidArgumentError(absl::StrCat("request needs ", blocks_alone,
                                                    " KV blocks alone; the largest replica has ",
@@ -321,6 +342,8 @@ absl::Status Scheduler::Plan(ReplicaId id, absl::Time now, StepPlan* plan) {
   }
   ExpireDeadlines(now);
   planner_.Plan(replica, now, plan);
+  // A draining replica's preempted sequences (and forks it had no room for) move on.
+  if (replica->draining() && replica->num_waiting() > 0) RerouteWaiting(replica);
   return absl::OkStatus();
 }
 
@@ -402,11 +425,16 @@ Replica* Scheduler::FindReplica(ReplicaId id) const {
   return it == replicas_.end() ? nullptr : it->second.get();
 }
 
+bool Scheduler::TakesNewWork(const Replica& replica) const {
+  return !replica.draining() || num_draining_ == static_cast<int32_t>(replicas_.size());
+}
+
 Replica* Scheduler::Route(const Sequence& seq) const {
   std::vector<RouteCandidate> candidates;
   candidates.reserve(replicas_.size());
   const int32_t max_total = seq.num_prompt_tokens() + seq.request->stopping.max_tokens;
   for (const auto& [id, replica] : replicas_) {
+    if (!TakesNewWork(*replica)) continue;
     const KvCacheManager& kv = replica->kv();
     RouteCandidate c;
     c.replica = id;
@@ -417,6 +445,22 @@ Replica* Scheduler::Route(const Sequence& seq) const {
   }
   std::optional<ReplicaId> pick = PickReplica(candidates);
   return pick ? FindReplica(*pick) : nullptr;
+}
+
+void Scheduler::RerouteWaiting(Replica* only) {
+  std::vector<std::pair<Sequence*, Replica*>> moving;  // and the replica it waited on
+  for (const auto& [id, replica] : replicas_) {
+    if (only != nullptr && replica.get() != only) continue;
+    for (const auto& e : replica->waiting()) moving.emplace_back(e.second, replica.get());
+  }
+  if (moving.empty()) return;
+  std::sort(moving.begin(), moving.end(),
+            [](const auto& a, const auto& b) { return a.first->key() < b.first->key(); });
+  for (auto& [seq, from] : moving) from->RemoveWaiting(seq);
+  for (auto& [seq, from] : moving) {
+    Replica* to = Route(*seq);
+    (to != nullptr ? to : from)->AddWaiting(seq);
+  }
 }
 
 int32_t Scheduler::NumWaiting() const {
@@ -458,6 +502,8 @@ SchedulerMetrics Scheduler::Metrics() const {
     r.kv_blocks_total = pool.num_blocks();
     r.steps_in_flight = static_cast<int32_t>(replica->in_flight().size());
     r.steps_planned = replica->next_step_id().value() - 1;
+    r.draining = replica->draining();
+    m.num_draining_replicas += r.draining ? 1 : 0;
     m.num_running += r.num_running;
     m.num_waiting += r.num_waiting;
     m.kv_blocks_used += r.kv_blocks_used;
@@ -533,7 +579,12 @@ absl::Status Scheduler::CheckReplica(const Replica& replica) const {
 }
 
 absl::Status Scheduler::CheckInvariants() const {
-  for (const auto& [id, replica] : replicas_) WEFT_RETURN_IF_ERROR(CheckReplica(*replica));
+  int32_t draining = 0;
+  for (const auto& [id, replica] : replicas_) {
+    WEFT_RETURN_IF_ERROR(CheckReplica(*replica));
+    draining += replica->draining() ? 1 : 0;
+  }
+  WEFT_INVARIANT(draining == num_draining_, draining);
   int32_t unfinished_requests = 0;
   for (const auto& [id, request] : requests_) {
     int32_t unfinished = 0;
