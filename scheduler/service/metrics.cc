@@ -37,7 +37,10 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
       kv_blocks_total(G(*r, "weft_kv_blocks_capacity",
                              "KV blocks of all admitted replicas (used + cached + free).")),
       kv_usage_ratio(G(*r, "weft_kv_usage_ratio", "KV blocks used / total (autoscaling signal).")),
-      replicas(G(*r, "weft_replicas", "Admitted replicas.")),
+      replicas(G(*r, "weft_replicas", "Admitted replicas (draining ones included).")),
+      replicas_draining(G(*r, "weft_replicas_draining",
+                          "Replicas draining after a worker's SIGTERM: no new sequences, the "
+                          "running ones finish (up to --worker_drain_timeout_s).")),
       worker_ranks_pending(G(*r, "weft_worker_ranks_pending",
                              "Worker ranks attached and waiting for the other ranks of their "
                              "replica.")),
@@ -52,7 +55,8 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
       prompt_tokens(C(*r, "weft_prompt_tokens_total", "Prompt tokens admitted.")),
       generated_tokens(C(*r, "weft_generated_tokens_total", "Tokens generated and streamed.")),
       requeued_requests(C(*r, "weft_requeued_requests_total",
-                          "Requests re-queued after their replica was fenced.")),
+                          "Requests re-queued (recomputed elsewhere with their tokens) after their "
+                          "replica was fenced or its drain timed out.")),
       workers_rejected(C(*r, "weft_workers_rejected_total",
                          "Worker hellos refused (model fingerprint, shard layout, world size, "
                          "...); the reason is in the log and sent to the worker.")),
