@@ -391,7 +391,11 @@ TEST_F(EngineTest, DrainFinishesRunningStreamsAndRefusesNewOnes) {
   ASSERT_TRUE(WaitReplicas(1));
   Outcome running;
   std::thread t([&] { running = Generate(30, 4); });
-  absl::SleepFor(absl::Milliseconds(20));
+  // Admitted and streaming (not merely sent) before the drain begins.
+  for (int i = 0; i < 4000 && metrics_.generated_tokens.Value() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_GT(metrics_.generated_tokens.Value(), 0);
   engine_->BeginDrain();
   EXPECT_EQ(Generate(3, 1).status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(engine_->WaitDrained(absl::Now() + absl::Seconds(20)), 0);
@@ -413,14 +417,25 @@ class EngineDrainTest : public EngineTest {
   void StartStreams(int n, int tokens) {
     outs_.resize(n);
     for (int i = 0; i < n; ++i) {
-      threads_.emplace_back([this, i, tokens] { outs_[i] = Generate(tokens, 50 + i); });
+      threads_.emplace_back([this, i, tokens] {
+        grpc::ClientContext ctx;  // hang guard: a stuck stream fails the test, with state
+        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+        outs_[i] = Generate(tokens, 50 + i, "hello", &ctx);
+      });
     }
+  }
+  std::string State() {
+    return absl::StrCat("running ", metrics_.requests_running.Value(), ", waiting ",
+                        metrics_.requests_waiting.Value(), ", replicas ", engine_->num_replicas(),
+                        ", draining ", metrics_.replicas_draining.Value(), ", blocks used ",
+                        BlocksUsed(), ", steps ", engine_->steps_completed());
   }
   void ExpectStreamsComplete(int tokens) {
     for (auto& t : threads_) t.join();
     threads_.clear();
     for (size_t i = 0; i < outs_.size(); ++i) {
-      ASSERT_TRUE(outs_[i].status.ok()) << i << ": " << outs_[i].status.error_message();
+      ASSERT_TRUE(outs_[i].status.ok()) << i << ": " << outs_[i].status.error_message() << "; "
+                                        << State();
       EXPECT_EQ(outs_[i].tokens, Expected(50 + i, tokens)) << "stream " << i;
     }
   }
@@ -488,7 +503,8 @@ TEST_F(EngineDrainTest, AnyRankDrainsTheWholeTensorParallelReplica) {
   r1->exec->step_ms_ = 3;
   ASSERT_TRUE(WaitReplicas(1));
   StartStreams(4, 30);
-  ASSERT_TRUE(WaitUntil([&] { return Steps("tp") >= 2; }));
+  // All four running (with no other replica, one still waiting would wait for one).
+  ASSERT_TRUE(WaitUntil([&] { return metrics_.requests_running.Value() == 4; }));
   ASSERT_TRUE(r1->client->RequestDrain("test"));
   ASSERT_TRUE(WaitUntil([&] { return r0->client->draining(); })) << "rank 0 is told";
   EXPECT_FALSE(r0->client->ready());
