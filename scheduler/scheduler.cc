@@ -73,7 +73,6 @@ absl::Status Scheduler::DrainReplica(ReplicaId id) {
   if (replica == nullptr) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
   if (replica->draining()) return absl::OkStatus();
   replica->set_draining();
-  ++num_draining_;
   // Its queue moves to the replicas that take work (and, if this was the last of them,
   // the other draining replicas' queues stay where they are).
   RerouteWaiting(replica);
@@ -90,7 +89,6 @@ absl::Status Scheduler::RemoveReplica(ReplicaId id, absl::Time now) {
   if (it == replicas_.end()) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
   std::unique_ptr<Replica> replica = std::move(it->second);
   replicas_.erase(it);
-  if (replica->draining()) --num_draining_;
   // Results of its steps in flight will never arrive.
   std::vector<Request*> touched;
   for (InFlightStep& step : replica->in_flight()) {
@@ -202,9 +200,7 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(const RequestSpec& spec, absl::T
   const int32_t blocks_alone =
       (prompt + spec.stopping.max_tokens + options_.block_size - 1) / options_.block_size;
   int32_t largest = 0;
-  for (const auto& e : replicas_) {
-    if (TakesNewWork(*e.second)) largest = std::max(largest, e.second->kv().pool().num_blocks());
-  }
+  for (const auto& e : replicas_) largest = std::max(largest, e.second->kv().pool().num_blocks());
   if (blocks_alone > largest) {
     return absl::InvalidArgumentError(absl::StrCat("request needs ", blocks_alone,
                                                    " KV blocks alone; the largest replica has ",
@@ -425,26 +421,28 @@ Replica* Scheduler::FindReplica(ReplicaId id) const {
   return it == replicas_.end() ? nullptr : it->second.get();
 }
 
-bool Scheduler::TakesNewWork(const Replica& replica) const {
-  return !replica.draining() || num_draining_ == static_cast<int32_t>(replicas_.size());
-}
-
 Replica* Scheduler::Route(const Sequence& seq) const {
+  // Replicas that take work first. A sequence none of them fits (all drain, or only a
+  // draining one is large enough) waits in a draining replica's queue, which admits
+  // nothing: for a replica to be added, or for that drain to end (then it is re-queued).
   std::vector<RouteCandidate> candidates;
   candidates.reserve(replicas_.size());
   const int32_t max_total = seq.num_prompt_tokens() + seq.request->stopping.max_tokens;
-  for (const auto& [id, replica] : replicas_) {
-    if (!TakesNewWork(*replica)) continue;
-    const KvCacheManager& kv = replica->kv();
-    RouteCandidate c;
-    c.replica = id;
-    c.prefix_hit_blocks = kv.FindCachedPrefix(seq.block_hashes, seq.logical_length()).num_blocks;
-    c.free_blocks = kv.num_free_blocks() - replica->waiting_demand_blocks();
-    c.fits = kv.BlocksFor(max_total) <= kv.pool().num_blocks();
-    candidates.push_back(c);
+  for (const bool draining : {false, true}) {
+    candidates.clear();
+    for (const auto& [id, replica] : replicas_) {
+      if (replica->draining() != draining) continue;
+      const KvCacheManager& kv = replica->kv();
+      RouteCandidate c;
+      c.replica = id;
+      c.prefix_hit_blocks = kv.FindCachedPrefix(seq.block_hashes, seq.logical_length()).num_blocks;
+      c.free_blocks = kv.num_free_blocks() - replica->waiting_demand_blocks();
+      c.fits = kv.BlocksFor(max_total) <= kv.pool().num_blocks();
+      candidates.push_back(c);
+    }
+    if (std::optional<ReplicaId> pick = PickReplica(candidates)) return FindReplica(*pick);
   }
-  std::optional<ReplicaId> pick = PickReplica(candidates);
-  return pick ? FindReplica(*pick) : nullptr;
+  return nullptr;
 }
 
 void Scheduler::RerouteWaiting(Replica* only) {
@@ -579,12 +577,7 @@ absl::Status Scheduler::CheckReplica(const Replica& replica) const {
 }
 
 absl::Status Scheduler::CheckInvariants() const {
-  int32_t draining = 0;
-  for (const auto& [id, replica] : replicas_) {
-    WEFT_RETURN_IF_ERROR(CheckReplica(*replica));
-    draining += replica->draining() ? 1 : 0;
-  }
-  WEFT_INVARIANT(draining == num_draining_, draining);
+  for (const auto& [id, replica] : replicas_) WEFT_RETURN_IF_ERROR(CheckReplica(*replica));
   int32_t unfinished_requests = 0;
   for (const auto& [id, request] : requests_) {
     int32_t unfinished = 0;

@@ -27,8 +27,9 @@
 // preempts later) are routed to the other replicas, and is routed nothing while another
 // replica takes work — and lets its running sequences go on. Once ReplicaDrained,
 // RemoveReplica re-queues nothing; called before (the drain timed out) it re-queues
-// what remains as above. While every replica drains, new and re-queued sequences wait
-// in the draining replicas' queues for a replica to be added.
+// what remains as above. A sequence no other replica fits (every replica drains, or
+// only a draining one is large enough) waits in a draining replica's queue for a
+// replica to be added (or for that drain to end).
 // Scale-up: adding a replica routes every waiting sequence again (as if it arrived now),
 // so a replica that attaches under load takes its share of the queue at its first step.
 //
@@ -159,10 +160,8 @@ class Scheduler {
 
   absl::Status ValidateSpec(const RequestSpec& spec) const;
   Replica* FindReplica(ReplicaId id) const;
-  // Whether new sequences may be placed on `replica`: it does not drain, or every
-  // replica does (then they wait in its queue).
-  bool TakesNewWork(const Replica& replica) const;
-  // The replica a waiting sequence should queue on; null if none fits it.
+  // The replica a waiting sequence should queue on (draining ones only when no other
+  // fits it); null if none fits it.
   Replica* Route(const Sequence& seq) const;
   // Routes the waiting sequences of `only` (of every replica when null) again, in queue
   // order; one that no other replica fits stays where it was.
@@ -187,7 +186,6 @@ class Scheduler {
   Planner planner_;
   std::map<ReplicaId, std::unique_ptr<Replica>> replicas_;
   int32_t next_replica_id_ = 1;
-  int32_t num_draining_ = 0;  // replicas in replicas_ that drain
   absl::flat_hash_map<RequestId, std::unique_ptr<Request>> requests_;
   int64_t next_request_id_ = 1;
   int32_t num_unfinished_requests_ = 0;
