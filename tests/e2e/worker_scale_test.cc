@@ -10,7 +10,11 @@
 // DrainTimeout: a drain timeout far shorter than the generations: what the draining
 // replica still runs is re-queued on the other one with the tokens generated so far,
 // and every stream still ends OK with exactly the tokens an undisturbed run gives.
+//
+// TensorParallel: SIGTERM on one rank of a TP=2 replica drains the whole replica: both
+// ranks exit 0 (rank 0 removing its shared-memory group), nothing is re-queued.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -179,6 +183,56 @@ TEST(WorkerScaleE2eTest, DrainTimeoutRequeuesTheRestWithTokensKept) {
   EXPECT_NE(cluster.scheduler()->LogTail(50000).find("drain timed out"), std::string::npos);
   EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)))
       << "blocks used " << cluster.Metric("weft_kv_blocks_used");
+}
+
+TEST(WorkerScaleE2eTest, SigtermOnEitherRankDrainsTheWholeTensorParallelReplica) {
+  WEFT_REQUIRE_DEFAULT_MODEL(model);
+  constexpr int kStreams = 8;
+  constexpr int kTokens = 32;
+  const std::vector<std::string>& prompts = TestPrompts();
+  // A name no other run uses: its segments in /dev/shm are this test's alone.
+  const std::string tp =
+      absl::StrCat("tpdrain", ::getpid(), "-", absl::ToUnixMicros(absl::Now()) % 1000000);
+  Cluster cluster(model);
+  ASSERT_TRUE(cluster.StartScheduler({"--worker_drain_timeout_s=600"}).ok()) << cluster.Logs();
+  WorkerSpec tp_spec = Replica(tp);
+  tp_spec.world_size = 2;
+  ASSERT_TRUE(cluster.StartReplica(tp_spec).ok()) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartReplica(Replica("solo")).ok()) << cluster.Logs();
+  ASSERT_TRUE(cluster.WaitReplicas(2).ok()) << cluster.Logs();
+  ASSERT_EQ(GroupSegments(tp).size(), 1u);
+
+  std::vector<std::unique_ptr<BackgroundStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    streams.push_back(std::make_unique<BackgroundStream>(
+        cluster.stub(), GreedyRequest(prompts[i % prompts.size()], kTokens), absl::Seconds(600)));
+  }
+  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2, absl::Seconds(120))) << cluster.Logs();
+  const double tp_steps = ReplicaSteps(cluster, tp);
+  ASSERT_GT(tp_steps, 0) << "the TP replica runs none of the streams";
+  // SIGTERM on rank 1 only: rank 0 is told by the scheduler and stops being ready too.
+  ASSERT_TRUE(cluster.worker(tp, 1)->Signal(SIGTERM));
+  const int rank0_http = cluster.worker_metrics_port(tp, 0);
+  int readyz = 0;
+  EXPECT_TRUE(WaitFor([&] { return (readyz = HttpStatus(rank0_http, "/readyz")) != 200; },
+                      absl::Seconds(30), absl::Milliseconds(5)));
+  EXPECT_TRUE(readyz == 503 || readyz == -1) << readyz;  // -1: rank 0 already exited
+  for (int rank : {0, 1}) {
+    ChildProcess* p = cluster.worker(tp, rank);
+    ASSERT_TRUE(p->Wait(absl::Seconds(300)).has_value()) << "rank " << rank << "\n" << cluster.Logs();
+    EXPECT_EQ(p->exit_code(), 0) << "rank " << rank << "\n" << p->LogTail();
+    EXPECT_NE(p->LogTail(20000).find("replica drained"), std::string::npos) << p->LogTail();
+  }
+  EXPECT_TRUE(GroupSegments(tp).empty()) << "rank 0 leaves its group segment behind";
+  EXPECT_GT(ReplicaSteps(cluster, tp), tp_steps) << "the TP replica ran nothing while draining";
+  for (int i = 0; i < kStreams; ++i) {
+    StreamResult r = streams[i]->Join(absl::Seconds(600));
+    EXPECT_TRUE(r.status.ok()) << "stream " << i << ": " << r.status.error_message();
+    EXPECT_EQ(r.token_ids.size(), static_cast<size_t>(kTokens)) << "stream " << i;
+  }
+  EXPECT_EQ(cluster.Metric("weft_requeued_requests_total"), 0);
+  EXPECT_EQ(cluster.Metric("weft_replicas"), 1);
+  EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
 }
 
 }  // namespace
