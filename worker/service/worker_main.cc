@@ -76,9 +76,10 @@ ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for thi
 ABSL_FLAG(std::string, ports_file, "",
           "write the bound metrics port here as JSON {\"metrics_port\": N} once the model is "
           "loaded");
-ABSL_FLAG(double, drain_timeout_s, 90,
+ABSL_FLAG(double, drain_timeout_s, 75,
           "SIGTERM: exit after this long even if the scheduler has not finished draining the "
-          "replica (keep it above the scheduler's --worker_drain_timeout_s; 0: no bound)");
+          "replica (0: no bound). Keep it above the scheduler's --worker_drain_timeout_s "
+          "(default 60) and below Kubernetes' terminationGracePeriodSeconds");
 ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
 ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
 ABSL_FLAG(bool, device_sampling, true,
