@@ -13,6 +13,9 @@
 //
 // TensorParallel: SIGTERM on one rank of a TP=2 replica drains the whole replica: both
 // ranks exit 0 (rank 0 removing its shared-memory group), nothing is re-queued.
+//
+// WorkerBounds: a second SIGTERM, or the worker's own --drain_timeout_s, ends a drain
+// the scheduler has not finished; the worker exits 0 and its requests move on.
 #include <signal.h>
 #include <unistd.h>
 
@@ -232,6 +235,56 @@ TEST(WorkerScaleE2eTest, SigtermOnEitherRankDrainsTheWholeTensorParallelReplica)
   }
   EXPECT_EQ(cluster.Metric("weft_requeued_requests_total"), 0);
   EXPECT_EQ(cluster.Metric("weft_replicas"), 1);
+  EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
+}
+
+// The worker's own ways out of a drain the scheduler has not finished (it would wait for
+// --worker_drain_timeout_s=600): a second SIGTERM, or its --drain_timeout_s. Either way it
+// exits 0 and its requests are re-queued elsewhere, tokens kept.
+TEST(WorkerScaleE2eTest, ASecondSignalOrTheWorkersOwnBoundEndsADrain) {
+  WEFT_REQUIRE_DEFAULT_MODEL(model);
+  constexpr int kTokens = 96;
+  const std::vector<std::string>& prompts = TestPrompts();
+  Cluster cluster(model);
+  ASSERT_TRUE(cluster.StartScheduler({"--worker_drain_timeout_s=600"}).ok()) << cluster.Logs();
+  WorkerSpec bounded = Replica("bounded");
+  bounded.extra_flags = {"--drain_timeout_s=0.2"};
+  for (const WorkerSpec& w : {Replica("r0"), bounded, Replica("twice")}) {
+    ASSERT_TRUE(cluster.StartReplica(w).ok()) << cluster.Logs();
+  }
+  ASSERT_TRUE(cluster.WaitReplicas(3).ok()) << cluster.Logs();
+  std::vector<std::unique_ptr<BackgroundStream>> streams;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    streams.push_back(std::make_unique<BackgroundStream>(
+        cluster.stub(), GreedyRequest(prompts[i], kTokens), absl::Seconds(600)));
+  }
+  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2, absl::Seconds(120))) << cluster.Logs();
+  ASSERT_GT(ReplicaSteps(cluster, "bounded"), 0);
+  ASSERT_GT(ReplicaSteps(cluster, "twice"), 0);
+
+  ChildProcess* b = cluster.worker("bounded");
+  ChildProcess* t = cluster.worker("twice");
+  ASSERT_TRUE(b->Signal(SIGTERM));
+  ASSERT_TRUE(t->Signal(SIGTERM));
+  // The second signal once the first was taken (two pending SIGTERMs would merge).
+  ASSERT_TRUE(WaitFor([&] { return t->LogTail(20000).find("draining the replica") != std::string::npos; },
+                      absl::Seconds(30)))
+      << t->LogTail();
+  ASSERT_TRUE(t->Signal(SIGTERM));
+  for (ChildProcess* p : {b, t}) {
+    ASSERT_TRUE(p->Wait(absl::Seconds(60)).has_value()) << p->LogTail();
+    EXPECT_EQ(p->exit_code(), 0) << p->LogTail();
+  }
+  EXPECT_NE(b->LogTail(20000).find("--drain_timeout_s: stopping"), std::string::npos) << b->LogTail();
+  EXPECT_NE(t->LogTail(20000).find("signal 15: stopping"), std::string::npos) << t->LogTail();
+
+  for (size_t i = 0; i < streams.size(); ++i) {
+    StreamResult r = streams[i]->Join(absl::Seconds(600));
+    EXPECT_TRUE(r.status.ok()) << "stream " << i << ": " << r.status.error_message();
+    EXPECT_EQ(r.token_ids.size(), static_cast<size_t>(kTokens)) << "stream " << i;
+  }
+  EXPECT_EQ(cluster.Metric("weft_replicas"), 1);
+  EXPECT_GT(cluster.Metric("weft_requeued_requests_total"), 0);
   EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
 }
 
