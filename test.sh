@@ -2,7 +2,8 @@
 # ./test.sh — installs what is missing and runs Weft's whole test suite.
 #
 #   ./test.sh            what CI runs: default build + all tests; the --config=cuda build
-#                        (when nvcc exists); ASan/UBSan on parser, tokenizer, validation,
+#                        (when nvcc exists, into bazel-cuda-bin) with its gpu/cuda-tagged
+#                        tests; ASan/UBSan on parser, tokenizer, validation,
 #                        block-pool and planner tests; each fuzzer 30 s on its corpus;
 #                        TSan on the gRPC-free scheduler core; the Kubernetes overlays
 #                        validated strictly against their schemas (deploy/k8s/validate.sh).
@@ -58,6 +59,10 @@ if [ -n "${CI:-}" ] || [ "$MODE" = full ]; then
   CACHE_FLAGS=(--nocache_test_results)
 fi
 
+# Tags of the tests that need the --config=cuda build: "gpu" (skip without a device) and
+# "cuda" (the CUDA-built binaries, no device needed). A regex over the tags list.
+CUDA_TAGS='[\[ ](gpu|cuda)[,\]]'
+
 # run_tests <name> <config flags...> -- <targets...>: runs bazel test and records where
 # each target's test.xml lives.
 run_tests() {
@@ -69,9 +74,9 @@ run_tests() {
   local targets=("$@")
   local query="tests(set(${targets[*]}))"
   if [[ " ${flags[*]} " != *" --config=cuda "* ]]; then
-    # GPU tests exist only in --config=cuda builds (elsewhere Bazel skips them as
-    # incompatible and writes no test.xml): not counted here.
-    query="$query except attr(tags, \"gpu\", $query)"
+    # Tests tagged gpu or cuda exist only in --config=cuda builds (elsewhere Bazel skips
+    # them as incompatible and writes no test.xml): not counted here.
+    query="$query except attr(tags, \"$CUDA_TAGS\", $query)"
   fi
   local labels
   labels=$("${BAZEL[@]}" query --noshow_progress "$query" 2>/dev/null | grep -v '^$' || true)
@@ -104,12 +109,15 @@ if [ "$MODE" != quick ]; then
   fi
 
   if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-    step "CUDA build (--config=cuda)"
+    # Its own output tree and symlinks (.bazelrc): bazel-cuda-bin/..., while bazel-bin
+    # stays the default build.
+    step "CUDA build (--config=cuda, in bazel-cuda-bin) and its tests"
     if "${BAZEL[@]}" build --config=cuda --keep_going -- //...; then
       echo "CUDA: built"
       extra_result cuda_build passed "CUDA: built"
+      # GPU tests (skip without a device) and the CUDA binaries' device-free tests.
       run_tests cuda --config=cuda -- $("${BAZEL[@]}" query --noshow_progress \
-        'attr(tags, "gpu", tests(//...))' 2>/dev/null | tr '\n' ' ')
+        "attr(tags, \"$CUDA_TAGS\", tests(//...))" 2>/dev/null | tr '\n' ' ')
     else
       echo "CUDA: FAILED"
       extra_result cuda_build failed "CUDA build failed"

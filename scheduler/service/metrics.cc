@@ -46,7 +46,10 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       kv_blocks_total(G(*r, l, "weft_kv_blocks_capacity",
                              "KV blocks of all admitted replicas (used + cached + free).")),
       kv_usage_ratio(G(*r, l, "weft_kv_usage_ratio", "KV blocks used / total (autoscaling signal).")),
-      replicas(G(*r, l, "weft_replicas", "Admitted replicas.")),
+      replicas(G(*r, l, "weft_replicas", "Admitted replicas (draining ones included).")),
+      replicas_draining(G(*r, l, "weft_replicas_draining",
+                          "Replicas draining after a worker's SIGTERM: no new sequences, the "
+                          "running ones finish (up to --worker_drain_timeout_s).")),
       worker_ranks_pending(G(*r, l, "weft_worker_ranks_pending",
                              "Worker ranks attached and waiting for the other ranks of their "
                              "replica.")),
@@ -61,7 +64,8 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       prompt_tokens(C(*r, l, "weft_prompt_tokens_total", "Prompt tokens admitted.")),
       generated_tokens(C(*r, l, "weft_generated_tokens_total", "Tokens generated and streamed.")),
       requeued_requests(C(*r, l, "weft_requeued_requests_total",
-                          "Requests re-queued after their replica was fenced.")),
+                          "Requests re-queued (recomputed elsewhere with their tokens) after their "
+                          "replica was fenced or its drain timed out.")),
       workers_rejected(C(*r, l, "weft_workers_rejected_total",
                          "Worker hellos refused (model fingerprint, shard layout, world size, "
                          "...); the reason is in the log and sent to the worker.")),

@@ -35,6 +35,8 @@ class ServiceMetrics {
   prometheus::Gauge& kv_blocks_total;
   prometheus::Gauge& kv_usage_ratio;
   prometheus::Gauge& replicas;
+  // Of those, replicas draining after a worker's SIGTERM (no new sequences).
+  prometheus::Gauge& replicas_draining;
   // Worker ranks attached and waiting for the other ranks of their replica.
   prometheus::Gauge& worker_ranks_pending;
   prometheus::Gauge& streams_open;

@@ -16,8 +16,16 @@
 // TLS when --worker_tls_* are given: a worker needs a certificate from that CA.
 // SIGTERM/SIGINT: not ready at once, new calls UNAVAILABLE, running streams finish up to
 // --drain_timeout_s, the rest end UNAVAILABLE, exit 0.
+// HTTP on --metrics_port (common/metrics_http.h): /metrics; /livez 200 while the process
+// runs; /startupz 200 once the ports are bound and the engine runs; /readyz 200 while
+// the gRPC health is SERVING: a replica that does not drain is admitted and making
+// progress, and the scheduler itself does not drain.
+// A worker's SIGTERM drains its replica: no new sequences there, the running ones
+// finish for up to --worker_drain_timeout_s, then the rest is re-queued on the other
+// replicas with its generated tokens, and the worker is released.
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -63,6 +71,9 @@ ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
 ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
 ABSL_FLAG(double, drain_timeout_s, 30, "SIGTERM: how long running streams may finish");
+ABSL_FLAG(double, worker_drain_timeout_s, 60,
+          "a worker's SIGTERM drains its replica: how long its running sequences may finish "
+          "before the rest is re-queued on other replicas (generated tokens kept)");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "largest request message accepted");
 ABSL_FLAG(std::string, tls_cert, "",
           "public port: PEM certificate chain; with --tls_key the port speaks TLS only");
@@ -201,6 +212,7 @@ int Main() {
   eo.step_deadline.floor = absl::Seconds(absl::GetFlag(FLAGS_step_deadline_floor_s));
   eo.step_deadline.k = absl::GetFlag(FLAGS_step_deadline_k);
   eo.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
+  eo.worker_drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_drain_timeout_s));
   eo.max_inbox_submissions = static_cast<size_t>(absl::GetFlag(FLAGS_max_waiting));
   if (absl::Status s = eo.Validate(); !s.ok()) {
     LOG(ERROR) << "bad flags: " << s.message();
@@ -208,11 +220,18 @@ int Main() {
   }
 
   ServiceMetrics metrics(mt.name());  // every series labelled model="<served name>"
+  std::atomic<bool> started{false};
+  std::atomic<bool> serving{false};  // the public health status, also /readyz
   std::unique_ptr<MetricsHttp> metrics_http;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
     // Same interface as the gRPC ports (--host): 127.0.0.1 keeps everything on loopback.
-    auto m = MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_port), metrics.registry(),
-                                absl::GetFlag(FLAGS_host));
+    MetricsHttpOptions ho;
+    ho.host = absl::GetFlag(FLAGS_host);
+    ho.port = absl::GetFlag(FLAGS_metrics_port);
+    ho.registry = metrics.registry();
+    ho.started = [&started] { return started.load(); };
+    ho.ready = [&serving] { return serving.load(); };
+    auto m = MetricsHttp::Start(std::move(ho));
     if (!m.ok()) {
       LOG(ERROR) << m.status().message();
       return 1;
@@ -233,7 +252,10 @@ int Main() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<grpc::Server> public_server;
   Engine engine(eo, mt.expected_model(eo.core.block_size), mt.model_info(), &mt.text_source(),
-                &metrics, [&health](bool serving) { health.SetServing(serving); });
+                &metrics, [&health, &serving](bool now_serving) {
+                  serving = now_serving;
+                  health.SetServing(now_serving);
+                });
 
   ValidationLimits limits;
   limits.model_name = mt.name();
@@ -268,6 +290,7 @@ int Main() {
     LOG(ERROR) << "cannot start: " << s.message();
     return 1;
   }
+  started = true;
   LOG(INFO) << "weft-scheduler serving '" << mt.name() << "' on " << host << ":" << port
             << (edge->public_tls.enabled() ? " (TLS" : " (plaintext")
             << (edge->public_tls.client_ca.empty() ? "" : ", client certificates")

@@ -286,7 +286,7 @@ double MetricsPage::Sum(const std::string& name) const {
   return sum;
 }
 
-absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
+absl::StatusOr<HttpReply> HttpGet(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError("socket");
   struct timeval tv = {10, 0};  // hang guard
@@ -300,7 +300,7 @@ absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port, ": ", std::strerror(errno)));
   }
-  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     ::close(fd);
     return absl::UnavailableError("send");
@@ -318,12 +318,29 @@ absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
     }
   }
   ::close(fd);
+  // "HTTP/1.x NNN ..."
+  HttpReply reply;
   const size_t body = resp.find("\r\n\r\n");
-  if (resp.compare(0, 12, "HTTP/1.1 200") != 0 && resp.compare(0, 12, "HTTP/1.0 200") != 0) {
-    return absl::UnavailableError(absl::StrCat("metrics HTTP: ", resp.substr(0, 80)));
+  if (resp.compare(0, 5, "HTTP/") != 0 || resp.size() < 12 ||
+      !absl::SimpleAtoi(resp.substr(9, 3), &reply.status) || body == std::string::npos) {
+    return absl::UnavailableError(absl::StrCat("HTTP GET ", path, ": ", resp.substr(0, 80)));
   }
-  if (body == std::string::npos) return absl::UnavailableError("metrics: no body");
-  return MetricsPage::Parse(resp.substr(body + 4));
+  reply.body = resp.substr(body + 4);
+  return reply;
+}
+
+absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
+  absl::StatusOr<HttpReply> r = HttpGet(port, "/metrics");
+  if (!r.ok()) return r.status();
+  if (r->status != 200) {
+    return absl::UnavailableError(absl::StrCat("metrics HTTP ", r->status, ": ", r->body.substr(0, 80)));
+  }
+  return MetricsPage::Parse(r->body);
+}
+
+int HttpStatus(int port, const std::string& path) {
+  absl::StatusOr<HttpReply> r = HttpGet(port, path);
+  return r.ok() ? r->status : -1;
 }
 
 // --- Cluster --------------------------------------------------------------------------
@@ -338,9 +355,12 @@ Cluster::~Cluster() {
   // keeps the logs quiet. They are asked to stop (SIGTERM) before they are killed: rank
   // 0 of a tensor-parallel group unlinks its shared-memory segment as it exits, which a
   // SIGKILL would leave in /dev/shm (where a worker of a later test, in another PID
-  // namespace, cannot tell it is stale).
+  // namespace, cannot tell it is stale). A first SIGTERM drains the replica (instant
+  // when idle); a second one, for workers still draining after 1 s, stops them at once.
   for (auto& [key, w] : workers_) w->Signal(SIGTERM);
   const absl::Time end = absl::Now() + absl::Seconds(5);
+  for (auto& [key, w] : workers_) w->Wait(std::max(absl::ZeroDuration(), end - absl::Seconds(4) - absl::Now()));
+  for (auto& [key, w] : workers_) w->Signal(SIGTERM);  // no-op for reaped ones
   for (auto& [key, w] : workers_) w->Wait(std::max(absl::ZeroDuration(), end - absl::Now()));
   workers_.clear();  // SIGKILLs whatever did not exit
   scheduler_.reset();

@@ -116,7 +116,15 @@ class MetricsPage {
   int model_labelled_ = 0;
 };
 
-// GET http://127.0.0.1:port/metrics.
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
+// GET http://127.0.0.1:port<path> (HTTP/1.0, read to the end; 10 s hang guard).
+absl::StatusOr<HttpReply> HttpGet(int port, const std::string& path);
+// Its status code, or -1 when nothing answered.
+int HttpStatus(int port, const std::string& path);
+// GET http://127.0.0.1:port/metrics (UNAVAILABLE unless 200).
 absl::StatusOr<MetricsPage> ScrapeMetrics(int port);
 
 struct WorkerSpec {
