@@ -1,6 +1,7 @@
 // The scheduler's gRPC services: the public Generation service and the internal
-// WorkerControl (Attach) service. Both are thin: they validate, count and enqueue into
-// the engine; the planning thread does everything else.
+// WorkerControl (Attach) service. Both are thin: Generation hands each request to the
+// GenerateFrontend (limits, validation, submission; shared with the OpenAI HTTP API)
+// and streams the call's outbox; the planning thread does everything else.
 // Thread-safety: gRPC calls these from its threads; state is atomics + the engine.
 #ifndef WEFT_SCHEDULER_SERVICE_SERVICES_H_
 #define WEFT_SCHEDULER_SERVICE_SERVICES_H_
@@ -9,23 +10,16 @@
 #include <memory>
 
 #include "scheduler/service/engine_interface.h"
-#include "scheduler/service/metrics.h"
-#include "scheduler/service/validation.h"
+#include "scheduler/service/generate_frontend.h"
 #include "weft/v1/generate.grpc.pb.h"
 #include "weft/v1/worker.grpc.pb.h"
 
 namespace weft {
 
-struct GenerationServiceOptions {
-  int max_streams = 1024;               // open Generate calls; more get RESOURCE_EXHAUSTED
-  size_t stream_buffer_bytes = 4 << 20; // per-stream outbox cap
-};
-
 class GenerationService final : public weft::v1::Generation::CallbackService {
  public:
-  GenerationService(GenerationServiceOptions options, ValidationLimits limits,
-                    const PromptEncoder* encoder, EngineInterface* engine,
-                    ServiceMetrics* metrics);
+  // `frontend` outlives the service.
+  explicit GenerationService(GenerateFrontend* frontend) : frontend_(frontend) {}
 
   grpc::ServerWriteReactor<weft::v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const weft::v1::GenerateRequest* request) override;
@@ -33,21 +27,14 @@ class GenerationService final : public weft::v1::Generation::CallbackService {
                                        const weft::v1::ListModelsRequest* request,
                                        weft::v1::ListModelsResponse* response) override;
 
-  int open_streams() const { return open_streams_.load(); }
+  // Generation calls open over every API (the limit is shared).
+  int open_streams() const { return frontend_->open_streams(); }
 
  private:
-  // A reactor that ends the call at once with `status`.
+  // A reactor that ends the call at once with `status` (already counted).
   grpc::ServerWriteReactor<weft::v1::GenerateResponse>* Reject(const grpc::Status& status);
-  uint64_t NextSeed();
 
-  const GenerationServiceOptions options_;
-  const ValidationLimits limits_;
-  const PromptEncoder* const encoder_;
-  EngineInterface* const engine_;
-  ServiceMetrics* const metrics_;
-  std::atomic<int> open_streams_{0};
-  std::atomic<int64_t> next_key_{1};
-  std::atomic<uint64_t> seed_state_;
+  GenerateFrontend* const frontend_;
 };
 
 class WorkerControlService final : public weft::v1::WorkerControl::CallbackService {

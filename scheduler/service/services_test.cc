@@ -91,9 +91,10 @@ class ServicesTest : public ::testing::Test {
     lim.model_name = "fake";
     lim.vocab_size = 256;
     lim.context_length = 128;
-    GenerationServiceOptions opts;
+    FrontendOptions opts;
     opts.max_streams = 2;
-    gen_ = std::make_unique<GenerationService>(opts, lim, &encoder_, &engine_, &metrics_);
+    frontend_ = std::make_unique<GenerateFrontend>(opts, lim, &encoder_, &engine_, &metrics_);
+    gen_ = std::make_unique<GenerationService>(frontend_.get());
     ctl_ = std::make_unique<WorkerControlService>(&engine_);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -110,6 +111,7 @@ class ServicesTest : public ::testing::Test {
   ByteEncoder encoder_;
   FakeEngine engine_;
   ServiceMetrics metrics_;
+  std::unique_ptr<GenerateFrontend> frontend_;
   std::unique_ptr<GenerationService> gen_;
   std::unique_ptr<WorkerControlService> ctl_;
   std::unique_ptr<grpc::Server> server_;
