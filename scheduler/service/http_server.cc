@@ -630,7 +630,7 @@ absl::Status OpenAiHttpServer::Impl::Start() {
     return pool;
   };
   svr.set_tcp_nodelay(true);  // events go out as they are written (no Nagle delay)
-  svr.set_keep_alive_max_count(1 << 30);
+  svr.set_keep_alive_max_count(100000);  // the library's default closes after 5 requests
   svr.set_keep_alive_timeout(absl::ToInt64Seconds(options_.keep_alive_timeout));
   svr.set_read_timeout(absl::ToInt64Seconds(options_.read_timeout));
   svr.set_write_timeout(absl::ToInt64Seconds(options_.write_timeout));

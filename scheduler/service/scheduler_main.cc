@@ -2,9 +2,11 @@
 // port) for one model; CPU only; never links a model runtime.
 //
 //   weft-scheduler --model=models/X.gguf [--model_name --port=50051 --worker_port=50052
-//                  --metrics_port=9090 --policy=decode-first|prefill-first|static ...]
+//                  --metrics_port=9090 --http_port=8000
+//                  --policy=decode-first|prefill-first|static ...]
 // Port 0 picks an ephemeral port; the chosen ports are logged and, with --ports_file,
-// written as JSON {"port":..,"worker_port":..,"metrics_port":..}.
+// written as JSON {"port":..,"worker_port":..,"metrics_port":..,"http_port":..}
+// (-1: off). --http_port serves the OpenAI-compatible HTTP API (http_server.h).
 // SIGTERM/SIGINT: not ready at once, new calls UNAVAILABLE, running streams finish up to
 // --drain_timeout_s, the rest end UNAVAILABLE, exit 0.
 #include <signal.h>
@@ -25,6 +27,8 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "scheduler/service/engine.h"
+#include "scheduler/service/generate_frontend.h"
+#include "scheduler/service/http_server.h"
 #include "scheduler/service/model_text.h"
 #include "scheduler/service/services.h"
 
@@ -34,6 +38,11 @@ ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind (gRPC ports and /metric
 ABSL_FLAG(int32_t, port, 50051, "public Generate port (0 = ephemeral)");
 ABSL_FLAG(int32_t, worker_port, 50052, "port workers attach to (0 = ephemeral)");
 ABSL_FLAG(int32_t, metrics_port, 9090, "Prometheus /metrics port (0 = ephemeral, -1 = off)");
+ABSL_FLAG(int32_t, http_port, -1,
+          "OpenAI-compatible HTTP API port (/v1/completions, /v1/chat/completions, /v1/models, "
+          "/health); -1 = off, 0 = ephemeral; 8000 is the conventional one (vLLM's)");
+ABSL_FLAG(int32_t, http_max_connections, 512,
+          "HTTP connections served at once (one thread each); more wait to be accepted");
 ABSL_FLAG(std::string, ports_file, "", "write the bound ports here as JSON");
 ABSL_FLAG(std::string, policy, "decode-first", "decode-first | prefill-first | static");
 ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
@@ -135,10 +144,12 @@ int Main() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<grpc::Server> public_server;
-  auto set_health = [&public_server](bool serving) {
+  std::unique_ptr<OpenAiHttpServer> http;
+  auto set_health = [&public_server, &http](bool serving) {
     if (public_server != nullptr && public_server->GetHealthCheckService() != nullptr) {
       public_server->GetHealthCheckService()->SetServingStatus(serving);
     }
+    if (http != nullptr) http->SetServing(serving);
   };
   Engine engine(eo, mt.expected_model(eo.core.block_size), mt.model_info(), &mt.text_source(),
                 &metrics, set_health);
@@ -148,14 +159,16 @@ int Main() {
   limits.vocab_size = mt.vocab_size();
   limits.context_length = mt.context_length();
   limits.max_tokens_cap = absl::GetFlag(FLAGS_max_tokens_cap);
-  GenerationServiceOptions go;
-  go.max_streams = absl::GetFlag(FLAGS_max_streams);
-  if (absl::GetFlag(FLAGS_stream_buffer_bytes) < 1024) {
-    LOG(ERROR) << "bad flags: --stream_buffer_bytes must be >= 1024";
+  FrontendOptions fo;
+  fo.max_streams = absl::GetFlag(FLAGS_max_streams);
+  fo.stream_buffer_bytes = static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_stream_buffer_bytes)));
+  if (absl::Status s = fo.Validate(); !s.ok()) {
+    LOG(ERROR) << "bad flags: " << s.message();
     return 2;
   }
-  go.stream_buffer_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_stream_buffer_bytes));
-  GenerationService generation(go, limits, &mt.encoder(), &engine, &metrics);
+  // One front end for both public APIs: one stream limit, one validator, one queue.
+  GenerateFrontend frontend(fo, limits, &mt.encoder(), &engine, &metrics);
+  GenerationService generation(&frontend);
   WorkerControlService control(&engine);
 
   int port = 0, worker_port = 0;
@@ -169,6 +182,21 @@ int Main() {
                << absl::GetFlag(FLAGS_worker_port) << "): in use?";
     return 1;
   }
+  if (absl::GetFlag(FLAGS_http_port) >= 0) {
+    HttpServerOptions ho;
+    ho.host = host;
+    ho.port = absl::GetFlag(FLAGS_http_port);
+    ho.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+    ho.max_body_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_message_bytes));
+    // A client that stops reading: the same patience as the engine's stall guard.
+    ho.write_timeout = std::max(absl::Seconds(1), absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s)));
+    auto h = OpenAiHttpServer::Start(ho, &frontend, &mt.text_source(), metrics.registry());
+    if (!h.ok()) {
+      LOG(ERROR) << h.status().message();
+      return absl::IsInvalidArgument(h.status()) ? 2 : 1;
+    }
+    http = std::move(*h);
+  }
   set_health(false);  // NOT_SERVING until a replica attaches
   if (absl::Status s = engine.Start(); !s.ok()) {
     LOG(ERROR) << "cannot start: " << s.message();
@@ -176,12 +204,12 @@ int Main() {
   }
   LOG(INFO) << "weft-scheduler serving '" << mt.name() << "' on " << host << ":" << port
             << " (workers attach on port " << worker_port << ", metrics on "
-            << (metrics_http ? metrics_http->port() : -1) << ", policy "
-            << absl::GetFlag(FLAGS_policy) << ")";
+            << (metrics_http ? metrics_http->port() : -1) << ", OpenAI HTTP API on "
+            << (http ? http->port() : -1) << ", policy " << absl::GetFlag(FLAGS_policy) << ")";
   if (const std::string pf = absl::GetFlag(FLAGS_ports_file); !pf.empty()) {
     std::ofstream(pf + ".tmp") << "{\"port\": " << port << ", \"worker_port\": " << worker_port
                                << ", \"metrics_port\": " << (metrics_http ? metrics_http->port() : -1)
-                               << "}\n";
+                               << ", \"http_port\": " << (http ? http->port() : -1) << "}\n";
     std::rename((pf + ".tmp").c_str(), pf.c_str());
   }
 
@@ -196,6 +224,7 @@ int Main() {
   engine.BeginDrain();
   const int ended = engine.WaitDrained(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   engine.Stop();
+  if (http != nullptr) http->Stop();
   public_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   worker_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   LOG(INFO) << "stopped (" << ended << " streams ended by the drain timeout)";

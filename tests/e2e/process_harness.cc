@@ -328,6 +328,7 @@ absl::Status Cluster::StartScheduler(std::vector<std::string> extra_flags, int w
   port_ = JsonInt(*json, "port");
   worker_port_ = JsonInt(*json, "worker_port");
   metrics_port_ = JsonInt(*json, "metrics_port");
+  http_port_ = std::max(-1, JsonInt(*json, "http_port"));
   if (port_ <= 0 || worker_port_ <= 0 || metrics_port_ <= 0) {
     return absl::InternalError(absl::StrCat("bad ports file: ", *json));
   }
