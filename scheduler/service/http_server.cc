@@ -40,8 +40,8 @@ using openai::Api;
 bool SameEndpoint(const sockaddr_storage& a, socklen_t len, const std::string& ip, int port) {
   char host[NI_MAXHOST];
   char serv[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof host, serv,
-                  sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof host, serv, sizeof serv,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
     return false;
   }
   return ip == host && port == std::atoi(serv);
@@ -87,12 +87,14 @@ int FindConnectionSocket(const httplib::Request& req) {
 // instead of an unbounded queue here.
 class ConnectionPool final : public httplib::TaskQueue {
  public:
-  ConnectionPool(int max_threads, prometheus::Gauge* busy) : max_threads_(max_threads), busy_(busy) {}
+  ConnectionPool(int max_threads, prometheus::Gauge* busy)
+      : max_threads_(max_threads), busy_(busy) {}
   ~ConnectionPool() override { shutdown(); }
 
   void enqueue(std::function<void()> fn) override ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
-    while (!stopping_ && idle_ <= jobs_.size() && threads_.size() >= static_cast<size_t>(max_threads_)) {
+    while (!stopping_ && idle_ <= jobs_.size() &&
+           threads_.size() >= static_cast<size_t>(max_threads_)) {
       freed_.Wait(&mu_);
     }
     jobs_.push_back(std::move(fn));
@@ -169,7 +171,8 @@ class CallChannel final : public OutboxWriter {
     absl::Status status;                                   // kFinished
   };
 
-  explicit CallChannel(int socket) : socket_(socket), efd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  explicit CallChannel(int socket)
+      : socket_(socket), efd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
   ~CallChannel() override {
     if (efd_ >= 0) close(efd_);
   }
@@ -183,7 +186,8 @@ class CallChannel final : public OutboxWriter {
   void FinishCall(const grpc::Status& status) override ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     finished_ = true;
-    status_ = absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+    status_ =
+        absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
     Wake();
   }
   // The slow-reader guard: a write stuck behind a client that does not read fails at
@@ -354,7 +358,8 @@ class HttpGeneration {
         std::string tail;
         if (!e.status.ok()) {
           // After the first token the status is sent: the error travels in-band.
-          tail = absl::StrCat("data: ", openai::ErrorBody(openai::ErrorFor(e.status, &parsed_)), "\n\n");
+          tail = absl::StrCat("data: ", openai::ErrorBody(openai::ErrorFor(e.status, &parsed_)),
+                              "\n\n");
         }
         tail += "data: [DONE]\n\n";
         sink.write(tail.data(), tail.size());
@@ -402,10 +407,10 @@ class HttpGeneration {
   const std::shared_ptr<CallChannel> channel_;
   const openai::ParsedRequest parsed_;
   openai::ResponseBuilder builder_;
-  bool ended_ = false;           // the engine ended the call (Finish reached us)
-  std::string held_;             // stream bytes waiting for the content provider
-  bool holding_write_ = false;   // held_ is a response the outbox waits for (OnWriteDone)
-  bool done_after_held_ = false; // held_ is the end of the stream
+  bool ended_ = false;            // the engine ended the call (Finish reached us)
+  std::string held_;              // stream bytes waiting for the content provider
+  bool holding_write_ = false;    // held_ is a response the outbox waits for (OnWriteDone)
+  bool done_after_held_ = false;  // held_ is the end of the stream
 };
 
 int64_t UnixSeconds(absl::Time t) { return absl::ToUnixSeconds(t); }
@@ -415,7 +420,8 @@ int64_t UnixSeconds(absl::Time t) { return absl::ToUnixSeconds(t); }
 // ---------------------------------------------------------------------------------------
 
 absl::Status HttpServerOptions::Validate() const {
-  if (port < 0 || port > 65535) return absl::InvalidArgumentError("http port must be in [0, 65535]");
+  if (port < 0 || port > 65535)
+    return absl::InvalidArgumentError("http port must be in [0, 65535]");
   if (max_connections < 1) return absl::InvalidArgumentError("max_connections must be >= 1");
   if (max_body_bytes < 1024) return absl::InvalidArgumentError("max_body_bytes must be >= 1024");
   if (keep_alive_timeout < absl::Seconds(1) || read_timeout < absl::Seconds(1) ||
@@ -435,7 +441,10 @@ class OpenAiHttpServer::Impl {
  public:
   Impl(HttpServerOptions options, GenerateFrontend* frontend, const TokenTextSource* text,
        std::shared_ptr<prometheus::Registry> registry)
-      : options_(std::move(options)), frontend_(frontend), text_(text), registry_(std::move(registry)) {
+      : options_(std::move(options)),
+        frontend_(frontend),
+        text_(text),
+        registry_(std::move(registry)) {
     if (registry_ != nullptr) {
       connections_ = &prometheus::BuildGauge()
                           .Name("weft_http_connections")
@@ -486,7 +495,8 @@ OpenAiHttpServer::Impl::Handler OpenAiHttpServer::Impl::Authenticated(Handler ha
       if (!s.ok()) {
         if (req.method == "POST") frontend_->CountRejection(s);
         HttpGeneration::SetError(res, openai::ErrorFor(s));
-        if (s.code() == absl::StatusCode::kUnauthenticated) res.set_header("WWW-Authenticate", "Bearer");
+        if (s.code() == absl::StatusCode::kUnauthenticated)
+          res.set_header("WWW-Authenticate", "Bearer");
         return;
       }
     }
@@ -494,7 +504,8 @@ OpenAiHttpServer::Impl::Handler OpenAiHttpServer::Impl::Authenticated(Handler ha
   };
 }
 
-void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, httplib::Response& res) {
+void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
+                                      httplib::Response& res) {
   const absl::Time arrival = absl::Now();
   auto parsed = openai::ParseRequest(api, req.body);
   if (!parsed.ok()) {
@@ -529,7 +540,8 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, http
                                               std::move(ro));
   if (!channel->ok()) {
     gen->Close();
-    HttpGeneration::SetError(res, openai::ErrorFor(absl::InternalError("cannot create an eventfd")));
+    HttpGeneration::SetError(res,
+                             openai::ErrorFor(absl::InternalError("cannot create an eventfd")));
     return;
   }
   if (!stream) {
@@ -555,7 +567,8 @@ void OpenAiHttpServer::Impl::Routes() {
     res.set_content(serving ? "{\"status\":\"serving\"}" : "{\"status\":\"not_serving\"}",
                     "application/json");
   });
-  svr.Post("/v1/completions", Authenticated([this](const httplib::Request& req, httplib::Response& res) {
+  svr.Post("/v1/completions",
+           Authenticated([this](const httplib::Request& req, httplib::Response& res) {
              Generate(Api::kCompletions, req, res);
            }));
   svr.Post("/v1/chat/completions",
@@ -563,14 +576,16 @@ void OpenAiHttpServer::Impl::Routes() {
              Generate(Api::kChatCompletions, req, res);
            }));
   svr.Get("/v1/models", Authenticated([this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(openai::ModelListBody(frontend_->ModelInfo(), started_), "application/json");
+            res.set_content(openai::ModelListBody(frontend_->ModelInfo(), started_),
+                            "application/json");
           }));
-  svr.Get("/v1/models/(.+)", Authenticated([this](const httplib::Request& req, httplib::Response& res) {
+  svr.Get("/v1/models/(.+)",
+          Authenticated([this](const httplib::Request& req, httplib::Response& res) {
             const weft::v1::ModelInfo info = frontend_->ModelInfo();
             if (req.matches[1] != info.name()) {
               openai::ApiError e = openai::ErrorFor(absl::NotFoundError(
-                  absl::StrCat("model '", std::string(req.matches[1]).substr(0, 128), "' is not served here (serving '",
-                               info.name(), "')")));
+                  absl::StrCat("model '", std::string(req.matches[1]).substr(0, 128),
+                               "' is not served here (serving '", info.name(), "')")));
               HttpGeneration::SetError(res, e);
               return;
             }
@@ -578,28 +593,30 @@ void OpenAiHttpServer::Impl::Routes() {
           }));
   // Statuses >= 400 without a body (no route, body too large, bad request line) get
   // OpenAI's error shape too.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty() || res.content_length_ > 0 || res.status == 499) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    std::string message = res.status == 404 ? absl::StrCat("Invalid URL (", req.method, " ", req.path, ")")
-                          : res.status == 413 ? std::string("the request body is too large")
-                                              : absl::StrCat("HTTP ", res.status);
-    HttpGeneration::SetError(res, openai::ErrorForHttp(res.status, std::move(message)));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    LOG(ERROR) << "HTTP handler threw: " << what;
-    HttpGeneration::SetError(res, openai::ErrorFor(absl::InternalError("internal error")));
-  });
+  svr.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty() || res.content_length_ > 0 || res.status == 499) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        std::string message = res.status == 404
+                                  ? absl::StrCat("Invalid URL (", req.method, " ", req.path, ")")
+                              : res.status == 413 ? std::string("the request body is too large")
+                                                  : absl::StrCat("HTTP ", res.status);
+        HttpGeneration::SetError(res, openai::ErrorForHttp(res.status, std::move(message)));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        LOG(ERROR) << "HTTP handler threw: " << what;
+        HttpGeneration::SetError(res, openai::ErrorFor(absl::InternalError("internal error")));
+      });
   if (responses_ != nullptr) {
     svr.set_logger([this](const httplib::Request&, const httplib::Response& res) {
       responses_->Add({{"code", std::to_string(res.status)}}).Increment();
@@ -613,10 +630,12 @@ absl::Status OpenAiHttpServer::Impl::Start() {
         options_.tls_cert_file.c_str(), options_.tls_key_file.c_str(),
         options_.tls_client_ca_file.empty() ? nullptr : options_.tls_client_ca_file.c_str());
     if (!tls->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "HTTP TLS: cannot load the certificate '", options_.tls_cert_file, "', key '",
-          options_.tls_key_file, "'",
-          options_.tls_client_ca_file.empty() ? "" : absl::StrCat(" or client CA '", options_.tls_client_ca_file, "'")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("HTTP TLS: cannot load the certificate '", options_.tls_cert_file,
+                       "', key '", options_.tls_key_file, "'",
+                       options_.tls_client_ca_file.empty()
+                           ? ""
+                           : absl::StrCat(" or client CA '", options_.tls_client_ca_file, "'")));
     }
     server_ = std::move(tls);
   } else {
@@ -629,7 +648,7 @@ absl::Status OpenAiHttpServer::Impl::Start() {
     pool_ = pool;
     return pool;
   };
-  svr.set_tcp_nodelay(true);  // events go out as they are written (no Nagle delay)
+  svr.set_tcp_nodelay(true);             // events go out as they are written (no Nagle delay)
   svr.set_keep_alive_max_count(100000);  // the library's default closes after 5 requests
   svr.set_keep_alive_timeout(absl::ToInt64Seconds(options_.keep_alive_timeout));
   svr.set_read_timeout(absl::ToInt64Seconds(options_.read_timeout));
@@ -644,8 +663,9 @@ absl::Status OpenAiHttpServer::Impl::Start() {
     listen_fd_ = fd;
   });
   Routes();
-  port_ = options_.port == 0 ? svr.bind_to_any_port(options_.host)
-                             : (svr.bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  port_ = options_.port == 0
+              ? svr.bind_to_any_port(options_.host)
+              : (svr.bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port_ <= 0) {
     return absl::UnavailableError(absl::StrCat("cannot bind the HTTP port ", options_.host, ":",
                                                options_.port, " (in use?)"));

@@ -6,6 +6,7 @@
 #include "scheduler/service/http_server.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,8 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -46,8 +45,9 @@ class CharText : public TokenTextSource {
   }();
 };
 
-weft::v1::GenerateResponse Resp(int index, const std::string& text,
-                                weft::v1::FinishReason finish = weft::v1::FINISH_REASON_UNSPECIFIED) {
+weft::v1::GenerateResponse Resp(
+    int index, const std::string& text,
+    weft::v1::FinishReason finish = weft::v1::FINISH_REASON_UNSPECIFIED) {
   weft::v1::GenerateResponse r;
   r.set_index(index);
   r.set_text(text);
@@ -83,8 +83,9 @@ class RawClient {
   ~RawClient() { Close(); }
   bool ok() const { return ok_; }
   bool Post(const std::string& path, const std::string& body) {
-    const std::string req = absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n",
-                                         "Content-Length: ", body.size(), "\r\n\r\n", body);
+    const std::string req =
+        absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n",
+                     "Content-Length: ", body.size(), "\r\n\r\n", body);
     return send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
   }
   // Reads until `needle` has arrived (or the peer closed); the bytes read so far.
@@ -129,7 +130,8 @@ class HttpServerTest : public ::testing::Test {
     // Whatever a test left open ends as the engine would end it.
     {
       MutexLock l(&engine_.mu_);
-      for (Submission& s : engine_.subs_) s.outbox->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "test over"));
+      for (Submission& s : engine_.subs_)
+        s.outbox->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "test over"));
     }
     if (server_ != nullptr) server_->Stop();
   }
@@ -152,7 +154,8 @@ class HttpServerTest : public ::testing::Test {
   }
   bool Cancelled(int64_t key) {
     return engine_.WaitFor([&] {
-      return std::find(engine_.cancelled_.begin(), engine_.cancelled_.end(), key) != engine_.cancelled_.end();
+      return std::find(engine_.cancelled_.begin(), engine_.cancelled_.end(), key) !=
+             engine_.cancelled_.end();
     });
   }
   bool NoOpenStreams() {
@@ -220,10 +223,11 @@ TEST_F(HttpServerTest, ChatStreamInterleavesChoicesThenUsageThenDone) {
   encoder_.chat = true;
   Start();
   auto reply = std::async(std::launch::async, [&] {
-    return Client().Post("/v1/chat/completions",
-                         R"({"messages": [{"role": "user", "content": "hi"}], "n": 2, "stream": true,
+    return Client().Post(
+        "/v1/chat/completions",
+        R"({"messages": [{"role": "user", "content": "hi"}], "n": 2, "stream": true,
                              "stream_options": {"include_usage": true}})",
-                         "application/json");
+        "application/json");
   });
   Submission s = Sub(0);
   EXPECT_EQ(s.request.n, 2);
@@ -278,7 +282,8 @@ TEST_F(HttpServerTest, ErrorsHaveOpenAisShapeAndStatus) {
   auto [model, mj] = post("/v1/completions", R"({"prompt": "x", "model": "other"})");
   EXPECT_EQ(model, 404);
   EXPECT_EQ(mj["error"]["code"], "model_not_found");
-  auto [chat, cj] = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}]})");
+  auto [chat, cj] =
+      post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}]})");
   EXPECT_EQ(chat, 400);  // the encoder has no chat template: UNIMPLEMENTED
   EXPECT_EQ(cj["error"]["code"], "unimplemented");
   auto [path, pj] = post("/v1/embeddings", "{}");
@@ -318,8 +323,9 @@ TEST_F(HttpServerTest, StreamLimitIsSharedAndAnswers429) {
   auto r = Client().Post("/v1/completions", R"({"prompt": "z"})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 429);
-  EXPECT_NE(Json::parse(r->body)["error"]["message"].get<std::string>().find("too many open streams"),
-            std::string::npos);
+  EXPECT_NE(
+      Json::parse(r->body)["error"]["message"].get<std::string>().find("too many open streams"),
+      std::string::npos);
   sa.outbox->Finish(grpc::Status::OK);
   sb.outbox->Finish(grpc::Status::OK);
   EXPECT_TRUE(NoOpenStreams());
@@ -328,9 +334,11 @@ TEST_F(HttpServerTest, StreamLimitIsSharedAndAnswers429) {
 TEST_F(HttpServerTest, EngineErrorBeforeTheFirstTokenIsTheHttpStatus) {
   Start();
   auto reply = std::async(std::launch::async, [&] {
-    return Client().Post("/v1/completions", R"({"prompt": "x", "stream": true})", "application/json");
+    return Client().Post("/v1/completions", R"({"prompt": "x", "stream": true})",
+                         "application/json");
   });
-  Sub(0).outbox->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "no live replica could finish the request"));
+  Sub(0).outbox->Finish(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE, "no live replica could finish the request"));
   auto r = reply.get();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
@@ -345,10 +353,12 @@ TEST_F(HttpServerTest, EngineErrorAfterTheFirstTokenIsAnEventBeforeDone) {
   ASSERT_TRUE(s.outbox->Push(Resp(0, "partial")));
   // Once the first chunk is out, the status (200) is sent.
   EXPECT_TRUE(absl::StrContains(c.ReadUntil("partial"), "partial"));
-  s.outbox->Finish(grpc::Status(grpc::StatusCode::INTERNAL, "a worker failed while running the request"));
+  s.outbox->Finish(
+      grpc::Status(grpc::StatusCode::INTERNAL, "a worker failed while running the request"));
   const std::string got = c.ReadUntil("data: [DONE]");
   EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 200")) << got;
-  const size_t error = got.find(R"(data: {"error":{"message":"a worker failed while running the request")");
+  const size_t error =
+      got.find(R"(data: {"error":{"message":"a worker failed while running the request")");
   ASSERT_NE(error, std::string::npos) << got;
   EXPECT_NE(got.find(R"("code":"internal")", error), std::string::npos) << got;
   EXPECT_NE(got.find("data: [DONE]", error), std::string::npos) << got;
@@ -410,11 +420,13 @@ TEST_F(HttpServerTest, AbortEndsAStreamWhoseClientNeverReads) {
 TEST_F(HttpServerTest, AuthenticationRunsBeforeAnyWork) {
   HttpServerOptions o;
   o.authorize = [](absl::string_view authorization) {
-    return authorization == "Bearer good" ? absl::OkStatus()
-                                          : absl::UnauthenticatedError("missing or unknown bearer token");
+    return authorization == "Bearer good"
+               ? absl::OkStatus()
+               : absl::UnauthenticatedError("missing or unknown bearer token");
   };
   Start(o);
-  auto r = Client().Post("/v1/completions", R"({"prompt": "x", "temperature": -1})", "application/json");
+  auto r =
+      Client().Post("/v1/completions", R"({"prompt": "x", "temperature": -1})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 401);  // not 400: nothing was parsed
   EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
@@ -447,20 +459,26 @@ class HttpsTest : public HttpServerTest {
     const std::string d = dir_;
     const std::string script = absl::StrCat(
         "set -e; mkdir -p ", d, "; cd ", d, "; ",
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-ca -keyout ca.key -out ca.pem; ",
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-ca -keyout ca.key -out "
+        "ca.pem; ",
         "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext; ",
-        "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr; ",
-        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.pem; ",
+        "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out "
+        "server.csr; ",
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+        "-extfile san.ext -out server.pem; ",
         "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr; ",
-        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem",
+        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out "
+        "client.pem",
         " >/dev/null 2>&1");
-    ASSERT_EQ(std::system(("bash -c \"" + script + "\" >/dev/null 2>&1").c_str()), 0) << "openssl failed";
+    ASSERT_EQ(std::system(("bash -c \"" + script + "\" >/dev/null 2>&1").c_str()), 0)
+        << "openssl failed";
   }
   std::string Path(const std::string& f) const { return absl::StrCat(dir_, "/", f); }
   std::unique_ptr<httplib::SSLClient> Tls(bool with_client_cert) {
-    auto c = with_client_cert ? std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port(),
-                                                                     Path("client.pem"), Path("client.key"))
-                              : std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port());
+    auto c = with_client_cert
+                 ? std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port(),
+                                                        Path("client.pem"), Path("client.key"))
+                 : std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port());
     c->set_ca_cert_path(Path("ca.pem").c_str());
     c->enable_server_certificate_verification(true);
     return c;

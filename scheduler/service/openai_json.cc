@@ -19,9 +19,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Every string may hold bytes that are not UTF-8 (token fragments): never throw.
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
@@ -60,7 +58,8 @@ absl::StatusOr<std::optional<int64_t>> OptInt(const Json& o, const char* name,
   } else {
     return Invalid(name, "must be an integer");
   }
-  if (x < lo || x > hi) return Invalid(name, absl::StrCat("must be an integer in [", lo, ", ", hi, "]"));
+  if (x < lo || x > hi)
+    return Invalid(name, absl::StrCat("must be an integer in [", lo, ", ", hi, "]"));
   return std::optional<int64_t>(x);
 }
 
@@ -99,9 +98,9 @@ absl::Status RejectUnsupported(Api api, const Json& o, int32_t n) {
     if (v->is_array() || v->is_object()) return !v->empty();
     return true;
   };
-  const char* const kNeverSupported[] = {"guided_json", "guided_regex", "guided_choice",
-                                         "guided_grammar", "structured_outputs",
-                                         "prompt_logprobs", "truncate_prompt_tokens"};
+  const char* const kNeverSupported[] = {
+      "guided_json",        "guided_regex",    "guided_choice",         "guided_grammar",
+      "structured_outputs", "prompt_logprobs", "truncate_prompt_tokens"};
   for (const char* name : kNeverSupported) {
     if (Field(o, name) != nullptr) return Invalid(name, "is not supported by this server");
   }
@@ -135,8 +134,10 @@ absl::Status RejectUnsupported(Api api, const Json& o, int32_t n) {
       v != nullptr && !(v->is_array() && v->size() == 1 && (*v)[0] == "text")) {
     return Invalid("modalities", "only [\"text\"] is supported");
   }
-  if (Field(o, "prediction") != nullptr) return Invalid("prediction", "is not supported by this server");
-  if (const Json* v = Field(o, "add_generation_prompt"); v != nullptr && v->is_boolean() && !v->get<bool>()) {
+  if (Field(o, "prediction") != nullptr)
+    return Invalid("prediction", "is not supported by this server");
+  if (const Json* v = Field(o, "add_generation_prompt");
+      v != nullptr && v->is_boolean() && !v->get<bool>()) {
     return Invalid("add_generation_prompt", "the assistant turn is always opened");
   }
   if (truthy("continue_final_message")) {
@@ -198,8 +199,8 @@ std::optional<std::vector<int64_t>> IntList(const Json& v) {
   for (const Json& e : v) {
     if (!e.is_number_integer()) return std::nullopt;
     // An id beyond int64 is as invalid as any other out-of-range id.
-    ids.push_back(e.is_number_unsigned() && e.get<uint64_t>() > uint64_t{1} << 62 ? -1
-                                                                                : e.get<int64_t>());
+    ids.push_back(
+        e.is_number_unsigned() && e.get<uint64_t>() > uint64_t{1} << 62 ? -1 : e.get<int64_t>());
   }
   return ids;
 }
@@ -243,9 +244,11 @@ absl::Status ParseMessages(const Json& o, weft::v1::GenerateRequest* r) {
     const std::string at = absl::StrCat("messages[", i, "]");
     if (!m.is_object()) return Invalid(at, "must be an object");
     const Json* role = Field(m, "role");
-    if (role == nullptr || !role->is_string()) return Invalid(absl::StrCat(at, ".role"), "must be a string");
+    if (role == nullptr || !role->is_string())
+      return Invalid(absl::StrCat(at, ".role"), "must be a string");
     if (const Json* calls = Field(m, "tool_calls"); calls != nullptr && !calls->empty()) {
-      return Invalid(absl::StrCat(at, ".tool_calls"), "tools and function calling are not supported");
+      return Invalid(absl::StrCat(at, ".tool_calls"),
+                     "tools and function calling are not supported");
     }
     weft::v1::ChatMessage* out = chat->add_messages();
     // OpenAI's newer name for the system role.
@@ -256,7 +259,8 @@ absl::Status ParseMessages(const Json& o, weft::v1::GenerateRequest* r) {
       out->set_content(content->get<std::string>());
       continue;
     }
-    if (!content->is_array()) return Invalid(absl::StrCat(at, ".content"), "must be a string or a list of parts");
+    if (!content->is_array())
+      return Invalid(absl::StrCat(at, ".content"), "must be a string or a list of parts");
     std::string text;
     for (size_t j = 0; j < content->size(); ++j) {
       const Json& part = (*content)[j];
@@ -424,8 +428,8 @@ std::string JsonField(absl::string_view proto_field, const ParsedRequest* req) {
 bool IsJsonFieldPath(absl::string_view field) {
   if (field.empty()) return false;
   for (char c : field) {
-    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
-          c == '[' || c == ']')) {
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '[' ||
+          c == ']')) {
       return false;
     }
   }
@@ -650,7 +654,8 @@ std::vector<std::string> ResponseBuilder::StreamEvents(const weft::v1::GenerateR
       choice["text"] = r.text();
     }
     Json logprobs;
-    if (has_tokens) AppendLogprobs(options_.api, r, options_.token_bytes, &c.text_offset, &logprobs);
+    if (has_tokens)
+      AppendLogprobs(options_.api, r, options_.token_bytes, &c.text_offset, &logprobs);
     choice["logprobs"] = std::move(logprobs);
     choice["finish_reason"] = FinishJson(r.finish_reason());
     Json chunk = envelope();
@@ -661,7 +666,8 @@ std::vector<std::string> ResponseBuilder::StreamEvents(const weft::v1::GenerateR
   if (options_.include_usage && r.has_usage()) {
     Json chunk = envelope();
     chunk["choices"] = Json::array();
-    chunk["usage"] = UsageJson(usage_->prompt_tokens, usage_->completion_tokens, usage_->cached_tokens);
+    chunk["usage"] =
+        UsageJson(usage_->prompt_tokens, usage_->completion_tokens, usage_->cached_tokens);
     events.push_back(Dump(chunk));
   }
   return events;
@@ -672,7 +678,8 @@ void ResponseBuilder::Add(const weft::v1::GenerateResponse& r) {
   Choice& c = ChoiceAt(r.index());
   c.text += r.text();
   if (r.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) c.finish = r.finish_reason();
-  if (options_.logprobs) AppendLogprobs(options_.api, r, options_.token_bytes, &c.text_offset, &c.logprobs);
+  if (options_.logprobs)
+    AppendLogprobs(options_.api, r, options_.token_bytes, &c.text_offset, &c.logprobs);
 }
 
 std::string ResponseBuilder::Body() const {
@@ -706,8 +713,9 @@ std::string ResponseBuilder::Body() const {
     choices.push_back(std::move(choice));
   }
   body["choices"] = std::move(choices);
-  body["usage"] = usage_ ? UsageJson(usage_->prompt_tokens, usage_->completion_tokens, usage_->cached_tokens)
-                         : UsageJson(0, 0, 0);
+  body["usage"] =
+      usage_ ? UsageJson(usage_->prompt_tokens, usage_->completion_tokens, usage_->cached_tokens)
+             : UsageJson(0, 0, 0);
   return Dump(body);
 }
 

@@ -29,7 +29,8 @@ class BytesEncoder : public PromptEncoder {
   absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt& chat) const override {
     if (!chat_) return absl::UnimplementedError("this model has no supported chat template");
     std::vector<int32_t> ids;
-    for (const auto& m : chat.messages()) ids.insert(ids.end(), m.content().begin(), m.content().end());
+    for (const auto& m : chat.messages())
+      ids.insert(ids.end(), m.content().begin(), m.content().end());
     return ids;
   }
   bool chat_ = true;
@@ -71,7 +72,8 @@ TEST(OpenAiParseTest, CompletionFieldsMapToTheGenerateRequest) {
   ASSERT_EQ(r.stopping().stop_size(), 2);
   EXPECT_EQ(r.stopping().stop(0), "\n\n");
   EXPECT_EQ(r.stopping().stop(1), "END");
-  EXPECT_EQ(std::vector<int32_t>(r.stopping().stop_token_ids().begin(), r.stopping().stop_token_ids().end()),
+  EXPECT_EQ(std::vector<int32_t>(r.stopping().stop_token_ids().begin(),
+                                 r.stopping().stop_token_ids().end()),
             (std::vector<int32_t>{2, 7}));
   EXPECT_TRUE(r.stopping().ignore_eos());
   EXPECT_EQ(r.logprobs(), 2);
@@ -88,16 +90,18 @@ TEST(OpenAiParseTest, DefaultsFollowOpenAi) {
   EXPECT_FALSE(c.request.has_n());
   EXPECT_FALSE(c.request.has_logprobs());
   EXPECT_FALSE(c.stream);
-  ParsedRequest chat = MustParse(Api::kChatCompletions,
-                                 R"({"messages": [{"role": "user", "content": "hi"}], "temperature": null})");
-  EXPECT_FALSE(chat.request.stopping().has_max_tokens());  // chat: up to the context
+  ParsedRequest chat =
+      MustParse(Api::kChatCompletions,
+                R"({"messages": [{"role": "user", "content": "hi"}], "temperature": null})");
+  EXPECT_FALSE(chat.request.stopping().has_max_tokens());   // chat: up to the context
   EXPECT_FALSE(chat.request.sampling().has_temperature());  // null = not given
   ParsedRequest off = MustParse(Api::kCompletions, R"({"prompt": "x", "top_k": -1})");
   EXPECT_EQ(off.request.sampling().top_k(), 0);  // vLLM's "off"
 }
 
 TEST(OpenAiParseTest, PromptForms) {
-  EXPECT_EQ(MustParse(Api::kCompletions, R"({"prompt": [1, 2, 3]})").request.token_ids().ids_size(), 3);
+  EXPECT_EQ(MustParse(Api::kCompletions, R"({"prompt": [1, 2, 3]})").request.token_ids().ids_size(),
+            3);
   EXPECT_EQ(MustParse(Api::kCompletions, R"({"prompt": ["one"]})").request.text(), "one");
   EXPECT_EQ(MustParse(Api::kCompletions, R"({"prompt": [[5, 6]]})").request.token_ids().ids(1), 6);
   ApiError batch = ErrorOf(Api::kCompletions, R"({"prompt": ["a", "b"]})");
@@ -129,22 +133,28 @@ TEST(OpenAiParseTest, ChatMessagesAndLengthFields) {
   EXPECT_EQ(p.max_tokens_field, "max_completion_tokens");
   EXPECT_EQ(p.request.logprobs(), 3);
   EXPECT_TRUE(p.logprobs);
-  ParsedRequest no_top = MustParse(Api::kChatCompletions,
-                                   R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})");
+  ParsedRequest no_top =
+      MustParse(Api::kChatCompletions,
+                R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})");
   EXPECT_EQ(no_top.request.logprobs(), 0);
-  ParsedRequest none = MustParse(Api::kChatCompletions,
-                                 R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false})");
+  ParsedRequest none =
+      MustParse(Api::kChatCompletions,
+                R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false})");
   EXPECT_FALSE(none.request.has_logprobs());
   EXPECT_FALSE(none.logprobs);
 
-  EXPECT_EQ(ErrorOf(Api::kChatCompletions, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})").param,
+  EXPECT_EQ(ErrorOf(Api::kChatCompletions,
+                    R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})")
+                .param,
             "top_logprobs");
-  ApiError image = ErrorOf(Api::kChatCompletions,
-                           R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})");
+  ApiError image = ErrorOf(
+      Api::kChatCompletions,
+      R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})");
   EXPECT_EQ(image.param, "messages[0].content[0]");
   EXPECT_EQ(ErrorOf(Api::kChatCompletions, R"({"messages": "hi"})").param, "messages");
   // The validator's role check, named "messages".
-  ApiError role = ErrorOf(Api::kChatCompletions, R"({"messages": [{"role": "tool", "content": "x"}]})");
+  ApiError role =
+      ErrorOf(Api::kChatCompletions, R"({"messages": [{"role": "tool", "content": "x"}]})");
   EXPECT_EQ(role.http_status, 400);
   EXPECT_EQ(role.param, "messages");
 }
@@ -162,7 +172,8 @@ TEST(OpenAiParseTest, BadTypesAndUnsupportedFieldsAre400NamingTheField) {
       {Api::kCompletions, R"({"prompt": "x", "stop": 3})", "stop"},
       {Api::kCompletions, R"({"prompt": "x", "stop_token_ids": ["a"]})", "stop_token_ids"},
       {Api::kCompletions, R"({"prompt": "x", "stream": "yes"})", "stream"},
-      {Api::kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+      {Api::kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})",
+       "stream_options"},
       {Api::kCompletions, R"({"prompt": "x", "seed": 0.5})", "seed"},
       {Api::kCompletions, R"({"prompt": "x", "model": 3})", "model"},
       {Api::kCompletions, R"({"prompt": "x", "echo": true})", "echo"},
@@ -171,9 +182,11 @@ TEST(OpenAiParseTest, BadTypesAndUnsupportedFieldsAre400NamingTheField) {
       {Api::kCompletions, R"({"prompt": "x", "logit_bias": {"5": 10}})", "logit_bias"},
       {Api::kCompletions, R"({"prompt": "x", "guided_json": {}})", "guided_json"},
       {Api::kChatCompletions, R"({"messages": [], "tools": [{"type": "function"}]})", "tools"},
-      {Api::kChatCompletions, R"({"messages": [], "response_format": {"type": "json_object"}})", "response_format"},
+      {Api::kChatCompletions, R"({"messages": [], "response_format": {"type": "json_object"}})",
+       "response_format"},
       {Api::kChatCompletions,
-       R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "1"}]}]})", "messages[0].tool_calls"},
+       R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "1"}]}]})",
+       "messages[0].tool_calls"},
   };
   for (const Case& c : cases) {
     ApiError e = ErrorOf(c.api, c.body);
@@ -182,9 +195,11 @@ TEST(OpenAiParseTest, BadTypesAndUnsupportedFieldsAre400NamingTheField) {
     EXPECT_EQ(e.type, "invalid_request_error") << c.body;
   }
   // Harmless defaults of those fields are accepted.
-  MustParse(Api::kCompletions, R"({"prompt": "x", "echo": false, "best_of": 1, "suffix": "", "logit_bias": {}})");
-  MustParse(Api::kChatCompletions,
-            R"({"messages": [], "tools": [], "response_format": {"type": "text"}, "tool_choice": "none"})");
+  MustParse(Api::kCompletions,
+            R"({"prompt": "x", "echo": false, "best_of": 1, "suffix": "", "logit_bias": {}})");
+  MustParse(
+      Api::kChatCompletions,
+      R"({"messages": [], "tools": [], "response_format": {"type": "text"}, "tool_choice": "none"})");
   EXPECT_EQ(ErrorOf(Api::kCompletions, "not json").http_status, 400);
   EXPECT_EQ(ErrorOf(Api::kCompletions, "[1, 2]").http_status, 400);
 }
@@ -199,13 +214,19 @@ TEST(OpenAiErrorTest, ValidatorMessagesNameTheJsonField) {
   EXPECT_EQ(ErrorOf(Api::kCompletions, R"({"prompt": "x", "n": 0})").param, "n");
   EXPECT_EQ(ErrorOf(Api::kCompletions, R"({"prompt": "x", "logprobs": 21})").param, "logprobs");
   EXPECT_EQ(ErrorOf(Api::kCompletions, R"({"prompt": "x", "stop": [""]})").param, "stop");
-  EXPECT_EQ(ErrorOf(Api::kCompletions, R"({"prompt": "x", "max_tokens": 100})").param, "max_tokens");
-  EXPECT_EQ(ErrorOf(Api::kChatCompletions,
-                    R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})").param,
-            "max_completion_tokens");
-  EXPECT_EQ(ErrorOf(Api::kChatCompletions,
-                    R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 50})").param,
-            "top_logprobs");
+  EXPECT_EQ(ErrorOf(Api::kCompletions, R"({"prompt": "x", "max_tokens": 100})").param,
+            "max_tokens");
+  EXPECT_EQ(
+      ErrorOf(Api::kChatCompletions,
+              R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})")
+          .param,
+      "max_completion_tokens");
+  EXPECT_EQ(
+      ErrorOf(
+          Api::kChatCompletions,
+          R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 50})")
+          .param,
+      "top_logprobs");
   EXPECT_EQ(ErrorOf(Api::kChatCompletions, R"({"messages": []})").param, "messages");
 
   ApiError model = ErrorOf(Api::kCompletions, R"({"prompt": "x", "model": "other"})");
@@ -215,7 +236,8 @@ TEST(OpenAiErrorTest, ValidatorMessagesNameTheJsonField) {
 
   BytesEncoder no_chat;
   no_chat.chat_ = false;
-  ApiError chat = ErrorOf(Api::kChatCompletions, R"({"messages": [{"role": "user", "content": "x"}]})", no_chat);
+  ApiError chat = ErrorOf(Api::kChatCompletions,
+                          R"({"messages": [{"role": "user", "content": "x"}]})", no_chat);
   EXPECT_EQ(chat.http_status, 400);
   EXPECT_EQ(chat.code, "unimplemented");
   EXPECT_EQ(chat.param, "messages");
@@ -257,8 +279,9 @@ TEST(OpenAiErrorTest, BodyHasOpenAisShape) {
   EXPECT_EQ(e.size(), 4u);
 }
 
-weft::v1::GenerateResponse Resp(int index, const std::string& text, std::vector<int32_t> ids,
-                                weft::v1::FinishReason finish = weft::v1::FINISH_REASON_UNSPECIFIED) {
+weft::v1::GenerateResponse Resp(
+    int index, const std::string& text, std::vector<int32_t> ids,
+    weft::v1::FinishReason finish = weft::v1::FINISH_REASON_UNSPECIFIED) {
   weft::v1::GenerateResponse r;
   r.set_index(index);
   r.set_text(text);
@@ -376,9 +399,12 @@ weft::v1::GenerateResponse WithLogprobs() {
 
 std::string TokenText(int32_t id) {
   switch (id) {
-    case 100: return "\xC3";
-    case 101: return "\xA9";
-    default: return " ok";
+    case 100:
+      return "\xC3";
+    case 101:
+      return "\xA9";
+    default:
+      return " ok";
   }
 }
 

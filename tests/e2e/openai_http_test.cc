@@ -38,9 +38,18 @@ class OpenAiHttpE2eTest : public ::testing::Test {
       Python() = std::string(absl::StripAsciiWhitespace(venv.out));
     }
   }
-  static std::string& Python() { static std::string s; return s; }
-  static std::string& Skip() { static std::string s; return s; }
-  static std::string& Error() { static std::string s; return s; }
+  static std::string& Python() {
+    static std::string s;
+    return s;
+  }
+  static std::string& Skip() {
+    static std::string s;
+    return s;
+  }
+  static std::string& Error() {
+    static std::string s;
+    return s;
+  }
 
   void SetUp() override {
     if (!Skip().empty()) GTEST_SKIP() << Skip();
@@ -74,7 +83,9 @@ TEST_F(OpenAiHttpE2eTest, OfficialClientGetsWhatTheGrpcApiGives) {
   StartServing(cluster);
 
   RunResult py = Client(cluster, "serve");
-  ASSERT_EQ(py.code, 0) << "openai_client.py failed:\n" << py.log << py.out << "\n" << cluster.Logs();
+  ASSERT_EQ(py.code, 0) << "openai_client.py failed:\n"
+                        << py.log << py.out << "\n"
+                        << cluster.Logs();
   std::string http_text;
   bool found = false;
   for (absl::string_view line : absl::StrSplit(py.out, '\n')) {
@@ -99,7 +110,8 @@ TEST_F(OpenAiHttpE2eTest, OfficialClientGetsWhatTheGrpcApiGives) {
   EXPECT_EQ(m->Get("weft_requests_status_total{code=\"NOT_FOUND\"}"), 1);
   EXPECT_EQ(m->Get("weft_http_responses_total{code=\"400\"}"), 3);
   EXPECT_EQ(m->Get("weft_http_responses_total{code=\"404\"}"), 1);
-  EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
+  EXPECT_TRUE(
+      WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
 }
 
 TEST_F(OpenAiHttpE2eTest, ClientThatLeavesIsCancelledAndItsBlocksFreed) {
@@ -117,18 +129,23 @@ TEST_F(OpenAiHttpE2eTest, ClientThatLeavesIsCancelledAndItsBlocksFreed) {
   // A stream left after 3 chunks and a non-streamed call that times out after 2 s, both
   // asking for 3000 tokens.
   RunResult py = Client(cluster, "disconnect");
-  ASSERT_EQ(py.code, 0) << "openai_client.py failed:\n" << py.log << py.out << "\n" << cluster.Logs();
+  ASSERT_EQ(py.code, 0) << "openai_client.py failed:\n"
+                        << py.log << py.out << "\n"
+                        << cluster.Logs();
 
   EXPECT_TRUE(WaitFor([&] { return count(cancelled) == 2; }, absl::Seconds(60)))
-      << "cancelled: " << count(cancelled) << "\n" << cluster.Logs();
-  EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)))
+      << "cancelled: " << count(cancelled) << "\n"
+      << cluster.Logs();
+  EXPECT_TRUE(
+      WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)))
       << "blocks used: " << cluster.Metric("weft_kv_blocks_used");
   EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_streams_open") == 0; }, absl::Seconds(30)));
   auto m = cluster.Metrics();
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->Get("weft_requests_status_total{code=\"CANCELLED\"}"), 2);
-  EXPECT_EQ(m->Get("weft_requests_finished_total{reason=\"length\"}"), 0);  // neither ran to its end
-  EXPECT_EQ(m->Get("weft_http_responses_total{code=\"499\"}"), 1);         // the non-streamed one
+  EXPECT_EQ(m->Get("weft_requests_finished_total{reason=\"length\"}"),
+            0);                                                     // neither ran to its end
+  EXPECT_EQ(m->Get("weft_http_responses_total{code=\"499\"}"), 1);  // the non-streamed one
 }
 
 TEST_F(OpenAiHttpE2eTest, NoReplicaIs503) {
@@ -136,7 +153,9 @@ TEST_F(OpenAiHttpE2eTest, NoReplicaIs503) {
   Cluster cluster(model);
   ASSERT_TRUE(cluster.StartScheduler({"--http_port=0"}).ok()) << cluster.Logs();
   RunResult py = Client(cluster, "no_replica");
-  ASSERT_EQ(py.code, 0) << "openai_client.py failed:\n" << py.log << py.out << "\n" << cluster.Logs();
+  ASSERT_EQ(py.code, 0) << "openai_client.py failed:\n"
+                        << py.log << py.out << "\n"
+                        << cluster.Logs();
   EXPECT_EQ(cluster.Metric("weft_requests_status_total{code=\"UNAVAILABLE\"}"), 4);
   EXPECT_EQ(cluster.Metric("weft_http_responses_total{code=\"503\"}"), 5);  // + /health
 }

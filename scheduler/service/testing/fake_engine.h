@@ -30,7 +30,8 @@ class ByteEncoder : public PromptEncoder {
     for (unsigned char c : text) ids.push_back(c);
     return ids;
   }
-  absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt& prompt) const override {
+  absl::StatusOr<std::vector<int32_t>> EncodeChat(
+      const weft::v1::ChatPrompt& prompt) const override {
     if (!chat) return absl::UnimplementedError("no chat");
     std::vector<int32_t> ids;
     for (const auto& m : prompt.messages()) {
