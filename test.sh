@@ -4,9 +4,13 @@
 #   ./test.sh            what CI runs: default build + all tests; the --config=cuda build
 #                        (when nvcc exists); ASan/UBSan on parser, tokenizer, validation,
 #                        block-pool and planner tests; each fuzzer 30 s on its corpus;
-#                        TSan on the gRPC-free scheduler core.
+#                        TSan on the gRPC-free scheduler core; the Kubernetes overlays
+#                        validated strictly against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests only (for iterating)
-#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench)
+#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
+#                        the container images: built daemonless (debootstrap, umoci) and
+#                        run chroot'ed (deploy/image/image_test.py; needs root and the
+#                        Debian mirror; about 2-3 minutes cold, see deploy/README.md)
 #
 # Ends with one line: "N passed, N failed, N skipped", counting gtest cases from Bazel's
 # test.xml files (Bazel itself reports a skipped gtest as passed), plus one entry per
@@ -20,7 +24,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -88,6 +92,17 @@ step "default build and all tests"
 run_tests default -- //...
 
 if [ "$MODE" != quick ]; then
+  # Strict schema validation of the Kubernetes overlays (PyPI's kubernetes-validate in a
+  # venv under ~/.cache/weft; seconds once the venv exists).
+  step "Kubernetes manifests: strict schema validation (deploy/k8s/validate.sh)"
+  if deploy/k8s/validate.sh >"$RESULTS/k8s-validate.log" 2>&1; then
+    extra_result k8s_validate passed "deploy/k8s/validate.sh passed"
+    grep -E '^(validated|ok|note)' "$RESULTS/k8s-validate.log" >&2
+  else
+    cat "$RESULTS/k8s-validate.log" >&2
+    extra_result k8s_validate failed "deploy/k8s/validate.sh failed (output above)"
+  fi
+
   if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     step "CUDA build (--config=cuda)"
     if "${BAZEL[@]}" build --config=cuda --keep_going -- //...; then
@@ -127,6 +142,18 @@ if [ "$MODE" = full ]; then
       if "$t"; then extra_result "$t" passed ""; else extra_result "$t" failed ""; fi
     fi
   done
+
+  step "full: container images (deploy/image/image_test.py: build daemonless, run chroot'ed)"
+  img_start=$(date +%s)
+  WEFT_BAZEL="${BAZEL[*]}" "$PY" deploy/image/image_test.py --out "$ROOT/out/image"
+  img_rc=$?
+  img_s=$(( $(date +%s) - img_start ))
+  case $img_rc in
+    0) extra_result image_test passed "images built and run in ${img_s} s" ;;
+    77) extra_result image_test skipped "image test skipped (see its message)" ;;
+    *) extra_result image_test failed "deploy/image/image_test.py failed after ${img_s} s" ;;
+  esac
+  echo "image test: ${img_s} s" >&2
 fi
 
 [ -n "${CI:-}" ] || true

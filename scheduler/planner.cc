@@ -222,7 +222,10 @@ void Planner::Emit(Step& st, Sequence* seq, int32_t num_computed_before, int32_t
   } else {
     CachedSequenceData& e = st.plan->cached_requests.emplace_back();
     e.seq = seq->ref();
-    e.new_block_ids.assign(ids.begin() + seq->num_blocks_sent, ids.end());
+    // Most decodes add no block: skip the (non-trivial) InlinedVector assign then.
+    if (seq->num_blocks_sent < static_cast<int32_t>(ids.size())) {
+      e.new_block_ids.assign(ids.begin() + seq->num_blocks_sent, ids.end());
+    }
     e.num_computed_tokens = num_computed_before;
     e.num_scheduled_tokens = n;
     e.do_sample = sample;

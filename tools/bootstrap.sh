@@ -41,7 +41,9 @@ PACKAGES=(
   libdnnl-dev libre2-dev prometheus-cpp-dev
   clang-14 libclang-rt-14-dev
   prometheus python3 python3-grpcio python3-protobuf python3-venv nlohmann-json3-dev libcpp-httplib-dev yamllint
-  gnuplot-nox
+  gnuplot-nox haproxy openssl
+  python3-yaml python3-pip
+  debootstrap umoci skopeo
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

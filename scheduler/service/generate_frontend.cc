@@ -57,8 +57,22 @@ void GenerateFrontend::CountRejection(const absl::Status& status) {
   metrics_->ByStatus(absl::StatusCodeToString(status.code())).Increment();
 }
 
+absl::Status GenerateFrontend::Authenticate(absl::string_view authorization) const {
+  if (options_.auth == nullptr) return absl::OkStatus();
+  return options_.auth->Check(authorization);
+}
+
+absl::Status GenerateFrontend::CheckModel(absl::string_view field,
+                                          absl::string_view header) const {
+  return CheckRequestedModel(field, header, limits_.model_name);
+}
+
 absl::StatusOr<std::unique_ptr<GenerateFrontend::Call>> GenerateFrontend::Start(
-    const weft::v1::GenerateRequest& request, absl::Time arrival, absl::Time deadline) {
+    const weft::v1::GenerateRequest& request, const CallContext& context) {
+  if (absl::Status s = CheckModel(request.model(), context.model_header); !s.ok()) {
+    CountRejection(s);
+    return s;
+  }
   if (!AcquireSlot()) {
     absl::Status s = absl::ResourceExhaustedError(
         absl::StrCat("too many open streams (", options_.max_streams, ")"));
@@ -69,8 +83,8 @@ absl::StatusOr<std::unique_ptr<GenerateFrontend::Call>> GenerateFrontend::Start(
   Submission sub;
   sub.key = next_key_.fetch_add(1);
   sub.outbox = std::make_shared<Outbox>(options_.stream_buffer_bytes);
-  sub.arrival = arrival;
-  sub.deadline = deadline;
+  sub.arrival = context.arrival;
+  sub.deadline = context.deadline;
   std::unique_ptr<Call> call(new Call(this, sub.key, sub.outbox));
   auto resolved = ValidateRequest(request, limits_, *encoder_, [this] { return NextSeed(); });
   if (!resolved.ok()) {

@@ -1,9 +1,14 @@
 // GenerateFrontend: what every public generation API — the gRPC Generation service
 // (services.h) and the OpenAI HTTP API (http_server.h) — does with a request before the
-// planning thread sees it, written once: the open-call limit the two APIs share,
-// validation (the one validator, validation.h), seed assignment, call keys, submission
-// to the engine and cancellation. Each API only translates its wire format to a
-// weft::v1::GenerateRequest and drains the call's Outbox to its client.
+// planning thread sees it, written once: the bearer token, the model the call names
+// (its request field and/or the x-weft-model header), the open-call limit the two APIs
+// share, validation (the one validator, validation.h), seed assignment, call keys,
+// submission to the engine and cancellation. Each API only translates its wire format
+// to a weft::v1::GenerateRequest and drains the call's Outbox to its client.
+//
+// In the order a call meets them: Authenticate (before the API even parses the body: an
+// unauthenticated caller costs nothing), then Start — the model (CheckRequestedModel),
+// the open-call limit, the validator, the engine's admission.
 //
 // Every rejection made here (too many calls, a bad request, the engine's admission) is
 // counted in weft_requests_status_total by its code; an API that rejects a request
@@ -22,7 +27,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "scheduler/service/bearer_tokens.h"
 #include "scheduler/service/engine_interface.h"
 #include "scheduler/service/metrics.h"
 #include "scheduler/service/response_stream.h"
@@ -36,8 +43,19 @@ struct FrontendOptions {
   int max_streams = 1024;
   // Per-call outbox cap (the slow-reader guard, response_stream.h).
   size_t stream_buffer_bytes = 4 << 20;
+  // The bearer tokens every public API checks (not owned; outlives the frontend).
+  // Null: no token needed.
+  const BearerTokens* auth = nullptr;
 
   absl::Status Validate() const;
+};
+
+// What an API's transport says about one generation call.
+struct CallContext {
+  // The x-weft-model header (gRPC metadata); "" when absent.
+  std::string model_header;
+  absl::Time arrival = absl::Now();  // when the call arrived
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 class GenerateFrontend {
@@ -71,12 +89,26 @@ class GenerateFrontend {
   GenerateFrontend(FrontendOptions options, ValidationLimits limits, const PromptEncoder* encoder,
                    EngineInterface* engine, ServiceMetrics* metrics);
 
-  // Takes a slot, validates `request` and submits it (arrival and the client's
-  // deadline as given). Errors: RESOURCE_EXHAUSTED (no slot, queue full), the
-  // validator's INVALID_ARGUMENT / NOT_FOUND / UNIMPLEMENTED, the engine's UNAVAILABLE.
+  // The caller's bearer token: `authorization` is the Authorization header's (metadata's)
+  // value, "" when absent. OK when no tokens are configured, else UNAUTHENTICATED
+  // (bearer_tokens.h). Every public endpoint but health calls this before any other
+  // work. Not counted here: an API counts a generation call's rejection with
+  // CountRejection.
+  absl::Status Authenticate(absl::string_view authorization) const;
+  bool auth_required() const { return options_.auth != nullptr; }
+
+  // The model a call names in its request (`field`) and/or its x-weft-model header
+  // (`header`) against the served one: CheckRequestedModel (INVALID_ARGUMENT when they
+  // disagree, NOT_FOUND when it is not served). Not counted.
+  absl::Status CheckModel(absl::string_view field, absl::string_view header) const;
+
+  // Checks the model (CheckModel with context.model_header), takes a slot, validates
+  // `request` and submits it (arrival and the client's deadline as given). Errors, each
+  // counted: the model's INVALID_ARGUMENT / NOT_FOUND, RESOURCE_EXHAUSTED (no slot, queue
+  // full), the validator's INVALID_ARGUMENT / NOT_FOUND / UNIMPLEMENTED, the engine's
+  // UNAVAILABLE.
   absl::StatusOr<std::unique_ptr<Call>> Start(const weft::v1::GenerateRequest& request,
-                                              absl::Time arrival,
-                                              absl::Time deadline = absl::InfiniteFuture());
+                                              const CallContext& context);
 
   // Counts a request an API rejected before Start (weft_requests_status_total).
   void CountRejection(const absl::Status& status);

@@ -21,8 +21,6 @@
 #include "common/mutex.h"
 #include "glog/logging.h"
 #include "httplib.h"
-#include "prometheus/counter.h"
-#include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "scheduler/service/openai_json.h"
 
@@ -440,23 +438,8 @@ absl::Status HttpServerOptions::Validate() const {
 class OpenAiHttpServer::Impl {
  public:
   Impl(HttpServerOptions options, GenerateFrontend* frontend, const TokenTextSource* text,
-       std::shared_ptr<prometheus::Registry> registry)
-      : options_(std::move(options)),
-        frontend_(frontend),
-        text_(text),
-        registry_(std::move(registry)) {
-    if (registry_ != nullptr) {
-      connections_ = &prometheus::BuildGauge()
-                          .Name("weft_http_connections")
-                          .Help("OpenAI HTTP API connections being served (one thread each).")
-                          .Register(*registry_)
-                          .Add({});
-      responses_ = &prometheus::BuildCounter()
-                        .Name("weft_http_responses_total")
-                        .Help("OpenAI HTTP API responses, by HTTP status (499: the client left).")
-                        .Register(*registry_);
-    }
-  }
+       ServiceMetrics* metrics)
+      : options_(std::move(options)), frontend_(frontend), text_(text), metrics_(metrics) {}
 
   absl::Status Start();
   void Stop();
@@ -473,9 +456,7 @@ class OpenAiHttpServer::Impl {
   const HttpServerOptions options_;
   GenerateFrontend* const frontend_;
   const TokenTextSource* const text_;
-  const std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Gauge* connections_ = nullptr;
-  prometheus::Family<prometheus::Counter>* responses_ = nullptr;
+  ServiceMetrics* const metrics_;  // may be null
   const int64_t started_ = UnixSeconds(absl::Now());
 
   std::unique_ptr<httplib::Server> server_;
@@ -516,7 +497,9 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
   if (req.has_header("X-Request-Id")) {
     parsed->request.set_client_request_id(req.get_header_value("X-Request-Id").substr(0, 256));
   }
-  auto call = frontend_->Start(parsed->request, arrival);
+  CallContext context;
+  context.arrival = arrival;
+  auto call = frontend_->Start(parsed->request, context);
   if (!call.ok()) {
     HttpGeneration::SetError(res, openai::ErrorFor(call.status(), &*parsed));
     return;
@@ -617,9 +600,9 @@ void OpenAiHttpServer::Impl::Routes() {
         LOG(ERROR) << "HTTP handler threw: " << what;
         HttpGeneration::SetError(res, openai::ErrorFor(absl::InternalError("internal error")));
       });
-  if (responses_ != nullptr) {
+  if (metrics_ != nullptr) {
     svr.set_logger([this](const httplib::Request&, const httplib::Response& res) {
-      responses_->Add({{"code", std::to_string(res.status)}}).Increment();
+      metrics_->HttpResponses(res.status).Increment();
     });
   }
 }
@@ -643,7 +626,8 @@ absl::Status OpenAiHttpServer::Impl::Start() {
   }
   httplib::Server& svr = *server_;
   svr.new_task_queue = [this] {
-    auto* pool = new ConnectionPool(options_.max_connections, connections_);
+    auto* pool = new ConnectionPool(options_.max_connections,
+                                   metrics_ != nullptr ? &metrics_->http_connections : nullptr);
     MutexLock lock(&pool_mu_);
     pool_ = pool;
     return pool;
@@ -694,9 +678,9 @@ void OpenAiHttpServer::Impl::Stop() {
 
 absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     HttpServerOptions options, GenerateFrontend* frontend, const TokenTextSource* text,
-    std::shared_ptr<prometheus::Registry> registry) {
+    ServiceMetrics* metrics) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
-  auto impl = std::make_unique<Impl>(std::move(options), frontend, text, std::move(registry));
+  auto impl = std::make_unique<Impl>(std::move(options), frontend, text, metrics);
   if (absl::Status s = impl->Start(); !s.ok()) return s;
   return std::unique_ptr<OpenAiHttpServer>(new OpenAiHttpServer(std::move(impl)));
 }

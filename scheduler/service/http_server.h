@@ -43,8 +43,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "prometheus/registry.h"
 #include "scheduler/service/generate_frontend.h"
+#include "scheduler/service/metrics.h"
 #include "scheduler/token_text_source.h"
 
 namespace weft {
@@ -76,10 +76,10 @@ struct HttpServerOptions {
 class OpenAiHttpServer {
  public:
   // Binds and starts serving. `frontend`, `text` (token bytes for logprobs) and
-  // `registry` (may be null: no metrics) outlive the server.
+  // `metrics` (may be null: none; weft_http_*) outlive the server.
   static absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> Start(
       HttpServerOptions options, GenerateFrontend* frontend, const TokenTextSource* text,
-      std::shared_ptr<prometheus::Registry> registry);
+      ServiceMetrics* metrics);
   ~OpenAiHttpServer();  // Stop()
 
   int port() const;

@@ -121,7 +121,7 @@ class HttpServerTest : public ::testing::Test {
     o.host = "127.0.0.1";
     o.port = 0;
     o.keep_alive_timeout = absl::Seconds(1);
-    auto s = OpenAiHttpServer::Start(o, frontend_.get(), &text_, metrics_.registry());
+    auto s = OpenAiHttpServer::Start(o, frontend_.get(), &text_, &metrics_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     server_->SetServing(true);

@@ -3,22 +3,31 @@
 #include <utility>
 
 #include "grpc/grpc.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 
 namespace weft {
 
 // Forwards to the reactor. The gRPC callback protocol keeps the reactor alive while the
 // Outbox may call it: a write in flight or a Finish not yet started holds back OnDone.
+// Generate is a raw method, so each response is serialized here into buffer_, which
+// stays untouched until the next StartWrite (the Outbox has at most one write in
+// flight, so no lock is needed).
 class ResponseReactor::Writer : public OutboxWriter {
  public:
   explicit Writer(ResponseReactor* reactor) : reactor_(reactor) {}
   void StartWrite(const weft::v1::GenerateResponse* response) override {
-    reactor_->StartWrite(response);
+    bool own_buffer = false;
+    buffer_.Clear();  // the previous write is done with it
+    grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(*response, &buffer_,
+                                                                      &own_buffer);
+    reactor_->StartWrite(&buffer_);
   }
   void FinishCall(const grpc::Status& status) override { reactor_->Finish(status); }
   void CancelCall(const grpc::Status& status) override { reactor_->CancelCall(status); }
 
  private:
   ResponseReactor* const reactor_;
+  grpc::ByteBuffer buffer_;  // the serialized response in flight
 };
 
 bool Outbox::Push(weft::v1::GenerateResponse response) {

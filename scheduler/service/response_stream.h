@@ -5,7 +5,9 @@
 // reactor here, or an OpenAI HTTP call: http_server.h) writes them to the client one at
 // a time. A reader that does not keep up fills the outbox: the planning
 // thread sees it through `Stalled()` and ends the request with `Abort(RESOURCE_EXHAUSTED)`,
-// so a slow client never slows the others and its buffer stays under its cap. A client
+// so a slow client never slows the others and its buffer stays under its cap. The gRPC
+// call is a raw one (Generate parses its request by hand: request_parse.h), so the
+// reactor's writer serializes each GenerateResponse into a grpc::ByteBuffer. A client
 // that never reads at all leaves a write pending forever (its HTTP/2 window is closed):
 // Abort then cancels the call in the transport, which completes that write, so the call
 // still ends and gives back its stream slot.
@@ -98,8 +100,8 @@ class Outbox {
   weft::v1::GenerateResponse in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
-// The gRPC writer of a Generate call.
-class ResponseReactor : public grpc::ServerWriteReactor<weft::v1::GenerateResponse> {
+// The gRPC writer of a Generate call (a raw method: responses go out serialized).
+class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `on_cancel` runs (once) when the client cancels or the call breaks before Finish.
   // `context` (may be null: calls that are finished at once) lets Outbox::Abort cancel

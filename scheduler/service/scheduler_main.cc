@@ -4,9 +4,18 @@
 //   weft-scheduler --model=models/X.gguf [--model_name --port=50051 --worker_port=50052
 //                  --metrics_port=9090 --http_port=8000
 //                  --policy=decode-first|prefill-first|static ...]
+//                  [--tls_cert --tls_key [--tls_client_ca]] [--auth_tokens_file]
+//                  [--worker_tls_cert --worker_tls_key --worker_tls_ca]
 // Port 0 picks an ephemeral port; the chosen ports are logged and, with --ports_file,
 // written as JSON {"port":..,"worker_port":..,"metrics_port":..,"http_port":..}
 // (-1: off). --http_port serves the OpenAI-compatible HTTP API (http_server.h).
+// The model is served as --model_name, by default the file's stem in lower case
+// (DefaultModelName). The public port serves weft.v1.Generation, grpc.health.v1.Health
+// (services "", weft.v1.Generation and the model name) and server reflection; with
+// --tls_cert/--tls_key it speaks TLS only (client certificates required when
+// --tls_client_ca is given), with --auth_tokens_file Generate and ListModels need a
+// bearer token (health and reflection stay open for probes). The attach port is mutual
+// TLS when --worker_tls_* are given: a worker needs a certificate from that CA.
 // SIGTERM/SIGINT: not ready at once, new calls UNAVAILABLE, running streams finish up to
 // --drain_timeout_s, the rest end UNAVAILABLE, exit 0.
 #include <signal.h>
@@ -17,23 +26,25 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "common/metrics_http.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
+#include "common/tls_credentials.h"
+#include "scheduler/service/bearer_tokens.h"
 #include "scheduler/service/engine.h"
 #include "scheduler/service/generate_frontend.h"
+#include "scheduler/service/health_service.h"
 #include "scheduler/service/http_server.h"
 #include "scheduler/service/model_text.h"
 #include "scheduler/service/services.h"
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model file");
-ABSL_FLAG(std::string, model_name, "", "served model name (default: the GGUF's general.name)");
+ABSL_FLAG(std::string, model_name, "",
+          "served model name, routable by x-weft-model (default: the file's stem, lower case)");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind (gRPC ports and /metrics)");
 ABSL_FLAG(int32_t, port, 50051, "public Generate port (0 = ephemeral)");
 ABSL_FLAG(int32_t, worker_port, 50052, "port workers attach to (0 = ephemeral)");
@@ -62,6 +73,19 @@ ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x 
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
 ABSL_FLAG(double, drain_timeout_s, 30, "SIGTERM: how long running streams may finish");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "largest request message accepted");
+ABSL_FLAG(std::string, tls_cert, "",
+          "public port: PEM certificate chain; with --tls_key the port speaks TLS only");
+ABSL_FLAG(std::string, tls_key, "", "public port: PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "public port: PEM CA bundle; clients must present a certificate it signed");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "bearer tokens, one a line ('#' comments), re-read when the file changes; "
+          "Generate/ListModels without one of them are UNAUTHENTICATED (empty: no auth)");
+ABSL_FLAG(std::string, worker_tls_cert, "",
+          "attach port: PEM certificate chain (mutual TLS with --worker_tls_key/--worker_tls_ca)");
+ABSL_FLAG(std::string, worker_tls_key, "", "attach port: PEM private key of --worker_tls_cert");
+ABSL_FLAG(std::string, worker_tls_ca, "",
+          "attach port: PEM CA bundle; a worker must present a certificate it signed");
 
 namespace weft {
 namespace {
@@ -74,12 +98,13 @@ absl::StatusOr<PolicyKind> ParsePolicyFlag(const std::string& p) {
                                                  "' (decode-first, prefill-first, static)"));
 }
 
-std::unique_ptr<grpc::Server> Serve(const std::string& host, int port, grpc::Service* service,
-                                    grpc::Service* extra, int* bound, int64_t max_message) {
+std::unique_ptr<grpc::Server> Serve(const std::string& host, int port,
+                                    const std::shared_ptr<grpc::ServerCredentials>& creds,
+                                    std::vector<grpc::Service*> services, int* bound,
+                                    int64_t max_message) {
   grpc::ServerBuilder b;
-  b.AddListeningPort(absl::StrCat(host, ":", port), grpc::InsecureServerCredentials(), bound);
-  b.RegisterService(service);
-  if (extra != nullptr) b.RegisterService(extra);
+  b.AddListeningPort(absl::StrCat(host, ":", port), creds, bound);
+  for (grpc::Service* service : services) b.RegisterService(service);
   b.SetMaxReceiveMessageSize(static_cast<int>(max_message));
   b.SetMaxSendMessageSize(256 << 20);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
@@ -87,6 +112,63 @@ std::unique_ptr<grpc::Server> Serve(const std::string& host, int port, grpc::Ser
   b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   return b.BuildAndStart();
+}
+
+// The edge from the flags: both ports' credentials and the bearer tokens, checked before
+// anything is served (an error is a bad flag: exit 2).
+struct Edge {
+  ServerTlsFiles public_tls;
+  ServerTlsFiles worker_tls;
+  std::shared_ptr<grpc::ServerCredentials> public_creds;
+  std::shared_ptr<grpc::ServerCredentials> worker_creds;
+  std::unique_ptr<BearerTokens> tokens;  // null: no auth
+};
+
+absl::StatusOr<Edge> LoadEdge() {
+  Edge e;
+  e.public_tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  e.public_tls.key = absl::GetFlag(FLAGS_tls_key);
+  e.public_tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  e.worker_tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
+  e.worker_tls.key = absl::GetFlag(FLAGS_worker_tls_key);
+  e.worker_tls.client_ca = absl::GetFlag(FLAGS_worker_tls_ca);
+  if (e.worker_tls.enabled() &&
+      (e.worker_tls.cert.empty() || e.worker_tls.key.empty() || e.worker_tls.client_ca.empty())) {
+    return absl::InvalidArgumentError(
+        "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
+        "--worker_tls_ca together");
+  }
+  auto public_creds = MakeServerCredentials(e.public_tls);
+  if (!public_creds.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls_*: ", public_creds.status().message()));
+  }
+  e.public_creds = *public_creds;
+  auto worker_creds = MakeServerCredentials(e.worker_tls);
+  if (!worker_creds.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker_tls_*: ", worker_creds.status().message()));
+  }
+  e.worker_creds = *worker_creds;
+  if (const std::string f = absl::GetFlag(FLAGS_auth_tokens_file); !f.empty()) {
+    BearerTokens::Options to;
+    to.path = f;
+    auto t = BearerTokens::Load(to);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth_tokens_file: ", t.status().message()));
+    }
+    e.tokens = std::move(*t);
+    LOG(INFO) << "bearer tokens required (" << e.tokens->num_tokens() << " in " << f << ")";
+    if (!e.public_tls.enabled()) {
+      LOG(WARNING) << "bearer tokens on a plaintext port: only safe behind a TLS-terminating "
+                      "proxy or mesh (give --tls_cert/--tls_key otherwise)";
+    }
+  }
+  if (!e.worker_tls.enabled()) {
+    LOG(WARNING) << "the attach port is plaintext: any host that reaches it can attach as a "
+                    "worker (give --worker_tls_cert/--worker_tls_key/--worker_tls_ca)";
+  }
+  return e;
 }
 
 int Main() {
@@ -100,7 +182,13 @@ int Main() {
     LOG(ERROR) << "cannot load the model: " << file.status().message();
     return 1;
   }
-  auto text = ModelText::Load(**file, absl::GetFlag(FLAGS_model_name));
+  std::string model_name = absl::GetFlag(FLAGS_model_name);
+  if (model_name.empty()) model_name = DefaultModelName(absl::GetFlag(FLAGS_model));
+  if (absl::Status s = CheckModelName(model_name); !s.ok()) {
+    LOG(ERROR) << "--model_name: " << s.message();
+    return 2;
+  }
+  auto text = ModelText::Load(**file, model_name);
   if (!text.ok()) {
     LOG(ERROR) << "cannot load the model's tokenizer/metadata: " << text.status().message();
     return 1;
@@ -128,7 +216,7 @@ int Main() {
     return 2;
   }
 
-  ServiceMetrics metrics;
+  ServiceMetrics metrics(mt.name());  // every series labelled model="<served name>"
   std::unique_ptr<MetricsHttp> metrics_http;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
     // Same interface as the gRPC ports (--host): 127.0.0.1 keeps everything on loopback.
@@ -141,18 +229,24 @@ int Main() {
     metrics_http = std::move(*m);
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
+  absl::StatusOr<Edge> edge = LoadEdge();
+  if (!edge.ok()) {
+    LOG(ERROR) << edge.status().message();
+    return 2;
+  }
+  const std::unique_ptr<BearerTokens>& tokens = edge->tokens;
+
+  // Health per service ("", weft.v1.Generation, the model), registered as an ordinary
+  // service so that reflection lists it (gRPC's built-in one is not).
+  HealthService health({weft::v1::Generation::service_full_name(), mt.name()});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<grpc::Server> public_server;
-  std::unique_ptr<OpenAiHttpServer> http;
-  auto set_health = [&public_server, &http](bool serving) {
-    if (public_server != nullptr && public_server->GetHealthCheckService() != nullptr) {
-      public_server->GetHealthCheckService()->SetServingStatus(serving);
-    }
-    if (http != nullptr) http->SetServing(serving);
-  };
+  std::unique_ptr<OpenAiHttpServer> http;  // set before the engine starts
   Engine engine(eo, mt.expected_model(eo.core.block_size), mt.model_info(), &mt.text_source(),
-                &metrics, set_health);
+                &metrics, [&health, &http](bool serving) {
+                  health.SetServing(serving);
+                  if (http != nullptr) http->SetServing(serving);
+                });
 
   ValidationLimits limits;
   limits.model_name = mt.name();
@@ -166,17 +260,20 @@ int Main() {
     LOG(ERROR) << "bad flags: " << s.message();
     return 2;
   }
-  // One front end for both public APIs: one stream limit, one validator, one queue.
+  fo.auth = tokens.get();
+  // One front end for both public APIs: one token check, one stream limit, one
+  // validator, one queue.
   GenerateFrontend frontend(fo, limits, &mt.encoder(), &engine, &metrics);
   GenerationService generation(&frontend);
   WorkerControlService control(&engine);
 
   int port = 0, worker_port = 0;
   const std::string host = absl::GetFlag(FLAGS_host);
-  public_server = Serve(host, absl::GetFlag(FLAGS_port), &generation, nullptr, &port,
-                        absl::GetFlag(FLAGS_max_message_bytes));
-  std::unique_ptr<grpc::Server> worker_server =
-      Serve(host, absl::GetFlag(FLAGS_worker_port), &control, nullptr, &worker_port, 64 << 20);
+  public_server = Serve(host, absl::GetFlag(FLAGS_port), edge->public_creds,
+                        {&generation, &health}, &port, absl::GetFlag(FLAGS_max_message_bytes));
+  std::unique_ptr<grpc::Server> worker_server = Serve(
+      host, absl::GetFlag(FLAGS_worker_port), edge->worker_creds, {&control}, &worker_port,
+      64 << 20);
   if (public_server == nullptr || worker_server == nullptr || port == 0 || worker_port == 0) {
     LOG(ERROR) << "cannot bind the gRPC ports (" << absl::GetFlag(FLAGS_port) << ", "
                << absl::GetFlag(FLAGS_worker_port) << "): in use?";
@@ -190,20 +287,32 @@ int Main() {
     ho.max_body_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_message_bytes));
     // A client that stops reading: the same patience as the engine's stall guard.
     ho.write_timeout = std::max(absl::Seconds(1), absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s)));
-    auto h = OpenAiHttpServer::Start(ho, &frontend, &mt.text_source(), metrics.registry());
+    // The public surface's TLS and tokens, as on the gRPC port.
+    ho.tls_cert_file = edge->public_tls.cert;
+    ho.tls_key_file = edge->public_tls.key;
+    ho.tls_client_ca_file = edge->public_tls.client_ca;
+    if (tokens != nullptr) {
+      ho.authorize = [&frontend](absl::string_view a) { return frontend.Authenticate(a); };
+    }
+    auto h = OpenAiHttpServer::Start(ho, &frontend, &mt.text_source(), &metrics);
     if (!h.ok()) {
       LOG(ERROR) << h.status().message();
       return absl::IsInvalidArgument(h.status()) ? 2 : 1;
     }
     http = std::move(*h);
   }
-  set_health(false);  // NOT_SERVING until a replica attaches
+  // NOT_SERVING until a replica attaches (HealthService starts so; so does /health).
   if (absl::Status s = engine.Start(); !s.ok()) {
     LOG(ERROR) << "cannot start: " << s.message();
     return 1;
   }
   LOG(INFO) << "weft-scheduler serving '" << mt.name() << "' on " << host << ":" << port
-            << " (workers attach on port " << worker_port << ", metrics on "
+            << (edge->public_tls.enabled() ? " (TLS" : " (plaintext")
+            << (edge->public_tls.client_ca.empty() ? "" : ", client certificates")
+            << (tokens ? ", bearer tokens" : "")
+            << "; workers attach on port " << worker_port
+            << (edge->worker_tls.enabled() ? " with mutual TLS" : " in plaintext")
+            << ", metrics on "
             << (metrics_http ? metrics_http->port() : -1) << ", OpenAI HTTP API on "
             << (http ? http->port() : -1) << ", policy " << absl::GetFlag(FLAGS_policy) << ")";
   if (const std::string pf = absl::GetFlag(FLAGS_ports_file); !pf.empty()) {
@@ -225,6 +334,7 @@ int Main() {
   const int ended = engine.WaitDrained(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   engine.Stop();
   if (http != nullptr) http->Stop();
+  health.Shutdown();  // NOT_SERVING for good; open Watch streams end
   public_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   worker_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   LOG(INFO) << "stopped (" << ended << " streams ended by the drain timeout)";
@@ -242,8 +352,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  absl::SetProgramUsageMessage("weft-scheduler --model=FILE.gguf [--port --worker_port ...]");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "weft-scheduler --model=FILE.gguf [--port --worker_port ...]");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return weft::Main();

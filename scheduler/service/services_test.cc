@@ -3,6 +3,8 @@
 // through the WorkerControl service and answering plans.
 #include "scheduler/service/services.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -19,13 +21,15 @@ using testing::FakeEngine;
 
 class ServicesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(nullptr); }
+  void Start(const BearerTokens* auth) {
     ValidationLimits lim;
     lim.model_name = "fake";
     lim.vocab_size = 256;
     lim.context_length = 128;
     FrontendOptions opts;
     opts.max_streams = 2;
+    opts.auth = auth;
     frontend_ = std::make_unique<GenerateFrontend>(opts, lim, &encoder_, &engine_, &metrics_);
     gen_ = std::make_unique<GenerationService>(frontend_.get());
     ctl_ = std::make_unique<WorkerControlService>(&engine_);
@@ -40,6 +44,23 @@ class ServicesTest : public ::testing::Test {
     stub_ = weft::v1::Generation::NewStub(ch);
   }
   void TearDown() override { server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2))); }
+
+  // Runs one Generate call that the service ends at once; its status.
+  grpc::Status Rejected(const weft::v1::GenerateRequest& req,
+                        std::vector<std::pair<std::string, std::string>> metadata = {}) {
+    grpc::ClientContext ctx;
+    for (const auto& [k, v] : metadata) ctx.AddMetadata(k, v);
+    auto reader = stub_->Generate(&ctx, req);
+    weft::v1::GenerateResponse r;
+    EXPECT_FALSE(reader->Read(&r));
+    return reader->Finish();
+  }
+  // Waits for the service to hand a call to the engine, then ends it OK.
+  void ExpectSubmittedAndEnd(size_t n) {
+    ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == n; }));
+    MutexLock l(&engine_.mu_);
+    engine_.subs_.back().outbox->Finish(grpc::Status::OK);
+  }
 
   ByteEncoder encoder_;
   FakeEngine engine_;
@@ -211,6 +232,128 @@ TEST_F(ServicesTest, AbortEndsACallWhoseClientNeverReads) {
   while (reader->Read(&r)) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(ServicesTest, ModelMetadataRoutesAndMustAgreeWithTheField) {
+  weft::v1::GenerateRequest req;
+  req.set_text("x");
+  // The metadata alone selects the model; agreeing with the field is fine.
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-weft-model", "fake");
+    auto reader = stub_->Generate(&ctx, req);
+    ExpectSubmittedAndEnd(1);
+    EXPECT_TRUE(reader->Finish().ok());
+  }
+  req.set_model("fake");
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-weft-model", "fake");
+    auto reader = stub_->Generate(&ctx, req);
+    ExpectSubmittedAndEnd(2);
+    EXPECT_TRUE(reader->Finish().ok());
+  }
+  grpc::Status s = Rejected(req, {{"x-weft-model", "other"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("x-weft-model"), std::string::npos) << s.error_message();
+  req.clear_model();
+  s = Rejected(req, {{"x-weft-model", "other"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  s = Rejected(req, {{"x-weft-model", "fake"}, {"x-weft-model", "fake"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  // ListModels: a metadata naming another model is NOT_FOUND too.
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-weft-model", "other");
+  weft::v1::ListModelsResponse models;
+  EXPECT_EQ(stub_->ListModels(&ctx, weft::v1::ListModelsRequest(), &models).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(engine_.subs_.size(), 2u);
+}
+
+TEST_F(ServicesTest, ARequestThatDoesNotParseIsInvalidArgumentNamingTheField) {
+  weft::v1::GenerateRequest req;
+  req.mutable_chat()->add_messages()->set_role("user");
+  // Not UTF-8: the client's protobuf logs and sends it anyway; the server's refuses it.
+  req.mutable_chat()->mutable_messages(0)->set_content(std::string("caf\xe9", 4));
+  grpc::Status s = Rejected(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("chat.messages[0].content: not valid UTF-8"), std::string::npos)
+      << s.error_message();
+  EXPECT_TRUE(engine_.subs_.empty());
+}
+
+// The token is checked before anything else: a call without one never reaches the
+// engine, whatever its request; with one it goes on as usual.
+TEST(ServicesAuthTest, TokensAreCheckedBeforeAnyWork) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/services_test_tokens";
+  {
+    std::ofstream(path) << "# test\ntok-1\n";
+  }
+  BearerTokens::Options o;
+  o.path = path;
+  auto tokens = BearerTokens::Load(o);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  ByteEncoder encoder;
+  FakeEngine engine;
+  ServiceMetrics metrics;
+  ValidationLimits lim;
+  lim.model_name = "fake";
+  lim.vocab_size = 256;
+  lim.context_length = 128;
+  FrontendOptions opts;
+  opts.auth = tokens->get();
+  GenerateFrontend frontend(opts, lim, &encoder, &engine, &metrics);
+  GenerationService gen(&frontend);
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&gen);
+  auto server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = weft::v1::Generation::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto call = [&](const std::string& authorization, const weft::v1::GenerateRequest& req) {
+    grpc::ClientContext ctx;
+    if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+    auto reader = stub->Generate(&ctx, req);
+    if (authorization == "Bearer tok-1" && req.model().empty()) {
+      EXPECT_TRUE(engine.WaitFor([&] { return engine.subs_.size() == 1; }));
+      MutexLock l(&engine.mu_);
+      engine.subs_.back().outbox->Finish(grpc::Status::OK);
+    }
+    weft::v1::GenerateResponse r;
+    while (reader->Read(&r)) {
+    }
+    return reader->Finish();
+  };
+  weft::v1::GenerateRequest bad;  // no prompt, unknown model: still UNAUTHENTICATED first
+  bad.set_model("nope");
+  weft::v1::GenerateRequest good;
+  good.set_text("x");
+  for (const std::string& a : {std::string(), std::string("Bearer wrong"), std::string("tok-1")}) {
+    EXPECT_EQ(call(a, bad).error_code(), grpc::StatusCode::UNAUTHENTICATED) << a;
+    grpc::Status s = call(a, good);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << a;
+    EXPECT_EQ(s.error_message().find("tok-1"), std::string::npos);
+  }
+  EXPECT_TRUE(engine.subs_.empty());
+  EXPECT_EQ(call("Bearer tok-1", bad).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(call("Bearer tok-1", good).ok());
+  {
+    grpc::ClientContext ctx;
+    weft::v1::ListModelsResponse models;
+    EXPECT_EQ(stub->ListModels(&ctx, weft::v1::ListModelsRequest(), &models).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer tok-1");
+    weft::v1::ListModelsResponse models;
+    EXPECT_TRUE(stub->ListModels(&ctx, weft::v1::ListModelsRequest(), &models).ok());
+  }
+  EXPECT_EQ(metrics.ByStatus("UNAUTHENTICATED").Value(), 6);
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
 }
 
 class EchoExecutor : public StepExecutor {

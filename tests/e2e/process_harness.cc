@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -205,6 +206,42 @@ std::string ChildProcess::LogTail(size_t max_bytes) const {
 
 // --- Metrics --------------------------------------------------------------------------
 
+namespace {
+
+// Removes label `name` from a series key 'metric{a="x",name="y",b="z"}' (values may hold
+// escaped quotes and commas) and returns its value (escapes kept as printed); the key
+// keeps the other labels in their order, and loses its braces when none is left.
+std::optional<std::string> TakeLabel(std::string* key, absl::string_view name) {
+  const size_t open = key->find('{');
+  if (open == std::string::npos || key->back() != '}') return std::nullopt;
+  std::vector<std::string> kept;
+  std::optional<std::string> taken;
+  size_t i = open + 1;
+  const size_t end = key->size() - 1;
+  while (i < end) {
+    const size_t eq = key->find('=', i);
+    if (eq == std::string::npos || eq + 1 >= end || (*key)[eq + 1] != '"') return std::nullopt;
+    size_t j = eq + 2;
+    while (j < end && (*key)[j] != '"') j += (*key)[j] == '\\' ? 2 : 1;
+    if (j >= end) return std::nullopt;  // unterminated value: leave the key alone
+    const std::string label_name = key->substr(i, eq - i);
+    if (label_name == name) {
+      taken = key->substr(eq + 2, j - eq - 2);
+    } else {
+      kept.push_back(key->substr(i, j + 1 - i));
+    }
+    i = j + 1;
+    if (i < end && (*key)[i] == ',') ++i;
+  }
+  if (!taken.has_value()) return std::nullopt;
+  std::string rebuilt = key->substr(0, open);
+  if (!kept.empty()) absl::StrAppend(&rebuilt, "{", absl::StrJoin(kept, ","), "}");
+  *key = std::move(rebuilt);
+  return taken;
+}
+
+}  // namespace
+
 MetricsPage MetricsPage::Parse(const std::string& text) {
   MetricsPage page;
   page.text_ = text;
@@ -223,7 +260,12 @@ MetricsPage MetricsPage::Parse(const std::string& text) {
     } else if (!absl::SimpleAtod(rest, &v)) {
       continue;
     }
-    page.series_[std::string(line.substr(0, key_end))] = v;
+    std::string key(line.substr(0, key_end));
+    if (std::optional<std::string> model = TakeLabel(&key, "model"); model.has_value()) {
+      page.models_.insert(*model);
+      ++page.model_labelled_;
+    }
+    page.series_[key] = v;
   }
   return page;
 }
@@ -478,7 +520,13 @@ std::shared_ptr<grpc::Channel> Cluster::NewChannel(const grpc::ChannelArguments&
   // Each channel its own connection: tests that need per-connection behaviour (flow
   // control of a reader that never reads) must not share a subchannel with others.
   a.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), a);
+  auto creds = MakeChannelCredentials(client_tls_, &a);
+  if (!creds.ok()) {
+    // A bad test setup: calls on this channel fail with the reason.
+    std::fprintf(stderr, "client TLS: %s\n", std::string(creds.status().message()).c_str());
+    return grpc::CreateChannel("unix:/nonexistent/bad-client-tls", grpc::InsecureChannelCredentials());
+  }
+  return grpc::CreateCustomChannel(address(), *creds, a);
 }
 
 weft::v1::Generation::Stub* Cluster::stub() { return stub_.get(); }

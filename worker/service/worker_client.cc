@@ -12,7 +12,7 @@ absl::Status WorkerClientOptions::Validate() const {
   if (initial_backoff <= absl::ZeroDuration() || max_backoff < initial_backoff) {
     return absl::InvalidArgumentError("backoff must be positive and max >= initial");
   }
-  return absl::OkStatus();
+  return tls.Validate("attach TLS");
 }
 
 WorkerClient::WorkerClient(WorkerClientOptions options, StepExecutor* executor)
@@ -25,8 +25,10 @@ WorkerClient::WorkerClient(WorkerClientOptions options, StepExecutor* executor)
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 << 20);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, absl::ToInt64Milliseconds(options_.max_backoff));
-  channel_ = grpc::CreateCustomChannel(options_.scheduler_address,
-                                       grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      MakeChannelCredentials(options_.tls, &args);
+  CHECK(creds.ok()) << "WorkerClientOptions must Validate(): " << creds.status();
+  channel_ = grpc::CreateCustomChannel(options_.scheduler_address, *creds, args);
   stub_ = weft::v1::WorkerControl::NewStub(channel_);
 }
 

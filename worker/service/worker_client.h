@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
+#include "common/tls_credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "weft/v1/worker.grpc.pb.h"
 
@@ -40,6 +41,8 @@ class StepExecutor {
 
 struct WorkerClientOptions {
   std::string scheduler_address;  // host:port of the scheduler's worker (Attach) port
+  // Mutual TLS to the attach port (cert + key + the cluster CA); none: plaintext.
+  ClientTlsFiles tls;
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(5);
   // Give up (Run returns UNAVAILABLE) after this long without a successful attach;
@@ -50,11 +53,13 @@ struct WorkerClientOptions {
   absl::Duration keepalive_time = absl::Seconds(10);
   absl::Duration keepalive_timeout = absl::Seconds(10);
 
+  // Also checks the TLS files (readable, the key matches the certificate).
   absl::Status Validate() const;
 };
 
 class WorkerClient {
  public:
+  // `options` must Validate().
   WorkerClient(WorkerClientOptions options, StepExecutor* executor);
 
   // Attaches and serves until Stop() or a final error (Reject, give-up).

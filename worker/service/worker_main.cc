@@ -6,6 +6,10 @@
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N] [--metrics_port=-1|0|P
 //               --ports_file=FILE] [--kv_dtype=f16|bf16|int8|f32 --collective_timeout_s=10]
 //               [--backend=cuda --cuda_device=-1 --cuda_graphs --device_sampling]
+//               [--worker_tls_cert --worker_tls_key --worker_tls_ca --worker_tls_server_name]
+//               [--backend=null --null_step_ms=0 --null_eos_probability=0]
+// --backend=null does no model arithmetic (worker/backends/null_backend.h: deterministic
+// tokens from the plan, optional fixed step time): for measuring the CPU path of a step.
 // With --ports_file the bound metrics port (-1 when off) is written there as JSON
 // {"metrics_port": N} once the model is loaded (tests and launchers use port 0).
 // --world_size > 1: the ranks of a replica form their group when the scheduler admits
@@ -23,9 +27,8 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "common/metrics_http.h"
 #include "prometheus/counter.h"
@@ -35,6 +38,7 @@
 #include "glog/logging.h"
 #include "worker/backends/cpu_backend.h"
 #include "worker/backends/cuda_factory.h"
+#include "worker/backends/null_backend.h"
 #include "worker/comm/shm_communicator.h"
 #include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
@@ -45,7 +49,7 @@ ABSL_FLAG(std::string, model, "", "GGUF model file (required)");
 ABSL_FLAG(std::string, replica, "replica-0", "replica (tensor-parallel group) name");
 ABSL_FLAG(int32_t, rank, 0, "this process's rank in its replica");
 ABSL_FLAG(int32_t, world_size, 1, "ranks in the replica (tensor-parallel size)");
-ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda");
+ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda | null (no model arithmetic)");
 ABSL_FLAG(std::string, kernels, "auto",
           "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed (auto: the fastest "
           "this CPU runs; avx512/packed are fp32 paths)");
@@ -62,10 +66,22 @@ ABSL_FLAG(double, collective_timeout_s, 10,
 ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
 ABSL_FLAG(std::string, ports_file, "", "write the bound metrics port here as JSON {\"metrics_port\": N}");
+ABSL_FLAG(std::string, worker_tls_cert, "",
+          "mutual TLS to the attach port: this worker's PEM certificate (from the cluster CA)");
+ABSL_FLAG(std::string, worker_tls_key, "", "PEM private key of --worker_tls_cert");
+ABSL_FLAG(std::string, worker_tls_ca, "",
+          "PEM CA bundle that signed the scheduler's attach-port certificate");
+ABSL_FLAG(std::string, worker_tls_server_name, "",
+          "name the scheduler's certificate must carry (default: the --scheduler host)");
 ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
 ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
 ABSL_FLAG(bool, device_sampling, true,
-          "--backend=cuda: sample on the GPU (steps that want logprobs use the host)");
+          "--backend=cuda|null: sample on the device (steps that want logprobs use the host)");
+ABSL_FLAG(double, null_step_ms, 0,
+          "--backend=null: least time of a forward pass in ms (the step thread sleeps)");
+ABSL_FLAG(double, null_eos_probability, 0,
+          "--backend=null: chance that a token is end-of-generation (0: streams run to "
+          "max_tokens)");
 
 namespace weft {
 namespace {
@@ -140,13 +156,14 @@ class MeteredExecutor : public StepExecutor {
 int Main() {
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
   const bool cuda = backend_name == "cuda";
+  const bool null = backend_name == "null";
   if (cuda && !CudaBackendAvailable()) {
     LOG(ERROR) << "--backend=cuda: this weft-worker was built without CUDA; build it with "
                   "`bazel build --config=cuda //worker/service:weft-worker` or use --backend=cpu";
     return 2;
   }
-  if (!cuda && backend_name != "cpu") {
-    LOG(ERROR) << "--backend must be cpu or cuda, got '" << backend_name << "'";
+  if (!cuda && !null && backend_name != "cpu") {
+    LOG(ERROR) << "--backend must be cpu, cuda or null, got '" << backend_name << "'";
     return 2;
   }
   const std::string model_path = absl::GetFlag(FLAGS_model);
@@ -194,7 +211,7 @@ int Main() {
     return 2;
   }
 
-  if (!cuda && eo.world_size > 1) {
+  if (!cuda && !null && eo.world_size > 1) {
     // Groups whose creator died on this host (a SIGKILLed or OOM-killed rank 0) leave
     // their shared-memory segments behind; only provably dead ones are removed.
     absl::StatusOr<int> removed = ShmCommunicator::RemoveStaleSegments();
@@ -224,6 +241,23 @@ int Main() {
     cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);
     cf.collective_timeout_s = absl::GetFlag(FLAGS_collective_timeout_s);
     backend = MakeCudaBackend(**file, cf);
+  } else if (null) {
+    NullBackendOptions no;
+    no.block_size = bo.block_size;
+    no.num_kv_blocks = bo.num_kv_blocks;
+    no.kv_memory_bytes = bo.kv_memory_bytes;
+    no.kv_dtype = bo.model.kv_dtype;
+    no.rank = eo.rank;
+    no.world_size = eo.world_size;
+    no.step_time = absl::Milliseconds(absl::GetFlag(FLAGS_null_step_ms));
+    no.eos_probability = absl::GetFlag(FLAGS_null_eos_probability);
+    no.device_sampling = absl::GetFlag(FLAGS_device_sampling);
+    auto nb = NullBackend::Create(**file, no);
+    if (nb.ok()) {
+      backend = std::unique_ptr<Backend>(std::move(*nb));
+    } else {
+      backend = nb.status();
+    }
   } else {
     auto cpu = CpuBackend::Create(**file, bo);
     if (cpu.ok()) {
@@ -267,6 +301,19 @@ int Main() {
   WorkerClientOptions co;
   co.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   if (const double g = absl::GetFlag(FLAGS_give_up_after_s); g > 0) co.give_up_after = absl::Seconds(g);
+  co.tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
+  co.tls.key = absl::GetFlag(FLAGS_worker_tls_key);
+  co.tls.ca = absl::GetFlag(FLAGS_worker_tls_ca);
+  co.tls.server_name = absl::GetFlag(FLAGS_worker_tls_server_name);
+  if (co.tls.enabled() && (co.tls.cert.empty() || co.tls.key.empty() || co.tls.ca.empty())) {
+    LOG(ERROR) << "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
+                  "--worker_tls_ca together";
+    return 2;
+  }
+  if (absl::Status s = co.Validate(); !s.ok()) {
+    LOG(ERROR) << "bad flags: " << s.message();
+    return 2;
+  }
   WorkerClient client(co, &metered);
 
   std::thread signals([&client] {
@@ -299,8 +346,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  absl::SetProgramUsageMessage("weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return weft::Main();
