@@ -62,8 +62,7 @@ absl::Status GenerateFrontend::Authenticate(absl::string_view authorization) con
   return options_.auth->Check(authorization);
 }
 
-absl::Status GenerateFrontend::CheckModel(absl::string_view field,
-                                          absl::string_view header) const {
+absl::Status GenerateFrontend::CheckModel(absl::string_view field, absl::string_view header) const {
   return CheckRequestedModel(field, header, limits_.model_name);
 }
 

@@ -22,7 +22,9 @@
 #include "glog/logging.h"
 #include "httplib.h"
 #include "prometheus/gauge.h"
+#include "scheduler/service/http_tls.h"
 #include "scheduler/service/openai_json.h"
+#include "scheduler/service/validation.h"
 
 namespace weft {
 namespace {
@@ -426,11 +428,9 @@ absl::Status HttpServerOptions::Validate() const {
       write_timeout < absl::Seconds(1)) {
     return absl::InvalidArgumentError("HTTP timeouts must be >= 1 s");
   }
-  if (tls_cert_file.empty() != tls_key_file.empty()) {
-    return absl::InvalidArgumentError("TLS needs both a certificate and a key file");
-  }
-  if (!tls_client_ca_file.empty() && tls_cert_file.empty()) {
-    return absl::InvalidArgumentError("client certificates need the server's TLS certificate");
+  if (tls.enabled() && (tls.cert.empty() || tls.key.empty())) {
+    return absl::InvalidArgumentError(
+        "HTTP TLS needs a certificate and its key (a client CA alone cannot turn TLS on)");
   }
   return absl::OkStatus();
 }
@@ -447,10 +447,16 @@ class OpenAiHttpServer::Impl {
   void SetServing(bool serving) { serving_.store(serving); }
 
  private:
-  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
-  // Wraps a /v1 handler: authentication first, before any other work.
-  Handler Authenticated(Handler handler);
-  void Generate(Api api, const httplib::Request& req, httplib::Response& res);
+  // The bearer token, before any other work. False: `res` holds the 401 (counted when
+  // it refuses a generation call).
+  bool Authenticated(const httplib::Request& req, httplib::Response& res, bool generation);
+  // The x-weft-model header ("" when absent); INVALID_ARGUMENT when given more than once.
+  static absl::StatusOr<std::string> ModelHeader(const httplib::Request& req);
+  // The model a GET names (/v1/models/{id}: `field`) agrees with the header and is
+  // served. False: `res` holds the error.
+  bool ModelServed(absl::string_view field, const httplib::Request& req, httplib::Response& res);
+  void Generate(Api api, const httplib::Request& req, httplib::Response& res,
+                const httplib::ContentReader& content);
   void Routes();
 
   const HttpServerOptions options_;
@@ -459,6 +465,7 @@ class OpenAiHttpServer::Impl {
   ServiceMetrics* const metrics_;  // may be null
   const int64_t started_ = UnixSeconds(absl::Now());
 
+  std::unique_ptr<HttpTls> tls_;  // outlives server_ (its SSL_CTX calls it)
   std::unique_ptr<httplib::Server> server_;
   Mutex pool_mu_;
   ConnectionPool* pool_ ABSL_GUARDED_BY(pool_mu_) = nullptr;  // owned by server_ while it listens
@@ -469,26 +476,66 @@ class OpenAiHttpServer::Impl {
   bool stopped_ = false;
 };
 
-OpenAiHttpServer::Impl::Handler OpenAiHttpServer::Impl::Authenticated(Handler handler) {
-  return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-    if (options_.authorize) {
-      absl::Status s = options_.authorize(req.get_header_value("Authorization"));
-      if (!s.ok()) {
-        if (req.method == "POST") frontend_->CountRejection(s);
-        HttpGeneration::SetError(res, openai::ErrorFor(s));
-        if (s.code() == absl::StatusCode::kUnauthenticated)
-          res.set_header("WWW-Authenticate", "Bearer");
-        return;
-      }
-    }
-    handler(req, res);
-  };
+bool OpenAiHttpServer::Impl::Authenticated(const httplib::Request& req, httplib::Response& res,
+                                           bool generation) {
+  if (!frontend_->auth_required()) return true;
+  const size_t given = req.get_header_value_count("Authorization");
+  const absl::Status s =
+      given > 1 ? absl::UnauthenticatedError("the Authorization header is given more than once")
+                : frontend_->Authenticate(req.get_header_value("Authorization"));
+  if (s.ok()) return true;
+  if (generation) frontend_->CountRejection(s);
+  HttpGeneration::SetError(res, openai::ErrorFor(s));
+  // RFC 6750: no credentials -> the scheme alone; credentials refused -> invalid_token.
+  res.set_header("WWW-Authenticate", given == 0 ? "Bearer" : "Bearer error=\"invalid_token\"");
+  return false;
 }
 
-void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
-                                      httplib::Response& res) {
+absl::StatusOr<std::string> OpenAiHttpServer::Impl::ModelHeader(const httplib::Request& req) {
+  const size_t given = req.get_header_value_count(kModelMetadataKey);
+  if (given > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", kModelMetadataKey, " header is given ", given, " times"));
+  }
+  return req.get_header_value(kModelMetadataKey);
+}
+
+bool OpenAiHttpServer::Impl::ModelServed(absl::string_view field, const httplib::Request& req,
+                                         httplib::Response& res) {
+  absl::StatusOr<std::string> header = ModelHeader(req);
+  const absl::Status s = header.ok() ? frontend_->CheckModel(field, *header) : header.status();
+  if (s.ok()) return true;
+  HttpGeneration::SetError(res, openai::ErrorFor(s));
+  return false;
+}
+
+void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& content) {
   const absl::Time arrival = absl::Now();
-  auto parsed = openai::ParseRequest(api, req.body);
+  // The token before the body is stored or parsed. A refused body is still read (and
+  // dropped as it arrives): left unread, it would be taken for the connection's next
+  // request.
+  if (!Authenticated(req, res, /*generation=*/true)) {
+    content([](const char*, size_t) { return true; });
+    return;
+  }
+  std::string body;
+  if (!content([&body](const char* data, size_t n) {
+        body.append(data, n);
+        return true;
+      })) {
+    return;  // cpp-httplib set the status: 413 (too large) or 400 (unreadable)
+  }
+  CallContext context;
+  context.arrival = arrival;
+  if (absl::StatusOr<std::string> header = ModelHeader(req); header.ok()) {
+    context.model_header = std::move(*header);
+  } else {
+    frontend_->CountRejection(header.status());
+    HttpGeneration::SetError(res, openai::ErrorFor(header.status()));
+    return;
+  }
+  auto parsed = openai::ParseRequest(api, body);
   if (!parsed.ok()) {
     frontend_->CountRejection(parsed.status());
     HttpGeneration::SetError(res, openai::ErrorFor(parsed.status()));
@@ -497,8 +544,6 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
   if (req.has_header("X-Request-Id")) {
     parsed->request.set_client_request_id(req.get_header_value("X-Request-Id").substr(0, 256));
   }
-  CallContext context;
-  context.arrival = arrival;
   auto call = frontend_->Start(parsed->request, context);
   if (!call.ok()) {
     HttpGeneration::SetError(res, openai::ErrorFor(call.status(), &*parsed));
@@ -544,36 +589,34 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req,
 
 void OpenAiHttpServer::Impl::Routes() {
   httplib::Server& svr = *server_;
-  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  svr.Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
+    // No token (probes). An x-weft-model header naming another model is a 404: a
+    // proxy's check names its model, and a scheduler serving another one fails it.
+    if (!ModelServed("", req, res)) return;
     const bool serving = serving_.load();
     res.status = serving ? 200 : 503;
     res.set_content(serving ? "{\"status\":\"serving\"}" : "{\"status\":\"not_serving\"}",
                     "application/json");
   });
-  svr.Post("/v1/completions",
-           Authenticated([this](const httplib::Request& req, httplib::Response& res) {
-             Generate(Api::kCompletions, req, res);
-           }));
-  svr.Post("/v1/chat/completions",
-           Authenticated([this](const httplib::Request& req, httplib::Response& res) {
-             Generate(Api::kChatCompletions, req, res);
-           }));
-  svr.Get("/v1/models", Authenticated([this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(openai::ModelListBody(frontend_->ModelInfo(), started_),
-                            "application/json");
-          }));
-  svr.Get("/v1/models/(.+)",
-          Authenticated([this](const httplib::Request& req, httplib::Response& res) {
-            const weft::v1::ModelInfo info = frontend_->ModelInfo();
-            if (req.matches[1] != info.name()) {
-              openai::ApiError e = openai::ErrorFor(absl::NotFoundError(
-                  absl::StrCat("model '", std::string(req.matches[1]).substr(0, 128),
-                               "' is not served here (serving '", info.name(), "')")));
-              HttpGeneration::SetError(res, e);
-              return;
-            }
-            res.set_content(openai::ModelBody(info, started_), "application/json");
-          }));
+  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                     const httplib::ContentReader& content) {
+    Generate(Api::kCompletions, req, res, content);
+  });
+  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& content) {
+    Generate(Api::kChatCompletions, req, res, content);
+  });
+  svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authenticated(req, res, /*generation=*/false) || !ModelServed("", req, res)) return;
+    res.set_content(openai::ModelListBody(frontend_->ModelInfo(), started_), "application/json");
+  });
+  svr.Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authenticated(req, res, /*generation=*/false) ||
+        !ModelServed(std::string(req.matches[1]), req, res)) {
+      return;
+    }
+    res.set_content(openai::ModelBody(frontend_->ModelInfo(), started_), "application/json");
+  });
   // Statuses >= 400 without a body (no route, body too large, bad request line) get
   // OpenAI's error shape too.
   svr.set_error_handler(
@@ -608,26 +651,23 @@ void OpenAiHttpServer::Impl::Routes() {
 }
 
 absl::Status OpenAiHttpServer::Impl::Start() {
-  if (!options_.tls_cert_file.empty()) {
-    auto tls = std::make_unique<httplib::SSLServer>(
-        options_.tls_cert_file.c_str(), options_.tls_key_file.c_str(),
-        options_.tls_client_ca_file.empty() ? nullptr : options_.tls_client_ca_file.c_str());
-    if (!tls->is_valid()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("HTTP TLS: cannot load the certificate '", options_.tls_cert_file,
-                       "', key '", options_.tls_key_file, "'",
-                       options_.tls_client_ca_file.empty()
-                           ? ""
-                           : absl::StrCat(" or client CA '", options_.tls_client_ca_file, "'")));
+  if (options_.tls.enabled()) {
+    auto tls = HttpTls::Load(options_.tls);
+    if (!tls.ok()) return tls.status();
+    tls_ = std::move(*tls);
+    auto server = std::make_unique<httplib::SSLServer>(
+        [tls = tls_.get()](SSL_CTX& ctx) { return tls->Configure(ctx); });
+    if (!server->is_valid()) {
+      return absl::InternalError("HTTP TLS: cannot set up the OpenSSL context");
     }
-    server_ = std::move(tls);
+    server_ = std::move(server);
   } else {
     server_ = std::make_unique<httplib::Server>();
   }
   httplib::Server& svr = *server_;
   svr.new_task_queue = [this] {
     auto* pool = new ConnectionPool(options_.max_connections,
-                                   metrics_ != nullptr ? &metrics_->http_connections : nullptr);
+                                    metrics_ != nullptr ? &metrics_->http_connections : nullptr);
     MutexLock lock(&pool_mu_);
     pool_ = pool;
     return pool;

@@ -26,16 +26,27 @@
 // its addresses (FindConnectionSocket in the .cc) — the one place this file touches a
 // socket.
 //
-// Authentication and TLS plug in at one point each: `authorize` runs on every /v1
-// request before the body is read (a non-OK status is the answer, UNAUTHENTICATED ->
-// 401), and tls_* make the server an HTTPS one (optionally requiring client
-// certificates from a CA).
+// The edge is the gRPC port's, shared rather than copied:
+//  * bearer tokens: the GenerateFrontend's (FrontendOptions.auth, the BearerTokens of
+//    --auth_tokens_file). Every /v1 route needs one; it is checked before any other
+//    work — before a request body is even stored or parsed (a refused body is read
+//    and dropped, so the keep-alive connection stays usable). A missing or unknown token
+//    is 401 in OpenAI's error shape with "WWW-Authenticate: Bearer", and a generation
+//    call refused so is counted in weft_requests_status_total as UNAUTHENTICATED, as on
+//    gRPC;
+//  * the x-weft-model header (what a proxy routes by): checked with the body's "model"
+//    by GenerateFrontend::Start (CheckRequestedModel: they disagree -> 400, a model not
+//    served -> 404); on /v1/models[/{id}] and /health a header naming another model is a
+//    404, so a proxy's health check that names its model fails on a scheduler serving
+//    another one;
+//  * TLS: the public port's files (tls, ServerTlsFiles: --tls_cert/--tls_key, client
+//    certificates with --tls_client_ca), reloaded as gRPC's are (http_tls.h).
+// /health needs no token (probes, load balancers), like grpc.health.v1.
 //
 // Thread-safety: Start/Stop from one thread; SetServing from any.
 #ifndef WEFT_SCHEDULER_SERVICE_HTTP_SERVER_H_
 #define WEFT_SCHEDULER_SERVICE_HTTP_SERVER_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,6 +54,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/tls_credentials.h"
 #include "scheduler/service/generate_frontend.h"
 #include "scheduler/service/metrics.h"
 #include "scheduler/token_text_source.h"
@@ -61,14 +73,8 @@ struct HttpServerOptions {
   // Reading one request, and one write to a client that does not read.
   absl::Duration read_timeout = absl::Seconds(30);
   absl::Duration write_timeout = absl::Seconds(10);
-  // Called with the Authorization header's value ("" when absent) on every /v1 request
-  // before any work; unset: no authentication.
-  std::function<absl::Status(absl::string_view authorization)> authorize;
-  // HTTPS when tls_cert_file is set (PEM files); with tls_client_ca_file, clients must
-  // present a certificate signed by that CA.
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string tls_client_ca_file;
+  // HTTPS when tls.enabled() (the gRPC public port's files and reload interval).
+  ServerTlsFiles tls;
 
   absl::Status Validate() const;
 };
@@ -77,9 +83,10 @@ class OpenAiHttpServer {
  public:
   // Binds and starts serving. `frontend`, `text` (token bytes for logprobs) and
   // `metrics` (may be null: none; weft_http_*) outlive the server.
-  static absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> Start(
-      HttpServerOptions options, GenerateFrontend* frontend, const TokenTextSource* text,
-      ServiceMetrics* metrics);
+  static absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> Start(HttpServerOptions options,
+                                                                 GenerateFrontend* frontend,
+                                                                 const TokenTextSource* text,
+                                                                 ServiceMetrics* metrics);
   ~OpenAiHttpServer();  // Stop()
 
   int port() const;

@@ -2,7 +2,8 @@
 // thread through each submission's outbox): field mapping into the one validator,
 // non-streamed and streamed answers, errors and their statuses, the shared stream
 // limit, client disconnects reaching the engine as cancels, the slow-reader guard,
-// authentication before any work, and HTTPS with and without client certificates.
+// bearer tokens before any work, the x-weft-model header, and HTTPS (client
+// certificates, other CAs, a certificate renewed without a restart).
 #include "scheduler/service/http_server.h"
 
 #include <arpa/inet.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <string>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/testing/test_certs.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/service/testing/fake_engine.h"
@@ -83,10 +86,13 @@ class RawClient {
   ~RawClient() { Close(); }
   bool ok() const { return ok_; }
   bool Post(const std::string& path, const std::string& body) {
-    const std::string req =
-        absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n",
-                     "Content-Length: ", body.size(), "\r\n\r\n", body);
-    return send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+    return Send(absl::StrCat("POST ", path,
+                             " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n",
+                             "Content-Length: ", body.size(), "\r\n\r\n", body));
+  }
+  bool Send(const std::string& bytes) {
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
   }
   // Reads until `needle` has arrived (or the peer closed); the bytes read so far.
   std::string ReadUntil(const std::string& needle) {
@@ -417,23 +423,45 @@ TEST_F(HttpServerTest, AbortEndsAStreamWhoseClientNeverReads) {
   EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 200")) << got.substr(0, 100);
 }
 
+// The tokens of a file, as --auth_tokens_file loads them.
+std::unique_ptr<BearerTokens> TokensFile(const std::string& name, const std::string& text) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", getpid());
+  std::ofstream(path) << text;
+  BearerTokens::Options o;
+  o.path = path;
+  auto t = BearerTokens::Load(o);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
 TEST_F(HttpServerTest, AuthenticationRunsBeforeAnyWork) {
-  HttpServerOptions o;
-  o.authorize = [](absl::string_view authorization) {
-    return authorization == "Bearer good"
-               ? absl::OkStatus()
-               : absl::UnauthenticatedError("missing or unknown bearer token");
-  };
-  Start(o);
+  std::unique_ptr<BearerTokens> tokens = TokensFile("http_tokens", "# test\ngood\n");
+  ASSERT_NE(tokens, nullptr);
+  FrontendOptions fo;
+  fo.auth = tokens.get();
+  Start({}, fo);
   auto r =
       Client().Post("/v1/completions", R"({"prompt": "x", "temperature": -1})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 401);  // not 400: nothing was parsed
   EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
-  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "invalid_api_key");
+  Json err = Json::parse(r->body)["error"];
+  EXPECT_EQ(err["code"], "invalid_api_key");
+  EXPECT_EQ(err["type"], "invalid_request_error");
+  httplib::Client wrong = Client();
+  wrong.set_bearer_token_auth("bad");
+  r = wrong.Post("/v1/chat/completions", R"({"messages": []})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer error=\"invalid_token\"");
+  EXPECT_FALSE(absl::StrContains(r->body, "bad"));  // the token is never echoed
   auto models = Client().Get("/v1/models");
   ASSERT_TRUE(models);
   EXPECT_EQ(models->status, 401);
+  auto one = Client().Get("/v1/models/fake");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 401);
   auto health = Client().Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);  // probes carry no token
@@ -446,75 +474,175 @@ TEST_F(HttpServerTest, AuthenticationRunsBeforeAnyWork) {
   auto ok = authed.Get("/v1/models");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
-  EXPECT_EQ(StatusCount("UNAUTHENTICATED"), 1);
+  // Generation calls refused are counted as gRPC's are; /v1/models is not a call.
+  EXPECT_EQ(StatusCount("UNAUTHENTICATED"), 2);
 }
 
-// HTTPS with certificates made by openssl at test time.
+// A refused request's body is read and dropped: the keep-alive connection serves the
+// next request (left unread, the body would be parsed as one).
+TEST_F(HttpServerTest, RefusedBodyLeavesTheConnectionUsable) {
+  std::unique_ptr<BearerTokens> tokens = TokensFile("http_tokens_ka", "good\n");
+  ASSERT_NE(tokens, nullptr);
+  FrontendOptions fo;
+  fo.auth = tokens.get();
+  Start({}, fo);
+  RawClient c(server_->port());
+  const std::string body = absl::StrCat(R"({"prompt": ")", std::string(20000, 'x'), R"("})");
+  ASSERT_TRUE(c.Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: t\r\n",
+                                  "Content-Type: application/json\r\nContent-Length: ", body.size(),
+                                  "\r\n\r\n", body)));
+  const std::string refused = c.ReadUntil("invalid_api_key\"}}");
+  EXPECT_TRUE(absl::StartsWith(refused, "HTTP/1.1 401")) << refused.substr(0, 200);
+  // The next request on the same connection (cpp-httplib does not serve pipelined
+  // requests, and clients do not send them: one after the other).
+  ASSERT_TRUE(c.Send("GET /health HTTP/1.1\r\nHost: t\r\n\r\n"));
+  const std::string got = c.ReadUntil("serving\"}");
+  EXPECT_TRUE(absl::StrContains(got, "HTTP/1.1 200")) << got;
+  EXPECT_TRUE(absl::StrContains(got, R"({"status":"serving"})")) << got;
+  EXPECT_EQ(got.find("HTTP/1.1 4", 1), std::string::npos) << got;  // one 4xx: the 401
+}
+
+TEST_F(HttpServerTest, ModelHeaderIsCheckedWithTheBody) {
+  Start();
+  auto post = [&](const std::string& body, httplib::Headers headers) {
+    auto r = Client().Post("/v1/completions", headers, body, "application/json");
+    EXPECT_TRUE(r);
+    return r ? std::make_pair(r->status, Json::parse(r->body)) : std::make_pair(0, Json());
+  };
+  // The header alone selects the model; agreeing with the body is fine.
+  const std::vector<std::string> agreeing = {
+      R"({"prompt": "x", "max_tokens": 1})",
+      R"({"prompt": "x", "max_tokens": 1, "model": "fake"})"};
+  for (size_t i = 0; i < agreeing.size(); ++i) {
+    auto reply = std::async(std::launch::async, [&] {
+      return post(agreeing[i], {{"x-weft-model", "fake"}});
+    });
+    Sub(i).outbox->Finish(grpc::Status::OK);
+    EXPECT_EQ(reply.get().first, 200) << agreeing[i];
+  }
+  auto [disagree, dj] = post(R"({"prompt": "x", "model": "fake"})", {{"X-Weft-Model", "other"}});
+  EXPECT_EQ(disagree, 400);
+  EXPECT_EQ(dj["error"]["param"], "model");
+  EXPECT_TRUE(absl::StrContains(dj["error"]["message"].get<std::string>(), "x-weft-model"));
+  auto [unknown, uj] = post(R"({"prompt": "x"})", {{"x-weft-model", "other"}});
+  EXPECT_EQ(unknown, 404);
+  EXPECT_EQ(uj["error"]["code"], "model_not_found");
+  auto [twice, tj] =
+      post(R"({"prompt": "x"})", {{"x-weft-model", "fake"}, {"x-weft-model", "fake"}});
+  EXPECT_EQ(twice, 400);
+  EXPECT_EQ(StatusCount("INVALID_ARGUMENT"), 2);
+  EXPECT_EQ(StatusCount("NOT_FOUND"), 1);
+  // GETs: a header naming another model is a 404 (the proxy's health check relies on
+  // it); on /v1/models/{id} it disagrees with the id: 400, as for a body.
+  for (const char* path : {"/v1/models", "/v1/models/fake", "/health"}) {
+    auto other = Client().Get(path, {{"x-weft-model", "other"}});
+    ASSERT_TRUE(other);
+    const bool named = absl::StrContains(path, "fake");
+    EXPECT_EQ(other->status, named ? 400 : 404) << path;
+    EXPECT_EQ(Json::parse(other->body)["error"]["code"],
+              named ? "invalid_argument" : "model_not_found")
+        << path;
+    auto own = Client().Get(path, {{"x-weft-model", "fake"}});
+    ASSERT_TRUE(own);
+    EXPECT_EQ(own->status, 200) << path;
+  }
+  {
+    MutexLock l(&engine_.mu_);
+    EXPECT_EQ(engine_.subs_.size(), 2u);
+  }
+}
+
+// HTTPS with certificates made by openssl at test time (common/testing/make_test_certs.sh,
+// the gRPC TLS tests' PKI): the HTTP port takes the public port's files.
 class HttpsTest : public HttpServerTest {
  protected:
   void SetUp() override {
     if (std::system("openssl version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl command";
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/https_test_", getpid());
-    const std::string d = dir_;
-    const std::string script = absl::StrCat(
-        "set -e; mkdir -p ", d, "; cd ", d, "; ",
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-ca -keyout ca.key -out "
-        "ca.pem; ",
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext; ",
-        "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out "
-        "server.csr; ",
-        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
-        "-extfile san.ext -out server.pem; ",
-        "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr; ",
-        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out "
-        "client.pem",
-        " >/dev/null 2>&1");
-    ASSERT_EQ(std::system(("bash -c \"" + script + "\" >/dev/null 2>&1").c_str()), 0)
-        << "openssl failed";
+    auto dir = testing::MakeTestCerts();
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *dir;
   }
   std::string Path(const std::string& f) const { return absl::StrCat(dir_, "/", f); }
-  std::unique_ptr<httplib::SSLClient> Tls(bool with_client_cert) {
-    auto c = with_client_cert
-                 ? std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port(),
-                                                        Path("client.pem"), Path("client.key"))
-                 : std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port());
-    c->set_ca_cert_path(Path("ca.pem").c_str());
+  ServerTlsFiles Files(bool client_ca) const {
+    ServerTlsFiles f;
+    f.cert = Path("server.crt");
+    f.key = Path("server.key");
+    if (client_ca) f.client_ca = Path("ca.crt");
+    return f;
+  }
+  // A client trusting `ca`, presenting `who`.crt when `who` is given.
+  std::unique_ptr<httplib::SSLClient> Tls(const std::string& ca, const std::string& who = "") {
+    auto c = who.empty()
+                 ? std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port())
+                 : std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port(),
+                                                        Path(who + ".crt"), Path(who + ".key"));
+    c->set_ca_cert_path(Path(ca).c_str());
     c->enable_server_certificate_verification(true);
+    c->set_read_timeout(10, 0);
     return c;
   }
   std::string dir_;
 };
 
-TEST_F(HttpsTest, ServesOverTlsAndRefusesPlaintext) {
+TEST_F(HttpsTest, ServesOverTlsAndRefusesPlaintextAndOtherCas) {
   HttpServerOptions o;
-  o.tls_cert_file = Path("server.pem");
-  o.tls_key_file = Path("server.key");
+  o.tls = Files(false);
   Start(o);
-  auto r = Tls(false)->Get("/v1/models");
+  auto r = Tls("ca.crt")->Get("/v1/models");
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
-  EXPECT_FALSE(Client().Get("/v1/models"));  // plaintext to a TLS port
+  EXPECT_FALSE(Client().Get("/v1/models"));              // plaintext to a TLS port
+  EXPECT_FALSE(Tls("other-ca.crt")->Get("/v1/models"));  // a client trusting another CA
 }
 
 TEST_F(HttpsTest, ClientCertificatesFromTheCaAreRequired) {
   HttpServerOptions o;
-  o.tls_cert_file = Path("server.pem");
-  o.tls_key_file = Path("server.key");
-  o.tls_client_ca_file = Path("ca.pem");
+  o.tls = Files(true);
   Start(o);
-  EXPECT_FALSE(Tls(false)->Get("/v1/models"));
-  auto r = Tls(true)->Get("/v1/models");
+  EXPECT_FALSE(Tls("ca.crt")->Get("/v1/models"));           // none
+  EXPECT_FALSE(Tls("ca.crt", "stray")->Get("/v1/models"));  // signed by another CA
+  auto r = Tls("ca.crt", "client")->Get("/v1/models");
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
+}
+
+// The files are re-read as gRPC's are: a certificate renewed in place (another CA here,
+// so that the change shows) is served by new handshakes without a restart.
+TEST_F(HttpsTest, RenewedCertificateIsServedWithoutARestart) {
+  const std::string live = Path("live");
+  ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", live, " && cp ", Path("server.crt"), " ",
+                                     Path("server.key"), " ", live)
+                            .c_str()),
+            0);
+  HttpServerOptions o;
+  o.tls.cert = live + "/server.crt";
+  o.tls.key = live + "/server.key";
+  o.tls.reload_interval = absl::Seconds(1);
+  Start(o);
+  auto r = Tls("ca.crt")->Get("/health");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  // Each file replaced whole (a handshake between the two renames sees a key that does
+  // not match: it keeps the previous pair and tries again).
+  for (const char* f : {"key", "crt"}) {
+    ASSERT_EQ(std::system(absl::StrCat("cp ", Path(absl::StrCat("server2.", f)), " ", live,
+                                       "/next && mv ", live, "/next ", live, "/server.", f)
+                              .c_str()),
+              0);
+  }
+  EXPECT_TRUE(engine_.WaitFor([&] {
+    return static_cast<bool>(Tls("other-ca.crt")->Get("/health"));
+  })) << "the renewed certificate was never served";
+  EXPECT_FALSE(Tls("ca.crt")->Get("/health"));
 }
 
 TEST(HttpServerOptionsTest, Validate) {
   HttpServerOptions o;
   EXPECT_TRUE(o.Validate().ok());
-  o.tls_cert_file = "a.pem";
+  o.tls.client_ca = "ca.pem";
+  EXPECT_FALSE(o.Validate().ok());  // a client CA alone
+  o.tls.cert = "a.pem";
   EXPECT_FALSE(o.Validate().ok());  // no key
-  o.tls_key_file = "a.key";
+  o.tls.key = "a.key";
   EXPECT_TRUE(o.Validate().ok());
   o.port = 70000;
   EXPECT_FALSE(o.Validate().ok());

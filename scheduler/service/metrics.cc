@@ -50,7 +50,9 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       worker_ranks_pending(G(*r, l, "weft_worker_ranks_pending",
                              "Worker ranks attached and waiting for the other ranks of their "
                              "replica.")),
-      streams_open(G(*r, l, "weft_streams_open", "Open Generate streams.")),
+      streams_open(G(*r, l, "weft_streams_open",
+                       "Open generation calls: gRPC Generate streams and OpenAI HTTP "
+                       "completions together (one --max_streams limit).")),
       stream_buffer_max_bytes(G(*r, l, "weft_stream_buffer_max_bytes",
                                 "Most response bytes queued for one stream (capped by "
                                 "--stream_buffer_bytes).")),
@@ -97,7 +99,8 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
                            .Labels(l).Register(*r)),
       status_family_(BuildCounter()
                          .Name("weft_requests_status_total")
-                         .Help("Generate calls ended, by gRPC status code.")
+                         .Help("Generation calls ended (gRPC and OpenAI HTTP alike), by status "
+                               "code (gRPC's names).")
                          .Labels(l).Register(*r)),
       fenced_family_(BuildCounter()
                          .Name("weft_replicas_fenced_total")

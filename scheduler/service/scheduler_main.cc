@@ -14,7 +14,9 @@
 // (services "", weft.v1.Generation and the model name) and server reflection; with
 // --tls_cert/--tls_key it speaks TLS only (client certificates required when
 // --tls_client_ca is given), with --auth_tokens_file Generate and ListModels need a
-// bearer token (health and reflection stay open for probes). The attach port is mutual
+// bearer token (health and reflection stay open for probes). The HTTP API (--http_port)
+// is the same public surface: the same TLS files and the same tokens (its /health open
+// too). The attach port is mutual
 // TLS when --worker_tls_* are given: a worker needs a certificate from that CA.
 // SIGTERM/SIGINT: not ready at once, new calls UNAVAILABLE, running streams finish up to
 // --drain_timeout_s, the rest end UNAVAILABLE, exit 0.
@@ -62,7 +64,8 @@ ABSL_FLAG(int32_t, max_num_seqs, 256, "sequences per step");
 ABSL_FLAG(int32_t, max_steps_in_flight, 1, "steps planned ahead per replica (2 = pipelined)");
 ABSL_FLAG(int32_t, max_tokens_cap, 4096, "largest max_tokens a request may ask for");
 ABSL_FLAG(int32_t, max_waiting, 4096, "waiting-queue bound (sequences)");
-ABSL_FLAG(int32_t, max_streams, 1024, "open Generate streams");
+ABSL_FLAG(int32_t, max_streams, 1024,
+          "open generation calls, gRPC Generate and HTTP /v1/*completions together");
 ABSL_FLAG(int64_t, stream_buffer_bytes, 4 << 20,
           "response bytes queued per stream; a reader that falls this far behind is ended "
           "RESOURCE_EXHAUSTED");
@@ -73,14 +76,19 @@ ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x 
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
 ABSL_FLAG(double, drain_timeout_s, 30, "SIGTERM: how long running streams may finish");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "largest request message accepted");
+// One flag set for the whole public surface: the gRPC port and the HTTP API.
 ABSL_FLAG(std::string, tls_cert, "",
-          "public port: PEM certificate chain; with --tls_key the port speaks TLS only");
-ABSL_FLAG(std::string, tls_key, "", "public port: PEM private key of --tls_cert");
+          "public surface (gRPC --port and HTTP --http_port alike): PEM certificate chain; "
+          "with --tls_key both ports speak TLS only (re-read every 60 s: renewals need no "
+          "restart)");
+ABSL_FLAG(std::string, tls_key, "", "public surface (gRPC and HTTP): PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
-          "public port: PEM CA bundle; clients must present a certificate it signed");
+          "public surface (gRPC and HTTP): PEM CA bundle; clients must present a certificate "
+          "it signed");
 ABSL_FLAG(std::string, auth_tokens_file, "",
-          "bearer tokens, one a line ('#' comments), re-read when the file changes; "
-          "Generate/ListModels without one of them are UNAUTHENTICATED (empty: no auth)");
+          "bearer tokens, one a line ('#' comments), re-read when the file changes; gRPC "
+          "Generate/ListModels and HTTP /v1/* without one of them are UNAUTHENTICATED / 401 "
+          "(health stays open; empty: no auth)");
 ABSL_FLAG(std::string, worker_tls_cert, "",
           "attach port: PEM certificate chain (mutual TLS with --worker_tls_key/--worker_tls_ca)");
 ABSL_FLAG(std::string, worker_tls_key, "", "attach port: PEM private key of --worker_tls_cert");
@@ -287,13 +295,8 @@ int Main() {
     ho.max_body_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_message_bytes));
     // A client that stops reading: the same patience as the engine's stall guard.
     ho.write_timeout = std::max(absl::Seconds(1), absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s)));
-    // The public surface's TLS and tokens, as on the gRPC port.
-    ho.tls_cert_file = edge->public_tls.cert;
-    ho.tls_key_file = edge->public_tls.key;
-    ho.tls_client_ca_file = edge->public_tls.client_ca;
-    if (tokens != nullptr) {
-      ho.authorize = [&frontend](absl::string_view a) { return frontend.Authenticate(a); };
-    }
+    // The public surface is one: the gRPC port's TLS files; the frontend's tokens.
+    ho.tls = edge->public_tls;
     auto h = OpenAiHttpServer::Start(ho, &frontend, &mt.text_source(), &metrics);
     if (!h.ok()) {
       LOG(ERROR) << h.status().message();
