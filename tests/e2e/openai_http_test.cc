@@ -4,65 +4,40 @@
 // call. Here: its greedy text equals the gRPC API's for the same prompt (one engine),
 // its calls are counted by the scheduler like gRPC calls, a client that leaves (a stream
 // closed after 3 chunks, a non-streamed call that times out) is cancelled and its KV
-// blocks freed, and without a replica every generation call is 503.
+// blocks freed, without a replica every generation call is 503, and the public surface's
+// TLS and bearer tokens guard the HTTP port as they guard gRPC.
 // Skips, saying why, only when the package index cannot be reached to make the venv.
+#include <fstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/testing/model_path.h"
+#include "common/testing/test_certs.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/e2e/openai_python.h"
 #include "tests/e2e/process_harness.h"
 
 namespace weft::e2e {
 namespace {
 
-constexpr absl::Duration kVenvTimeout = absl::Seconds(600);
-constexpr absl::Duration kClientTimeout = absl::Seconds(300);
 constexpr char kPrompt[] = "The quick brown fox";
 constexpr int kMaxTokens = 12;
 
 class OpenAiHttpE2eTest : public ::testing::Test {
  protected:
-  // The venv is made once for the suite (minutes on a fresh machine, then reused).
-  static void SetUpTestSuite() {
-    RunResult venv = RunToEnd({"/bin/bash", Runfile("tests/e2e/openai_venv.sh")}, kVenvTimeout);
-    if (venv.code == 3) {
-      Skip() = absl::StrCat("PyPI's openai client cannot be installed: ", venv.log);
-    } else if (venv.code != 0) {
-      Error() = absl::StrCat("openai_venv.sh failed (exit ", venv.code, "):\n", venv.log);
-    } else {
-      Python() = std::string(absl::StripAsciiWhitespace(venv.out));
-    }
-  }
-  static std::string& Python() {
-    static std::string s;
-    return s;
-  }
-  static std::string& Skip() {
-    static std::string s;
-    return s;
-  }
-  static std::string& Error() {
-    static std::string s;
-    return s;
-  }
-
   void SetUp() override {
-    if (!Skip().empty()) GTEST_SKIP() << Skip();
-    ASSERT_TRUE(Error().empty()) << Error();
+    if (!OpenAiPython().skip.empty()) GTEST_SKIP() << OpenAiPython().skip;
+    ASSERT_TRUE(OpenAiPython().error.empty()) << OpenAiPython().error;
   }
 
   // Runs one phase of openai_client.py against `cluster`'s HTTP port.
   static RunResult Client(const Cluster& cluster, const std::string& phase) {
-    return RunToEnd({Python(), Runfile("tests/e2e/openai_client.py"),
-                     absl::StrCat("--base_url=http://127.0.0.1:", cluster.http_port(), "/v1"),
-                     absl::StrCat("--phase=", phase), absl::StrCat("--prompt=", kPrompt),
-                     absl::StrCat("--max_tokens=", kMaxTokens)},
-                    kClientTimeout);
+    return RunOpenAiClient(
+        {absl::StrCat("--base_url=http://127.0.0.1:", cluster.http_port(), "/v1"),
+         absl::StrCat("--phase=", phase), absl::StrCat("--prompt=", kPrompt),
+         absl::StrCat("--max_tokens=", kMaxTokens)});
   }
 
   // A scheduler with the HTTP API and one worker.
@@ -86,15 +61,9 @@ TEST_F(OpenAiHttpE2eTest, OfficialClientGetsWhatTheGrpcApiGives) {
   ASSERT_EQ(py.code, 0) << "openai_client.py failed:\n"
                         << py.log << py.out << "\n"
                         << cluster.Logs();
-  std::string http_text;
-  bool found = false;
-  for (absl::string_view line : absl::StrSplit(py.out, '\n')) {
-    if (absl::ConsumePrefix(&line, "greedy_text: ")) {
-      http_text = nlohmann::json::parse(line).get<std::string>();
-      found = true;
-    }
-  }
-  ASSERT_TRUE(found) << py.out;
+  const nlohmann::json printed = PrintedJson(py.out, "greedy_text");
+  ASSERT_TRUE(printed.is_string()) << py.out;
+  const std::string http_text = printed.get<std::string>();
 
   // One engine: the greedy answer over gRPC is the same text.
   StreamResult grpc = Generate(cluster.stub(), GreedyRequest(kPrompt, kMaxTokens));
@@ -158,6 +127,59 @@ TEST_F(OpenAiHttpE2eTest, NoReplicaIs503) {
                         << cluster.Logs();
   EXPECT_EQ(cluster.Metric("weft_requests_status_total{code=\"UNAVAILABLE\"}"), 4);
   EXPECT_EQ(cluster.Metric("weft_http_responses_total{code=\"503\"}"), 5);  // + /health
+}
+
+// The public surface's TLS and tokens on the HTTP port (the gRPC port's flags, one set):
+// PyPI's client over HTTPS with the test CA (made by openssl at test time) gets
+// AuthenticationError without a token or with a wrong one — none of those calls reaches
+// the engine — and answers with the right one; /health needs none; plaintext and a
+// client trusting another CA cannot connect; and the x-weft-model header cases.
+TEST_F(OpenAiHttpE2eTest, TokensAndTlsGuardTheHttpPortAsTheyGuardGrpc) {
+  WEFT_REQUIRE_DEFAULT_MODEL(model);
+  auto certs = testing::MakeTestCerts();
+  ASSERT_TRUE(certs.ok()) << certs.status();
+  const std::string tokens = *certs + "/tokens";
+  constexpr char kToken[] = "tok-http-5678";
+  std::ofstream(tokens) << "# HTTP API tokens\n" << kToken << "\n";
+  Cluster cluster(model);
+  ClientTlsFiles tls;  // the harness's own gRPC calls (health, readiness)
+  tls.ca = *certs + "/ca.crt";
+  cluster.SetClientTls(tls);
+  ASSERT_TRUE(
+      cluster
+          .StartScheduler({"--http_port=0", "--tls_cert=" + *certs + "/server.crt",
+                           "--tls_key=" + *certs + "/server.key", "--auth_tokens_file=" + tokens})
+          .ok())
+      << cluster.Logs();
+  WorkerSpec w;
+  w.threads = 2;
+  ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
+  ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
+  const double prompt_tokens_before = cluster.Metric("weft_prompt_tokens_total");
+
+  RunResult py =
+      RunOpenAiClient({absl::StrCat("--base_url=https://127.0.0.1:", cluster.http_port(), "/v1"),
+                       "--phase=auth", "--ca=" + *certs + "/ca.crt",
+                       "--other_ca=" + *certs + "/other-ca.crt", absl::StrCat("--token=", kToken)});
+  ASSERT_EQ(py.code, 0) << "openai_client.py failed:\n"
+                        << py.log << py.out << "\n"
+                        << cluster.Logs();
+  const nlohmann::json calls = PrintedJson(py.out, "calls");
+  ASSERT_TRUE(calls.is_object()) << py.out;
+
+  // Refused generation calls are counted as gRPC's are and never reached the engine: the
+  // answered ones' prompts alone were admitted.
+  auto m = cluster.Metrics();
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->Get("weft_requests_status_total{code=\"UNAUTHENTICATED\"}"),
+            calls["refused"].get<double>());
+  EXPECT_EQ(calls["refused"], 4);
+  EXPECT_EQ(m->Get("weft_requests_status_total{code=\"OK\"}"), calls["ok"].get<double>());
+  EXPECT_EQ(m->Get("weft_requests_status_total{code=\"INVALID_ARGUMENT\"}"), 1);
+  EXPECT_EQ(m->Get("weft_requests_status_total{code=\"NOT_FOUND\"}"), 1);
+  EXPECT_EQ(m->Get("weft_http_responses_total{code=\"401\"}"), 6);  // + 2 x /v1/models
+  EXPECT_EQ(m->Get("weft_prompt_tokens_total") - prompt_tokens_before,
+            calls["prompt_tokens"].get<double>());
 }
 
 }  // namespace

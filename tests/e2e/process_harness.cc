@@ -72,6 +72,19 @@ std::string Runfile(const std::string& path) {
   return absl::StrCat(srcdir, "/", ws, "/", path);
 }
 
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(a.sin_port) : -1;
+}
+
 std::string MakeTempDir(const std::string& prefix, bool keep) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   if (const char* out = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR"); keep && out != nullptr) tmp = out;
