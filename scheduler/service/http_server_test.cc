@@ -320,6 +320,19 @@ TEST_F(HttpServerTest, ErrorsHaveOpenAisShapeAndStatus) {
   EXPECT_EQ(none->status, 404);
 }
 
+TEST_F(HttpServerTest, OversizedBodyIs413InOpenAisShape) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1024;
+  Start(o);
+  const std::string body = absl::StrCat(R"({"prompt": ")", std::string(4000, 'x'), R"("})");
+  auto r = Client().Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(Json::parse(r->body)["error"]["type"], "invalid_request_error");
+  MutexLock l(&engine_.mu_);
+  EXPECT_TRUE(engine_.subs_.empty());
+}
+
 TEST_F(HttpServerTest, StreamLimitIsSharedAndAnswers429) {
   Start();  // max_streams = 2
   RawClient a(server_->port()), b(server_->port());
