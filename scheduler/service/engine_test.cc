@@ -163,8 +163,9 @@ class EngineTest : public ::testing::Test {
     lim.model_name = "fake";
     lim.vocab_size = kVocab;
     lim.context_length = 256;
-    gen_ = std::make_unique<GenerationService>(GenerationServiceOptions{}, lim, &encoder_,
-                                                engine_.get(), &metrics_);
+    frontend_ = std::make_unique<GenerateFrontend>(FrontendOptions{}, lim, &encoder_,
+                                                   engine_.get(), &metrics_);
+    gen_ = std::make_unique<GenerationService>(frontend_.get());
     ctl_ = std::make_unique<WorkerControlService>(engine_.get());
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -235,6 +236,7 @@ class EngineTest : public ::testing::Test {
   IdEncoder encoder_;
   ServiceMetrics metrics_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<GenerateFrontend> frontend_;
   std::unique_ptr<GenerationService> gen_;
   std::unique_ptr<WorkerControlService> ctl_;
   std::unique_ptr<grpc::Server> server_;

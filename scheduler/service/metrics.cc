@@ -53,11 +53,15 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       worker_ranks_pending(G(*r, l, "weft_worker_ranks_pending",
                              "Worker ranks attached and waiting for the other ranks of their "
                              "replica.")),
-      streams_open(G(*r, l, "weft_streams_open", "Open Generate streams.")),
+      streams_open(G(*r, l, "weft_streams_open",
+                       "Open generation calls: gRPC Generate streams and OpenAI HTTP "
+                       "completions together (one --max_streams limit).")),
       stream_buffer_max_bytes(G(*r, l, "weft_stream_buffer_max_bytes",
                                 "Most response bytes queued for one stream (capped by "
                                 "--stream_buffer_bytes).")),
       draining(G(*r, l, "weft_draining", "1 while the scheduler drains after SIGTERM.")),
+      http_connections(G(*r, l, "weft_http_connections",
+                         "OpenAI HTTP API connections being served (one thread each).")),
       preemptions(C(*r, l, "weft_preemptions_total", "Sequences preempted (recomputed later).")),
       prefix_cache_hit_tokens(C(*r, l, "weft_prefix_cache_hit_tokens_total",
                                 "Prompt tokens whose KV came from the prefix cache.")),
@@ -99,12 +103,18 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
                            .Labels(l).Register(*r)),
       status_family_(BuildCounter()
                          .Name("weft_requests_status_total")
-                         .Help("Generate calls ended, by gRPC status code.")
+                         .Help("Generation calls ended (gRPC and OpenAI HTTP alike), by status "
+                               "code (gRPC's names).")
                          .Labels(l).Register(*r)),
       fenced_family_(BuildCounter()
                          .Name("weft_replicas_fenced_total")
                          .Help("Replicas fenced, by reason.")
-                         .Labels(l).Register(*r)) {}
+                         .Labels(l).Register(*r)),
+      http_responses_family_(BuildCounter()
+                                 .Name("weft_http_responses_total")
+                                 .Help("OpenAI HTTP API responses, by HTTP status (499: the "
+                                       "client left first).")
+                                 .Labels(l).Register(*r)) {}
 
 prometheus::Counter& ServiceMetrics::Steps(const std::string& replica) {
   return steps_family_.Add({{"replica", replica}});
@@ -117,6 +127,9 @@ prometheus::Counter& ServiceMetrics::ByStatus(const std::string& code) {
 }
 prometheus::Counter& ServiceMetrics::Fenced(const std::string& reason) {
   return fenced_family_.Add({{"reason", reason}});
+}
+prometheus::Counter& ServiceMetrics::HttpResponses(int status) {
+  return http_responses_family_.Add({{"code", std::to_string(status)}});
 }
 
 }  // namespace weft

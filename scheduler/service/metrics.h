@@ -42,6 +42,8 @@ class ServiceMetrics {
   prometheus::Gauge& streams_open;
   prometheus::Gauge& stream_buffer_max_bytes;
   prometheus::Gauge& draining;
+  // OpenAI HTTP API connections being served (one thread each; http_server.h).
+  prometheus::Gauge& http_connections;
 
   // Counters.
   prometheus::Counter& preemptions;
@@ -77,6 +79,8 @@ class ServiceMetrics {
   prometheus::Counter& Finished(const std::string& reason);
   prometheus::Counter& ByStatus(const std::string& code);
   prometheus::Counter& Fenced(const std::string& reason);
+  // OpenAI HTTP API responses by HTTP status (499: the client left first).
+  prometheus::Counter& HttpResponses(int status);
 
  private:
   ServiceMetrics(std::shared_ptr<prometheus::Registry> registry, const prometheus::Labels& labels);
@@ -86,6 +90,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Counter>& finished_family_;
   prometheus::Family<prometheus::Counter>& status_family_;
   prometheus::Family<prometheus::Counter>& fenced_family_;
+  prometheus::Family<prometheus::Counter>& http_responses_family_;
 };
 
 }  // namespace weft

@@ -2,17 +2,21 @@
 // port) for one model; CPU only; never links a model runtime.
 //
 //   weft-scheduler --model=models/X.gguf [--model_name --port=50051 --worker_port=50052
-//                  --metrics_port=9090 --policy=decode-first|prefill-first|static ...]
+//                  --metrics_port=9090 --http_port=8000
+//                  --policy=decode-first|prefill-first|static ...]
 //                  [--tls_cert --tls_key [--tls_client_ca]] [--auth_tokens_file]
 //                  [--worker_tls_cert --worker_tls_key --worker_tls_ca]
 // Port 0 picks an ephemeral port; the chosen ports are logged and, with --ports_file,
-// written as JSON {"port":..,"worker_port":..,"metrics_port":..}.
+// written as JSON {"port":..,"worker_port":..,"metrics_port":..,"http_port":..}
+// (-1: off). --http_port serves the OpenAI-compatible HTTP API (http_server.h).
 // The model is served as --model_name, by default the file's stem in lower case
 // (DefaultModelName). The public port serves weft.v1.Generation, grpc.health.v1.Health
 // (services "", weft.v1.Generation and the model name) and server reflection; with
 // --tls_cert/--tls_key it speaks TLS only (client certificates required when
 // --tls_client_ca is given), with --auth_tokens_file Generate and ListModels need a
-// bearer token (health and reflection stay open for probes). The attach port is mutual
+// bearer token (health and reflection stay open for probes). The HTTP API (--http_port)
+// is the same public surface: the same TLS files and the same tokens (its /health open
+// too). The attach port is mutual
 // TLS when --worker_tls_* are given: a worker needs a certificate from that CA.
 // SIGTERM/SIGINT: not ready at once, new calls UNAVAILABLE, running streams finish up to
 // --drain_timeout_s, the rest end UNAVAILABLE, exit 0.
@@ -42,7 +46,9 @@
 #include "common/tls_credentials.h"
 #include "scheduler/service/bearer_tokens.h"
 #include "scheduler/service/engine.h"
+#include "scheduler/service/generate_frontend.h"
 #include "scheduler/service/health_service.h"
+#include "scheduler/service/http_server.h"
 #include "scheduler/service/model_text.h"
 #include "scheduler/service/services.h"
 
@@ -53,6 +59,11 @@ ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind (gRPC ports and /metric
 ABSL_FLAG(int32_t, port, 50051, "public Generate port (0 = ephemeral)");
 ABSL_FLAG(int32_t, worker_port, 50052, "port workers attach to (0 = ephemeral)");
 ABSL_FLAG(int32_t, metrics_port, 9090, "Prometheus /metrics port (0 = ephemeral, -1 = off)");
+ABSL_FLAG(int32_t, http_port, -1,
+          "OpenAI-compatible HTTP API port (/v1/completions, /v1/chat/completions, /v1/models, "
+          "/health); -1 = off, 0 = ephemeral; 8000 is the conventional one (vLLM's)");
+ABSL_FLAG(int32_t, http_max_connections, 512,
+          "HTTP connections served at once (one thread each); more wait to be accepted");
 ABSL_FLAG(std::string, ports_file, "", "write the bound ports here as JSON");
 ABSL_FLAG(std::string, policy, "decode-first", "decode-first | prefill-first | static");
 ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
@@ -61,7 +72,8 @@ ABSL_FLAG(int32_t, max_num_seqs, 256, "sequences per step");
 ABSL_FLAG(int32_t, max_steps_in_flight, 1, "steps planned ahead per replica (2 = pipelined)");
 ABSL_FLAG(int32_t, max_tokens_cap, 4096, "largest max_tokens a request may ask for");
 ABSL_FLAG(int32_t, max_waiting, 4096, "waiting-queue bound (sequences)");
-ABSL_FLAG(int32_t, max_streams, 1024, "open Generate streams");
+ABSL_FLAG(int32_t, max_streams, 1024,
+          "open generation calls, gRPC Generate and HTTP /v1/*completions together");
 ABSL_FLAG(int64_t, stream_buffer_bytes, 4 << 20,
           "response bytes queued per stream; a reader that falls this far behind is ended "
           "RESOURCE_EXHAUSTED");
@@ -75,14 +87,19 @@ ABSL_FLAG(double, worker_drain_timeout_s, 60,
           "a worker's SIGTERM drains its replica: how long its running sequences may finish "
           "before the rest is re-queued on other replicas (generated tokens kept)");
 ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "largest request message accepted");
+// One flag set for the whole public surface: the gRPC port and the HTTP API.
 ABSL_FLAG(std::string, tls_cert, "",
-          "public port: PEM certificate chain; with --tls_key the port speaks TLS only");
-ABSL_FLAG(std::string, tls_key, "", "public port: PEM private key of --tls_cert");
+          "public surface (gRPC --port and HTTP --http_port alike): PEM certificate chain; "
+          "with --tls_key both ports speak TLS only (re-read every 60 s: renewals need no "
+          "restart)");
+ABSL_FLAG(std::string, tls_key, "", "public surface (gRPC and HTTP): PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
-          "public port: PEM CA bundle; clients must present a certificate it signed");
+          "public surface (gRPC and HTTP): PEM CA bundle; clients must present a certificate "
+          "it signed");
 ABSL_FLAG(std::string, auth_tokens_file, "",
-          "bearer tokens, one a line ('#' comments), re-read when the file changes; "
-          "Generate/ListModels without one of them are UNAUTHENTICATED (empty: no auth)");
+          "bearer tokens, one a line ('#' comments), re-read when the file changes; gRPC "
+          "Generate/ListModels and HTTP /v1/* without one of them are UNAUTHENTICATED / 401 "
+          "(health stays open; empty: no auth)");
 ABSL_FLAG(std::string, worker_tls_cert, "",
           "attach port: PEM certificate chain (mutual TLS with --worker_tls_key/--worker_tls_ca)");
 ABSL_FLAG(std::string, worker_tls_key, "", "attach port: PEM private key of --worker_tls_cert");
@@ -251,10 +268,12 @@ int Main() {
   HealthService health({weft::v1::Generation::service_full_name(), mt.name()});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<grpc::Server> public_server;
+  std::unique_ptr<OpenAiHttpServer> http;  // set before the engine starts
   Engine engine(eo, mt.expected_model(eo.core.block_size), mt.model_info(), &mt.text_source(),
-                &metrics, [&health, &serving](bool now_serving) {
+                &metrics, [&health, &http, &serving](bool now_serving) {
                   serving = now_serving;
                   health.SetServing(now_serving);
+                  if (http != nullptr) http->SetServing(now_serving);
                 });
 
   ValidationLimits limits;
@@ -262,15 +281,18 @@ int Main() {
   limits.vocab_size = mt.vocab_size();
   limits.context_length = mt.context_length();
   limits.max_tokens_cap = absl::GetFlag(FLAGS_max_tokens_cap);
-  GenerationServiceOptions go;
-  go.max_streams = absl::GetFlag(FLAGS_max_streams);
-  if (absl::GetFlag(FLAGS_stream_buffer_bytes) < 1024) {
-    LOG(ERROR) << "bad flags: --stream_buffer_bytes must be >= 1024";
+  FrontendOptions fo;
+  fo.max_streams = absl::GetFlag(FLAGS_max_streams);
+  fo.stream_buffer_bytes = static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_stream_buffer_bytes)));
+  if (absl::Status s = fo.Validate(); !s.ok()) {
+    LOG(ERROR) << "bad flags: " << s.message();
     return 2;
   }
-  go.stream_buffer_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_stream_buffer_bytes));
-  go.auth = tokens.get();
-  GenerationService generation(go, limits, &mt.encoder(), &engine, &metrics);
+  fo.auth = tokens.get();
+  // One front end for both public APIs: one token check, one stream limit, one
+  // validator, one queue.
+  GenerateFrontend frontend(fo, limits, &mt.encoder(), &engine, &metrics);
+  GenerationService generation(&frontend);
   WorkerControlService control(&engine);
 
   int port = 0, worker_port = 0;
@@ -285,7 +307,24 @@ int Main() {
                << absl::GetFlag(FLAGS_worker_port) << "): in use?";
     return 1;
   }
-  // NOT_SERVING until a replica attaches (HealthService starts so).
+  if (absl::GetFlag(FLAGS_http_port) >= 0) {
+    HttpServerOptions ho;
+    ho.host = host;
+    ho.port = absl::GetFlag(FLAGS_http_port);
+    ho.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+    ho.max_body_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_message_bytes));
+    // A client that stops reading: the same patience as the engine's stall guard.
+    ho.write_timeout = std::max(absl::Seconds(1), absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s)));
+    // The public surface is one: the gRPC port's TLS files; the frontend's tokens.
+    ho.tls = edge->public_tls;
+    auto h = OpenAiHttpServer::Start(ho, &frontend, &mt.text_source(), &metrics);
+    if (!h.ok()) {
+      LOG(ERROR) << h.status().message();
+      return absl::IsInvalidArgument(h.status()) ? 2 : 1;
+    }
+    http = std::move(*h);
+  }
+  // NOT_SERVING until a replica attaches (HealthService starts so; so does /health).
   if (absl::Status s = engine.Start(); !s.ok()) {
     LOG(ERROR) << "cannot start: " << s.message();
     return 1;
@@ -298,12 +337,12 @@ int Main() {
             << "; workers attach on port " << worker_port
             << (edge->worker_tls.enabled() ? " with mutual TLS" : " in plaintext")
             << ", metrics on "
-            << (metrics_http ? metrics_http->port() : -1) << ", policy "
-            << absl::GetFlag(FLAGS_policy) << ")";
+            << (metrics_http ? metrics_http->port() : -1) << ", OpenAI HTTP API on "
+            << (http ? http->port() : -1) << ", policy " << absl::GetFlag(FLAGS_policy) << ")";
   if (const std::string pf = absl::GetFlag(FLAGS_ports_file); !pf.empty()) {
     std::ofstream(pf + ".tmp") << "{\"port\": " << port << ", \"worker_port\": " << worker_port
                                << ", \"metrics_port\": " << (metrics_http ? metrics_http->port() : -1)
-                               << "}\n";
+                               << ", \"http_port\": " << (http ? http->port() : -1) << "}\n";
     std::rename((pf + ".tmp").c_str(), pf.c_str());
   }
 
@@ -318,6 +357,7 @@ int Main() {
   engine.BeginDrain();
   const int ended = engine.WaitDrained(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   engine.Stop();
+  if (http != nullptr) http->Stop();
   health.Shutdown();  // NOT_SERVING for good; open Watch streams end
   public_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   worker_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));

@@ -1,7 +1,6 @@
 #include "scheduler/service/services.h"
 
 #include <chrono>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -27,49 +26,15 @@ absl::StatusOr<std::string> SingleMetadata(const grpc::CallbackServerContext& co
   return value;
 }
 
-namespace {
-
-std::string CodeName(grpc::StatusCode code) {
-  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-}
-
-}  // namespace
-
-GenerationService::GenerationService(GenerationServiceOptions options, ValidationLimits limits,
-                                     const PromptEncoder* encoder, EngineInterface* engine,
-                                     ServiceMetrics* metrics)
-    : options_(options),
-      limits_(std::move(limits)),
-      encoder_(encoder),
-      engine_(engine),
-      metrics_(metrics),
-      seed_state_(std::random_device()() ^ (static_cast<uint64_t>(std::random_device()()) << 32)) {}
-
-uint64_t GenerationService::NextSeed() {
-  // splitmix64 over an atomic counter: distinct seeds, no lock.
-  uint64_t z = seed_state_.fetch_add(0x9e3779b97f4a7c15ull) + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 absl::Status GenerationService::CheckToken(const grpc::CallbackServerContext& context) const {
-  if (options_.auth == nullptr) return absl::OkStatus();
+  if (!frontend_->auth_required()) return absl::OkStatus();
   absl::StatusOr<std::string> authorization = SingleMetadata(context, "authorization");
   if (!authorization.ok()) return absl::UnauthenticatedError(authorization.status().message());
-  return options_.auth->Check(*authorization);
-}
-
-absl::Status GenerationService::CheckModel(const grpc::CallbackServerContext& context,
-                                           absl::string_view field) const {
-  absl::StatusOr<std::string> model = SingleMetadata(context, kModelMetadataKey);
-  if (!model.ok()) return model.status();
-  return CheckRequestedModel(field, *model, limits_.model_name);
+  return frontend_->Authenticate(*authorization);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Reject(
     const grpc::Status& status) {
-  metrics_->ByStatus(CodeName(status.error_code())).Increment();
   auto outbox = std::make_shared<Outbox>(1024);
   auto* reactor = new ResponseReactor(outbox, nullptr, nullptr);
   outbox->Finish(status);
@@ -80,47 +45,34 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
   const absl::Time arrival = absl::Now();
   // Before the request's bytes are even parsed: an unauthenticated caller costs nothing.
-  if (absl::Status s = CheckToken(*context); !s.ok()) return Reject(ToGrpcStatus(s));
-  weft::v1::GenerateRequest parsed;
-  if (absl::Status s = ParseMessage(*raw_request, &parsed); !s.ok()) {
+  if (absl::Status s = CheckToken(*context); !s.ok()) {
+    frontend_->CountRejection(s);
     return Reject(ToGrpcStatus(s));
   }
-  const weft::v1::GenerateRequest* request = &parsed;
-  if (absl::Status s = CheckModel(*context, request->model()); !s.ok()) {
+  weft::v1::GenerateRequest request;
+  if (absl::Status s = ParseMessage(*raw_request, &request); !s.ok()) {
+    frontend_->CountRejection(s);
     return Reject(ToGrpcStatus(s));
   }
-  if (open_streams_.fetch_add(1) >= options_.max_streams) {
-    open_streams_.fetch_sub(1);
-    return Reject(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                               absl::StrCat("too many open streams (", options_.max_streams, ")")));
+  CallContext call_context;
+  call_context.arrival = arrival;
+  absl::StatusOr<std::string> model = SingleMetadata(*context, kModelMetadataKey);
+  if (!model.ok()) {
+    frontend_->CountRejection(model.status());
+    return Reject(ToGrpcStatus(model.status()));
   }
-  metrics_->streams_open.Increment();
-  auto release = [this] {
-    open_streams_.fetch_sub(1);
-    metrics_->streams_open.Decrement();
-  };
-  auto resolved = ValidateRequest(*request, limits_, *encoder_, [this] { return NextSeed(); });
-  if (!resolved.ok()) {
-    release();
-    return Reject(ToGrpcStatus(resolved.status()));
-  }
-  Submission sub;
-  sub.key = next_key_.fetch_add(1);
-  sub.request = std::move(*resolved);
-  sub.outbox = std::make_shared<Outbox>(options_.stream_buffer_bytes);
-  sub.arrival = arrival;
+  call_context.model_header = std::move(*model);
   const auto dl = context->deadline();
-  if (dl != std::chrono::system_clock::time_point::max()) sub.deadline = absl::FromChrono(dl);
-  const int64_t key = sub.key;
-  auto outbox = sub.outbox;
-  auto* reactor = new ResponseReactor(
-      outbox, [this, key] { engine_->Cancel(key); }, release, context);
-  absl::Status s = engine_->Submit(std::move(sub));
-  if (!s.ok()) {
-    metrics_->ByStatus(absl::StatusCodeToString(s.code())).Increment();
-    outbox->Finish(ToGrpcStatus(s));
+  if (dl != std::chrono::system_clock::time_point::max()) {
+    call_context.deadline = absl::FromChrono(dl);
   }
-  return reactor;
+  auto started = frontend_->Start(request, call_context);
+  if (!started.ok()) return Reject(ToGrpcStatus(started.status()));
+  // The reactor's callbacks share the call; gRPC deletes the reactor (and so gives the
+  // slot back) after OnDone.
+  std::shared_ptr<GenerateFrontend::Call> call = std::move(*started);
+  return new ResponseReactor(
+      call->outbox(), [call] { call->Cancel(); }, [call] {}, context);
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,
@@ -128,12 +80,15 @@ grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerCont
                                                         weft::v1::ListModelsResponse* response) {
   auto* reactor = context->DefaultReactor();
   absl::Status s = CheckToken(*context);
-  if (s.ok()) s = CheckModel(*context, "");
+  if (s.ok()) {
+    absl::StatusOr<std::string> model = SingleMetadata(*context, kModelMetadataKey);
+    s = model.ok() ? frontend_->CheckModel("", *model) : model.status();
+  }
   if (!s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
-  *response->add_models() = engine_->ModelInfo();
+  *response->add_models() = frontend_->ModelInfo();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

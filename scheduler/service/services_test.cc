@@ -10,81 +10,14 @@
 #include <gtest/gtest.h>
 
 #include "common/mutex.h"
+#include "scheduler/service/testing/fake_engine.h"
 #include "worker/service/worker_client.h"
 
 namespace weft {
 namespace {
 
-class ByteEncoder : public PromptEncoder {
- public:
-  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
-    std::vector<int32_t> ids;
-    for (unsigned char c : text) ids.push_back(c);
-    return ids;
-  }
-  absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt&) const override {
-    return absl::UnimplementedError("no chat");
-  }
-};
-
-class FakeEngine : public EngineInterface {
- public:
-  absl::Status Submit(Submission s) override {
-    MutexLock l(&mu_);
-    if (reject_) return absl::ResourceExhaustedError("queue full");
-    subs_.push_back(std::move(s));
-    cv_.SignalAll();
-    return absl::OkStatus();
-  }
-  void Cancel(int64_t key) override {
-    MutexLock l(&mu_);
-    cancelled_.push_back(key);
-    cv_.SignalAll();
-  }
-  void OnWorkerMessage(const std::shared_ptr<WorkerHandle>& w, weft::v1::WorkerMessage m) override {
-    MutexLock l(&mu_);
-    if (m.has_hello()) {
-      hello_ = m.hello();
-      worker_ = w;
-      ++hellos_;
-    } else {
-      results_.push_back(m.result());
-    }
-    cv_.SignalAll();
-  }
-  void OnWorkerGone(const std::shared_ptr<WorkerHandle>&) override {
-    MutexLock l(&mu_);
-    ++gone_;
-    cv_.SignalAll();
-  }
-  weft::v1::ModelInfo ModelInfo() const override {
-    weft::v1::ModelInfo m;
-    m.set_name("fake");
-    return m;
-  }
-  // Waits (bounded) until pred() holds.
-  template <typename P>
-  bool WaitFor(P pred) {
-    MutexLock l(&mu_);
-    const absl::Time end = absl::Now() + absl::Seconds(20);
-    while (!pred()) {
-      if (absl::Now() > end) return false;
-      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
-    }
-    return true;
-  }
-
-  Mutex mu_;
-  CondVar cv_;
-  bool reject_ = false;
-  std::vector<Submission> subs_;
-  std::vector<int64_t> cancelled_;
-  weft::v1::WorkerHello hello_;
-  std::shared_ptr<WorkerHandle> worker_;
-  std::vector<weft::v1::StepResult> results_;
-  int hellos_ = 0;
-  int gone_ = 0;
-};
+using testing::ByteEncoder;
+using testing::FakeEngine;
 
 class ServicesTest : public ::testing::Test {
  protected:
@@ -94,10 +27,11 @@ class ServicesTest : public ::testing::Test {
     lim.model_name = "fake";
     lim.vocab_size = 256;
     lim.context_length = 128;
-    GenerationServiceOptions opts;
+    FrontendOptions opts;
     opts.max_streams = 2;
     opts.auth = auth;
-    gen_ = std::make_unique<GenerationService>(opts, lim, &encoder_, &engine_, &metrics_);
+    frontend_ = std::make_unique<GenerateFrontend>(opts, lim, &encoder_, &engine_, &metrics_);
+    gen_ = std::make_unique<GenerationService>(frontend_.get());
     ctl_ = std::make_unique<WorkerControlService>(&engine_);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -131,6 +65,7 @@ class ServicesTest : public ::testing::Test {
   ByteEncoder encoder_;
   FakeEngine engine_;
   ServiceMetrics metrics_;
+  std::unique_ptr<GenerateFrontend> frontend_;
   std::unique_ptr<GenerationService> gen_;
   std::unique_ptr<WorkerControlService> ctl_;
   std::unique_ptr<grpc::Server> server_;
@@ -366,9 +301,10 @@ TEST(ServicesAuthTest, TokensAreCheckedBeforeAnyWork) {
   lim.model_name = "fake";
   lim.vocab_size = 256;
   lim.context_length = 128;
-  GenerationServiceOptions opts;
+  FrontendOptions opts;
   opts.auth = tokens->get();
-  GenerationService gen(opts, lim, &encoder, &engine, &metrics);
+  GenerateFrontend frontend(opts, lim, &encoder, &engine, &metrics);
+  GenerationService gen(&frontend);
   int port = 0;
   grpc::ServerBuilder b;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);

@@ -72,6 +72,19 @@ std::string Runfile(const std::string& path) {
   return absl::StrCat(srcdir, "/", ws, "/", path);
 }
 
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(a.sin_port) : -1;
+}
+
 std::string MakeTempDir(const std::string& prefix, bool keep) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   if (const char* out = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR"); keep && out != nullptr) tmp = out;
@@ -390,6 +403,7 @@ absl::Status Cluster::StartScheduler(std::vector<std::string> extra_flags, int w
   port_ = JsonInt(*json, "port");
   worker_port_ = JsonInt(*json, "worker_port");
   metrics_port_ = JsonInt(*json, "metrics_port");
+  http_port_ = std::max(-1, JsonInt(*json, "http_port"));
   if (port_ <= 0 || worker_port_ <= 0 || metrics_port_ <= 0) {
     return absl::InternalError(absl::StrCat("bad ports file: ", *json));
   }

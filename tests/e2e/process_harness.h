@@ -55,6 +55,9 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
              absl::Duration poll = absl::Milliseconds(50));
 // The whole file, or "" when it cannot be read.
 std::string ReadFile(const std::string& path);
+// A loopback TCP port that was free a moment ago, for programs whose ports come from a
+// configuration rather than port 0 (HAProxy); -1 when none could be bound.
+int FreeLoopbackPort();
 
 class ChildProcess {
  public:
@@ -171,6 +174,8 @@ class Cluster {
   int port() const { return port_; }
   int worker_port() const { return worker_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI HTTP API's port (the scheduler started with --http_port), else -1.
+  int http_port() const { return http_port_; }
   int worker_metrics_port(const std::string& replica, int rank = 0) const;
 
   absl::StatusOr<MetricsPage> Metrics() const { return ScrapeMetrics(metrics_port_); }
@@ -211,7 +216,7 @@ class Cluster {
   ClientTlsFiles client_tls_;
   int restarts_ = 0;
   std::unique_ptr<ChildProcess> scheduler_;
-  int port_ = 0, worker_port_ = 0, metrics_port_ = 0;
+  int port_ = 0, worker_port_ = 0, metrics_port_ = 0, http_port_ = -1;
   std::map<std::string, std::unique_ptr<ChildProcess>> workers_;  // by WorkerKey
   std::map<std::string, int> worker_metrics_ports_;                // by WorkerKey
   std::shared_ptr<grpc::Channel> channel_;

@@ -12,9 +12,7 @@
 //    UNAVAILABLE at once, while alpha serves; the worker back -> beta back in;
 //  * beta's scheduler stopped -> only beta's calls fail (UNAVAILABLE), alpha keeps serving.
 // Skips, saying why, only when /usr/sbin/haproxy is missing (tools/bootstrap.sh installs it).
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -32,22 +30,6 @@ namespace weft::e2e {
 namespace {
 
 constexpr char kHaproxy[] = "/usr/sbin/haproxy";
-
-// A port that was free a moment ago (HAProxy's ports come from its config, not port 0).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 class ProxyRoutingE2eTest : public ::testing::Test {
  protected:
@@ -100,8 +82,8 @@ TEST_F(ProxyRoutingE2eTest, CallsReachTheirModelsSchedulerAndOnlyTheStoppedModel
   const std::string models_cfg = alpha.dir() + "/models.cfg";
   std::ofstream(models_cfg) << "backend model:alpha\n  server scheduler " << alpha.address() << "\n"
                             << "backend model:beta\n  server scheduler " << beta.address() << "\n";
-  proxy_port_ = FreePort();
-  admin_port_ = FreePort();
+  proxy_port_ = FreeLoopbackPort();
+  admin_port_ = FreeLoopbackPort();
   ASSERT_GT(proxy_port_, 0);
   ASSERT_GT(admin_port_, 0);
   auto proxy =
