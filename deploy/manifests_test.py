@@ -22,7 +22,8 @@ launch_test.py).
   worker pod (the gpu pod's two, the LeaderWorkerSet's pods) has the worker certificate
   (flags pointing into a mounted Secret that a Certificate with "client auth" makes), the
   scheduler its public and attach certificates and the tokens file; the check is shown
-  to catch a rank container left out. The routes match x-weft-model (or the /<model>
+  to catch a rank container left out; the certificates carry the names clients check
+  (the attach Service the workers dial, the public Service). The routes match x-weft-model (or the /<model>
   prefix) with the scheduler's --model_name and reach ports of the public Service.
 """
 import argparse
@@ -347,6 +348,12 @@ class ManifestsTest(unittest.TestCase):
                     o["spec"]["secretName"] == "weft-smollm2-worker-tls")
         cert["spec"]["usages"] = ["server auth"]
         self.assertTrue(any("client auth" in p for p in edge_problems(objs)))
+        # And an attach certificate for another name than the workers dial.
+        objs = objects("lws-secure")
+        cert = next(o for o in objs if o["kind"] == "Certificate" and
+                    o["spec"]["secretName"] == "weft-smollm2-attach-tls")
+        cert["spec"]["dnsNames"] = ["weft-smollm2"]
+        self.assertTrue(any("weft-smollm2-attach" in p for p in edge_problems(objs)))
 
     def test_routes_match_the_model_and_reach_the_public_service(self):
         base = objects("cpu")
@@ -387,6 +394,7 @@ def edge_problems(objs):
     the Secret it should read, a Secret no Certificate makes."""
     made = {o["spec"]["secretName"]: o["spec"] for o in objs if o["kind"] == "Certificate"}
     problems = []
+    served = {}  # the scheduler's --tls_cert / --worker_tls_cert: (DNS names, template, container)
 
     def secret_file(t, c, flag, value):
         mount = next((m for m in c.get("volumeMounts", [])
@@ -422,6 +430,25 @@ def edge_problems(objs):
             elif flag != "--worker_tls_ca" and usage not in made[secret].get("usages", []):
                 problems.append("%s %s: Secret %s is not a %s certificate"
                                 % (c["name"], flag, secret, usage))
+            elif flag in ("--tls_cert", "--worker_tls_cert") and b == "weft-scheduler":
+                served[flag] = (made[secret].get("dnsNames", []), t, c)
+    # The names clients check: the workers dial the attach Service by name; the public
+    # certificate names the public Service (and the exec probe's --tls_server_name).
+    for name, t, c in containers(objs):
+        if binary(c) == "weft-worker" and "--worker_tls_cert" in served:
+            host = flag_map(c["args"])["--scheduler"].rsplit(":", 1)[0]
+            if host not in served["--worker_tls_cert"][0]:
+                problems.append("%s dials %s, not a name of the attach certificate %s"
+                                % (c["name"], host, served["--worker_tls_cert"][0]))
+    if "--tls_cert" in served:
+        names, t, c = served["--tls_cert"]
+        public = [o["metadata"]["name"] for o in objs if o["kind"] == "Service" and
+                  not o["spec"].get("publishNotReadyAddresses") and
+                  selects(o["spec"]["selector"], t["metadata"]["labels"])]
+        probe = flag_map(c.get("readinessProbe", {}).get("exec", {}).get("command", []))
+        for want in public + [probe.get("--tls_server_name")]:
+            if want not in names:
+                problems.append("the public certificate's names %s lack %s" % (names, want))
     return problems
 
 
