@@ -24,7 +24,8 @@ launch_test.py).
   scheduler its public and attach certificates and the tokens file; the check is shown
   to catch a rank container left out; the certificates carry the names clients check
   (the attach Service the workers dial, the public Service). The routes match x-weft-model (or the /<model>
-  prefix) with the scheduler's --model_name and reach ports of the public Service.
+  prefix) with the scheduler's --model_name and reach ports of the public Service, and
+  so do deploy/proxy's HAProxy backends.
 """
 import argparse
 import os
@@ -386,6 +387,24 @@ class ManifestsTest(unittest.TestCase):
                     self.assertFalse(svc["spec"].get("publishNotReadyAddresses"),
                                      "routes go to the Service that follows readiness")
                     self.assertEqual(target, want_port[r["kind"]])
+
+    def test_proxy_backends_are_the_public_service_ports(self):
+        """deploy/proxy/models/*.cfg: backend model:<m> is the gRPC port, openai:<m> the HTTP
+        port of Service weft-<m>, and <m> is the scheduler's --model_name."""
+        base = objects("cpu")
+        sched = [c for _, _, c in containers(base) if binary(c) == "weft-scheduler"][0]
+        model = flag_map(sched["args"])["--model_name"]
+        ports = {(o["metadata"]["name"], p["port"]): p.get("targetPort") for o in base
+                 if o["kind"] == "Service" and not o["spec"].get("publishNotReadyAddresses")
+                 for p in o["spec"]["ports"]}
+        cfg = open(os.path.join(testlib.runfiles_dir(), "deploy", "proxy", "models",
+                                model + ".cfg")).read()
+        backends = re.findall(r"^backend (\S+).*\n\s+server \S+ ([\w.-]+):(\d+)", cfg, re.M)
+        want = {"model:" + model: "grpc", "openai:" + model: "http"}
+        self.assertEqual(sorted(b for b, _, _ in backends), sorted(want))
+        for backend, host, port in backends:
+            self.assertEqual(ports.get((host, int(port))), want[backend],
+                             "%s -> %s:%s" % (backend, host, port))
 
 
 def edge_problems(objs):
