@@ -128,7 +128,8 @@ void Planner::Preempt(Step& st, Sequence* victim) {
 void Planner::AdmitWaiting(Step& st) {
   Replica* replica = st.replica;
   // An iteration that had to preempt is short of blocks: admit nothing (as vLLM v1).
-  if (st.preempted || !policy_->MayAdmit(replica->num_running())) return;
+  // A draining replica takes no new sequence (its queue waits for another replica).
+  if (st.preempted || replica->draining() || !policy_->MayAdmit(replica->num_running())) return;
   const Replica::SeqMap& waiting = replica->waiting();
   auto it = waiting.begin();
   while (it != waiting.end()) {
@@ -222,7 +223,10 @@ void Planner::Emit(Step& st, Sequence* seq, int32_t num_computed_before, int32_t
   } else {
     CachedSequenceData& e = st.plan->cached_requests.emplace_back();
     e.seq = seq->ref();
-    e.new_block_ids.assign(ids.begin() + seq->num_blocks_sent, ids.end());
+    // Most decodes add no block: skip the (non-trivial) InlinedVector assign then.
+    if (seq->num_blocks_sent < static_cast<int32_t>(ids.size())) {
+      e.new_block_ids.assign(ids.begin() + seq->num_blocks_sent, ids.end());
+    }
     e.num_computed_tokens = num_computed_before;
     e.num_scheduled_tokens = n;
     e.do_sample = sample;

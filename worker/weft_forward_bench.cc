@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "kernels/cpu/cpu_features.h"
 #include "worker/kv_cache.h"
@@ -311,6 +311,7 @@ int Main() {
 }  // namespace weft
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv,
+                   "weft_forward_bench [--model=FILE.gguf --threads --decode_batch ...]");
   return weft::Main();
 }

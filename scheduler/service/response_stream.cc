@@ -3,8 +3,32 @@
 #include <utility>
 
 #include "grpc/grpc.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 
 namespace weft {
+
+// Forwards to the reactor. The gRPC callback protocol keeps the reactor alive while the
+// Outbox may call it: a write in flight or a Finish not yet started holds back OnDone.
+// Generate is a raw method, so each response is serialized here into buffer_, which
+// stays untouched until the next StartWrite (the Outbox has at most one write in
+// flight, so no lock is needed).
+class ResponseReactor::Writer : public OutboxWriter {
+ public:
+  explicit Writer(ResponseReactor* reactor) : reactor_(reactor) {}
+  void StartWrite(const weft::v1::GenerateResponse* response) override {
+    bool own_buffer = false;
+    buffer_.Clear();  // the previous write is done with it
+    grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(*response, &buffer_,
+                                                                      &own_buffer);
+    reactor_->StartWrite(&buffer_);
+  }
+  void FinishCall(const grpc::Status& status) override { reactor_->Finish(status); }
+  void CancelCall(const grpc::Status& status) override { reactor_->CancelCall(status); }
+
+ private:
+  ResponseReactor* const reactor_;
+  grpc::ByteBuffer buffer_;  // the serialized response in flight
+};
 
 bool Outbox::Push(weft::v1::GenerateResponse response) {
   {
@@ -35,7 +59,7 @@ void Outbox::Finish(const grpc::Status& status) {
 }
 
 void Outbox::Abort(const grpc::Status& status) {
-  ResponseReactor* reactor = nullptr;
+  std::shared_ptr<OutboxWriter> writer;
   {
     MutexLock lock(&mu_);
     if (done_ || aborted_) return;
@@ -47,15 +71,15 @@ void Outbox::Abort(const grpc::Status& status) {
     bytes_ = 0;
     // Only a write that is in flight can hold the finish back; cancelling makes gRPC
     // complete it (not ok), and OnWriteDone then starts the finish.
-    if (write_in_flight_ && !finish_started_ && !cancelling_ && reactor_ != nullptr) {
+    if (write_in_flight_ && !finish_started_ && !cancelling_ && writer_ != nullptr) {
       cancelling_ = true;
-      reactor = reactor_;
+      writer = writer_;
     }
   }
-  if (reactor != nullptr) {
-    // The reactor stays alive: gRPC deletes it only after OnDone, which needs the
+  if (writer != nullptr) {
+    // The gRPC reactor stays alive: gRPC deletes it only after OnDone, which needs the
     // Finish that Pump holds back while cancelling_ is set.
-    reactor->CancelCall(status);
+    writer->CancelCall(status);
     MutexLock lock(&mu_);
     cancelling_ = false;
   }
@@ -84,10 +108,10 @@ size_t Outbox::queued_bytes() const {
   return bytes_;
 }
 
-void Outbox::Attach(ResponseReactor* reactor) {
+void Outbox::Attach(std::shared_ptr<OutboxWriter> writer) {
   {
     MutexLock lock(&mu_);
-    reactor_ = reactor;
+    writer_ = std::move(writer);
   }
   Pump();
 }
@@ -110,21 +134,22 @@ void Outbox::OnWriteDone(bool ok) {
 }
 
 void Outbox::OnCallDone() {
+  std::shared_ptr<OutboxWriter> writer;  // released outside mu_
   MutexLock lock(&mu_);
   done_ = true;
-  reactor_ = nullptr;
+  writer = std::move(writer_);
   queue_.clear();
   bytes_ = 0;
 }
 
 void Outbox::Pump() {
-  ResponseReactor* reactor = nullptr;
+  std::shared_ptr<OutboxWriter> writer;
   const weft::v1::GenerateResponse* to_write = nullptr;
   bool finish = false;
   grpc::Status status;
   {
     MutexLock lock(&mu_);
-    if (reactor_ == nullptr || done_ || write_in_flight_ || finish_started_) return;
+    if (writer_ == nullptr || done_ || write_in_flight_ || finish_started_) return;
     if (!queue_.empty()) {
       in_flight_ = std::move(queue_.front());
       queue_.pop_front();
@@ -139,14 +164,14 @@ void Outbox::Pump() {
     } else {
       return;
     }
-    reactor = reactor_;
+    writer = writer_;
   }
-  // No lock held across the gRPC call. in_flight_ is not touched again until
+  // No lock held across the writer's call. in_flight_ is not touched again until
   // OnWriteDone clears write_in_flight_.
   if (to_write != nullptr) {
-    reactor->StartWrite(to_write);
+    writer->StartWrite(to_write);
   } else if (finish) {
-    reactor->Finish(status);
+    writer->FinishCall(status);
   }
 }
 
@@ -157,7 +182,7 @@ ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<v
       context_(context),
       on_cancel_(std::move(on_cancel)),
       on_done_(std::move(on_done)) {
-  outbox_->Attach(this);
+  outbox_->Attach(std::make_shared<Writer>(this));
 }
 
 void ResponseReactor::CancelCall(const grpc::Status& status) {

@@ -1,16 +1,21 @@
-// ResponseStream: one Generate call's server-streaming reactor and its bounded outbox.
+// ResponseStream: one generation call's bounded outbox, and the gRPC server-streaming
+// reactor that writes it to a Generate client.
 //
-// The planning thread pushes responses (never blocks); the reactor writes them to the
-// client one at a time. A reader that does not keep up fills the outbox: the planning
+// The planning thread pushes responses (never blocks); the outbox's writer (the gRPC
+// reactor here, or an OpenAI HTTP call: http_server.h) writes them to the client one at
+// a time. A reader that does not keep up fills the outbox: the planning
 // thread sees it through `Stalled()` and ends the request with `Abort(RESOURCE_EXHAUSTED)`,
-// so a slow client never slows the others and its buffer stays under its cap. A client
+// so a slow client never slows the others and its buffer stays under its cap. The gRPC
+// call is a raw one (Generate parses its request by hand: request_parse.h), so the
+// reactor's writer serializes each GenerateResponse into a grpc::ByteBuffer. A client
 // that never reads at all leaves a write pending forever (its HTTP/2 window is closed):
 // Abort then cancels the call in the transport, which completes that write, so the call
 // still ends and gives back its stream slot.
 //
 // Ownership: gRPC owns the reactor until OnDone; the planning thread holds a
-// shared_ptr<ResponseStream::Outbox> that outlives it, so pushes after the call ended are
-// harmless no-ops. Thread-safety: Outbox methods are thread-safe.
+// shared_ptr<Outbox> that outlives it, so pushes after the call ended are harmless
+// no-ops. The outbox holds its writer by shared_ptr until the call is done.
+// Thread-safety: Outbox methods are thread-safe.
 #ifndef WEFT_SCHEDULER_SERVICE_RESPONSE_STREAM_H_
 #define WEFT_SCHEDULER_SERVICE_RESPONSE_STREAM_H_
 
@@ -27,7 +32,20 @@
 
 namespace weft {
 
-class ResponseReactor;
+// What drains an Outbox to one client. The Outbox calls these without holding its lock:
+// at most one StartWrite in flight, each answered by Outbox::OnWriteDone; FinishCall at
+// most once and after the last write completed; CancelCall only while a write is in
+// flight (Abort), to cut it short. None may block.
+class OutboxWriter {
+ public:
+  virtual ~OutboxWriter() = default;
+  // Starts writing `response`, which stays valid until the writer calls OnWriteDone.
+  virtual void StartWrite(const weft::v1::GenerateResponse* response) = 0;
+  // Ends the call with `status`; the writer then calls OnCallDone once the call is over.
+  virtual void FinishCall(const grpc::Status& status) = 0;
+  // Breaks the call in the transport so that the write in flight completes (not ok).
+  virtual void CancelCall(const grpc::Status& status) = 0;
+};
 
 class Outbox {
  public:
@@ -53,18 +71,20 @@ class Outbox {
   bool Done() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t queued_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
- private:
-  friend class ResponseReactor;
-  // Reactor side.
-  void Attach(ResponseReactor* reactor) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writer side (OutboxWriter implementations). Responses pushed before Attach wait.
+  void Attach(std::shared_ptr<OutboxWriter> writer) ABSL_LOCKS_EXCLUDED(mu_);
+  // The write started by StartWrite is over; !ok: the call is broken.
   void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  // The call is over: nothing more is written; the writer is released.
   void OnCallDone() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
   // Starts the next write or the finish if nothing is in flight. Called without mu_.
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
 
   const size_t max_bytes_;
   mutable Mutex mu_;
-  ResponseReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<OutboxWriter> writer_ ABSL_GUARDED_BY(mu_);
   std::deque<weft::v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
@@ -80,7 +100,8 @@ class Outbox {
   weft::v1::GenerateResponse in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
-class ResponseReactor : public grpc::ServerWriteReactor<weft::v1::GenerateResponse> {
+// The gRPC writer of a Generate call (a raw method: responses go out serialized).
+class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `on_cancel` runs (once) when the client cancels or the call breaks before Finish.
   // `context` (may be null: calls that are finished at once) lets Outbox::Abort cancel
@@ -93,7 +114,8 @@ class ResponseReactor : public grpc::ServerWriteReactor<weft::v1::GenerateRespon
   void OnDone() override;
 
  private:
-  friend class Outbox;
+  // The Outbox's view of this reactor (gRPC owns the reactor; the outbox owns this).
+  class Writer;
   // Cancels the call in the transport with `status` (pending operations then fail).
   void CancelCall(const grpc::Status& status);
 

@@ -46,10 +46,10 @@ void WorkerHandle::OnWriteDone(bool ok) {
   {
     MutexLock lock(&mu_);
     write_in_flight_ = false;
-    if (!ok) {
-      queue_.clear();
-      return;
-    }
+    // A failed write (the stream broke) drops what is queued, but a Close requested
+    // meanwhile must still Finish the call: gRPC never ends a reactor (OnDone) that did
+    // not, and the server's Shutdown would wait for it forever.
+    if (!ok) queue_.clear();
   }
   Pump();
 }
