@@ -27,10 +27,21 @@ namespace weft::kernels {
 // Why one scale per token and head, not DESIGN.md's groups of 8 along head_dim: the
 // score q.k_j is then one integer dot product times q's and k_j's scales, and P.V folds
 // v_j's scale into p_j before p is rounded to 8 bits, so both products are integer sums
-// over whole spans of keys. Measured on the default model (worker/model:
-// llama_accuracy_test, perplexity on tests/testdata/ppl_text.txt, llama.cpp 23.2477):
-// int8 KV with these integer products 23.2306 on the AMX path, 23.3154 on the VNNI path
-// (f16 KV: 23.2252 / 23.3625); with groups of 8 and the same rounding of q and p, 23.21.
+// over whole spans of keys. The cost, measured with worker:weft-perplexity on the default
+// model (Xeon model 167 with AMX; groups of 8 = main before this format, fp32 attention on
+// the dequantized values):
+//   text                              kernels     f16 KV   int8, groups of 8   int8, this
+//   tests/testdata/ppl_text.txt       avx512vnni  23.3625  23.2834             23.3154
+//     (1,275 tokens, +/- 1.77;        amx         23.2252  -                   23.2306
+//      llama.cpp 23.2477)
+//   /usr/share/common-licenses/       avx512vnni  15.9821  16.0142 (+0.20 %)   16.0545 (+0.45 %)
+//     {GPL-3,Apache-2.0,MPL-2.0,      amx         15.9712  -                   16.0003 (+0.18 %)
+//      LGPL-2.1} (9,435 tokens, +/- 0.46)
+// i.e. one scale per token, with q and p rounded to 8 bits for the integer products, costs
+// ~0.25 % perplexity over groups of 8 with fp32 products on the VNNI path: far inside the
+// 1.01x bound (llama_accuracy_test) and the texts' standard errors.
+// The CUDA backend keeps groups of 8 (kernels/cuda/dtypes.h kKvInt8Group): KV never moves
+// between a CPU and a GPU worker, so the two pools need not share a format.
 enum class KvDtype {
   kF32,
   kF16,

@@ -206,7 +206,7 @@ void BM_Quantize(benchmark::State& state) {
 BENCHMARK(BM_Quantize)->Args({576, 64})->Args({1536, 64});
 
 void Int8Shapes(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {1, 4, 16, 64, 256, 512}) {
+  for (int64_t m : {1, 4, 16, 64, 128, 256, 512}) {
     b->Args({576, 1536, m});   // ffn gate/up
     b->Args({1536, 576, m});   // ffn down
   }
