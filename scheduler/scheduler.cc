@@ -12,13 +12,6 @@
 namespace weft {
 namespace {
 
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 bool IsAbortReason(FinishReason r) {
   return r == FinishReason::kCancelled || r == FinishReason::kDeadline ||
          r == FinishReason::kError || r == FinishReason::kUnavailable;
@@ -45,8 +38,7 @@ Scheduler::Scheduler(const SchedulerOptions& options, std::unique_ptr<Scheduling
       policy_(std::move(policy)),
       text_(text),
       stop_context_{options_.eos_token_ids, text},
-      planner_(&options_, policy_.get(), &counters_),
-      seed_state_(options.seed) {}
+      planner_(&options_, policy_.get(), &counters_) {}
 
 // --- Replicas ---------------------------------------------------------------------
 
@@ -197,7 +189,6 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(const RequestSpec& spec, absl::T
   r->id = RequestId(next_request_id_++);
   r->num_prompt_tokens = prompt;
   r->sampling = spec.sampling;
-  if (!r->sampling.seed.has_value()) r->sampling.seed = NextSeed();
   r->stopping = spec.stopping;
   r->priority = spec.priority;
   r->arrival = now;
@@ -205,7 +196,7 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(const RequestSpec& spec, absl::T
   r->num_unfinished = spec.n;
   r->num_awaiting_fork = spec.n - 1;
   r->usage.num_prompt_tokens = prompt;
-  r->usage.seed = *r->sampling.seed;
+  r->usage.seed = r->sampling.seed;
   r->usage.arrival_time = now;
   for (int32_t j = 0; j < spec.n; ++j) {
     auto seq = std::make_unique<Sequence>(r, j, &r->stopping.stop_strings);
@@ -424,8 +415,6 @@ int32_t Scheduler::NumWaiting() const {
   for (const auto& e : replicas_) n += e.second->num_waiting();
   return n;
 }
-
-uint64_t Scheduler::NextSeed() { return SplitMix64(&seed_state_); }
 
 std::vector<ReplicaId> Scheduler::replica_ids() const {
   std::vector<ReplicaId> ids;

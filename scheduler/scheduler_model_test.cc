@@ -91,8 +91,8 @@ class PlannerModelTest : public ::testing::TestWithParam<ModelConfig> {
       absl::StatusOr<std::string> d = h.PlanAndExecute(r);
       ASSERT_TRUE(d.ok()) << d.status();
       const StepPlan& plan = h.last_plan();
-      ASSERT_LE(plan.total_num_scheduled_tokens, Options().max_num_batched_tokens);
-      if (!plan.empty()) ++steps_;
+      ASSERT_LE(plan.num_scheduled_tokens(), Options().max_num_batched_tokens);
+      if (!PlanIsEmpty(plan)) ++steps_;
     }
   }
 
@@ -154,7 +154,7 @@ TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
   for (ReplicaId r : h.scheduler().replica_ids()) {
     while (h.scheduler().CanPlan(r)) {  // deliver the last finished ids
       ASSERT_TRUE(h.PlanAndExecute(r).ok());
-      if (h.last_plan().empty()) break;
+      if (PlanIsEmpty(h.last_plan())) break;
       ASSERT_TRUE(h.ApplyOldest(r).ok());
     }
   }

@@ -96,14 +96,14 @@ TEST(PlannerTableTest, StaticBatchReservesUpFrontAndWaitsForTheWholeBatch) {
   // iteration: a plan entry never schedules 0 tokens.
   EXPECT_EQ(h.Step(), "*1:8 *2:8");
   // Reservation: prompt + max_tokens, all blocks at once.
-  ASSERT_EQ(h.last_plan().new_requests.size(), 2u);
-  EXPECT_EQ(h.last_plan().new_requests[0].block_ids.size(), 3u);  // (8+2)/4 → 3
-  EXPECT_EQ(h.last_plan().new_requests[1].block_ids.size(), 4u);  // (8+5)/4 → 4
+  ASSERT_EQ(h.last_plan().new_sequences_size(), 2u);
+  EXPECT_EQ(h.last_plan().new_sequences(0).block_ids_size(), 3u);  // (8+2)/4 → 3
+  EXPECT_EQ(h.last_plan().new_sequences(1).block_ids_size(), 4u);  // (8+5)/4 → 4
   EXPECT_EQ(h.scheduler().Metrics().kv_blocks_used, 10);          // R3's 3 held too
   h.AddSimple(4, 1, 0, 1, 300);  // must wait for the whole batch
   EXPECT_EQ(h.Step(), "*3:8 1:1 2:1");  // R1 done (2 tokens)
-  ASSERT_EQ(h.last_plan().new_requests.size(), 1u);
-  EXPECT_EQ(h.last_plan().new_requests[0].block_ids.size(), 3u);  // (8+3)/4 → 3
+  ASSERT_EQ(h.last_plan().new_sequences_size(), 1u);
+  EXPECT_EQ(h.last_plan().new_sequences(0).block_ids_size(), 3u);  // (8+3)/4 → 3
   ExpectSteps(h, {
                      "2:1 3:1 x1",
                      "2:1 3:1",      // R3 done (3 tokens)
@@ -133,12 +133,12 @@ TEST(PlannerTableTest, PreemptionByRecomputeAndResume) {
   bool resumed = false;
   for (int i = 0; i < 20 && !resumed; ++i) {
     h.Step();
-    for (const auto& e : h.last_plan().new_requests) {
-      if (e.seq.request_id == RequestId(2)) {
+    for (const auto& e : h.last_plan().new_sequences()) {
+      if (SequenceRef::FromSeqId(e.seq_id()).request_id == RequestId(2)) {
         resumed = true;
-        EXPECT_TRUE(e.resumed);
-        EXPECT_EQ(e.token_ids.size(), 9u);
-        EXPECT_EQ(e.num_prompt_tokens, 8);
+        EXPECT_TRUE(e.resumed());
+        EXPECT_EQ(e.token_ids_size(), 9);
+        EXPECT_EQ(e.num_prompt_tokens(), 8);
       }
     }
   }
@@ -179,7 +179,7 @@ TEST(PlannerTableTest, SharedHundredTokenPrefixIsComputedOnce) {
   // 6 full blocks (96 tokens) of the shared prefix come from the cache; the 4 shared
   // tokens in R1's 7th block are recomputed (that block's hash covers unshared tokens).
   EXPECT_EQ(h.Step(), "*2:24 1:1");
-  EXPECT_EQ(h.last_plan().new_requests[0].num_computed_tokens, 96);
+  EXPECT_EQ(h.last_plan().new_sequences(0).num_computed_tokens(), 96);
   EXPECT_EQ(h.scheduler().counters().prefix_cache_hit_tokens_total, 96);
   RunToCompletion(h);
   EXPECT_EQ(h.output(RequestId(2)).usage.num_cached_prompt_tokens, 96);
@@ -391,19 +391,19 @@ TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
   h.AddSimple(4, 4);
   StepPlan plan;
   ASSERT_TRUE(h.scheduler().Plan(r, h.now(), &plan).ok());
-  ASSERT_EQ(plan.num_sampled, 1);
-  const SampledToken good{plan.new_requests[0].seq, 5};
+  ASSERT_EQ(plan.num_sampled(), 1);
+  const SampledToken good{SequenceRef::FromSeqId(plan.new_sequences(0).seq_id()), 5};
   const SampledToken wrong{SequenceRef{RequestId(99), 0}, 5};
   Scheduler& s = h.scheduler();
   EXPECT_EQ(s.ApplyResults(r, StepId(2), {good}, h.now()).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.ApplyResults(r, plan.step_id, {}, h.now()).code(),
+  EXPECT_EQ(s.ApplyResults(r, StepId(plan.step_id()), {}, h.now()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.ApplyResults(r, plan.step_id, {wrong}, h.now()).code(),
+  EXPECT_EQ(s.ApplyResults(r, StepId(plan.step_id()), {wrong}, h.now()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.ApplyResults(ReplicaId(42), plan.step_id, {good}, h.now()).code(),
+  EXPECT_EQ(s.ApplyResults(ReplicaId(42), StepId(plan.step_id()), {good}, h.now()).code(),
             absl::StatusCode::kNotFound);
-  EXPECT_TRUE(s.ApplyResults(r, plan.step_id, {good}, h.now()).ok());
+  EXPECT_TRUE(s.ApplyResults(r, StepId(plan.step_id()), {good}, h.now()).ok());
   EXPECT_TRUE(s.CheckInvariants().ok());
 }
 
@@ -434,7 +434,7 @@ TEST(SchedulerReplicaTest, RemovedReplicaRequeuesItsRequestsForRecompute) {
   EXPECT_EQ(h.Step(0), "1:1");
   ASSERT_TRUE(h.RemoveReplica(h.replica(0)).ok());  // R1 had 2 tokens
   EXPECT_EQ(h.Step(0), "*1:10 2:1");              // recompute prompt + 2 outputs
-  EXPECT_TRUE(h.last_plan().new_requests[0].resumed);
+  EXPECT_TRUE(h.last_plan().new_sequences(0).resumed());
   h.AddSimple(8, 6, 0, 1, 300);
   EXPECT_EQ(h.Step(0), "*3:8 1:1 2:1");
   ASSERT_TRUE(h.RemoveReplica(h.replica(0)).ok());  // no replica left

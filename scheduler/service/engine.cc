@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/plan/step_plan.h"
 #include "glog/logging.h"
-#include "scheduler/service/plan_codec.h"
 #include "scheduler/service/services.h"
 
 namespace weft {
@@ -14,15 +14,7 @@ namespace {
 RequestSpec SpecFrom(const ResolvedRequest& r, absl::Time deadline) {
   RequestSpec spec;
   spec.prompt_token_ids = r.prompt_token_ids;
-  spec.sampling.temperature = r.sampling.temperature;
-  spec.sampling.top_p = r.sampling.top_p;
-  spec.sampling.top_k = r.sampling.top_k;
-  spec.sampling.min_p = r.sampling.min_p;
-  spec.sampling.repetition_penalty = r.sampling.repetition_penalty;
-  spec.sampling.presence_penalty = r.sampling.presence_penalty;
-  spec.sampling.frequency_penalty = r.sampling.frequency_penalty;
-  spec.sampling.seed = r.sampling.seed;
-  spec.sampling.logprobs = r.sampling.num_logprobs;
+  spec.sampling = r.sampling;
   spec.stopping.max_tokens = r.max_tokens;
   spec.stopping.ignore_eos = r.ignore_eos;
   spec.stopping.stop_token_ids = r.stop_token_ids;
@@ -330,19 +322,18 @@ void Engine::ApplyStep(ReplicaState* rs, const InFlightPlan& plan, const weft::v
   const absl::Time start = absl::Now();
   metrics_->worker_forward_seconds.Increment(std::max(0.0, r.forward_seconds()));
   metrics_->worker_execute_seconds.Increment(std::max(0.0, r.execute_seconds()));
-  absl::Status s = DecodeTokens(r, plan.sample_order, model_.vocab_size, &tokens_scratch_);
-  if (s.ok()) {
-    for (size_t i = 0; i < tokens_scratch_.size(); ++i) {
-      const weft::v1::SampledToken& t = r.tokens(static_cast<int>(i));
-      if (t.top_size() == 0 && t.logprob() == 0) continue;
-      TokenLogprobs lp;
-      lp.logprob = t.logprob();
-      for (const auto& e : t.top()) lp.top.emplace_back(e.token_id(), e.logprob());
-      tokens_scratch_[i].aux = static_cast<int32_t>(step_logprobs_.size());
-      step_logprobs_.push_back(std::move(lp));
-    }
-    s = core_->ApplyResults(rs->id, StepId(plan.step_id), tokens_scratch_, now);
+  // The core checks the tokens against the plan (count, order, vocabulary).
+  tokens_scratch_.clear();
+  for (const weft::v1::SampledToken& t : r.tokens()) {
+    tokens_scratch_.push_back(SampledToken{SequenceRef::FromSeqId(t.seq_id()), t.token_id()});
+    if (t.top_size() == 0 && t.logprob() == 0) continue;
+    TokenLogprobs lp;
+    lp.logprob = t.logprob();
+    for (const auto& e : t.top()) lp.top.emplace_back(e.token_id(), e.logprob());
+    tokens_scratch_.back().aux = static_cast<int32_t>(step_logprobs_.size());
+    step_logprobs_.push_back(std::move(lp));
   }
+  absl::Status s = core_->ApplyResults(rs->id, StepId(plan.step_id), tokens_scratch_, now);
   if (!s.ok()) {
     Fence(rs->name, absl::StrCat("bad result: ", s.message()), registry_.Fence(rs->name).other_ranks, now);
     return;
@@ -395,14 +386,19 @@ void Engine::PlanReplicas(absl::Time now) {
         LOG(ERROR) << "planning replica '" << name << "': " << s;
         break;
       }
-      if (plan_scratch_.empty()) break;
+      if (PlanIsEmpty(plan_scratch_)) break;
       InFlightPlan inflight;
-      inflight.step_id = plan_scratch_.step_id.value();
+      inflight.step_id = plan_scratch_.step_id();
       inflight.sent = now;
+      SampledSequences(plan_scratch_, &inflight.sample_order);
+      for (const auto& n : plan_scratch_.new_sequences()) {
+        inflight.requests.push_back(SequenceRef::FromSeqId(n.seq_id()).request_id);
+      }
+      for (const auto& c : plan_scratch_.cached_sequences()) {
+        inflight.requests.push_back(SequenceRef::FromSeqId(c.seq_id()).request_id);
+      }
       weft::v1::SchedulerMessage msg;
-      EncodePlan(plan_scratch_, msg.mutable_plan(), &inflight.sample_order);
-      for (const auto& n : plan_scratch_.new_requests) inflight.requests.push_back(n.seq.request_id);
-      for (const auto& c : plan_scratch_.cached_requests) inflight.requests.push_back(c.seq.request_id);
+      *msg.mutable_plan() = plan_scratch_;
       std::sort(inflight.requests.begin(), inflight.requests.end());
       inflight.requests.erase(std::unique(inflight.requests.begin(), inflight.requests.end()),
                               inflight.requests.end());
@@ -413,7 +409,7 @@ void Engine::PlanReplicas(absl::Time now) {
           rs.ranks[r]->Send(msg);
         }
       }
-      rs.tracker->OnPlanSent(inflight.step_id, plan_scratch_.total_num_scheduled_tokens, now);
+      rs.tracker->OnPlanSent(inflight.step_id, plan_scratch_.num_scheduled_tokens(), now);
       rs.in_flight.push_back(std::move(inflight));
       metrics_->plan_seconds.Increment(Seconds(absl::Now() - start));
     }

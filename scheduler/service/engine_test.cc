@@ -10,7 +10,7 @@
 
 #include "common/shard_layout.h"
 #include "scheduler/service/services.h"
-#include "worker/plan/state_cache.h"
+#include "common/plan/state_cache.h"
 #include "worker/service/worker_client.h"
 
 namespace weft {
@@ -91,7 +91,7 @@ class FakeExecutor : public StepExecutor {
     for (ScheduledSequence& sc : batch.sequences) {
       if (!sc.sample) continue;
       WorkerSequence* st = sc.state;
-      int32_t tok = FakeToken(st->sampling.seed(), st->sampling.sample_index(), st->num_output_tokens);
+      int32_t tok = FakeToken(st->sampling.seed, st->sample_index, st->num_output_tokens);
       if (rank_ == 1 && disagree_.load()) tok = (tok + 1) % 60;
       auto* t = r.add_tokens();
       t->set_seq_id(st->seq_id);
