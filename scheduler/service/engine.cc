@@ -381,35 +381,29 @@ void Engine::PlanReplicas(absl::Time now) {
   for (auto& [name, rs] : replicas_) {
     while (core_->CanPlan(rs.id)) {
       const absl::Time start = absl::Now();
-      absl::Status s = core_->Plan(rs.id, now, &plan_scratch_);
+      StepPlan& plan = *plan_message_.mutable_plan();  // reused: keeps its capacity
+      absl::Status s = core_->Plan(rs.id, now, &plan);
       if (!s.ok()) {
         LOG(ERROR) << "planning replica '" << name << "': " << s;
         break;
       }
-      if (PlanIsEmpty(plan_scratch_)) break;
+      if (PlanIsEmpty(plan)) break;
       InFlightPlan inflight;
-      inflight.step_id = plan_scratch_.step_id();
+      inflight.step_id = plan.step_id();
       inflight.sent = now;
-      SampledSequences(plan_scratch_, &inflight.sample_order);
-      for (const auto& n : plan_scratch_.new_sequences()) {
+      SampledSequences(plan, &inflight.sample_order);
+      for (const auto& n : plan.new_sequences()) {
         inflight.requests.push_back(SequenceRef::FromSeqId(n.seq_id()).request_id);
       }
-      for (const auto& c : plan_scratch_.cached_sequences()) {
+      for (const auto& c : plan.cached_sequences()) {
         inflight.requests.push_back(SequenceRef::FromSeqId(c.seq_id()).request_id);
       }
-      weft::v1::SchedulerMessage msg;
-      *msg.mutable_plan() = plan_scratch_;
       std::sort(inflight.requests.begin(), inflight.requests.end());
       inflight.requests.erase(std::unique(inflight.requests.begin(), inflight.requests.end()),
                               inflight.requests.end());
-      for (size_t r = 0; r < rs.ranks.size(); ++r) {
-        if (r + 1 == rs.ranks.size()) {
-          rs.ranks[r]->Send(std::move(msg));
-        } else {
-          rs.ranks[r]->Send(msg);
-        }
-      }
-      rs.tracker->OnPlanSent(inflight.step_id, plan_scratch_.num_scheduled_tokens(), now);
+      const grpc::ByteBuffer bytes = WorkerHandle::Encode(plan_message_);  // once for all ranks
+      for (const auto& rank : rs.ranks) rank->Send(bytes);
+      rs.tracker->OnPlanSent(inflight.step_id, plan.num_scheduled_tokens(), now);
       rs.in_flight.push_back(std::move(inflight));
       metrics_->plan_seconds.Increment(Seconds(absl::Now() - start));
     }

@@ -187,7 +187,7 @@ class Engine : public EngineInterface {
   std::vector<SequenceOutput> outputs_;
   std::vector<TokenLogprobs> step_logprobs_;
   std::vector<SampledToken> tokens_scratch_;
-  StepPlan plan_scratch_;
+  weft::v1::SchedulerMessage plan_message_;  // its plan is the scratch plan of every step
   absl::Time last_stall_check_ = absl::InfinitePast();
   absl::Time next_occupancy_sample_ = absl::InfinitePast();  // KV waste sampling
   bool last_health_ = false;

@@ -2,153 +2,7 @@
 
 #include <utility>
 
-#include "grpc/grpc.h"
-
 namespace weft {
-
-bool Outbox::Push(weft::v1::GenerateResponse response) {
-  {
-    MutexLock lock(&mu_);
-    if (done_ || finish_requested_) return false;
-    const size_t size = response.ByteSizeLong();
-    if (bytes_ + size > max_bytes_) return false;
-    if (queue_.empty() && !write_in_flight_) oldest_unwritten_since_ = absl::Now();
-    bytes_ += size;
-    queue_.push_back(std::move(response));
-  }
-  Pump();
-  return true;
-}
-
-void Outbox::Finish(const grpc::Status& status) {
-  {
-    MutexLock lock(&mu_);
-    if (finish_requested_ || done_) return;
-    finish_requested_ = true;
-    finish_status_ = status;
-    if (!status.ok()) {
-      queue_.clear();
-      bytes_ = 0;
-    }
-  }
-  Pump();
-}
-
-void Outbox::Abort(const grpc::Status& status) {
-  ResponseReactor* reactor = nullptr;
-  {
-    MutexLock lock(&mu_);
-    if (done_ || aborted_) return;
-    aborted_ = true;
-    // Overrides a pending OK finish too: the responses it waited to write are dropped.
-    finish_requested_ = true;
-    if (!finish_started_) finish_status_ = status;
-    queue_.clear();
-    bytes_ = 0;
-    // Only a write that is in flight can hold the finish back; cancelling makes gRPC
-    // complete it (not ok), and OnWriteDone then starts the finish.
-    if (write_in_flight_ && !finish_started_ && !cancelling_ && reactor_ != nullptr) {
-      cancelling_ = true;
-      reactor = reactor_;
-    }
-  }
-  if (reactor != nullptr) {
-    // The reactor stays alive: gRPC deletes it only after OnDone, which needs the
-    // Finish that Pump holds back while cancelling_ is set.
-    reactor->CancelCall(status);
-    MutexLock lock(&mu_);
-    cancelling_ = false;
-  }
-  Pump();
-}
-
-bool Outbox::Stalled(absl::Time now, absl::Duration timeout) const {
-  MutexLock lock(&mu_);
-  if (done_) return false;
-  if (queue_.empty() && !write_in_flight_) return false;
-  return now - oldest_unwritten_since_ > timeout;
-}
-
-bool Outbox::Done() const {
-  MutexLock lock(&mu_);
-  return done_;
-}
-
-bool Outbox::Closed() const {
-  MutexLock lock(&mu_);
-  return done_ || finish_requested_;
-}
-
-size_t Outbox::queued_bytes() const {
-  MutexLock lock(&mu_);
-  return bytes_;
-}
-
-void Outbox::Attach(ResponseReactor* reactor) {
-  {
-    MutexLock lock(&mu_);
-    reactor_ = reactor;
-  }
-  Pump();
-}
-
-void Outbox::OnWriteDone(bool ok) {
-  {
-    MutexLock lock(&mu_);
-    write_in_flight_ = false;
-    if (!ok) {
-      // The call is broken: drop what is queued. OnCancel may already have asked for
-      // the finish while this write was in flight, so fall through to Pump(), which
-      // starts it (a broken call must still be finished, or the server never shuts down).
-      queue_.clear();
-      bytes_ = 0;
-    } else {
-      oldest_unwritten_since_ = queue_.empty() ? absl::InfiniteFuture() : absl::Now();
-    }
-  }
-  Pump();
-}
-
-void Outbox::OnCallDone() {
-  MutexLock lock(&mu_);
-  done_ = true;
-  reactor_ = nullptr;
-  queue_.clear();
-  bytes_ = 0;
-}
-
-void Outbox::Pump() {
-  ResponseReactor* reactor = nullptr;
-  const weft::v1::GenerateResponse* to_write = nullptr;
-  bool finish = false;
-  grpc::Status status;
-  {
-    MutexLock lock(&mu_);
-    if (reactor_ == nullptr || done_ || write_in_flight_ || finish_started_) return;
-    if (!queue_.empty()) {
-      in_flight_ = std::move(queue_.front());
-      queue_.pop_front();
-      bytes_ -= std::min(bytes_, in_flight_.ByteSizeLong());
-      write_in_flight_ = true;
-      to_write = &in_flight_;
-    } else if (finish_requested_) {
-      if (cancelling_) return;  // Abort calls Pump again when it is done
-      finish_started_ = true;
-      finish = true;
-      status = finish_status_;
-    } else {
-      return;
-    }
-    reactor = reactor_;
-  }
-  // No lock held across the gRPC call. in_flight_ is not touched again until
-  // OnWriteDone clears write_in_flight_.
-  if (to_write != nullptr) {
-    reactor->StartWrite(to_write);
-  } else if (finish) {
-    reactor->Finish(status);
-  }
-}
 
 ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
                                  std::function<void()> on_done,
@@ -160,12 +14,13 @@ ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<v
   outbox_->Attach(this);
 }
 
-void ResponseReactor::CancelCall(const grpc::Status& status) {
-  if (context_ == nullptr) return;
-  grpc_call_cancel_with_status(context_->c_call(),
-                               static_cast<grpc_status_code>(status.error_code()),
-                               status.error_message().c_str(), nullptr);
+void ResponseReactor::WriteMessage(const weft::v1::GenerateResponse* response) {
+  StartWrite(response);
 }
+
+void ResponseReactor::FinishCall(const grpc::Status& status) { Finish(status); }
+
+void ResponseReactor::CancelCall(const grpc::Status& status) { CancelServerCall(context_, status); }
 
 void ResponseReactor::OnWriteDone(bool ok) { outbox_->OnWriteDone(ok); }
 

@@ -94,8 +94,8 @@ grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerCont
   return reactor;
 }
 
-grpc::ServerBidiReactor<weft::v1::WorkerMessage, weft::v1::SchedulerMessage>*
-WorkerControlService::Attach(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerControlService::Attach(
+    grpc::CallbackServerContext* context) {
   auto handle = std::make_shared<WorkerHandle>(next_id_.fetch_add(1), context->peer());
   LOG(INFO) << "worker stream " << handle->id() << " from " << handle->peer();
   return new WorkerReactor(
@@ -103,7 +103,7 @@ WorkerControlService::Attach(grpc::CallbackServerContext* context) {
       [this](const std::shared_ptr<WorkerHandle>& h, weft::v1::WorkerMessage m) {
         engine_->OnWorkerMessage(h, std::move(m));
       },
-      [this](const std::shared_ptr<WorkerHandle>& h) { engine_->OnWorkerGone(h); });
+      [this](const std::shared_ptr<WorkerHandle>& h) { engine_->OnWorkerGone(h); }, context);
 }
 
 }  // namespace weft

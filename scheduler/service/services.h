@@ -50,11 +50,15 @@ class GenerationService final : public weft::v1::Generation::CallbackService {
   std::atomic<uint64_t> seed_state_;
 };
 
-class WorkerControlService final : public weft::v1::WorkerControl::CallbackService {
+// Attach is a raw method (the wire bytes are WorkerMessage / SchedulerMessage): plans are
+// serialized once for all ranks of a replica (WorkerLink).
+class WorkerControlService final
+    : public weft::v1::WorkerControl::WithRawCallbackMethod_Attach<
+          weft::v1::WorkerControl::Service> {
  public:
   explicit WorkerControlService(EngineInterface* engine) : engine_(engine) {}
 
-  grpc::ServerBidiReactor<weft::v1::WorkerMessage, weft::v1::SchedulerMessage>* Attach(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Attach(
       grpc::CallbackServerContext* context) override;
 
  private:

@@ -105,7 +105,9 @@ class ServicesTest : public ::testing::Test {
                                   grpc::InsecureChannelCredentials());
     stub_ = weft::v1::Generation::NewStub(ch);
   }
-  void TearDown() override { server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2))); }
+  void TearDown() override {
+    if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  }
 
   ByteEncoder encoder_;
   FakeEngine engine_;
@@ -276,6 +278,65 @@ TEST_F(ServicesTest, AbortEndsACallWhoseClientNeverReads) {
   while (reader->Read(&r)) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// The scheduler closes a worker's stream (a fence, or shutting down) while a write to it
+// is in flight — the write cannot complete: the worker reads nothing and the message is
+// over its window — and then the worker's side goes away (here it cancels), failing the
+// write. The call must still end. Before WorkerHandle shared the Generate stream's write
+// queue, its OnWriteDone dropped the pending finish: the call never ended and the
+// server's Shutdown waited on it.
+TEST_F(ServicesTest, WorkerStreamClosedDuringAWriteThatFailsStillEnds) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 5);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = weft::v1::WorkerControl::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  auto stream = stub->Attach(&ctx);
+  weft::v1::WorkerMessage hello;
+  hello.mutable_hello()->set_replica("r0");
+  ASSERT_TRUE(stream->Write(hello));
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr; }));
+  std::shared_ptr<WorkerHandle> w;
+  {
+    MutexLock l(&engine_.mu_);
+    w = engine_.worker_;
+  }
+  weft::v1::SchedulerMessage big;
+  big.mutable_reject()->set_reason(std::string(1 << 20, 'x'));
+  ASSERT_TRUE(w->Send(big));  // its write starts at once and stays pending
+  w->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "replica fenced"));
+  ctx.TryCancel();
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.gone_ == 1; }));
+
+  // Shutdown returns once every call has ended; its deadline is far beyond the wait.
+  Mutex mu;
+  CondVar cv;
+  bool shut_down = false;
+  std::thread shutdown([&] {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(600)));
+    MutexLock l(&mu);
+    shut_down = true;
+    cv.SignalAll();
+  });
+  {
+    MutexLock l(&mu);
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);  // a hang guard
+    while (!shut_down && absl::Now() < give_up) cv.WaitWithTimeout(&mu, absl::Seconds(1));
+  }
+  if (!shut_down) {
+    ADD_FAILURE() << "the cancelled worker call never ended; Shutdown is still waiting";
+    shutdown.detach();
+    server_.release();  // in use by the blocked Shutdown
+    return;
+  }
+  shutdown.join();
+  weft::v1::SchedulerMessage m;
+  while (stream->Read(&m)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 class EchoExecutor : public StepExecutor {
