@@ -283,7 +283,7 @@ void Scheduler::FinishSequence(Sequence* seq, FinishReason reason, absl::Time no
   RequestUsage& usage = request->usage;
   usage.finish_time = now;
   usage.num_completion_tokens = 0;
-  for (const auto& s : request->seqs) usage.num_completion_tokens += s->num_output_tokens();
+  for (const auto& s : request->seqs) usage.num_completion_tokens += s->num_completion_tokens();
   out->request_finished = true;
   out->usage = usage;
   deadlines_.erase({request->deadline, request->id});
@@ -361,6 +361,10 @@ void Scheduler::ApplyToken(Sequence* seq, int32_t token, int32_t aux, absl::Time
   out.new_token_ids.push_back(token);
   out.token_aux = aux;
   const FinishReason reason = AppendTokenAndCheckStop(seq, token, stop_context_, &out.text_delta);
+  if (reason == FinishReason::kStopEos) {  // not returned (generate.proto), nor counted
+    out.new_token_ids.clear();
+    out.token_aux = -1;
+  }
   if (seq->num_output_tokens() == 1 && request->usage.first_token_time == absl::InfiniteFuture()) {
     request->usage.first_token_time = now;
   }

@@ -2,6 +2,7 @@
 // many tokens (see Describe() in testing/harness.h for the notation), per policy.
 #include "scheduler/scheduler.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,15 @@ TEST(PlannerTableTest, HigherPriorityIsServedFirstAndPreemptedLast) {
   EXPECT_EQ(v.Step(), "*2:8 *1:8");  // 4 blocks used, none free
   EXPECT_EQ(v.Step(), "2:1 -1");     // R2 needs a block: R1 is preempted
   RunToCompletion(v);
+}
+
+// The queue key of priority -2^31 is its negation: it must not wrap to the top.
+TEST(PlannerTableTest, LowestPossiblePriorityIsServedLast) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 8), {64});
+  h.AddSimple(8, 2, /*priority=*/std::numeric_limits<int32_t>::min());
+  h.AddSimple(8, 2, /*priority=*/0, 1, 100);
+  EXPECT_EQ(h.Step(), "*2:8");
+  RunToCompletion(h);
 }
 
 TEST(PlannerTableTest, SharedHundredTokenPrefixIsComputedOnce) {
@@ -446,6 +456,30 @@ TEST(SchedulerReplicaTest, RemovedReplicaRequeuesItsRequestsForRecompute) {
   EXPECT_TRUE(h.VerifyFinished().ok());
   EXPECT_EQ(h.scheduler().num_unfinished_requests(), 0);
   EXPECT_TRUE(h.scheduler().CheckInvariants().ok());
+}
+
+// generate.proto: the end-of-sequence token is not returned. It ends the sequence
+// (STOP) without appearing in its tokens or in usage.completion_tokens.
+TEST(SchedulerResultsTest, EosEndsTheSequenceWithoutBeingReturned) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {64});
+  RequestSpec spec;
+  spec.prompt_token_ids = {5, 6, 7};
+  spec.stopping.max_tokens = 200;
+  // A seed whose reference run ends with EOS after a few tokens (deterministic search).
+  for (uint64_t seed = 1;; ++seed) {
+    const ReferenceOutput ref = h.model().Reference(spec.prompt_token_ids, seed, 0,
+                                                    spec.stopping, nullptr);
+    if (ref.finish_reason == FinishReason::kStopEos && ref.tokens.size() >= 2) {
+      spec.sampling.seed = seed;
+      break;
+    }
+  }
+  ASSERT_TRUE(h.Add(spec).ok());
+  RunToCompletion(h);
+  const CollectedOutput& out = h.output(RequestId(1));
+  EXPECT_EQ(out.finish_reason, FinishReason::kStopEos);
+  EXPECT_THAT(out.tokens, ::testing::Not(::testing::Contains(TestHarness::kEos)));
+  EXPECT_EQ(out.usage.num_completion_tokens, static_cast<int32_t>(out.tokens.size()));
 }
 
 TEST(SchedulerMetricsTest, CountersAndUsage) {

@@ -326,7 +326,8 @@ void Engine::ApplyStep(ReplicaState* rs, const InFlightPlan& plan, const weft::v
   tokens_scratch_.clear();
   for (const weft::v1::SampledToken& t : r.tokens()) {
     tokens_scratch_.push_back(SampledToken{SequenceRef::FromSeqId(t.seq_id()), t.token_id()});
-    if (t.top_size() == 0 && t.logprob() == 0) continue;
+    auto it = requests_.find(tokens_scratch_.back().seq.request_id);
+    if (it == requests_.end() || it->second.num_logprobs < 0) continue;  // none asked for
     TokenLogprobs lp;
     lp.logprob = t.logprob();
     for (const auto& e : t.top()) lp.top.emplace_back(e.token_id(), e.logprob());

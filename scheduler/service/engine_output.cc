@@ -79,7 +79,7 @@ void Engine::Deliver(absl::Time now) {
         e->set_token_id(id);
         e->set_logprob(p);
         if (text_ != nullptr) {
-          const absl::string_view b = text_->TokenBytes(id);
+          const absl::string_view b = text_->DisplayBytes(id);
           e->set_token_bytes(b.data(), b.size());
         }
       }

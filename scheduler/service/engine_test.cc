@@ -26,6 +26,9 @@ class FakeText : public TokenTextSource {
     pieces_[kEos] = "";
   }
   absl::string_view TokenBytes(int32_t id) const override { return pieces_[id]; }
+  absl::string_view DisplayBytes(int32_t id) const override {
+    return id == kEos ? "<eos>" : pieces_[id];
+  }
 
  private:
   std::vector<std::string> pieces_;
@@ -96,6 +99,14 @@ class FakeExecutor : public StepExecutor {
       auto* t = r.add_tokens();
       t->set_seq_id(st->seq_id);
       t->set_token_id(tok);
+      if (st->sampling.num_logprobs >= 0) {  // a certain token: log-probability exactly 0
+        t->set_logprob(0.0f);
+        for (int k = 0; k < st->sampling.num_logprobs; ++k) {
+          auto* e = t->add_top();
+          e->set_token_id(k == 0 ? tok : kEos);
+          e->set_logprob(k == 0 ? 0.0f : -30.0f);
+        }
+      }
       cache_->AppendSampled(st, tok);
     }
     r.set_tokens_hash(TokensHash(r));
@@ -195,13 +206,22 @@ class EngineTest : public ::testing::Test {
     std::string text;
     weft::v1::FinishReason reason = weft::v1::FINISH_REASON_UNSPECIFIED;
     weft::v1::Usage usage;
+    std::vector<weft::v1::Logprobs> logprobs;
   };
-  Outcome Generate(int max_tokens, uint64_t seed, const std::string& prompt = "hello",
-                   grpc::ClientContext* ctx = nullptr, int stop_after = -1) {
+  static weft::v1::GenerateRequest Request(int max_tokens, uint64_t seed,
+                                           const std::string& prompt = "hello") {
     weft::v1::GenerateRequest req;
     req.set_text(prompt);
     req.mutable_stopping()->set_max_tokens(max_tokens);
     req.mutable_sampling()->set_seed(seed);
+    return req;
+  }
+  Outcome Generate(int max_tokens, uint64_t seed, const std::string& prompt = "hello",
+                   grpc::ClientContext* ctx = nullptr, int stop_after = -1) {
+    return Generate(Request(max_tokens, seed, prompt), ctx, stop_after);
+  }
+  Outcome Generate(const weft::v1::GenerateRequest& req, grpc::ClientContext* ctx = nullptr,
+                   int stop_after = -1) {
     grpc::ClientContext local;
     if (ctx == nullptr) ctx = &local;
     auto reader = stub_->Generate(ctx, req);
@@ -212,6 +232,7 @@ class EngineTest : public ::testing::Test {
       o.text += r.text();
       if (r.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) o.reason = r.finish_reason();
       if (r.has_usage()) o.usage = r.usage();
+      o.logprobs.insert(o.logprobs.end(), r.logprobs().begin(), r.logprobs().end());
       if (stop_after >= 0 && static_cast<int>(o.tokens.size()) >= stop_after) ctx->TryCancel();
     }
     o.status = reader->Finish();
@@ -259,6 +280,56 @@ TEST_F(EngineTest, StreamsTokensTextAndUsage) {
   std::string text;
   for (int32_t t : o.tokens) text += absl::StrCat("t", t, " ");
   EXPECT_EQ(o.text, text);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+// A token's log-probability of exactly 0 (a certain token) is still reported: the
+// engine once took "logprob 0 and no top list" to mean "no logprobs asked for".
+TEST_F(EngineTest, LogprobOfExactlyZeroIsReturned) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  weft::v1::GenerateRequest req = Request(6, 5);
+  req.set_logprobs(0);
+  Outcome o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  ASSERT_EQ(o.tokens.size(), 6u);
+  ASSERT_EQ(o.logprobs.size(), 6u) << "one entry per token";
+  for (const auto& lp : o.logprobs) EXPECT_EQ(lp.logprob(), 0.0f);
+  EXPECT_TRUE(Generate(Request(6, 5)).logprobs.empty()) << "none asked for";
+}
+
+// A special token in a top list is named by its text, not by the "" it renders as.
+TEST_F(EngineTest, SpecialTokensInLogprobsCarryTheirText) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  weft::v1::GenerateRequest req = Request(3, 5);
+  req.set_logprobs(2);
+  Outcome o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  ASSERT_EQ(o.logprobs.size(), 3u);
+  for (const auto& lp : o.logprobs) {
+    ASSERT_EQ(lp.top_size(), 2);
+    EXPECT_EQ(lp.top(1).token_id(), kEos);
+    EXPECT_EQ(lp.top(1).token_bytes(), "<eos>");
+    EXPECT_EQ(lp.top(0).token_bytes(), absl::StrCat("t", lp.top(0).token_id(), " "));
+  }
+}
+
+// n > 1 with a prompt longer than the token budget: the prompt is chunked over steps, so
+// the samples fork from a parent the worker already holds (a cached plan entry). The
+// real worker used to refuse that plan, failing the request.
+TEST_F(EngineTest, SamplesForkFromAChunkedPrompt) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  weft::v1::GenerateRequest req = Request(4, 8, std::string(150, 'p'));  // budget 64
+  req.set_n(3);
+  Outcome o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens.size(), 12u);
+  EXPECT_EQ(o.usage.completion_tokens(), 12);
   EXPECT_TRUE(WaitBlocksFree());
 }
 

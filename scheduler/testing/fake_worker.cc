@@ -50,11 +50,11 @@ ReferenceOutput FakeModel::Reference(absl::Span<const int32_t> prompt, uint64_t 
   std::string decoded;
   for (int32_t i = 0;; ++i) {
     const int32_t tok = Sample(seed, sample_index, i, hidden);
-    out.tokens.push_back(tok);
     if (!stop.ignore_eos && std::count(eos_.begin(), eos_.end(), tok) > 0) {
-      out.finish_reason = FinishReason::kStopEos;
+      out.finish_reason = FinishReason::kStopEos;  // EOS is not returned
       break;
     }
+    out.tokens.push_back(tok);
     if (std::count(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), tok) > 0) {
       out.finish_reason = FinishReason::kStopToken;
       break;
