@@ -17,12 +17,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/testing/harness.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 struct ModelConfig {
   PolicyKind policy;
@@ -112,7 +115,7 @@ TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
         live.push_back(*id);
         ++added;
       } else {
-        ASSERT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted) << id.status();
+        ASSERT_THAT(id.status(), StatusIs(absl::StatusCode::kResourceExhausted)) << id.status();
         ++rejected;
       }
     } else if (kind < 17 && !live.empty()) {

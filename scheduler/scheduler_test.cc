@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/testing/harness.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 SchedulerOptions Opts(PolicyKind policy, int32_t budget, int32_t block_size = 4) {
   SchedulerOptions o;
@@ -233,7 +236,7 @@ TEST(PlannerTableTest, PipelinedDecodeIsPlannedBeforeTheTokenReturns) {
   EXPECT_EQ(*h.PlanAndExecute(r), "1:1");  // the worker feeds its own sampled token
   EXPECT_FALSE(h.scheduler().CanPlan(r));
   StepPlan p;
-  EXPECT_EQ(h.scheduler().Plan(r, h.now(), &p).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(h.scheduler().Plan(r, h.now(), &p), StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_TRUE(h.ApplyOldest(r).ok());
   EXPECT_EQ(*h.PlanAndExecute(r), "1:1");
   ASSERT_TRUE(h.ApplyOldest(r).ok());
@@ -388,11 +391,11 @@ TEST(SchedulerAdmissionTest, BadRequestsAreRejectedWithStatus) {
 
   auto empty = Scheduler::Create(o, nullptr);
   ASSERT_TRUE(empty.ok());
-  EXPECT_EQ((*empty)->AddRequest(ok, h.now()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT((*empty)->AddRequest(ok, h.now()).status(), StatusIs(absl::StatusCode::kUnavailable));
   ReplicaOptions bad;
   bad.num_blocks = 8;
   bad.block_size = 8;  // differs from the scheduler's
-  EXPECT_EQ((*empty)->AddReplica(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT((*empty)->AddReplica(bad).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {

@@ -8,10 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "common/mutex.h"
+#include "common/testing/status_matchers.h"
 #include "worker/service/worker_client.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 class ByteEncoder : public PromptEncoder {
  public:
@@ -435,7 +438,7 @@ TEST_F(ServicesTest, WorkerThatCannotStartServingReattachesButARejectIsFinal) {
   ASSERT_TRUE(w->Send(reject));
   w->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "model fingerprint differs"));
   t.join();
-  EXPECT_EQ(run_status.code(), absl::StatusCode::kFailedPrecondition) << run_status;
+  EXPECT_THAT(run_status, StatusIs(absl::StatusCode::kFailedPrecondition)) << run_status;
   EXPECT_NE(run_status.message().find("fingerprint"), std::string::npos) << run_status;
   EXPECT_EQ(engine_.hellos_, 2);
 }
