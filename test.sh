@@ -3,8 +3,9 @@
 #
 #   ./test.sh            what CI runs: default build + all tests; the --config=cuda build
 #                        (when nvcc exists); ASan/UBSan on parser, tokenizer, validation,
-#                        block-pool and planner tests; each fuzzer 30 s on its corpus;
-#                        TSan on the gRPC-free scheduler core.
+#                        block-pool and planner tests; TSan on the scheduler core and the
+#                        threaded code; clang-14's thread-safety analysis over every
+#                        package; each fuzzer 30 s on its corpus.
 #   ./test.sh --quick    default build + tests only (for iterating)
 #   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench)
 #
@@ -110,10 +111,25 @@ if [ "$MODE" != quick ]; then
     run_tests asan --config=asan -- $ASAN_TARGETS
   fi
 
-  step "TSan: gRPC-free scheduler core"
+  step "TSan: scheduler core, engine inbox and both write queues (fake transports), thread pool, shm communicator"
   TSAN_TARGETS=$("${BAZEL[@]}" query --noshow_progress 'attr(tags, "tsan", tests(//...))' 2>/dev/null | tr '\n' ' ')
   if [ -n "$TSAN_TARGETS" ]; then
     run_tests tsan --config=tsan -- $TSAN_TARGETS
+  fi
+
+  step "clang-14 thread-safety analysis (--config=clang_tsa: -Wthread-safety -Werror)"
+  # Every package but the convenience symlinks (bazel-*), in its own output base: the
+  # compiler switch would otherwise discard the default build's analysis cache.
+  TSA_PACKAGES=$(for d in */; do
+    d=${d%/}
+    case "$d" in bazel-*) continue ;; esac
+    [ -n "$(find "$d" -maxdepth 4 -name BUILD.bazel -print -quit)" ] && echo "//$d/..."
+  done)
+  if "${BAZEL[@]}" --output_base="${WEFT_TSA_OUTPUT_BASE:-$HOME/.cache/weft/bazel-clang-tsa}" \
+      build --config=clang_tsa --symlink_prefix=/ --keep_going -- //:all $TSA_PACKAGES; then
+    extra_result clang_thread_safety passed "clang-14 -Wthread-safety -Werror: built"
+  else
+    extra_result clang_thread_safety failed "clang-14 -Wthread-safety -Werror: see the errors above"
   fi
 
   step "fuzzers (${FUZZ_SECONDS} s each, clang-14 libFuzzer, ASan+UBSan)"

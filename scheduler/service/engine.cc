@@ -175,7 +175,13 @@ void Engine::Loop() {
     Deliver(now);
     UpdateGaugesAndHealth();
   }
-  // Stopping: end whatever is still open.
+  // Stopping: end whatever is still open, including the calls whose events the inbox
+  // still held (nothing is queued after stop_).
+  for (Event& e : events) {
+    const grpc::Status stopping(grpc::StatusCode::UNAVAILABLE, "scheduler stopping");
+    if (auto* s = std::get_if<SubmitEvent>(&e)) s->submission.outbox->Finish(stopping);
+    if (auto* m = std::get_if<MessageEvent>(&e)) m->worker->Close(stopping);
+  }
   AbortAll(FinishReason::kUnavailable, absl::Now());
   for (auto& [name, rs] : replicas_) {
     for (auto& h : rs.ranks) h->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler stopping"));

@@ -68,16 +68,16 @@ class Engine : public EngineInterface {
 
   absl::Status Start();
   // Ends the loop (pending streams are ended UNAVAILABLE) and joins the thread.
-  void Stop();
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   // SIGTERM: not ready at once, new calls UNAVAILABLE; running streams go on.
-  void BeginDrain();
+  void BeginDrain() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until no request is unfinished or `deadline` passes; then ends the rest
   // UNAVAILABLE. Returns the number of requests that had to be ended.
-  int WaitDrained(absl::Time deadline);
+  int WaitDrained(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // EngineInterface.
-  absl::Status Submit(Submission submission) override;
+  absl::Status Submit(Submission submission) override ABSL_LOCKS_EXCLUDED(mu_);
   void Cancel(int64_t key) override;
   void OnWorkerMessage(const std::shared_ptr<WorkerHandle>& worker,
                        weft::v1::WorkerMessage message) override;
@@ -134,7 +134,7 @@ class Engine : public EngineInterface {
 
   // Queues an event for the planning thread; false (dropped) once the loop has stopped.
   bool Push(Event event) ABSL_LOCKS_EXCLUDED(mu_);
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Time NextWake(absl::Time now) const;
   void Handle(Event& event, absl::Time now);
   void HandleSubmit(Submission& s, absl::Time now);
@@ -152,7 +152,7 @@ class Engine : public EngineInterface {
   void Deliver(absl::Time now);
   void CheckTimers(absl::Time now);
   void AbortAll(FinishReason reason, absl::Time now);
-  void UpdateGaugesAndHealth();
+  void UpdateGaugesAndHealth() ABSL_LOCKS_EXCLUDED(mu_);
   ReplicaState* FindByHandle(int64_t handle_id);
 
   const EngineOptions options_;

@@ -22,7 +22,7 @@ WorkerReactor::WorkerReactor(std::shared_ptr<WorkerHandle> handle, MessageFn on_
       on_message_(std::move(on_message)),
       on_gone_(std::move(on_gone)),
       context_(context) {
-  handle_->queue_.Attach(this);
+  handle_->Attach(this);
   StartRead(&read_);
 }
 
@@ -43,7 +43,7 @@ void WorkerReactor::OnReadDone(bool ok) {
 }
 
 void WorkerReactor::OnWriteDone(bool ok) {
-  handle_->queue_.OnWriteDone(ok);
+  handle_->OnWriteDone(ok);
   if (!ok) Gone();
 }
 
@@ -53,7 +53,7 @@ void WorkerReactor::OnCancel() {
 }
 
 void WorkerReactor::OnDone() {
-  handle_->queue_.OnCallDone();
+  handle_->OnCallDone();
   Gone();
   delete this;
 }

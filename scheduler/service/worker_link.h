@@ -24,9 +24,12 @@
 
 namespace weft {
 
-class WorkerHandle {
+// One worker's stream as the planning thread sees it: its queue of encoded messages
+// (the reactor side of WriteQueue is driven by WorkerReactor, or by a test's fake).
+class WorkerHandle : public WriteQueue<grpc::ByteBuffer> {
  public:
-  WorkerHandle(int64_t id, std::string peer) : id_(id), peer_(std::move(peer)) {}
+  WorkerHandle(int64_t id, std::string peer)
+      : WriteQueue(Options()), id_(id), peer_(std::move(peer)) {}
 
   int64_t id() const { return id_; }
   const std::string& peer() const { return peer_; }
@@ -35,18 +38,15 @@ class WorkerHandle {
   static grpc::ByteBuffer Encode(const weft::v1::SchedulerMessage& message);
 
   // Queues a message for the worker; false when the stream is gone or closing.
-  bool Send(const grpc::ByteBuffer& encoded) { return queue_.Push(encoded); }
+  bool Send(const grpc::ByteBuffer& encoded) { return Push(encoded); }
   bool Send(const weft::v1::SchedulerMessage& message) { return Send(Encode(message)); }
   // Ends the stream with `status` after the messages queued before.
-  void Close(const grpc::Status& status) { queue_.Finish(status); }
-  bool Gone() const { return queue_.Closed(); }
+  void Close(const grpc::Status& status) { Finish(status); }
+  bool Gone() const { return Closed(); }
 
  private:
-  friend class WorkerReactor;
-
   const int64_t id_;
   const std::string peer_;
-  WriteQueue<grpc::ByteBuffer> queue_{WriteQueue<grpc::ByteBuffer>::Options()};
 };
 
 // The raw (pre-serialized) Attach method's reactor: WorkerMessages are parsed here,

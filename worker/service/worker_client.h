@@ -58,15 +58,15 @@ class WorkerClient {
   WorkerClient(WorkerClientOptions options, StepExecutor* executor);
 
   // Attaches and serves until Stop() or a final error (Reject, give-up).
-  absl::Status Run();
-  void Stop();
+  absl::Status Run() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   int64_t attachments() const { return attachments_.load(); }
   int64_t steps_executed() const { return steps_.load(); }
 
  private:
   // One Attach call: returns when the stream ends. `admitted` tells whether a Welcome
   // came, `rejected` whether a Reject did.
-  absl::Status AttachOnce(bool* admitted, bool* rejected);
+  absl::Status AttachOnce(bool* admitted, bool* rejected) ABSL_LOCKS_EXCLUDED(mu_);
 
   const WorkerClientOptions options_;
   StepExecutor* const executor_;
