@@ -5,12 +5,14 @@
 #   ./run.sh [--prompt TEXT] [--chat] [--max_tokens N] [--temperature T] [--seed S]
 #            [--ignore_eos] [--print_token_ids]
 #            [--serve] [--replicas M] [--tp N] [--model FILE.gguf]
-#            [--port P] [--worker_port P] [--metrics_port P] [--kernels auto|avx512vnni|avx2|reference]
+#            [--port P] [--worker_port P] [--metrics_port P] [--http_port P]
+#            [--kernels auto|avx512vnni|avx2|reference]
 #            [--kv_dtype f16|bf16|int8|f32]
 #            [--policy decode-first|prefill-first|static] [--threads N] [--kv_memory_mb MB]
 #
 #   --serve         keep serving after the generation (Ctrl-C stops everything cleanly);
-#                   ports default to 50051 (public), 50052 (workers), 9090 (metrics)
+#                   ports default to 50051 (public), 50052 (workers), 9090 (metrics),
+#                   8000 (the OpenAI-compatible HTTP API; --http_port -1 turns it off)
 #   --replicas M    M data-parallel replicas ...
 #   --tp N          ... of N tensor-parallel ranks each (M x N weft-worker processes)
 # Without --serve the ports are ephemeral unless given, so it never collides with a server.
@@ -32,13 +34,14 @@ MODEL="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 PORT=""
 WORKER_PORT=""
 METRICS_PORT=""
+HTTP_PORT=""
 KERNELS=auto
 KV_DTYPE=f16
 POLICY=decode-first
 THREADS=0
 KV_MB=512
 
-usage() { sed -n '2,17p' "$0"; }
+usage() { sed -n '2,19p' "$0"; }
 die() { echo "run.sh: ERROR: $*" >&2; exit 1; }
 need() { [ $# -ge 2 ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
@@ -57,6 +60,7 @@ while [ $# -gt 0 ]; do
     --port) need "$@"; PORT=$2; shift 2 ;;
     --worker_port) need "$@"; WORKER_PORT=$2; shift 2 ;;
     --metrics_port) need "$@"; METRICS_PORT=$2; shift 2 ;;
+    --http_port) need "$@"; HTTP_PORT=$2; shift 2 ;;
     --kernels) need "$@"; KERNELS=$2; shift 2 ;;
     --kv_dtype) need "$@"; KV_DTYPE=$2; shift 2 ;;
     --policy) need "$@"; POLICY=$2; shift 2 ;;
@@ -71,8 +75,10 @@ for v in REPLICAS TP MAX_TOKENS KV_MB; do
 done
 if [ "$SERVE" = 1 ]; then
   PORT=${PORT:-50051}; WORKER_PORT=${WORKER_PORT:-50052}; METRICS_PORT=${METRICS_PORT:-9090}
+  HTTP_PORT=${HTTP_PORT:-8000}
 else
   PORT=${PORT:-0}; WORKER_PORT=${WORKER_PORT:-0}; METRICS_PORT=${METRICS_PORT:-0}
+  HTTP_PORT=${HTTP_PORT:--1}
 fi
 
 log() { echo "run.sh: $*" >&2; }
@@ -112,7 +118,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 "$SCHED" --model="$MODEL" --port="$PORT" --worker_port="$WORKER_PORT" \
-  --metrics_port="$METRICS_PORT" --policy="$POLICY" --ports_file="$RUN/ports.json" \
+  --metrics_port="$METRICS_PORT" --http_port="$HTTP_PORT" --policy="$POLICY" --ports_file="$RUN/ports.json" \
   >"$RUN/scheduler.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 300); do
@@ -121,8 +127,8 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 [ -f "$RUN/ports.json" ] || die "weft-scheduler did not start in 30 s (see $RUN/scheduler.log)"
-read -r PORT WORKER_PORT METRICS_PORT < <(/usr/bin/python3 -c \
-  'import json,sys; d=json.load(open(sys.argv[1])); print(d["port"], d["worker_port"], d["metrics_port"])' \
+read -r PORT WORKER_PORT METRICS_PORT HTTP_PORT < <(/usr/bin/python3 -c \
+  'import json,sys; d=json.load(open(sys.argv[1])); print(d["port"], d["worker_port"], d["metrics_port"], d.get("http_port", -1))' \
   "$RUN/ports.json")
 
 CORES=$(nproc)
@@ -165,6 +171,10 @@ echo
 if [ "$SERVE" = 1 ]; then
   log "serving weft.v1.Generation on 127.0.0.1:$PORT; try:"
   log "  $CLI generate --server=127.0.0.1:$PORT --prompt='Hello' --max_tokens=32"
+  if [ "$HTTP_PORT" -gt 0 ]; then
+    log "OpenAI-compatible HTTP API on http://127.0.0.1:$HTTP_PORT/v1; try:"
+    log "  curl -s http://127.0.0.1:$HTTP_PORT/v1/completions -d '{\"prompt\": \"Hello\", \"max_tokens\": 32}'"
+  fi
   log "Ctrl-C to stop"
   wait "${PIDS[0]}"
 fi

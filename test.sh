@@ -2,12 +2,17 @@
 # ./test.sh — installs what is missing and runs Weft's whole test suite.
 #
 #   ./test.sh            what CI runs: default build + all tests; the --config=cuda build
-#                        (when nvcc exists); ASan/UBSan on parser, tokenizer, validation,
+#                        (when nvcc exists, into bazel-cuda-bin) with its gpu/cuda-tagged
+#                        tests; ASan/UBSan on parser, tokenizer, validation,
 #                        block-pool and planner tests; TSan on the scheduler core and the
 #                        threaded code; clang-14's thread-safety analysis over every
-#                        package; each fuzzer 30 s on its corpus.
+#                        package; each fuzzer 30 s on its corpus; the Kubernetes overlays
+#                        validated strictly against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests only (for iterating)
-#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench)
+#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
+#                        the container images: built daemonless (debootstrap, umoci) and
+#                        run chroot'ed (deploy/image/image_test.py; needs root and the
+#                        Debian mirror; about 2-3 minutes cold, see deploy/README.md)
 #
 # Ends with one line: "N passed, N failed, N skipped", counting gtest cases from Bazel's
 # test.xml files (Bazel itself reports a skipped gtest as passed), plus one entry per
@@ -21,7 +26,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -55,6 +60,10 @@ if [ -n "${CI:-}" ] || [ "$MODE" = full ]; then
   CACHE_FLAGS=(--nocache_test_results)
 fi
 
+# Tags of the tests that need the --config=cuda build: "gpu" (skip without a device) and
+# "cuda" (the CUDA-built binaries, no device needed). A regex over the tags list.
+CUDA_TAGS='[\[ ](gpu|cuda)[,\]]'
+
 # run_tests <name> <config flags...> -- <targets...>: runs bazel test and records where
 # each target's test.xml lives.
 run_tests() {
@@ -66,9 +75,9 @@ run_tests() {
   local targets=("$@")
   local query="tests(set(${targets[*]}))"
   if [[ " ${flags[*]} " != *" --config=cuda "* ]]; then
-    # GPU tests exist only in --config=cuda builds (elsewhere Bazel skips them as
-    # incompatible and writes no test.xml): not counted here.
-    query="$query except attr(tags, \"gpu\", $query)"
+    # Tests tagged gpu or cuda exist only in --config=cuda builds (elsewhere Bazel skips
+    # them as incompatible and writes no test.xml): not counted here.
+    query="$query except attr(tags, \"$CUDA_TAGS\", $query)"
   fi
   local labels
   labels=$("${BAZEL[@]}" query --noshow_progress "$query" 2>/dev/null | grep -v '^$' || true)
@@ -89,13 +98,27 @@ step "default build and all tests"
 run_tests default -- //...
 
 if [ "$MODE" != quick ]; then
+  # Strict schema validation of the Kubernetes overlays (PyPI's kubernetes-validate in a
+  # venv under ~/.cache/weft; seconds once the venv exists).
+  step "Kubernetes manifests: strict schema validation (deploy/k8s/validate.sh)"
+  if deploy/k8s/validate.sh >"$RESULTS/k8s-validate.log" 2>&1; then
+    extra_result k8s_validate passed "deploy/k8s/validate.sh passed"
+    grep -E '^(validated|ok|note)' "$RESULTS/k8s-validate.log" >&2
+  else
+    cat "$RESULTS/k8s-validate.log" >&2
+    extra_result k8s_validate failed "deploy/k8s/validate.sh failed (output above)"
+  fi
+
   if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-    step "CUDA build (--config=cuda)"
+    # Its own output tree and symlinks (.bazelrc): bazel-cuda-bin/..., while bazel-bin
+    # stays the default build.
+    step "CUDA build (--config=cuda, in bazel-cuda-bin) and its tests"
     if "${BAZEL[@]}" build --config=cuda --keep_going -- //...; then
       echo "CUDA: built"
       extra_result cuda_build passed "CUDA: built"
+      # GPU tests (skip without a device) and the CUDA binaries' device-free tests.
       run_tests cuda --config=cuda -- $("${BAZEL[@]}" query --noshow_progress \
-        'attr(tags, "gpu", tests(//...))' 2>/dev/null | tr '\n' ' ')
+        "attr(tags, \"$CUDA_TAGS\", tests(//...))" 2>/dev/null | tr '\n' ' ')
     else
       echo "CUDA: FAILED"
       extra_result cuda_build failed "CUDA build failed"
@@ -143,6 +166,18 @@ if [ "$MODE" = full ]; then
       if "$t"; then extra_result "$t" passed ""; else extra_result "$t" failed ""; fi
     fi
   done
+
+  step "full: container images (deploy/image/image_test.py: build daemonless, run chroot'ed)"
+  img_start=$(date +%s)
+  WEFT_BAZEL="${BAZEL[*]}" "$PY" deploy/image/image_test.py --out "$ROOT/out/image"
+  img_rc=$?
+  img_s=$(( $(date +%s) - img_start ))
+  case $img_rc in
+    0) extra_result image_test passed "images built and run in ${img_s} s" ;;
+    77) extra_result image_test skipped "image test skipped (see its message)" ;;
+    *) extra_result image_test failed "deploy/image/image_test.py failed after ${img_s} s" ;;
+  esac
+  echo "image test: ${img_s} s" >&2
 fi
 
 [ -n "${CI:-}" ] || true

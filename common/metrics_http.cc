@@ -1,28 +1,95 @@
 #include "common/metrics_http.h"
 
-#include <exception>
+#include <httplib.h>
+
+#include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "prometheus/text_serializer.h"
 
 namespace weft {
+namespace {
 
-absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(
-    int port, std::shared_ptr<prometheus::Registry> registry, const std::string& host) {
-  std::unique_ptr<MetricsHttp> m(new MetricsHttp());
-  const std::string addr = absl::StrCat(host, ":", port);
-  // prometheus-cpp reports a bind failure by throwing; this is the one place we catch.
-  try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(addr, /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", addr, ": ", e.what()));
+constexpr char kTextFormat[] = "text/plain; version=0.0.4; charset=utf-8";
+
+void Probe(const std::function<bool()>& holds, const char* what, httplib::Response& res) {
+  if (!holds || holds()) {
+    res.set_content("ok\n", "text/plain");
+  } else {
+    res.status = 503;
+    res.set_content(absl::StrCat("not ", what, "\n"), "text/plain");
   }
-  m->registry_ = std::move(registry);
-  m->exposer_->RegisterCollectable(m->registry_);
-  const auto ports = m->exposer_->GetListeningPorts();
-  m->port_ = ports.empty() ? port : ports.front();
-  LOG(INFO) << "metrics on http://" << host << ":" << m->port_ << "/metrics";
+}
+
+}  // namespace
+
+absl::Status MetricsHttpOptions::Validate() const {
+  if (registry == nullptr) return absl::InvalidArgumentError("metrics HTTP: no registry");
+  if (port < 0 || port > 65535) return absl::InvalidArgumentError("metrics HTTP: bad port");
+  if (num_threads < 1) return absl::InvalidArgumentError("metrics HTTP: num_threads must be >= 1");
+  return absl::OkStatus();
+}
+
+MetricsHttp::MetricsHttp(MetricsHttpOptions options)
+    : options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {}
+
+absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptions options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  std::unique_ptr<MetricsHttp> m(new MetricsHttp(std::move(options)));
+  httplib::Server& server = *m->server_;
+  const MetricsHttpOptions& o = m->options_;
+  const int threads = o.num_threads;
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Scrapers keep connections open; a pool thread serves one connection at a time, so
+  // idle ones are let go quickly.
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second process
+  // binds the same port silently and the kernel splits the scrapes between the two.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  server.set_keep_alive_timeout(2);
+  server.set_read_timeout(5, 0);
+  server.set_write_timeout(5, 0);
+  server.Get("/metrics", [registry = o.registry](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()), kTextFormat);
+  });
+  server.Get("/livez", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  server.Get("/startupz", [started = o.started](const httplib::Request&, httplib::Response& res) {
+    Probe(started, "started", res);
+  });
+  auto ready = o.ready ? o.ready : o.started;
+  server.Get("/readyz", [ready](const httplib::Request&, httplib::Response& res) {
+    Probe(ready, "ready", res);
+  });
+  const std::string addr = absl::StrCat(o.host, ":", o.port);
+  if (o.port == 0) {
+    m->port_ = server.bind_to_any_port(o.host);
+  } else {
+    m->port_ = server.bind_to_port(o.host, o.port) ? o.port : -1;
+  }
+  if (m->port_ <= 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", addr,
+                                               ": cannot bind (in use, or a bad address?)"));
+  }
+  m->listener_ = std::thread([&server] { server.listen_after_bind(); });
+  // Until the accept loop runs, stop() would not end it (connections already queue on
+  // the bound socket meanwhile). Bounded: the loop starts at once.
+  for (int i = 0; i < 5000 && !server.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  LOG(INFO) << "metrics and probes on http://" << o.host << ":" << m->port_
+            << " (/metrics /livez /startupz /readyz)";
   return m;
+}
+
+MetricsHttp::~MetricsHttp() {
+  server_->stop();
+  if (listener_.joinable()) listener_.join();
 }
 
 }  // namespace weft

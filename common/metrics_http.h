@@ -1,30 +1,72 @@
-// MetricsHttp: serves a Prometheus registry in text format over HTTP (prometheus-cpp's
-// civetweb exposer), at /metrics on `0.0.0.0:port` (port 0 = ephemeral; the chosen port
-// is logged and returned by port()).
-// Thread-safety: prometheus-cpp metrics are thread-safe; this object is created once.
+// MetricsHttp: a process's small HTTP endpoint for operators — Prometheus /metrics and
+// the Kubernetes probes — served by cpp-httplib on `host:port` (port 0 = ephemeral; the
+// bound port is logged and returned by port()).
+//
+//   GET /metrics   the registry in Prometheus text format 0.0.4 (prometheus-cpp's
+//                  serializer), always 200
+//   GET /livez     200 "ok" for as long as the process runs: start the server first
+//                  thing, so liveness never kills a process that is still loading
+//   GET /startupz  200 once `started()` holds, else 503
+//   GET /readyz    200 while `ready()` holds, else 503
+//   anything else  404
+// What `started` and `ready` mean is the binary's (weft-worker: model loaded and KV pool
+// allocated / admitted to a replica that does not drain; weft-scheduler: serving / a
+// replica that does not drain is admitted and the scheduler does not drain).
+//
+// Why not prometheus-cpp's civetweb exposer: Debian's civetweb starts its threads with
+// a fixed 100 KiB stack, and glibc puts every loaded library's static thread-local
+// storage on each thread's stack — 154 KB in the --config=cuda worker (cuBLASLt alone
+// 94 KB), so pthread_create failed and the worker exited at start. cpp-httplib's
+// threads (a listener and a pool of `num_threads`) use the default stack size
+// (RLIMIT_STACK, 8 MiB here).
+//
+// Ownership: owns the server and its threads; the destructor stops and joins them.
+// Thread-safety: the callbacks and the registry are read from the server's threads:
+// they must be thread-safe (prometheus-cpp metrics are; use atomics in callbacks).
 #ifndef WEFT_COMMON_METRICS_HTTP_H_
 #define WEFT_COMMON_METRICS_HTTP_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
-#include "prometheus/exposer.h"
 #include "prometheus/registry.h"
+
+namespace httplib {
+class Server;
+}  // namespace httplib
 
 namespace weft {
 
+struct MetricsHttpOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;  // 0: any free port
+  std::shared_ptr<prometheus::Registry> registry;  // required
+  std::function<bool()> started;  // /startupz; null: always started
+  std::function<bool()> ready;    // /readyz; null: ready once started
+  int num_threads = 4;            // request handlers (a scrape, probes, a keep-alive)
+
+  absl::Status Validate() const;
+};
+
 class MetricsHttp {
  public:
-  // Fails (UNAVAILABLE) when the port cannot be bound.
-  static absl::StatusOr<std::unique_ptr<MetricsHttp>> Start(
-      int port, std::shared_ptr<prometheus::Registry> registry, const std::string& host = "0.0.0.0");
+  // Binds and starts serving. UNAVAILABLE when the port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsHttp>> Start(MetricsHttpOptions options);
+  ~MetricsHttp();
+  MetricsHttp(const MetricsHttp&) = delete;
+  MetricsHttp& operator=(const MetricsHttp&) = delete;
+
   int port() const { return port_; }
 
  private:
-  MetricsHttp() = default;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<prometheus::Registry> registry_;
+  explicit MetricsHttp(MetricsHttpOptions options);
+
+  const MetricsHttpOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread listener_;
   int port_ = 0;
 };
 

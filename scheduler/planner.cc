@@ -128,7 +128,8 @@ void Planner::Preempt(Step& st, Sequence* victim) {
 void Planner::AdmitWaiting(Step& st) {
   Replica* replica = st.replica;
   // An iteration that had to preempt is short of blocks: admit nothing (as vLLM v1).
-  if (st.preempted || !policy_->MayAdmit(replica->num_running())) return;
+  // A draining replica takes no new sequence (its queue waits for another replica).
+  if (st.preempted || replica->draining() || !policy_->MayAdmit(replica->num_running())) return;
   const Replica::SeqMap& waiting = replica->waiting();
   auto it = waiting.begin();
   while (it != waiting.end()) {

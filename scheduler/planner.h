@@ -16,7 +16,7 @@
 //     progress, finish and free blocks);
 //   * admissions take the longest cached prefix, stop at the first sequence that does
 //     not fit (FCFS: no overtaking), keep the admission watermark of free blocks, and
-//     do not happen in an iteration that preempted;
+//     do not happen in an iteration that preempted nor on a draining replica;
 //   * when sample 0 of a fresh n > 1 request computes its last prompt token, its other
 //     samples are forked from it (shared prompt blocks; the partial block copied).
 // Full blocks computed in this iteration are registered in the prefix cache after all

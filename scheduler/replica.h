@@ -2,7 +2,9 @@
 // manager, its running set and waiting queue (both ordered by SeqKey), the steps it
 // has in flight, and the diff entries owed to its workers' next plan. The add/remove
 // methods keep the incremental counters (running, prefilling, waiting demand) exact,
-// so the planner never scans everything to learn them.
+// so the planner never scans everything to learn them. A draining replica (its workers
+// are shutting down) admits nothing from its waiting queue; the Scheduler routes nothing
+// to it while another replica takes work.
 //
 // Ownership: owns its KvCacheManager; holds non-owning Sequence* (the sequences are
 // owned by their Requests, which outlive any reference from here: a request is erased
@@ -56,6 +58,11 @@ class Replica {
   // Re-counts a running sequence as prefilling (uncomputed ≥ 2) or not.
   void UpdatePrefilling(Sequence* seq);
 
+  bool draining() const { return draining_; }
+  void set_draining() { draining_ = true; }
+  // Nothing running, waiting or in flight: a draining replica in this state is drained.
+  bool Empty() const { return running_.empty() && waiting_.empty() && in_flight_.empty(); }
+
   std::deque<InFlightStep>& in_flight() { return in_flight_; }
   const std::deque<InFlightStep>& in_flight() const { return in_flight_; }
   // Sequences that finished while the workers held their state: listed in finished_seq_ids
@@ -76,6 +83,7 @@ class Replica {
   SeqMap waiting_;
   int32_t num_prefilling_ = 0;
   int64_t waiting_demand_blocks_ = 0;
+  bool draining_ = false;
   std::deque<InFlightStep> in_flight_;
   std::vector<SequenceRef> pending_finished_;
   int64_t next_step_ = 1;

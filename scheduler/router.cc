@@ -9,8 +9,9 @@ std::optional<ReplicaId> PickReplica(absl::Span<const RouteCandidate> candidates
   for (const RouteCandidate& c : candidates) {
     if (!c.fits) continue;
     if (best == nullptr ||
-        std::make_tuple(c.prefix_hit_blocks, c.free_blocks, -c.replica.value()) >
-            std::make_tuple(best->prefix_hit_blocks, best->free_blocks, -best->replica.value())) {
+        std::make_tuple(c.free_blocks + c.prefix_hit_blocks, c.prefix_hit_blocks, -c.replica.value()) >
+            std::make_tuple(best->free_blocks + best->prefix_hit_blocks, best->prefix_hit_blocks,
+                            -best->replica.value())) {
       best = &c;
     }
   }

@@ -56,7 +56,24 @@ absl::StatusOr<ReplicaId> Scheduler::AddReplica(const ReplicaOptions& options) {
   WEFT_ASSIGN_OR_RETURN(KvCacheManager manager, KvCacheManager::Create(kv));
   const ReplicaId id(next_replica_id_++);
   replicas_.emplace(id, std::make_unique<Replica>(id, std::move(manager)));
+  RerouteWaiting(nullptr);  // scale-up: the new replica takes its share of the queue now
   return id;
+}
+
+absl::Status Scheduler::DrainReplica(ReplicaId id) {
+  Replica* replica = FindReplica(id);
+  if (replica == nullptr) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
+  if (replica->draining()) return absl::OkStatus();
+  replica->set_draining();
+  // Its queue moves to the replicas that take work (and, if this was the last of them,
+  // the other draining replicas' queues stay where they are).
+  RerouteWaiting(replica);
+  return absl::OkStatus();
+}
+
+bool Scheduler::ReplicaDrained(ReplicaId id) const {
+  const Replica* replica = FindReplica(id);
+  return replica != nullptr && replica->draining() && replica->Empty();
 }
 
 absl::Status Scheduler::RemoveReplica(ReplicaId id, absl::Time now) {
@@ -312,6 +329,8 @@ absl::Status Scheduler::Plan(ReplicaId id, absl::Time now, StepPlan* plan) {
   }
   ExpireDeadlines(now);
   planner_.Plan(replica, now, plan);
+  // A draining replica's preempted sequences (and forks it had no room for) move on.
+  if (replica->draining() && replica->num_waiting() > 0) RerouteWaiting(replica);
   return absl::OkStatus();
 }
 
@@ -398,20 +417,43 @@ Replica* Scheduler::FindReplica(ReplicaId id) const {
 }
 
 Replica* Scheduler::Route(const Sequence& seq) const {
+  // Replicas that take work first. A sequence none of them fits (all drain, or only a
+  // draining one is large enough) waits in a draining replica's queue, which admits
+  // nothing: for a replica to be added, or for that drain to end (then it is re-queued).
   std::vector<RouteCandidate> candidates;
   candidates.reserve(replicas_.size());
   const int32_t max_total = seq.num_prompt_tokens() + seq.request->stopping.max_tokens;
-  for (const auto& [id, replica] : replicas_) {
-    const KvCacheManager& kv = replica->kv();
-    RouteCandidate c;
-    c.replica = id;
-    c.prefix_hit_blocks = kv.FindCachedPrefix(seq.block_hashes, seq.logical_length()).num_blocks;
-    c.free_blocks = kv.num_free_blocks() - replica->waiting_demand_blocks();
-    c.fits = kv.BlocksFor(max_total) <= kv.pool().num_blocks();
-    candidates.push_back(c);
+  for (const bool draining : {false, true}) {
+    candidates.clear();
+    for (const auto& [id, replica] : replicas_) {
+      if (replica->draining() != draining) continue;
+      const KvCacheManager& kv = replica->kv();
+      RouteCandidate c;
+      c.replica = id;
+      c.prefix_hit_blocks = kv.FindCachedPrefix(seq.block_hashes, seq.logical_length()).num_blocks;
+      c.free_blocks = kv.num_free_blocks() - replica->waiting_demand_blocks();
+      c.fits = kv.BlocksFor(max_total) <= kv.pool().num_blocks();
+      candidates.push_back(c);
+    }
+    if (std::optional<ReplicaId> pick = PickReplica(candidates)) return FindReplica(*pick);
   }
-  std::optional<ReplicaId> pick = PickReplica(candidates);
-  return pick ? FindReplica(*pick) : nullptr;
+  return nullptr;
+}
+
+void Scheduler::RerouteWaiting(Replica* only) {
+  std::vector<std::pair<Sequence*, Replica*>> moving;  // and the replica it waited on
+  for (const auto& [id, replica] : replicas_) {
+    if (only != nullptr && replica.get() != only) continue;
+    for (const auto& e : replica->waiting()) moving.emplace_back(e.second, replica.get());
+  }
+  if (moving.empty()) return;
+  std::sort(moving.begin(), moving.end(),
+            [](const auto& a, const auto& b) { return a.first->key() < b.first->key(); });
+  for (auto& [seq, from] : moving) from->RemoveWaiting(seq);
+  for (auto& [seq, from] : moving) {
+    Replica* to = Route(*seq);
+    (to != nullptr ? to : from)->AddWaiting(seq);
+  }
 }
 
 int32_t Scheduler::NumWaiting() const {
@@ -451,6 +493,8 @@ SchedulerMetrics Scheduler::Metrics() const {
     r.kv_blocks_total = pool.num_blocks();
     r.steps_in_flight = static_cast<int32_t>(replica->in_flight().size());
     r.steps_planned = replica->next_step_id().value() - 1;
+    r.draining = replica->draining();
+    m.num_draining_replicas += r.draining ? 1 : 0;
     m.num_running += r.num_running;
     m.num_waiting += r.num_waiting;
     m.kv_blocks_used += r.kv_blocks_used;

@@ -22,6 +22,17 @@
 // replicas for recompute (prompt + tokens so far), one retry per request; past
 // max_retries, or with no replica left, they finish kUnavailable.
 //
+// Draining (a worker shutting down): DrainReplica stops placing sequences on the
+// replica — it admits nothing from its waiting queue, whose sequences (and any it
+// preempts later) are routed to the other replicas, and is routed nothing while another
+// replica takes work — and lets its running sequences go on. Once ReplicaDrained,
+// RemoveReplica re-queues nothing; called before (the drain timed out) it re-queues
+// what remains as above. A sequence no other replica fits (every replica drains, or
+// only a draining one is large enough) waits in a draining replica's queue for a
+// replica to be added (or for that drain to end).
+// Scale-up: adding a replica routes every waiting sequence again (as if it arrived now),
+// so a replica that attaches under load takes its share of the queue at its first step.
+//
 // Time is whatever clock the caller passes (`now`): wall time in the service, a
 // virtual clock in the simulator.
 //
@@ -63,6 +74,7 @@ struct ReplicaMetrics {
   int32_t kv_blocks_total = 0;
   int32_t steps_in_flight = 0;
   int64_t steps_planned = 0;
+  bool draining = false;
 };
 
 // KV slots held by running sequences against the tokens they store (a block shared by
@@ -79,6 +91,7 @@ struct SchedulerMetrics {
   int32_t kv_blocks_used = 0;
   int32_t kv_blocks_cached = 0;
   int32_t kv_blocks_total = 0;
+  int32_t num_draining_replicas = 0;
   SchedulerCounters counters;
   std::vector<ReplicaMetrics> replicas;
 };
@@ -95,6 +108,12 @@ class Scheduler {
   absl::StatusOr<ReplicaId> AddReplica(const ReplicaOptions& options);
   // The replica's workers are gone: see the header comment.
   absl::Status RemoveReplica(ReplicaId id, absl::Time now);
+  // The replica's workers are shutting down: see the header comment. Idempotent;
+  // NOT_FOUND for an unknown replica.
+  absl::Status DrainReplica(ReplicaId id);
+  // True when the replica drains and holds nothing (no sequence running or waiting, no
+  // step in flight): removing it now re-queues nothing.
+  bool ReplicaDrained(ReplicaId id) const;
 
   // --- Requests -----------------------------------------------------------------
   absl::StatusOr<RequestId> AddRequest(const RequestSpec& spec, absl::Time now);
@@ -141,8 +160,12 @@ class Scheduler {
 
   absl::Status ValidateSpec(const RequestSpec& spec) const;
   Replica* FindReplica(ReplicaId id) const;
-  // The replica a waiting sequence should queue on; null if none fits it.
+  // The replica a waiting sequence should queue on (draining ones only when no other
+  // fits it); null if none fits it.
   Replica* Route(const Sequence& seq) const;
+  // Routes the waiting sequences of `only` (of every replica when null) again, in queue
+  // order; one that no other replica fits stays where it was.
+  void RerouteWaiting(Replica* only);
   int32_t NumWaiting() const;
   void ApplyToken(Sequence* seq, int32_t token, int32_t aux, absl::Time now);
   // Finishes `seq` (frees blocks, leaves queues, owes the workers a finished id) and

@@ -1,7 +1,9 @@
 // Randomized planner test (≥ 100,000 seeded operations per main configuration): random
 // arrivals (shared prefixes, n > 1, priorities, stop tokens/strings, deadlines),
-// cancellations, clock jumps, replica removal and re-attachment, and pipelined steps
-// executed by FakeWorkers. After every operation:
+// cancellations, clock jumps, replica removal and re-attachment, replica drains
+// (scale-down: released once drained, or removed early as by a drain timeout) with a
+// replica added under load (scale-up), and pipelined steps executed by FakeWorkers.
+// After every operation:
 //   * Scheduler::CheckInvariants (block ownership = ref counts, pool accounting, queue
 //     and counter consistency, no waste beyond the last partial block);
 //   * every sequence that finished is checked against the reference model
@@ -99,14 +101,33 @@ class PlannerModelTest : public ::testing::TestWithParam<ModelConfig> {
     }
   }
 
+  // Removes the replicas whose drain is over; a finished drain re-queues nothing.
+  void ReleaseDrained(TestHarness& h) {
+    for (ReplicaId r : h.scheduler().replica_ids()) {
+      if (!h.scheduler().ReplicaDrained(r)) continue;
+      const int64_t retries = h.scheduler().counters().retries_total;
+      ASSERT_TRUE(h.RemoveReplica(r).ok());
+      ASSERT_EQ(h.scheduler().counters().retries_total, retries);
+      ++released_;
+    }
+  }
+  // A draining replica, or an invalid id.
+  ReplicaId SomeDraining(TestHarness& h) {
+    for (const ReplicaMetrics& r : h.scheduler().Metrics().replicas) {
+      if (r.draining) return r.replica;
+    }
+    return ReplicaId(0);
+  }
+
   std::mt19937_64 rng_;
   int64_t steps_ = 0;
+  int64_t released_ = 0;
 };
 
 TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
   TestHarness h(Options(), {40, 24});
   std::vector<RequestId> live;
-  int64_t added = 0, rejected = 0, cancelled = 0, removals = 0;
+  int64_t added = 0, rejected = 0, cancelled = 0, removals = 0, drains = 0;
   for (int32_t op = 0; op < GetParam().num_ops; ++op) {
     const int32_t kind = Uniform(0, 99);
     if (kind < 14) {
@@ -133,10 +154,21 @@ TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
       ASSERT_TRUE(h.RemoveReplica(ids[rng_() % ids.size()]).ok());
       h.AddReplica(Uniform(0, 1) == 0 ? 40 : 24);
       ++removals;
+    } else if (kind == 21 && Uniform(0, 4) == 0 && h.scheduler().replica_ids().size() < 4) {
+      // Scale-down and scale-up: a replica starts draining; a fresh one attaches.
+      const std::vector<ReplicaId> ids = h.scheduler().replica_ids();
+      ASSERT_TRUE(h.scheduler().DrainReplica(ids[rng_() % ids.size()]).ok());
+      h.AddReplica(Uniform(0, 1) == 0 ? 40 : 24);
+      ++drains;
+    } else if (kind == 22 && Uniform(0, 9) == 0 && SomeDraining(h).value() != 0) {
+      ASSERT_TRUE(h.RemoveReplica(SomeDraining(h)).ok());  // its drain timed out
+      ++removals;
     } else {
       StepSomeReplica(h);
       if (HasFatalFailure()) return;
     }
+    ReleaseDrained(h);
+    if (HasFatalFailure()) return;
     absl::Status s = h.Collect();
     ASSERT_TRUE(s.ok()) << "op " << op << ": " << s;
     s = h.scheduler().CheckInvariants();
@@ -150,6 +182,11 @@ TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
        ++i) {
     StepSomeReplica(h);
     if (HasFatalFailure()) return;
+    ReleaseDrained(h);
+    // A sequence that only a draining replica fits waits there: time its drain out.
+    if (i % 5000 == 4999 && SomeDraining(h).value() != 0) {
+      ASSERT_TRUE(h.RemoveReplica(SomeDraining(h)).ok());
+    }
     ASSERT_TRUE(h.Collect().ok());
     ASSERT_TRUE(h.scheduler().CheckInvariants().ok()) << h.scheduler().CheckInvariants();
   }
@@ -173,6 +210,8 @@ TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
   EXPECT_GT(steps_, GetParam().num_ops / 4);
   EXPECT_GT(cancelled, 0);
   EXPECT_GT(removals, 0);
+  EXPECT_GT(drains, 0);
+  EXPECT_GT(released_, 0) << "no drain ever finished";
   if (GetParam().policy != PolicyKind::kStatic) {
     EXPECT_GT(m.counters.preemptions_total, 0);
   }
@@ -182,7 +221,8 @@ TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
             << " rejected), steps " << steps_ << ", preemptions " << m.counters.preemptions_total
             << ", prefix-hit tokens " << m.counters.prefix_cache_hit_tokens_total
             << ", discarded " << m.counters.discarded_tokens_total << ", retries "
-            << m.counters.retries_total << "\n";
+            << m.counters.retries_total << ", drains " << drains << " (" << released_
+            << " released drained)\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(

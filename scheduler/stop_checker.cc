@@ -50,6 +50,34 @@ int ClassifyChar(const unsigned char* p, size_t n) {
   return need + 1;
 }
 
+// Decodes `bytes` into valid UTF-8 appended to `out`; an incomplete character at the end
+// goes to `*tail` (which must be empty).
+void DecodeComplete(absl::string_view bytes, std::string* out, std::string* tail) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  size_t i = 0;
+  while (i < n) {
+    if (p[i] < 0x80) {  // ASCII run
+      size_t j = i + 1;
+      while (j < n && p[j] < 0x80) ++j;
+      out->append(bytes.data() + i, j - i);
+      i = j;
+      continue;
+    }
+    const int r = ClassifyChar(p + i, n - i);
+    if (r > 0) {
+      out->append(bytes.data() + i, r);
+      i += r;
+    } else if (r == 0) {
+      tail->assign(bytes.data() + i, n - i);
+      break;
+    } else {
+      out->append(kReplacement.data(), kReplacement.size());
+      i += -r;
+    }
+  }
+}
+
 }  // namespace
 
 bool IsValidUtf8(absl::string_view s) {
@@ -68,36 +96,22 @@ StopChecker::StopChecker(const std::vector<std::string>* stop_strings)
                                                                        : nullptr) {}
 
 void StopChecker::Decode(absl::string_view bytes, std::string* out) {
-  std::string joined;
-  if (!utf8_tail_.empty()) {
-    joined = utf8_tail_;
-    joined.append(bytes.data(), bytes.size());
-    utf8_tail_.clear();
-    bytes = joined;
-  }
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t n = bytes.size();
-  size_t i = 0;
-  while (i < n) {
-    if (p[i] < 0x80) {  // ASCII run
-      size_t j = i + 1;
-      while (j < n && p[j] < 0x80) ++j;
-      out->append(bytes.data() + i, j - i);
-      i = j;
-      continue;
-    }
-    const int r = ClassifyChar(p + i, n - i);
-    if (r > 0) {
-      out->append(bytes.data() + i, r);
-      i += r;
-    } else if (r == 0) {
-      utf8_tail_.assign(bytes.data() + i, n - i);
-      break;
+  if (utf8_tail_.empty()) {
+    // Most tokens are ASCII: one append, no per-character work.
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    size_t i = 0;
+    while (i < bytes.size() && p[i] < 0x80) ++i;
+    if (i == bytes.size()) {
+      out->append(bytes.data(), bytes.size());
     } else {
-      out->append(kReplacement.data(), kReplacement.size());
-      i += -r;
+      DecodeComplete(bytes, out, &utf8_tail_);
     }
+    return;
   }
+  std::string joined = utf8_tail_;
+  joined.append(bytes.data(), bytes.size());
+  utf8_tail_.clear();
+  DecodeComplete(joined, out, &utf8_tail_);
 }
 
 size_t StopChecker::HoldbackLength() const {

@@ -38,10 +38,12 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
   libabsl-dev libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libdnnl-dev libre2-dev prometheus-cpp-dev
+  libdnnl-dev libre2-dev prometheus-cpp-dev libcpp-httplib-dev
   clang-14 libclang-rt-14-dev
-  prometheus python3 python3-grpcio python3-protobuf python3-venv nlohmann-json3-dev yamllint
-  gnuplot-nox
+  prometheus python3 python3-grpcio python3-protobuf python3-venv nlohmann-json3-dev libcpp-httplib-dev yamllint
+  gnuplot-nox haproxy openssl
+  python3-yaml python3-pip
+  debootstrap umoci skopeo
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "kernels/cuda/sampling_math.h"
 #include "worker/philox.h"
 
 namespace weft {
@@ -28,8 +29,13 @@ absl::Status CheckTokens(absl::Span<const int32_t> tokens, int32_t vocab, const 
 }  // namespace
 
 Sampler::Sampler(int32_t vocab_size)
-    : vocab_size_(vocab_size), l_(vocab_size), counts_(vocab_size), seen_(vocab_size) {
+    : vocab_size_(vocab_size),
+      l_(vocab_size),
+      w_(vocab_size),
+      counts_(vocab_size),
+      seen_(vocab_size) {
   CHECK_GT(vocab_size, 0);
+  CHECK_LE(vocab_size, sampling::kMaxVocab) << "weight sums must stay exact in double";
   cand_.reserve(vocab_size);
   order_.reserve(vocab_size);
 }
@@ -142,7 +148,7 @@ void Sampler::TopK(int32_t k) {
 
 void Sampler::EnsureSorted(size_t n) {
   if (n <= sorted_) return;
-  auto by_weight = [&](int32_t a, int32_t b) { return l_[a] > l_[b] || (l_[a] == l_[b] && a < b); };
+  auto by_weight = [&](int32_t a, int32_t b) { return w_[a] > w_[b] || (w_[a] == w_[b] && a < b); };
   const size_t end =
       std::min(order_.size(), std::max(n, sorted_ + std::max(kFirstSortedChunk, sorted_)));
   if (end < order_.size()) {
@@ -162,47 +168,45 @@ int32_t Sampler::Draw(const SamplerParams& p, uint32_t output_index) {
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < cand_.size()) TopK(p.top_k);
   float m = kNegInf;
   for (int32_t t : cand_) m = std::max(m, l_[t]);
-  for (int32_t t : cand_) l_[t] = std::exp(l_[t] - m);  // l_ now holds the weights w
+  // Integer weights (sampling_math.h); a weight of 0 drops the candidate.
+  size_t num_weighted = 0;
+  for (int32_t t : cand_) {
+    w_[t] = sampling::Weight(l_[t] - m);
+    if (w_[t] > 0) cand_[num_weighted++] = t;
+  }
+  cand_.resize(num_weighted);  // never empty: the top candidate weighs 2^31
   order_.assign(cand_.begin(), cand_.end());
   sorted_ = 0;
   size_t keep = cand_.size();
   if (p.top_p < 1.0f) {
-    float z = 0.0f;
-    for (int32_t t : cand_) z += l_[t];
-    const float target = p.top_p * z;
-    float cum = 0.0f;
+    uint64_t z = 0;
+    for (int32_t t : cand_) z += w_[t];
+    const double target = sampling::TopPTarget(p.top_p, z);
+    uint64_t cum = 0;
     for (size_t k = 0; k < cand_.size(); ++k) {
       EnsureSorted(k + 1);
-      cum += l_[order_[k]];
-      if (cum >= target) {
+      cum += w_[order_[k]];
+      if (sampling::TopPReached(cum, target)) {
         keep = k + 1;
         break;
       }
     }
   }
   if (p.min_p > 0.0f) {
-    // The candidates with w >= min_p come first in sorted order.
+    // The candidates min_p keeps come first in sorted order (the top one always stays).
     size_t above = 0;
-    for (int32_t t : cand_) above += l_[t] >= p.min_p ? 1 : 0;
+    for (int32_t t : cand_) above += sampling::MinPKeeps(w_[t], p.min_p) ? 1 : 0;
     keep = std::min(keep, std::max<size_t>(above, 1));
   }
   EnsureSorted(keep);
-  float z = 0.0f;
-  if (keep == cand_.size()) {
-    for (int32_t t : cand_) z += l_[t];
-  } else {
-    const int32_t last = order_[keep - 1];
-    const float w_last = l_[last];
-    for (int32_t t : cand_) {
-      if (l_[t] > w_last || (l_[t] == w_last && t <= last)) z += l_[t];
-    }
-  }
-  const float target = SampleUniform(p.seed, static_cast<uint32_t>(p.sample_index),
-                                     output_index) * z;
-  float cum = 0.0f;
+  uint64_t z = 0;
+  for (size_t k = 0; k < keep; ++k) z += w_[order_[k]];  // exact: any order gives these bits
+  const double target = sampling::DrawTarget(
+      SampleUniform(p.seed, static_cast<uint32_t>(p.sample_index), output_index), z);
+  uint64_t cum = 0;
   for (size_t k = 0; k < keep; ++k) {
-    cum += l_[order_[k]];
-    if (cum > target) return order_[k];
+    cum += w_[order_[k]];
+    if (sampling::DrawReached(cum, target)) return order_[k];
   }
   return order_[keep - 1];
 }

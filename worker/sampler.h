@@ -1,7 +1,7 @@
 // Sampler: picks the next token of one sequence from its logits, on CPU.
 //
-// The algorithm, exactly (a CUDA twin must follow the same steps; floating-point sums
-// are fp32 in the order stated, exp is expf):
+// The algorithm, exactly (the CUDA twin follows the same steps; the logit arithmetic is
+// fp32, the weight arithmetic is kernels/cuda/sampling_math.h's):
 //   0. l = the raw logits; NaN counts as -inf.
 //   1. Penalties over the sequence's history:
 //        repetition r != 1: every distinct token in prompt or output:
@@ -13,18 +13,21 @@
 //   3. l = l / temperature.
 //   4. top_k > 0: keep the k tokens with the largest l (ties: lower id first).
 //      Tokens with l = -inf are never candidates.
-//   5. Softmax weights w_t = expf(l_t - max l) over the candidates (the top one has
-//      w = 1). Order the candidates by w descending, ties by lower id ("sorted order").
-//   6. top_p < 1: Z = sum of w over the candidates in ascending id order; keep the
-//      shortest prefix of the sorted order whose running sum (in sorted order) reaches
-//      top_p * Z (at least one token).
-//   7. min_p > 0: drop candidates with w < min_p (= min_p * max probability / p_max,
-//      since the top w is 1).
-//   8. Renormalise: Z' = sum of w over what is left, ascending id order. Draw
-//      u = SampleUniform(seed, sample_index, output_index) (philox.h), where
-//      output_index = number of output tokens so far; walk the sorted order adding w
-//      and return the first token whose running sum exceeds u * Z' (the last one if
-//      rounding leaves none).
+//   5. Integer weights W_t = sampling::Weight(l_t - max l) (kernels/cuda/sampling_math.h:
+//      floor(2^31 * exp) by a fixed double polynomial, so the top candidate has
+//      W = 2^31; candidates with W = 0, i.e. below 2^-31 of the top, are dropped). Order
+//      the candidates by W descending, ties by lower id ("sorted order"). Every sum of
+//      weights below is an exact uint64 sum, so its order does not matter.
+//   6. top_p < 1: Z = sum of W over the candidates; keep the shortest prefix of the
+//      sorted order whose running sum S reaches the target: double(S) >=
+//      double(top_p) * double(Z) (at least one token).
+//   7. min_p > 0: drop candidates with double(W) < double(min_p) * 2^31.
+//   8. Z' = sum of W over what is left. Draw u = SampleUniform(seed, sample_index,
+//      output_index) (philox.h), where output_index = number of output tokens so far;
+//      walk the sorted order adding W and return the first token whose running sum S
+//      has double(S) > double(u) * double(Z') (the last one if none).
+// The device sampler (kernels/cuda/sampling.h) computes the same steps with the same
+// functions of sampling_math.h; its tokens are equal to these by construction.
 // Logprobs (num_logprobs >= 0) describe the raw logits, before penalties and
 // temperature: logprob_t = l_t - logsumexp(l) (sum in double, ascending id order); the
 // chosen token's, and with num_logprobs = N the N most likely tokens (ties: lower id).
@@ -83,13 +86,14 @@ class Sampler {
   // Steps 3-8; returns the token.
   int32_t Draw(const SamplerParams& p, uint32_t output_index);
   void TopK(int32_t k);
-  // Sorts order_ (the candidates) by (w desc, id asc) up to position n.
+  // Sorts order_ (the candidates) by (W desc, id asc) up to position n.
   void EnsureSorted(size_t n);
   void Logprobs(const SamplerParams& p, absl::Span<const float> logits,
                 SampleResult* result);
 
   const int32_t vocab_size_;
-  std::vector<float> l_;           // working logits, then weights w
+  std::vector<float> l_;           // working logits
+  std::vector<uint32_t> w_;        // integer weights of the candidates (step 5)
   std::vector<int32_t> counts_;    // output occurrences per token (kept all zero between calls)
   std::vector<uint8_t> seen_;      // token in prompt or output (kept all zero between calls)
   std::vector<int32_t> touched_;   // tokens whose counts_/seen_ were set

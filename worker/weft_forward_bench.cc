@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "worker/kv_cache.h"
 #include "worker/model/llama_model.h"
@@ -309,6 +309,7 @@ int Main() {
 }  // namespace weft
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv,
+                   "weft_forward_bench [--model=FILE.gguf --threads --decode_batch ...]");
   return weft::Main();
 }

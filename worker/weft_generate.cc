@@ -17,8 +17,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "common/flags.h"
 #include "common/detokenizer.h"
 #include "common/gguf.h"
 #include "common/tokenizer.h"
@@ -152,7 +151,6 @@ int Main() {
 }  // namespace weft
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("weft-generate --model=FILE.gguf --prompt=TEXT [...]");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "weft-generate --model=FILE.gguf --prompt=TEXT [...]");
   return weft::Main();
 }

@@ -17,8 +17,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "common/tokenizer.h"
 #include "worker/backends/cpu_backend.h"
@@ -103,7 +102,6 @@ int Main() {
 }  // namespace weft
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("weft-perplexity --model=FILE.gguf --file=TEXT [--ctx=512]");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "weft-perplexity --model=FILE.gguf --file=TEXT [--ctx=512]");
   return weft::Main();
 }

@@ -26,6 +26,29 @@ __device__ __forceinline__ void LoadKvRow8(const void* base, const uint16_t* sca
   }
 }
 
+// The kPipelined decode kernel (decode_attention_pipelined.cu): InvalidValue for K/V,
+// int8 scale or q rows that are not 16-byte aligned. PagedDecodeAttention has validated
+// the rest of the arguments.
+cudaError_t LaunchPipelinedDecode(const DecodeAttentionArgs& args, const PagedKvView& kv,
+                                  cudaStream_t stream);
+// Set the shared memory limits of every pipelined decode / tensor-core prefill instance
+// (PrepareAttentionKernels, in decode_attention.cu: the first archive of the library,
+// so that any program linking it resolves these).
+cudaError_t PreparePipelinedDecode();
+cudaError_t PrepareTcPrefill();
+
+// Raises `kernel`'s dynamic shared memory limit to `bytes`, unless `stream` is being
+// captured into a CUDA graph (the call is not a stream operation and must not run during
+// a capture; PrepareAttentionKernels() sets every limit beforehand).
+template <typename Kernel>
+cudaError_t SetSmemLimitOutsideCapture(Kernel kernel, int bytes, cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(stream, &capture);
+  if (e != cudaSuccess) return e;
+  if (capture != cudaStreamCaptureStatusNone) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
 // Calls f.template operator()<KvT, kHeadDim>() for the view's dtype and head_dim;
 // returns cudaErrorInvalidValue for an unsupported pair.
 template <typename F>

@@ -1,5 +1,5 @@
-// The decode kernels of paged_attention.h (flash-decoding split-K + reduction) and the
-// host helpers shared with prefill.
+// The kSplitV1 decode kernels of paged_attention.h (flash-decoding split-K + reduction),
+// the launch entry point that dispatches to either decode kernel, and host helpers.
 //
 // Thread block = (KV head h, item, split). Lanes are grouped kTpg = head_dim/8 per token:
 // lane li of a group holds dims [8*li, 8*li + 8) of a token's K or V row (one 16-byte
@@ -225,8 +225,6 @@ struct DecodeLauncher {
 
 }  // namespace
 
-bool AttentionHeadDimSupported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
-
 int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t group_size,
                               int32_t block_size, int32_t max_context, int32_t num_sms) {
   (void)block_size;  // splits may cut blocks: tokens are addressed one by one
@@ -240,9 +238,38 @@ int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t g
   return part;
 }
 
-int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
-                              int32_t max_splits) {
-  return int64_t{num_items} * num_heads * max_splits * (head_dim + 1);
+DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& s) {
+  DecodePlan plan;
+  const int32_t ctx = std::max(s.max_context, 1);
+  if (kernel == DecodeKernel::kSplitV1) {
+    plan.partition_size = ChooseDecodePartition(s.num_items, s.num_kv_heads, s.group_size,
+                                                s.block_size, ctx, s.num_sms);
+  } else {
+    constexpr int32_t kTile = kPipelinedDecodeTileTokens;
+    const int64_t pairs = int64_t{std::max(s.num_items, 1)} * std::max(s.num_kv_heads, 1);
+    const int64_t slots = int64_t{std::max(s.num_sms, 1)} *
+                          PipelinedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size);
+    int32_t part = (ctx + kTile - 1) / kTile * kTile;  // one split
+    for (int32_t splits = 1;; ++splits) {
+      int32_t p = (ctx + splits - 1) / splits;
+      p = (p + kTile - 1) / kTile * kTile;
+      if (p < 2 * kTile && splits > 1) break;  // splits of >= 2 tiles: the merge stays cheap
+      const int64_t ctas = pairs * DecodeNumSplits(ctx, p);
+      const int64_t waves = (ctas + slots - 1) / slots;
+      part = p;
+      if (ctas * 100 >= waves * slots * 85) break;
+    }
+    plan.partition_size = part;
+  }
+  plan.max_splits = DecodeNumSplits(ctx, plan.partition_size);
+  plan.workspace_floats = DecodeWorkspaceFloats(s.num_items, s.num_kv_heads * s.group_size,
+                                                s.head_dim, plan.max_splits);
+  return plan;
+}
+
+cudaError_t PrepareAttentionKernels() {
+  const cudaError_t e = PreparePipelinedDecode();
+  return e != cudaSuccess ? e : PrepareTcPrefill();
 }
 
 cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,
@@ -253,7 +280,14 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
     return cudaErrorInvalidValue;
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;
-  if (group < 1 || group > kMaxGroupSize ||
+  if (group < 1 || group > kMaxGroupSize || !AttentionHeadDimSupported(kv.head_dim)) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.kernel == DecodeKernel::kPipelined) {
+    if (args.num_items == 0) return cudaSuccess;
+    return LaunchPipelinedDecode(args, kv, stream);
+  }
+  if (args.kernel != DecodeKernel::kSplitV1 ||
       int64_t{group} * args.partition_size > kMaxScoreFloats) {
     return cudaErrorInvalidValue;
   }

@@ -5,9 +5,16 @@
 #ifndef WEFT_KERNELS_CUDA_DEVICE_UTILS_CUH_
 #define WEFT_KERNELS_CUDA_DEVICE_UTILS_CUH_
 
+#if defined(WEFT_CUDA_HOST_EMULATION)
+#include "kernels/cuda/testing/host_emulation.h"  // CPU emulation (tests only)
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+// A kernel's dynamic shared memory as `T name[]` (16-byte aligned).
+#define WEFT_DYNAMIC_SMEM(T, name) extern __shared__ __align__(16) T name[]
+#endif
 
 #include <cstdint>
 

@@ -96,13 +96,16 @@ __global__ void __launch_bounds__(kEltThreads)
   }
 }
 
+#if !defined(WEFT_CUDA_HOST_EMULATION)
 unsigned GridFor(int64_t total) {
   const int64_t blocks = (total + kEltThreads - 1) / kEltThreads;
   return static_cast<unsigned>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
+#endif
 
 }  // namespace
 
+#if !defined(WEFT_CUDA_HOST_EMULATION)  // launch code (not in the host emulation build)
 cudaError_t RmsNorm(const RmsNormArgs& args, cudaStream_t stream) {
   if (args.num_rows < 0 || args.num_rows > 0x7fffffff || args.dim <= 0 ||
       (args.delta != nullptr && args.rows != nullptr)) {
@@ -151,5 +154,7 @@ cudaError_t EmbeddingGather(const void* table, WeightDtype dtype, int64_t vocab,
   }
   return cudaGetLastError();
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

@@ -1,24 +1,26 @@
-// Paged attention on the GPU: the decode kernel (one query token per sequence,
-// flash-decoding split-K with a reduction kernel) and the prefill kernel (causal, many
-// query tokens per sequence, variable lengths in one launch, chunked-prefill aware).
-// CPU twin: kernels/cpu/paged_attention.h (same math: softmax(q.K * scale) V over keys
-// 0..p of the query at position p, read through the block table).
+// Paged attention on the GPU: the decode kernels (one query token per sequence,
+// flash-decoding split-K) and the prefill kernels (causal, many query tokens per
+// sequence, variable lengths in one launch, chunked-prefill aware; on CUDA cores, and on
+// tensor cores for long chunks). CPU twin: kernels/cpu/paged_attention.h (same math:
+// softmax(q.K * scale) V over keys 0..p of the query at position p, read through the
+// block table). Each kernel's design, layout and preconditions are at the top of its
+// .cu file: decode_attention_pipelined.cu, decode_attention.cu, prefill_attention.cu,
+// prefill_attention_tc.cu. Besides the GPU test (paged_attention_test), the pipelined
+// decode and tensor-core prefill kernels run on the CPU under the host emulation
+// (emulated_*_test, testing/host_emulation.h).
 //
 // KV: one layer's PagedKvView (kernels/cuda/paged_kv.h), fp16, bf16 or int8 groups;
-// head_dim 64 or 128; num_heads / num_kv_heads <= 32 (kMaxQueriesPerKvHead).
-// GQA: a thread block owns one KV head and all the query heads that share it, so each K/V
-// block is read from memory once per (sequence, KV head, split) whatever the group size
-// (decode holds 8 query heads' q in registers at a time: larger groups re-read the
-// split's K/V, which then mostly hits L2). Both kernels run on CUDA cores (fp32 FMA),
-// not tensor cores: decode is bandwidth-bound anyway; prefill is compute-bound and is the
-// kernel to move to tensor cores (mma/wgmma) next.
+// head_dim 64 or 128; num_heads / num_kv_heads <= 32 (kMaxGroupSize).
+// GQA: a thread block owns one KV head and the query heads that share it, so each K/V
+// block is read from memory once per (sequence, KV head, split) whatever the group size.
 // Activations: q is fp32 (the QKV GEMM output after RoPE), rows of num_heads*head_dim
 // with head h at h*head_dim; out rows likewise, written as ActDtype. q and its row
 // stride must be 16-byte aligned (float4 loads).
-// Arithmetic: fp32 dot products and softmax (expf), fp32 accumulation; not bitwise equal
-// to the CPU (different summation order), within ~1e-5 relative for fp32-exact inputs.
-// A row's result depends only on its own sequence (batch invariant for a fixed split
-// size).
+// Arithmetic: the CUDA-core kernels use fp32 dot products, softmax and accumulation; not
+// bitwise equal to the CPU (different summation order), within ~1e-5 relative for
+// fp32-exact inputs. The tensor-core prefill rounds q and the softmax weights to
+// bf16/fp16 (see PagedPrefillAttentionTc). A row's result depends only on its own
+// sequence (batch invariant for a fixed split size).
 // Thread-safety: launches on the caller's stream.
 #ifndef WEFT_KERNELS_CUDA_PAGED_ATTENTION_H_
 #define WEFT_KERNELS_CUDA_PAGED_ATTENTION_H_
@@ -35,18 +37,48 @@ namespace weft::kernels::cuda {
 
 inline constexpr int32_t kMaxGroupSize = 32;  // query heads per KV head
 
-bool AttentionHeadDimSupported(int32_t head_dim);
+// Raises the shared memory limits of the kernels that need more than 48 KB (on the
+// current device). Call once per device before capturing a CUDA graph: the launchers
+// skip that host call while their stream is being captured.
+cudaError_t PrepareAttentionKernels();
+
+inline bool AttentionHeadDimSupported(int32_t head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
 
 // ---- Decode ----------------------------------------------------------------------------
 // Item i (a sequence with one query token) attends to keys [0, context_lens[i]) through
 // its block table (block_tables + block_table_offsets[i]). The context is cut into
-// splits of partition_size tokens (a multiple of block_size); grid.z = max_splits must
-// cover the longest context (max_splits * partition_size >= every context_len). With
-// one split the result is written directly; otherwise each split writes its normalized
-// partial output and log-sum-exp to the workspace and a reduction kernel combines them.
+// splits of partition_size tokens; grid.z = max_splits must cover the longest context
+// (max_splits * partition_size >= every context_len). With one split the result is
+// written directly; otherwise each split writes its normalized partial output and
+// log-sum-exp to the workspace and the splits are combined (kSplitV1: by a reduction
+// kernel; kPipelined: by the last split CTA of each (item, KV head) to finish).
 // Splits past an item's context exit at once, so a CUDA graph captured with max_splits
 // for the model's context length serves every shorter context.
 // An item with context_len 0 (graph padding) gets zero output.
+//
+// The kernels (same arguments, same results up to fp32 rounding; kept side by side so a
+// GPU session can A/B them):
+//   kPipelined (default; decode_attention_pipelined.cu): one CTA per (KV head, item,
+//     split); 32-token K/V tiles stream through a 3-stage cp.async pipeline (16-byte
+//     copies of whole rows) into shared memory; thread (d-chunk, query head, token lane)
+//     holds 8 dims of one head's q, so every query head of the group reads the same
+//     shared tile (GQA: K/V leave HBM once); flash-decoding online softmax per thread,
+//     merged across token lanes at the end; no limit on partition_size. Requires 16-byte
+//     aligned K/V (and int8 scale) rows: true for the backend's pool.
+//   kSplitV1 (decode_attention.cu): the first kernel — three passes over the split with
+//     scores in shared memory (partition_size * group <= 4096), plus the reduction kernel.
+enum class DecodeKernel : int32_t {
+  kSplitV1 = 0,
+  kPipelined = 1,
+};
+inline const char* DecodeKernelName(DecodeKernel kernel) {
+  return kernel == DecodeKernel::kSplitV1 ? "split_v1" : "pipelined";
+}
+// Tokens per K/V tile of the kPipelined kernel (its partitions are multiples of it).
+inline constexpr int32_t kPipelinedDecodeTileTokens = 32;
+
 struct DecodeAttentionArgs {
   const float* q = nullptr;
   int64_t q_stride = 0;
@@ -62,19 +94,53 @@ struct DecodeAttentionArgs {
   float scale = 1.0f;
   int32_t partition_size = 0;
   int32_t max_splits = 1;
-  float* workspace = nullptr;  // DecodeWorkspaceFloats(...) floats; unused with 1 split
+  // DecodeWorkspaceFloats(...) floats (unused with 1 split). Its last num_items*num_heads
+  // words are split counters (int32) that must be zero before the first launch that uses
+  // them; the kPipelined kernel leaves them zero again (graph replays rely on that).
+  float* workspace = nullptr;
+  DecodeKernel kernel = DecodeKernel::kPipelined;
 };
 
-// Split length for a batch: the largest multiple of block_size <= 512 whose scores fit
-// the kernel's shared memory for this group size, halved (not below 128 tokens or one
-// block) while the grid (items x kv heads x splits of max_context) would leave SMs idle.
+// kSplitV1's split length for a batch: the largest multiple of 32 <= 512 whose scores fit
+// the kernel's shared memory for this group size, halved (not below 256 tokens) while
+// the grid (items x kv heads x splits of max_context) would leave SMs idle.
 int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t group_size,
                               int32_t block_size, int32_t max_context, int32_t num_sms);
 inline int32_t DecodeNumSplits(int32_t max_context, int32_t partition_size) {
   return max_context <= 0 ? 1 : (max_context + partition_size - 1) / partition_size;
 }
-int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
-                              int32_t max_splits);
+// Partial outputs, their log-sum-exps, then one split counter per (item, head).
+inline int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
+                                     int32_t max_splits) {
+  return int64_t{num_items} * num_heads * (int64_t{max_splits} * (head_dim + 1) + 1);
+}
+
+// A decode batch as the split planner sees it.
+struct DecodeShape {
+  int32_t num_items = 0;
+  int32_t num_kv_heads = 0;
+  int32_t group_size = 1;  // query heads per KV head
+  int32_t head_dim = 128;
+  int32_t block_size = 16;
+  int32_t max_context = 0;
+  int32_t num_sms = 132;
+  KvDtype dtype = KvDtype::kBf16;
+};
+struct DecodePlan {
+  int32_t partition_size = 0;
+  int32_t max_splits = 1;
+  int64_t workspace_floats = 0;
+};
+// The split plan of `kernel` for a batch. kSplitV1: ChooseDecodePartition. kPipelined:
+// the fewest splits whose CTAs fill the GPU's resident CTA slots (num_sms x CTAs per SM
+// by shared memory and threads) to >= 85 % in the last wave, partitions a multiple of 32
+// tokens and not below 64 (one split when the batch alone fills the GPU, e.g. 64 items
+// x 8 KV heads on 132 SMs).
+DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& shape);
+
+// Resident CTAs per SM of the kPipelined kernel (shared memory and thread limits; the
+// kernel needs few registers), for the planner and the benchmark.
+int32_t PipelinedDecodeCtasPerSm(KvDtype dtype, int32_t head_dim, int32_t group_size);
 
 cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,
                                  cudaStream_t stream);
@@ -122,6 +188,19 @@ inline void BuildPrefillTiles(const int32_t* seq_num_tokens, int32_t num_seqs,
 
 cudaError_t PagedPrefillAttention(const PrefillAttentionArgs& args, const PagedKvView& kv,
                                   cudaStream_t stream);
+
+// The tensor-core prefill kernel (prefill_attention_tc.cu): the same arguments and
+// semantics, on mma.sync m16n8k16 (bf16 operands for bf16 KV, fp16 for fp16 and int8 KV;
+// q and the softmax weights are rounded to that type, accumulation is fp32 —
+// FlashAttention's precision, not the CUDA-core kernel's fp32 throughout). Its tiles are
+// PrefillTcTileTokens(group) query tokens (kPrefillTcRows query rows = tokens x group).
+// The backend uses it for chunks of at least kTensorCorePrefillMinTokens tokens and the
+// CUDA-core kernel for shorter ones. Requires group <= kPrefillTcRows and an even q_stride.
+inline constexpr int32_t kPrefillTcRows = 64;
+inline constexpr int32_t kTensorCorePrefillMinTokens = 128;
+int32_t PrefillTcTileTokens(int32_t group_size);
+cudaError_t PagedPrefillAttentionTc(const PrefillAttentionArgs& args, const PagedKvView& kv,
+                                    cudaStream_t stream);
 
 }  // namespace weft::kernels::cuda
 

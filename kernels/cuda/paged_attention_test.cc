@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -130,10 +131,14 @@ std::vector<float> Bf16ToFloats(const std::vector<uint16_t>& bits) {
   return out;
 }
 
-// Runs the decode kernel on every sequence at its full length with the given split
-// length (0: ChooseDecodePartition) and compares with the CPU.
+// Runs a decode kernel on every sequence at its full length with the given split
+// length (0: the kernel's PlanDecode) and compares with the CPU. The pipelined kernel
+// runs twice on the same workspace (as graph replays do): the results must be the same
+// bits and its split counters must be back at zero.
 void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_t partition,
-                 ActDtype out_dtype, uint32_t seed) {
+                 ActDtype out_dtype, uint32_t seed,
+                 DecodeKernel kernel = DecodeKernel::kPipelined) {
+  SCOPED_TRACE(DecodeKernelName(kernel));
   World w(shape, lengths, seed);
   const int32_t items = static_cast<int32_t>(lengths.size());
   const int32_t max_ctx = *std::max_element(lengths.begin(), lengths.end());
@@ -156,29 +161,53 @@ void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_
   a.num_items = items;
   a.num_heads = w.num_heads();
   a.scale = w.scale();
-  a.partition_size = partition > 0 ? partition
-                                   : ChooseDecodePartition(items, shape.num_kv_heads,
-                                                           shape.group, shape.block_size,
-                                                           max_ctx, 132);
+  a.kernel = kernel;
+  DecodeShape ds;
+  ds.num_items = items;
+  ds.num_kv_heads = shape.num_kv_heads;
+  ds.group_size = shape.group;
+  ds.head_dim = shape.head_dim;
+  ds.block_size = shape.block_size;
+  ds.max_context = max_ctx;
+  ds.dtype = shape.dtype;
+  a.partition_size = partition > 0 ? partition : PlanDecode(kernel, ds).partition_size;
   a.max_splits = DecodeNumSplits(max_ctx, a.partition_size) + 1;  // one spare: exits early
-  DeviceArray<float> ws(DecodeWorkspaceFloats(items, a.num_heads, shape.head_dim,
-                                              a.max_splits));
+  const int64_t ws_floats =
+      DecodeWorkspaceFloats(items, a.num_heads, shape.head_dim, a.max_splits);
+  DeviceArray<float> ws(ws_floats);
+  ws.FillBytes(0);  // the split counters start at zero
   a.workspace = ws.get();
-  std::vector<float> got;
+  std::vector<float> got, again;
   if (out_dtype == ActDtype::kF32) {
     DeviceArray<float> out(want.size());
     a.out = out.get();
     WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
     got = out.ToHost();
+    WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
+    again = out.ToHost();
     EXPECT_LE(WorstError(got, want, 2e-5, 2e-4), 1.0) << "partition " << a.partition_size;
   } else {
     DeviceArray<uint16_t> out(want.size());
     a.out = out.get();
     WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
     got = Bf16ToFloats(out.ToHost());
+    WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
+    again = Bf16ToFloats(out.ToHost());
     EXPECT_LE(WorstError(got, want, 1e-3, 1.0 / 128), 1.0) << "partition " << a.partition_size;
   }
+  EXPECT_EQ(got, again) << "a second launch on the same workspace";
+  if (kernel == DecodeKernel::kPipelined) {
+    const std::vector<float> tail = ws.ToHost();
+    const int64_t counters = int64_t{items} * a.num_heads;
+    for (int64_t i = ws_floats - counters; i < ws_floats; ++i) {
+      int32_t c;
+      std::memcpy(&c, &tail[i], 4);
+      ASSERT_EQ(c, 0) << "split counter " << i - (ws_floats - counters) << " left set";
+    }
+  }
 }
+
+constexpr DecodeKernel kBothKernels[] = {DecodeKernel::kPipelined, DecodeKernel::kSplitV1};
 
 std::vector<Shape> AllShapes() {
   std::vector<Shape> out;
@@ -202,27 +231,51 @@ class AttentionTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(AttentionTest, DecodeShortContextsOneSplit) {
   WEFT_SKIP_WITHOUT_CUDA();
-  // 1 token, a partial block, a full block, one past it, ragged lengths.
-  CheckDecode(GetParam(), {1, 15, 16, 17, 100, 250}, 256, ActDtype::kF32, 1);
+  // 1 token, a partial block, a full block, one past it, ragged lengths (tiles of 32
+  // rows: 1, 15, 16, 17 and 100 end inside a tile).
+  for (DecodeKernel k : kBothKernels) {
+    CheckDecode(GetParam(), {1, 15, 16, 17, 100, 250}, 256, ActDtype::kF32, 1, k);
+  }
 }
 
 TEST_P(AttentionTest, DecodeSplitKWithReduction) {
   WEFT_SKIP_WITHOUT_CUDA();
   // Several splits per sequence, split edges inside blocks (partition 96 = 6 blocks; 100
   // is not a multiple of 16), contexts that end exactly on a split edge.
-  CheckDecode(GetParam(), {1, 96, 97, 300, 777, 1025}, 96, ActDtype::kF32, 2);
-  CheckDecode(GetParam(), {2048, 5, 2000}, 100, ActDtype::kF32, 3);
+  for (DecodeKernel k : kBothKernels) {
+    CheckDecode(GetParam(), {1, 96, 97, 300, 777, 1025}, 96, ActDtype::kF32, 2, k);
+    CheckDecode(GetParam(), {2048, 5, 2000}, 100, ActDtype::kF32, 3, k);
+  }
+  // The pipelined kernel takes any split length: odd ones, shorter than a tile.
+  CheckDecode(GetParam(), {1, 40, 333, 1000}, 7, ActDtype::kF32, 12);
+  CheckDecode(GetParam(), {64, 65, 129}, 33, ActDtype::kF32, 13);
 }
 
 TEST_P(AttentionTest, DecodeBf16Output) {
   WEFT_SKIP_WITHOUT_CUDA();
-  CheckDecode(GetParam(), {33, 600}, 0, ActDtype::kBf16, 4);
+  for (DecodeKernel k : kBothKernels) CheckDecode(GetParam(), {33, 600}, 0, ActDtype::kBf16, 4, k);
 }
 
-// Runs the prefill kernel over chunks (cached prefix length, chunk length) of several
-// sequences in one launch and compares every query row with the CPU.
+// q rounded as the tensor-core kernel rounds it (q * scale * log2 e to the MMA type:
+// bf16 for bf16 KV, fp16 otherwise), mapped back: the CPU reference then sees the same
+// queries, and the comparison measures the rest (the softmax weights' rounding).
+std::vector<float> AsTensorCoreQ(const std::vector<float>& q, KvDtype dtype, float scale) {
+  const float qs = scale * 1.4426950408889634f;
+  std::vector<float> out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    const float x = q[i] * qs;
+    const float r = dtype == KvDtype::kBf16 ? Bf16ToFp32(Fp32ToBf16(x)) : Fp16ToFp32(Fp32ToFp16(x));
+    out[i] = r / qs;
+  }
+  return out;
+}
+
+// Runs a prefill kernel (tc: the tensor-core one) over chunks (cached prefix length,
+// chunk length) of several sequences in one launch and compares every query row with
+// the CPU.
 void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32_t>>& chunks,
-                  uint32_t seed) {
+                  uint32_t seed, bool tc = false) {
+  SCOPED_TRACE(tc ? "tensor cores" : "cuda cores");
   std::vector<int32_t> lengths;
   for (const auto& [start, n] : chunks) lengths.push_back(start + n);
   World w(shape, lengths, seed);
@@ -235,15 +288,18 @@ void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32
     rows += n;
   }
   const std::vector<float> q = w.RandomQ(rows);
+  const std::vector<float> q_ref = tc ? AsTensorCoreQ(q, shape.dtype, w.scale()) : q;
   std::vector<float> want;
   for (size_t s = 0; s < chunks.size(); ++s) {
-    const std::vector<float> o = w.CpuPrefill(s, q.data() + int64_t{q_start[s]} * w.q_width(),
-                                              start_pos[s], num_tokens[s]);
+    const std::vector<float> o = w.CpuPrefill(
+        s, q_ref.data() + int64_t{q_start[s]} * w.q_width(), start_pos[s], num_tokens[s]);
     want.insert(want.end(), o.begin(), o.end());
   }
   std::vector<int32_t> tile_seq, tile_q;
   BuildPrefillTiles(num_tokens.data(), static_cast<int32_t>(chunks.size()),
-                    PrefillTileTokens(shape.group, shape.head_dim), &tile_seq, &tile_q);
+                    tc ? PrefillTcTileTokens(shape.group)
+                       : PrefillTileTokens(shape.group, shape.head_dim),
+                    &tile_seq, &tile_q);
   DeviceArray<float> dq(q), out(want.size());
   DeviceArray<int32_t> dqs(q_start), dsp(start_pos), dnt(num_tokens), dts(tile_seq), dtq(tile_q);
   PrefillAttentionArgs a;
@@ -262,8 +318,15 @@ void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32
   a.num_tiles = static_cast<int32_t>(tile_seq.size());
   a.num_heads = w.num_heads();
   a.scale = w.scale();
-  WEFT_EXPECT_CUDA_OK(PagedPrefillAttention(a, w.view(), nullptr));
-  EXPECT_LE(WorstError(out.ToHost(), want, 2e-5, 2e-4), 1.0);
+  if (tc) {
+    WEFT_EXPECT_CUDA_OK(PagedPrefillAttentionTc(a, w.view(), nullptr));
+    // The softmax weights go to the tensor cores as bf16 (fp16): ~2^-9 (2^-11) each.
+    const double tol = shape.dtype == KvDtype::kBf16 ? 5e-3 : 2e-3;
+    EXPECT_LE(WorstError(out.ToHost(), want, tol, 2 * tol), 1.0);
+  } else {
+    WEFT_EXPECT_CUDA_OK(PagedPrefillAttention(a, w.view(), nullptr));
+    EXPECT_LE(WorstError(out.ToHost(), want, 2e-5, 2e-4), 1.0);
+  }
 }
 
 TEST_P(AttentionTest, PrefillChunksMatchCpu) {
@@ -274,14 +337,44 @@ TEST_P(AttentionTest, PrefillChunksMatchCpu) {
                5);
 }
 
+TEST_P(AttentionTest, PrefillOnTensorCoresMatchesCpu) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // Long chunks (the backend's use: >= 128 tokens), chunks after a cached prefix starting
+  // mid-block and on a block edge, and short ones (the kernel takes any length).
+  CheckPrefill(GetParam(), {{0, 130}, {16, 200}, {5, 1}, {100, 77}, {1500, 300}, {0, 64}}, 21,
+               true);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest, ::testing::ValuesIn(AllShapes()), ShapeName);
 
 // Long contexts (up to 8K) on a few shapes: bf16 and int8, GQA 8:1, both head sizes,
 // the partition the backend would pick.
 TEST(AttentionLongTest, Decode8K) {
   WEFT_SKIP_WITHOUT_CUDA();
-  CheckDecode({2, 8, 128, 16, KvDtype::kBf16}, {8192, 4097, 1}, 0, ActDtype::kF32, 6);
-  CheckDecode({3, 3, 64, 16, KvDtype::kInt8}, {8192, 3000}, 0, ActDtype::kF32, 7);
+  for (DecodeKernel k : kBothKernels) {
+    CheckDecode({2, 8, 128, 16, KvDtype::kBf16}, {8192, 4097, 1}, 0, ActDtype::kF32, 6, k);
+    CheckDecode({3, 3, 64, 16, KvDtype::kInt8}, {8192, 3000}, 0, ActDtype::kF32, 7, k);
+  }
+}
+
+TEST(AttentionLongTest, DecodeLlama8BShape) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // The benchmark's shape (8 KV heads, GQA 4, head_dim 128) at a few lengths, with the
+  // plan the backend would use, every KV type.
+  for (KvDtype dt : {KvDtype::kBf16, KvDtype::kF16, KvDtype::kInt8}) {
+    CheckDecode({8, 4, 128, 16, dt}, {2048, 2048, 1999, 17, 1}, 0, ActDtype::kF32, 14);
+    CheckDecode({8, 4, 128, 16, dt}, {2048, 700}, 0, ActDtype::kBf16, 15);
+  }
+}
+
+TEST(AttentionLongTest, DecodeLargeGroups) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // Groups of 16 and 32 query heads per KV head (256- and 512-thread CTAs), and 5 (padded
+  // to 8 heads, three of them idle).
+  CheckDecode({1, 16, 128, 16, KvDtype::kBf16}, {1, 300, 1500}, 0, ActDtype::kF32, 16);
+  CheckDecode({2, 32, 64, 16, KvDtype::kInt8}, {77, 1024}, 128, ActDtype::kF32, 17);
+  CheckDecode({2, 32, 128, 16, KvDtype::kF16}, {500}, 64, ActDtype::kF32, 18);
+  CheckDecode({3, 5, 64, 16, KvDtype::kBf16}, {31, 32, 33, 900}, 0, ActDtype::kF32, 19);
 }
 
 TEST(AttentionLongTest, Prefill8K) {
@@ -289,47 +382,60 @@ TEST(AttentionLongTest, Prefill8K) {
   // The last chunk of an 8K prompt, and a chunk ending mid-block right before it.
   CheckPrefill({2, 8, 128, 16, KvDtype::kBf16}, {{8128, 64}, {4000, 21}}, 10);
   CheckPrefill({3, 3, 64, 16, KvDtype::kInt8}, {{8000, 40}}, 11);
+  // Tensor cores: a whole 2K prompt (Llama-8B shape) and the last chunk of an 8K one.
+  CheckPrefill({8, 4, 128, 16, KvDtype::kBf16}, {{0, 2048}}, 22, true);
+  CheckPrefill({2, 8, 128, 16, KvDtype::kInt8}, {{7936, 256}}, 23, true);
+  CheckPrefill({2, 32, 64, 16, KvDtype::kF16}, {{0, 300}}, 24, true);
 }
 
 TEST(AttentionLongTest, OddBlockSize) {
   WEFT_SKIP_WITHOUT_CUDA();
-  CheckDecode({2, 3, 64, 7, KvDtype::kF16}, {1, 6, 7, 8, 300}, 64, ActDtype::kF32, 8);
+  for (DecodeKernel k : kBothKernels) {
+    CheckDecode({2, 3, 64, 7, KvDtype::kF16}, {1, 6, 7, 8, 300}, 64, ActDtype::kF32, 8, k);
+    CheckDecode({2, 3, 128, 12, KvDtype::kInt8}, {11, 12, 13, 400}, 64, ActDtype::kF32, 20, k);
+  }
   CheckPrefill({2, 3, 64, 7, KvDtype::kF16}, {{0, 20}, {6, 9}, {14, 1}}, 9);
+  CheckPrefill({2, 3, 64, 7, KvDtype::kF16}, {{0, 150}, {6, 129}}, 25, true);
 }
 
 TEST(AttentionLongTest, GraphPaddingGivesZeros) {
   WEFT_SKIP_WITHOUT_CUDA();
-  const Shape shape{2, 3, 64, 16, KvDtype::kBf16};
-  World w(shape, {40}, 9);
-  const std::vector<int32_t> ctx = {0, 40};  // item 0 is a padding slot
-  const std::vector<int32_t> offsets = {0, 0};
-  const std::vector<float> q = w.RandomQ(2);
-  DeviceArray<float> dq(q), out(2 * w.q_width());
-  out.FillBytes(0x7f);
-  DeviceArray<int32_t> dctx(ctx), doff(offsets);
-  DecodeAttentionArgs a;
-  a.q = dq.get();
-  a.q_stride = w.q_width();
-  a.out = out.get();
-  a.out_stride = w.q_width();
-  a.out_dtype = ActDtype::kF32;
-  a.context_lens = dctx.get();
-  a.block_tables = w.d_tables();
-  a.block_table_offsets = doff.get();
-  a.num_items = 2;
-  a.num_heads = w.num_heads();
-  a.scale = w.scale();
-  a.partition_size = 32;
-  a.max_splits = 4;
-  DeviceArray<float> ws(DecodeWorkspaceFloats(2, a.num_heads, 64, 4));
-  a.workspace = ws.get();
-  WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
-  const std::vector<float> got = out.ToHost();
-  for (int32_t i = 0; i < w.q_width(); ++i) ASSERT_EQ(got[i], 0.0f) << i;
-  const std::vector<float> want = w.CpuDecode(0, q.data() + w.q_width(), 40);
-  EXPECT_LE(WorstError(std::vector<float>(got.begin() + w.q_width(), got.end()), want, 2e-5,
-                       2e-4),
-            1.0);
+  for (DecodeKernel kernel : kBothKernels) {
+    SCOPED_TRACE(DecodeKernelName(kernel));
+    const Shape shape{2, 3, 64, 16, KvDtype::kBf16};
+    World w(shape, {40}, 9);
+    const std::vector<int32_t> ctx = {0, 40};  // item 0 is a padding slot
+    const std::vector<int32_t> offsets = {0, 0};
+    const std::vector<float> q = w.RandomQ(2);
+    DeviceArray<float> dq(q), out(2 * w.q_width());
+    out.FillBytes(0x7f);
+    DeviceArray<int32_t> dctx(ctx), doff(offsets);
+    DecodeAttentionArgs a;
+    a.q = dq.get();
+    a.q_stride = w.q_width();
+    a.out = out.get();
+    a.out_stride = w.q_width();
+    a.out_dtype = ActDtype::kF32;
+    a.context_lens = dctx.get();
+    a.block_tables = w.d_tables();
+    a.block_table_offsets = doff.get();
+    a.num_items = 2;
+    a.num_heads = w.num_heads();
+    a.scale = w.scale();
+    a.partition_size = 32;
+    a.max_splits = 4;
+    a.kernel = kernel;
+    DeviceArray<float> ws(DecodeWorkspaceFloats(2, a.num_heads, 64, 4));
+    ws.FillBytes(0);
+    a.workspace = ws.get();
+    WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
+    const std::vector<float> got = out.ToHost();
+    for (int32_t i = 0; i < w.q_width(); ++i) ASSERT_EQ(got[i], 0.0f) << i;
+    const std::vector<float> want = w.CpuDecode(0, q.data() + w.q_width(), 40);
+    EXPECT_LE(WorstError(std::vector<float>(got.begin() + w.q_width(), got.end()), want, 2e-5,
+                         2e-4),
+              1.0);
+  }
 }
 
 TEST(AttentionArgsTest, RejectsBadShapes) {
@@ -362,11 +468,47 @@ TEST(AttentionHostTest, PartitionAndTiles) {
   EXPECT_EQ(PrefillTileTokens(3, 64), 21);
   EXPECT_EQ(PrefillTileTokens(8, 128), 4);
   EXPECT_EQ(PrefillTileTokens(32, 128), 1);
+  EXPECT_EQ(PrefillTcTileTokens(1), 64);
+  EXPECT_EQ(PrefillTcTileTokens(3), 21);
+  EXPECT_EQ(PrefillTcTileTokens(32), 2);
   std::vector<int32_t> ts, tq;
   const std::vector<int32_t> n = {5, 0, 9};
   BuildPrefillTiles(n.data(), 3, 4, &ts, &tq);
   EXPECT_EQ(ts, (std::vector<int32_t>{0, 0, 2, 2, 2}));
   EXPECT_EQ(tq, (std::vector<int32_t>{0, 4, 0, 4, 8}));
+}
+
+TEST(AttentionHostTest, PipelinedDecodePlan) {
+  DecodeShape s;  // the benchmark's reference point: Llama-8B shape, batch 64 x 2048
+  s.num_items = 64;
+  s.num_kv_heads = 8;
+  s.group_size = 4;
+  s.head_dim = 128;
+  s.max_context = 2048;
+  s.num_sms = 132;
+  s.dtype = KvDtype::kBf16;
+  const int32_t per_sm = PipelinedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size);
+  EXPECT_GE(per_sm, 1);
+  DecodePlan p = PlanDecode(DecodeKernel::kPipelined, s);
+  EXPECT_EQ(p.partition_size % 32, 0);
+  EXPECT_GE(int64_t{p.partition_size} * p.max_splits, 2048);
+  // 512 (item, KV head) CTAs fill 132 SMs in one wave when 4 fit per SM: no split.
+  if (per_sm * 132 >= 512) {
+    EXPECT_EQ(p.max_splits, 1);
+  }
+  EXPECT_EQ(p.workspace_floats, DecodeWorkspaceFloats(64, 32, 128, p.max_splits));
+  // One long sequence: many splits of >= 64 tokens.
+  s.num_items = 1;
+  s.max_context = 8192;
+  p = PlanDecode(DecodeKernel::kPipelined, s);
+  EXPECT_GE(p.max_splits, 16);
+  EXPECT_GE(p.partition_size, 64);
+  EXPECT_GE(int64_t{p.partition_size} * p.max_splits, 8192);
+  // kSplitV1 keeps its own rule.
+  EXPECT_EQ(PlanDecode(DecodeKernel::kSplitV1, s).partition_size,
+            ChooseDecodePartition(1, 8, 4, 16, 8192, 132));
+  // Workspace: partials, log-sum-exps and one counter per (item, head).
+  EXPECT_EQ(DecodeWorkspaceFloats(2, 3, 64, 5), 2 * 3 * (5 * 65 + 1));
 }
 
 }  // namespace

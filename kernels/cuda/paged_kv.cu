@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kv_store.cuh"
 #include "kernels/cuda/paged_kv.h"
 
 namespace weft::kernels::cuda {
@@ -9,37 +10,6 @@ namespace {
 
 constexpr int kWriteThreads = 128;
 constexpr int kCopyThreads = 256;
-
-__device__ __forceinline__ void StoreGroup(__half* dst, uint16_t*, const float* x) {
-  __align__(16) __half h[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) h[i] = __float2half_rn(x[i]);
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(h);
-}
-
-__device__ __forceinline__ void StoreGroup(__nv_bfloat16* dst, uint16_t*, const float* x) {
-  __align__(16) __nv_bfloat16 h[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) h[i] = __float2bfloat16_rn(x[i]);
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(h);
-}
-
-// DESIGN.md's int8 group: scale = fp16(max|x| / 127), q = round(x / scale).
-__device__ __forceinline__ void StoreGroup(int8_t* dst, uint16_t* scale_dst, const float* x) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(x[i]));
-  const uint16_t scale_bits = FloatToHalfBits(amax / 127.0f);
-  const float scale = HalfBitsToFloat(scale_bits);
-  __align__(8) int8_t q[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float r = scale == 0.0f ? 0.0f : roundf(x[i] / scale);
-    q[i] = static_cast<int8_t>(fminf(fmaxf(r, -127.0f), 127.0f));
-  }
-  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(q);
-  *scale_dst = scale_bits;
-}
 
 template <typename KvT>
 __global__ void __launch_bounds__(kWriteThreads)
@@ -84,6 +54,7 @@ __global__ void __launch_bounds__(kCopyThreads)
 
 }  // namespace
 
+#if !defined(WEFT_CUDA_HOST_EMULATION)  // launch code (not in the host emulation build)
 cudaError_t WritePagedKv(const PagedKvView& kv, const float* k_src, const float* v_src,
                          int64_t src_stride, const int64_t* slot_mapping, int64_t num_tokens,
                          cudaStream_t stream) {
@@ -124,5 +95,7 @@ cudaError_t CopyKvBlocks(void* pool, int64_t bytes_per_block, const int32_t* pai
       static_cast<uint4*>(pool), vecs, pairs);
   return cudaGetLastError();
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

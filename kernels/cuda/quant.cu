@@ -76,6 +76,105 @@ __global__ void __launch_bounds__(kDequantThreads)
   }
 }
 
+// x[c0 .. c0+32) of one bf16 row as fp32.
+__device__ __forceinline__ void LoadX32(const __nv_bfloat16* x, float* out) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) Load8(x + 8 * i, out + 8 * i);
+}
+
+// The 32 weights of block i (of the whole repacked matrix) as unscaled floats, its
+// scale and (Q4_1) minimum.
+template <WeightType kType>
+__device__ __forceinline__ void GemvBlock(const GemvWeights& w, int64_t i, float* q, float* d,
+                                          float* mn) {
+  *d = HalfBitsToFloat(w.d[i]);
+  if constexpr (kType == WeightType::kQ8_0) {
+    const uint4* p = reinterpret_cast<const uint4*>(w.qs + i * kQK);
+    __align__(16) uint4 raw[2] = {p[0], p[1]};
+    const int8_t* v = reinterpret_cast<const int8_t*>(raw);
+#pragma unroll
+    for (int e = 0; e < kQK; ++e) q[e] = static_cast<float>(v[e]);
+  } else {
+    __align__(16) const uint4 raw = *reinterpret_cast<const uint4*>(w.qs + i * (kQK / 2));
+    const uint8_t* v = reinterpret_cast<const uint8_t*>(&raw);
+    const int offset = kType == WeightType::kQ4_0 ? 8 : 0;
+#pragma unroll
+    for (int e = 0; e < kQK / 2; ++e) {
+      q[e] = static_cast<float>((v[e] & 0x0f) - offset);
+      q[e + 16] = static_cast<float>((v[e] >> 4) - offset);
+    }
+  }
+  *mn = kType == WeightType::kQ4_1 ? HalfBitsToFloat(w.m[i]) : 0.0f;
+}
+
+// acc += x . (d q + mn) for one block: d sum(x q) + mn sum(x) (the GEMV's per-output
+// arithmetic; every caller accumulates in the same order, so the same bits).
+template <WeightType kType>
+__device__ __forceinline__ void GemvAccumulate(const float* xv, const float* q, float d,
+                                               float mn, float* acc) {
+  float dot = 0.0f, xsum = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kQK; ++e) {
+    dot = fmaf(xv[e], q[e], dot);
+    if (kType == WeightType::kQ4_1) xsum += xv[e];
+  }
+  *acc = fmaf(d, dot, *acc);
+  if (kType == WeightType::kQ4_1) *acc = fmaf(mn, xsum, *acc);
+}
+
+// One warp per output j (kSwiGlu: per output j < n/2, the pair of rows j and n/2 + j).
+template <WeightType kType, bool kSwiGlu>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    GemvKernel(GemvWeights w, const __nv_bfloat16* __restrict__ x, int64_t ldx, int32_t m,
+               float* __restrict__ y, int64_t ldy, bool accumulate,
+               __nv_bfloat16* __restrict__ act, int64_t ld_act) {
+  const int64_t outputs = kSwiGlu ? w.n / 2 : w.n;
+  const int64_t j = int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5);
+  if (j >= outputs) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t blocks = w.k / kQK;
+  float acc[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc_up[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t b = lane; b < blocks; b += 32) {
+    float q[kQK], d, mn;
+    GemvBlock<kType>(w, j * blocks + b, q, &d, &mn);
+    float qu[kSwiGlu ? kQK : 1], du = 0.0f, mnu = 0.0f;
+    if constexpr (kSwiGlu) GemvBlock<kType>(w, (outputs + j) * blocks + b, qu, &du, &mnu);
+#pragma unroll
+    for (int r = 0; r < kMaxGemvRows; ++r) {
+      if (r < m) {
+        float xv[kQK];
+        LoadX32(x + r * ldx + b * kQK, xv);
+        GemvAccumulate<kType>(xv, q, d, mn, &acc[r]);
+        if constexpr (kSwiGlu) GemvAccumulate<kType>(xv, qu, du, mnu, &acc_up[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kMaxGemvRows; ++r) {
+    if (r < m) {
+      const float s = WarpSum(acc[r]);
+      if constexpr (kSwiGlu) {
+        const float u = WarpSum(acc_up[r]);
+        // SwiGlu (elementwise.h): silu(g) * u = g / (1 + expf(-g)) * u, rounded as there.
+        if (lane == 0) {
+          act[r * ld_act + j] =
+              __float2bfloat16_rn(__fmul_rn(__fdiv_rn(s, __fadd_rn(1.0f, expf(-s))), u));
+        }
+      } else if (lane == 0) {
+        float* out = y + r * ldy + j;
+        *out = accumulate ? *out + s : s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Launch code (not part of the host emulation build).
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+namespace {
+
 template <WeightType kType, typename OutT>
 cudaError_t LaunchDequant(const void* src, int64_t stride, int64_t n, int64_t k, void* dst,
                           cudaStream_t stream) {
@@ -108,69 +207,34 @@ cudaError_t DequantTo(WeightType type, const void* src, int64_t stride, int64_t 
   return cudaErrorInvalidValue;
 }
 
-// x[c0 .. c0+32) of one bf16 row as fp32.
-__device__ __forceinline__ void LoadX32(const __nv_bfloat16* x, float* out) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) Load8(x + 8 * i, out + 8 * i);
+template <bool kSwiGlu>
+cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
+                       float* y, int64_t ldy, bool accumulate, uint16_t* act, int64_t ld_act,
+                       cudaStream_t stream) {
+  const int64_t outputs = kSwiGlu ? w.n / 2 : w.n;
+  const unsigned grid = static_cast<unsigned>((outputs + kGemvWarps - 1) / kGemvWarps);
+  const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
+  auto* ab = reinterpret_cast<__nv_bfloat16*>(act);
+  switch (w.type) {
+    case WeightType::kQ4_0:
+      GemvKernel<WeightType::kQ4_0, kSwiGlu><<<grid, kGemvWarps * 32, 0, stream>>>(
+          w, xb, ldx, m, y, ldy, accumulate, ab, ld_act);
+      break;
+    case WeightType::kQ4_1:
+      GemvKernel<WeightType::kQ4_1, kSwiGlu><<<grid, kGemvWarps * 32, 0, stream>>>(
+          w, xb, ldx, m, y, ldy, accumulate, ab, ld_act);
+      break;
+    default:
+      GemvKernel<WeightType::kQ8_0, kSwiGlu><<<grid, kGemvWarps * 32, 0, stream>>>(
+          w, xb, ldx, m, y, ldy, accumulate, ab, ld_act);
+      break;
+  }
+  return cudaGetLastError();
 }
 
-template <WeightType kType>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    GemvKernel(GemvWeights w, const __nv_bfloat16* __restrict__ x, int64_t ldx, int32_t m,
-               float* __restrict__ y, int64_t ldy, bool accumulate) {
-  const int64_t j = int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5);
-  if (j >= w.n) return;
-  const int lane = threadIdx.x & 31;
-  const int64_t blocks = w.k / kQK;
-  float acc[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int64_t b = lane; b < blocks; b += 32) {
-    const int64_t i = j * blocks + b;
-    const float d = HalfBitsToFloat(w.d[i]);
-    float q[kQK];
-    if constexpr (kType == WeightType::kQ8_0) {
-      const uint4* p = reinterpret_cast<const uint4*>(w.qs + i * kQK);
-      __align__(16) uint4 raw[2] = {p[0], p[1]};
-      const int8_t* v = reinterpret_cast<const int8_t*>(raw);
-#pragma unroll
-      for (int e = 0; e < kQK; ++e) q[e] = static_cast<float>(v[e]);
-    } else {
-      __align__(16) const uint4 raw = *reinterpret_cast<const uint4*>(w.qs + i * (kQK / 2));
-      const uint8_t* v = reinterpret_cast<const uint8_t*>(&raw);
-      const int offset = kType == WeightType::kQ4_0 ? 8 : 0;
-#pragma unroll
-      for (int e = 0; e < kQK / 2; ++e) {
-        q[e] = static_cast<float>((v[e] & 0x0f) - offset);
-        q[e + 16] = static_cast<float>((v[e] >> 4) - offset);
-      }
-    }
-    const float mn = kType == WeightType::kQ4_1 ? HalfBitsToFloat(w.m[i]) : 0.0f;
-#pragma unroll
-    for (int r = 0; r < kMaxGemvRows; ++r) {
-      if (r < m) {
-        float xv[kQK];
-        LoadX32(x + r * ldx + b * kQK, xv);
-        float dot = 0.0f, xsum = 0.0f;
-#pragma unroll
-        for (int e = 0; e < kQK; ++e) {
-          dot = fmaf(xv[e], q[e], dot);
-          if (kType == WeightType::kQ4_1) xsum += xv[e];
-        }
-        // sum x*(d*q + m) = d*sum(x*q) + m*sum(x)
-        acc[r] = fmaf(d, dot, acc[r]);
-        if (kType == WeightType::kQ4_1) acc[r] = fmaf(mn, xsum, acc[r]);
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kMaxGemvRows; ++r) {
-    if (r < m) {
-      const float s = WarpSum(acc[r]);
-      if (lane == 0) {
-        float* out = y + r * ldy + j;
-        *out = accumulate ? *out + s : s;
-      }
-    }
-  }
+bool GemvArgsValid(const GemvWeights& w, int64_t ldx, int32_t m) {
+  return m >= 0 && m <= kMaxGemvRows && w.k % kQK == 0 && ldx % 8 == 0 && w.n >= 0 &&
+         IsBlockQuantized(w.type) && (w.type != WeightType::kQ4_1 || w.m != nullptr);
 }
 
 }  // namespace
@@ -189,28 +253,18 @@ cudaError_t DequantizeWeights(WeightType type, const void* src, int64_t src_row_
 
 cudaError_t QuantGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
                       float* y, int64_t ldy, bool accumulate, cudaStream_t stream) {
-  if (m < 0 || m > kMaxGemvRows || w.k % kQK != 0 || ldx % 8 != 0 || w.n < 0 ||
-      !IsBlockQuantized(w.type) || (w.type == WeightType::kQ4_1 && w.m == nullptr)) {
-    return cudaErrorInvalidValue;
-  }
+  if (!GemvArgsValid(w, ldx, m)) return cudaErrorInvalidValue;
   if (m == 0 || w.n == 0) return cudaSuccess;
-  const unsigned grid = static_cast<unsigned>((w.n + kGemvWarps - 1) / kGemvWarps);
-  const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
-  switch (w.type) {
-    case WeightType::kQ4_0:
-      GemvKernel<WeightType::kQ4_0><<<grid, kGemvWarps * 32, 0, stream>>>(w, xb, ldx, m, y, ldy,
-                                                                          accumulate);
-      break;
-    case WeightType::kQ4_1:
-      GemvKernel<WeightType::kQ4_1><<<grid, kGemvWarps * 32, 0, stream>>>(w, xb, ldx, m, y, ldy,
-                                                                          accumulate);
-      break;
-    default:
-      GemvKernel<WeightType::kQ8_0><<<grid, kGemvWarps * 32, 0, stream>>>(w, xb, ldx, m, y, ldy,
-                                                                          accumulate);
-      break;
-  }
-  return cudaGetLastError();
+  return LaunchGemv<false>(w, x, ldx, m, y, ldy, accumulate, nullptr, 0, stream);
 }
+
+cudaError_t QuantGemvSwiGlu(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
+                            uint16_t* act, int64_t ld_act, cudaStream_t stream) {
+  if (!GemvArgsValid(w, ldx, m) || w.n % 2 != 0) return cudaErrorInvalidValue;
+  if (m == 0 || w.n == 0) return cudaSuccess;
+  return LaunchGemv<true>(w, x, ldx, m, nullptr, 0, false, act, ld_act, stream);
+}
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

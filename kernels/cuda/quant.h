@@ -33,6 +33,14 @@ cudaError_t DequantizeWeights(WeightType type, const void* src, int64_t src_row_
 cudaError_t QuantGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
                       float* y, int64_t ldy, bool accumulate, cudaStream_t stream);
 
+// The fused gate/up projection + SwiGLU of a decode step: w is the [gate; up] matrix
+// (n = 2 * ffn rows), and act[i][j] (bf16 bits, rows ld_act apart) = silu(g) * u with
+// g, u = QuantGemv's outputs j and ffn + j of row i, for j < ffn — the same bits as
+// QuantGemv into fp32 followed by SwiGlu (elementwise.h) with bf16 output, in one kernel
+// and without the fp32 intermediate. One warp computes both rows of an output.
+cudaError_t QuantGemvSwiGlu(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
+                            uint16_t* act, int64_t ld_act, cudaStream_t stream);
+
 }  // namespace weft::kernels::cuda
 
 #endif  // WEFT_KERNELS_CUDA_QUANT_H_

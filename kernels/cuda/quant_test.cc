@@ -7,6 +7,7 @@
 
 #include "common/ggml_types.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/quant_repack.h"
 #include "kernels/cuda/testing/cuda_test_util.h"
 #include "kernels/cuda/testing/random_weights.h"
@@ -94,6 +95,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest,
                                            GemvCase{GgmlType::kQ8_0, 49152 / 16, 576, 2},
                                            GemvCase{GgmlType::kQ8_0, 7, 1536, 4}));
 
+// The fused gate/up GEMV + SwiGLU gives the bits of QuantGemv into fp32 followed by
+// SwiGlu with bf16 output (the two kernels it replaces in a decode step).
+TEST_P(GemvTest, SwiGluFusedMatchesGemvThenSwiGlu) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  GemvCase c = GetParam();
+  c.n += c.n % 2;  // [gate; up]: an even number of rows
+  const int64_t ffn = c.n / 2;
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(c.type, c.n, c.k, 37);
+  RepackedMatrix r;
+  ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(),
+                            RowBytes(c.type, c.k), c.n, c.k, &r));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<uint16_t> xb(c.m * c.k);
+  for (uint16_t& b : xb) b = Fp32ToBf16(val(rng));
+  DeviceArray<uint8_t> qs(r.qs);
+  DeviceArray<uint16_t> d(r.d), m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
+  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), d.get(),
+                r.m.empty() ? nullptr : m.get(), c.n, c.k};
+  DeviceArray<float> gu(c.m * c.n);
+  DeviceArray<uint16_t> want(c.m * ffn), got(c.m * ffn);
+  WEFT_EXPECT_CUDA_OK(QuantGemv(w, dx.get(), c.k, c.m, gu.get(), c.n, false, nullptr));
+  WEFT_EXPECT_CUDA_OK(SwiGlu(gu.get(), gu.get() + ffn, c.n, c.m, ffn, want.get(),
+                             ActDtype::kBf16, ffn, nullptr));
+  WEFT_EXPECT_CUDA_OK(QuantGemvSwiGlu(w, dx.get(), c.k, c.m, got.get(), ffn, nullptr));
+  EXPECT_EQ(got.ToHost(), want.ToHost());
+}
+
 TEST(GemvArgsTest, RejectsBadArguments) {
   GemvWeights w;
   w.type = WeightType::kF16;
@@ -102,6 +131,8 @@ TEST(GemvArgsTest, RejectsBadArguments) {
   EXPECT_EQ(QuantGemv(w, nullptr, 32, 1, nullptr, 1, false, nullptr), cudaErrorInvalidValue);
   w.type = WeightType::kQ4_0;
   EXPECT_EQ(QuantGemv(w, nullptr, 32, 5, nullptr, 1, false, nullptr), cudaErrorInvalidValue);
+  w.n = 3;  // SwiGLU needs [gate; up] pairs
+  EXPECT_EQ(QuantGemvSwiGlu(w, nullptr, 32, 1, nullptr, 1, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

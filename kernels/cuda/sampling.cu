@@ -1,57 +1,49 @@
-// Kernels of sampling.h. One 1024-thread block per row; everything that sums floats
-// does so in a fixed order (per-thread strided partials, then a shuffle tree, then the 32
-// warp totals in order), so results never depend on scheduling.
+// Kernels of sampling.h. One 512-thread block per row. The weights are
+// sampling_math.h's integers and every sum of them is an exact uint64 sum, so no result
+// depends on the order in which threads add (nor on scheduling); the logit arithmetic
+// is the host's fp32 operations, one rounding each (__fdiv_rn, __fsub_rn, ...).
+//
+// Sorted-order prefix sums (top-p and the draw) come from a radix descent over the 32
+// bits of W, 4 bits per pass from the top: each thread adds the weights of its tokens
+// that match the digits chosen so far into 16 private uint64 bins in shared memory
+// (bins[digit][thread], dynamic, 64 KB: no atomics, no bank conflicts beyond the two
+// wavefronts of a 64-bit access), warp d then sums digit d over the threads, and thread 0
+// walks the digits from 15 down. After 8 passes one weight value V is left; its tokens
+// are walked in ascending id (a block-wide exclusive scan over contiguous id chunks).
 #include <climits>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/sampling.h"
+#include "kernels/cuda/sampling_math.h"
 
 namespace weft::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 1024;
+using u64 = unsigned long long;
+
+constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
+constexpr int kBins = 16;  // 4-bit digits
 constexpr int kSeen = 1 << 30;  // counts[]: seen flag | number of output occurrences
 constexpr int kMarkThreads = 256;
+constexpr size_t kBinBytes = sizeof(u64) * kBins * kThreads;  // dynamic shared memory
+static_assert(kWarps == kBins, "warp d sums digit d");
 
 struct Shared {
-  float bins_w[kWarps][16];
-  float bins[16];
+  u64 bin_total[kBins];
+  u64 u64s[kWarps];
   int hist[256];
-  float f32[kWarps];
-  int i32[kWarps];
-  int best_i[kWarps];
+  float f32[32];
+  int best_i[32];
   int chosen;
   int remaining;
   int found;
-  float before;
+  u64 before;
 };
 
 __device__ __forceinline__ bool HasPenalties(const RowSamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
          p.frequency_penalty != 0.0f;
-}
-
-// Philox4x32-10 and the mapping of worker/philox.h (integer arithmetic only).
-__device__ float SampleUniform(uint64_t seed, uint32_t sample_index, uint32_t output_index) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  uint32_t c0 = sample_index, c1 = output_index, c2 = 0, c3 = 0;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += kW0;
-      k1 += kW1;
-    }
-    const uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
-    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    const uint32_t n1 = static_cast<uint32_t>(p1);
-    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    const uint32_t n3 = static_cast<uint32_t>(p0);
-    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
-  }
-  return static_cast<float>(c0 >> 8) * (1.0f / 16777216.0f);
 }
 
 // fp32 -> uint32 with the same order (any sign).
@@ -60,80 +52,66 @@ __device__ __forceinline__ uint32_t OrderKey(float x) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__device__ __forceinline__ int WarpSumInt(int v) {
+__device__ __forceinline__ u64 WarpSumU64(u64 v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
   return v;
 }
 
-__device__ int BlockSumInt(int v, Shared& s) {
+// Exact block-wide sum; every thread gets it.
+__device__ u64 BlockSumU64(u64 v, Shared& s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = WarpSumInt(v);
+  v = WarpSumU64(v);
+  __syncthreads();  // s.u64s may still be read by a previous reduction
+  if (lane == 0) s.u64s[warp] = v;
   __syncthreads();
-  if (lane == 0) s.i32[warp] = v;
-  __syncthreads();
-  return WarpSumInt(lane < kWarps ? s.i32[lane] : 0);
+  return WarpSumU64(lane < kWarps ? s.u64s[lane] : 0ull);
 }
 
-__device__ float BlockSumF(float v, Shared& s) { return BlockSum(v, s.f32); }
-
-// Exclusive prefix sum over threads in thread order (fixed association); *total gets the
-// block total.
-__device__ float BlockExclusiveScan(float v, Shared& s, float* total) {
+// Block-wide minimum; every thread gets it.
+__device__ u64 BlockMinU64(u64 v, Shared& s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float incl = v;
 #pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const float n = __shfl_up_sync(kFullMask, incl, o);
-    if (lane >= o) incl += n;
-  }
-  float excl = __shfl_up_sync(kFullMask, incl, 1);
-  if (lane == 0) excl = 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(kFullMask, v, o));
   __syncthreads();
-  if (lane == 31) s.f32[warp] = incl;
+  if (lane == 0) s.u64s[warp] = v;
   __syncthreads();
-  if (warp == 0) {
-    float t = s.f32[lane];
+  v = lane < kWarps ? s.u64s[lane] : ~0ull;
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float n = __shfl_up_sync(kFullMask, t, o);
-      if (lane >= o) t += n;
-    }
-    s.f32[lane] = t;  // inclusive warp prefix
-  }
-  __syncthreads();
-  *total = s.f32[kWarps - 1];
-  return (warp > 0 ? s.f32[warp - 1] : 0.0f) + excl;
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
 }
 
-// The same for counts.
-__device__ int BlockExclusiveScanInt(int v, Shared& s) {
+// Exact exclusive prefix sum over threads in thread order.
+__device__ u64 BlockExclusiveScanU64(u64 v, Shared& s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int incl = v;
+  u64 incl = v;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(kFullMask, incl, o);
+    const u64 n = __shfl_up_sync(kFullMask, incl, o);
     if (lane >= o) incl += n;
   }
   __syncthreads();
-  if (lane == 31) s.i32[warp] = incl;
+  if (lane == 31) s.u64s[warp] = incl;
   __syncthreads();
   if (warp == 0) {
-    int t = s.i32[lane];
+    u64 t = lane < kWarps ? s.u64s[lane] : 0ull;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(kFullMask, t, o);
+      const u64 n = __shfl_up_sync(kFullMask, t, o);
       if (lane >= o) t += n;
     }
-    s.i32[lane] = t;
+    if (lane < kWarps) s.u64s[lane] = t;  // inclusive prefix of the warp totals
   }
   __syncthreads();
-  return (warp > 0 ? s.i32[warp - 1] : 0) + incl - v;
+  return (warp > 0 ? s.u64s[warp - 1] : 0ull) + incl - v;
 }
 
 // Block-wide best (value, id) under `better`; every thread gets the winning id.
+// (none_v, none_id) loses to everything (the value of threads with no candidate).
 template <typename Better>
-__device__ int BlockBest(float v, int id, Better better, Shared& s) {
+__device__ int BlockBest(float v, int id, Better better, float none_v, int none_id,
+                         Shared& s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -147,8 +125,8 @@ __device__ int BlockBest(float v, int id, Better better, Shared& s) {
     s.best_i[warp] = id;
   }
   __syncthreads();
-  v = s.f32[lane];
-  id = s.best_i[lane];
+  v = lane < kWarps ? s.f32[lane] : none_v;
+  id = lane < kWarps ? s.best_i[lane] : none_id;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(kFullMask, v, o);
@@ -172,7 +150,7 @@ __device__ int NthTie(int vocab, int n, Tie tie, Shared& s) {
   MyChunk(vocab, &b, &e);
   int mine = 0;
   for (int t = b; t < e; ++t) mine += tie(t) ? 1 : 0;
-  const int excl = BlockExclusiveScanInt(mine, s);
+  const int excl = static_cast<int>(BlockExclusiveScanU64(static_cast<u64>(mine), s));
   if (threadIdx.x == 0) s.found = INT_MAX;
   __syncthreads();
   if (excl < n && n <= excl + mine) {
@@ -188,47 +166,43 @@ __device__ int NthTie(int vocab, int n, Tie tie, Shared& s) {
   return s.found;
 }
 
-// The first token, in the order (w desc, id asc) over tokens with pred(t, w[t]), at
-// which the running sum of w reaches `target` (strict: exceeds it). Returns false if the
-// sums never get there (rounding); else its key (fp32 bits of w) and id.
-template <typename Pred>
-__device__ bool FindCrossing(const float* w, int vocab, float target, bool strict, Pred pred,
-                             Shared& s, uint32_t* key_out, int* id_out) {
+// The first token in sorted order (W desc, id asc) among the tokens with pred(t, W) at
+// which the running sum of W reaches `target` (kDraw: sampling::DrawReached, else
+// sampling::TopPReached). W of token t is the bits of w[t]. Returns its id (and its W in
+// *key_out), or -1 if even the total does not reach the target.
+template <bool kDraw, typename Pred>
+__device__ int FindCrossing(const float* w, int vocab, double target, Pred pred, Shared& s,
+                            u64* bins, uint32_t* key_out) {
+  auto reached = [target](u64 cum) {
+    return kDraw ? sampling::DrawReached(cum, target) : sampling::TopPReached(cum, target);
+  };
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  u64* mine = bins + threadIdx.x;  // digit d at mine[d * kThreads]
   uint32_t hi_bits = 0, hi_mask = 0;
-  float before = 0.0f;  // sum of the tokens ordered before the current bucket
+  u64 before = 0;  // exact sum of the tokens ordered before the current bucket
   for (int shift = 28; shift >= 0; shift -= 4) {
-    float bins[16];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) bins[j] = 0.0f;
+    for (int d = 0; d < kBins; ++d) mine[d * kThreads] = 0;
     for (int t = threadIdx.x; t < vocab; t += kThreads) {
-      const float x = w[t];
-      if (!pred(t, x)) continue;
-      const uint32_t k = __float_as_uint(x);
-      if ((k & hi_mask) != hi_bits) continue;
-      const uint32_t b = (k >> shift) & 15u;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) bins[j] += (static_cast<uint32_t>(j) == b) ? x : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const float v = WarpSum(bins[j]);
-      if (lane == 0) s.bins_w[warp][j] = v;
+      const uint32_t k = __float_as_uint(w[t]);
+      if ((k & hi_mask) != hi_bits || !pred(t, k)) continue;
+      mine[((k >> shift) & 15u) * kThreads] += k;
     }
     __syncthreads();
-    if (threadIdx.x < 16) {
-      float acc = 0.0f;
-      for (int wi = 0; wi < kWarps; ++wi) acc += s.bins_w[wi][threadIdx.x];
-      s.bins[threadIdx.x] = acc;
+    {
+      u64 acc = 0;  // warp d sums digit d
+      for (int i = lane; i < kThreads; i += 32) acc += bins[warp * kThreads + i];
+      acc = WarpSumU64(acc);
+      if (lane == 0) s.bin_total[warp] = acc;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-      float run = before;
+      u64 run = before;
       int chosen = -1;
-      for (int b = 15; b >= 0; --b) {
-        const float next = run + s.bins[b];
-        if (strict ? next > target : next >= target) {
-          chosen = b;
+      for (int d = kBins - 1; d >= 0; --d) {
+        const u64 next = run + s.bin_total[d];
+        if (s.bin_total[d] != 0 && reached(next)) {
+          chosen = d;
           break;
         }
         run = next;
@@ -236,44 +210,40 @@ __device__ bool FindCrossing(const float* w, int vocab, float target, bool stric
       s.chosen = chosen;
       s.before = run;
     }
-    __syncthreads();
-    if (s.chosen < 0) return false;
+    __syncthreads();  // also: every thread's bins were read before the next pass zeroes them
+    const int chosen = s.chosen;
+    if (chosen < 0) return -1;
     before = s.before;
-    hi_bits |= static_cast<uint32_t>(s.chosen) << shift;
+    hi_bits |= static_cast<uint32_t>(chosen) << shift;
     hi_mask |= 15u << shift;
   }
-  // Tokens with exactly this w, in ascending id order.
+  // The tokens of weight hi_bits, ascending id: exact prefix sums over id chunks.
+  const uint32_t key = hi_bits;
   auto tie = [&](int t) {
-    const float x = w[t];
-    return pred(t, x) && __float_as_uint(x) == hi_bits;
+    const uint32_t k = __float_as_uint(w[t]);
+    return k == key && pred(t, k);
   };
   int b, e;
   MyChunk(vocab, &b, &e);
-  float mine = 0.0f;
-  for (int t = b; t < e; ++t) mine += tie(t) ? w[t] : 0.0f;
-  float total;
-  const float excl = BlockExclusiveScan(mine, s, &total);
+  u64 mine_sum = 0;
+  for (int t = b; t < e; ++t) mine_sum += tie(t) ? key : 0u;
+  const u64 excl = BlockExclusiveScanU64(mine_sum, s);
   if (threadIdx.x == 0) s.found = INT_MAX;
   __syncthreads();
-  float run = before + excl;
-  for (int t = b; t < e; ++t) {
-    if (!tie(t)) continue;
-    run += w[t];
-    if (strict ? run > target : run >= target) {
-      atomicMin(&s.found, t);
-      break;
+  u64 run = before + excl;
+  if (!reached(run) && reached(run + mine_sum)) {  // the crossing is in this chunk
+    for (int t = b; t < e; ++t) {
+      if (!tie(t)) continue;
+      run += key;
+      if (reached(run)) {
+        atomicMin(&s.found, t);
+        break;
+      }
     }
   }
   __syncthreads();
-  int id = s.found;
-  if (id == INT_MAX) {  // the bucket sums crossed, the element sums did not: last tie
-    int last = -1;
-    for (int t = b; t < e; ++t) last = tie(t) ? t : last;
-    id = BlockBest(0.0f, last, [](float, int oi, float, int i) { return oi > i; }, s);
-  }
-  *key_out = hi_bits;
-  *id_out = id;
-  return true;
+  *key_out = key;
+  return s.found == INT_MAX ? -1 : s.found;  // -1 cannot happen: the sums are exact
 }
 
 __global__ void __launch_bounds__(kMarkThreads) MarkHistoryKernel(SampleArgs a) {
@@ -292,6 +262,7 @@ __global__ void __launch_bounds__(kMarkThreads) MarkHistoryKernel(SampleArgs a) 
 
 __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   __shared__ Shared s;
+  WEFT_DYNAMIC_SMEM(u64, bins);  // [kBins][kThreads]
   const int r = blockIdx.x;
   const int vocab = a.vocab;
   const RowSamplingParams p = a.params[r];
@@ -331,7 +302,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
     for (int t = threadIdx.x; t < vocab; t += kThreads) {
       if (higher(w[t], t, bv, bi)) bv = w[t], bi = t;
     }
-    const int best = BlockBest(bv, bi, higher, s);
+    const int best = BlockBest(bv, bi, higher, -INFINITY, INT_MAX, s);
     if (threadIdx.x == 0) a.tokens[r] = w[best] == -INFINITY ? -1 : best;
     return;
   }
@@ -344,7 +315,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
     mine += x != -INFINITY ? 1 : 0;
     mx = fmaxf(mx, x);
   }
-  const int num_cand = BlockSumInt(mine, s);
+  const int num_cand = static_cast<int>(BlockSumU64(static_cast<u64>(mine), s));
   const float m = BlockMax(mx, s.f32);
   if (num_cand == 0) {
     if (threadIdx.x == 0) a.tokens[r] = -1;
@@ -390,7 +361,9 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
       return x != -INFINITY && OrderKey(x) == k_key;
     }, s);
   }
-  // 5. Weights: w = exp(l - max) for candidates (double exp, rounded once), -1 otherwise.
+  // 5. Integer weights (0 for non-candidates; candidates with weight 0 drop out too),
+  // stored as their bits in w.
+  u64 z_part = 0;
   for (int t = threadIdx.x; t < vocab; t += kThreads) {
     const float x = w[t];
     bool cand = x != -INFINITY;
@@ -398,59 +371,71 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
       const uint32_t k = OrderKey(x);
       cand = k > k_key || (k == k_key && t <= k_cut);
     }
-    w[t] = cand ? static_cast<float>(exp(static_cast<double>(__fsub_rn(x, m)))) : -1.0f;
+    const uint32_t wt = cand ? sampling::Weight(__fsub_rn(x, m)) : 0u;
+    w[t] = __uint_as_float(wt);
+    z_part += wt;
   }
-  __syncthreads();
-  auto is_cand = [](int, float x) { return x >= 0.0f; };
+  const u64 z = BlockSumU64(z_part, s);  // also orders the stores above before the reads below
+  auto weighted = [](int, uint32_t k) { return k != 0u; };
   // 6. top-p over the sorted order.
-  bool has_p = false;
+  int p_id = -1;
   uint32_t p_key = 0;
-  int p_id = 0;
   if (p.top_p < 1.0f) {
-    float z = 0.0f;
-    for (int t = threadIdx.x; t < vocab; t += kThreads) z += is_cand(t, w[t]) ? w[t] : 0.0f;
-    z = BlockSumF(z, s);
-    has_p = FindCrossing(w, vocab, __fmul_rn(p.top_p, z), false, is_cand, s, &p_key, &p_id);
+    p_id = FindCrossing<false>(w, vocab, sampling::TopPTarget(p.top_p, z), weighted, s, bins,
+                               &p_key);
   }
   // 7. min-p; the kept set is a prefix of the sorted order.
+  const bool has_p = p_id >= 0;
   const float min_p = p.min_p;
-  auto kept = [&](int t, float x) {
-    if (x < 0.0f) return false;
-    if (has_p) {
-      const uint32_t k = __float_as_uint(x);
-      if (!(k > p_key || (k == p_key && t <= p_id))) return false;
-    }
-    return !(min_p > 0.0f && x < min_p);
+  auto kept = [=](int t, uint32_t k) {
+    if (k == 0u) return false;
+    if (has_p && !(k > p_key || (k == p_key && t <= p_id))) return false;
+    return !(min_p > 0.0f && !sampling::MinPKeeps(k, min_p));
   };
   // 8. The draw.
-  float z = 0.0f;
-  for (int t = threadIdx.x; t < vocab; t += kThreads) z += kept(t, w[t]) ? w[t] : 0.0f;
-  z = BlockSumF(z, s);
-  const float u = SampleUniform(p.seed, static_cast<uint32_t>(p.sample_index),
-                                static_cast<uint32_t>(p.output_index));
+  u64 kept_part = 0;
+  for (int t = threadIdx.x; t < vocab; t += kThreads) {
+    const uint32_t k = __float_as_uint(w[t]);
+    kept_part += kept(t, k) ? k : 0u;
+  }
+  const u64 z_kept = BlockSumU64(kept_part, s);
+  const float u = sampling::Uniform(p.seed, static_cast<uint32_t>(p.sample_index),
+                                    static_cast<uint32_t>(p.output_index));
   uint32_t key;
-  int id;
-  if (!FindCrossing(w, vocab, __fmul_rn(u, z), true, kept, s, &key, &id)) {
-    // Rounding left no token above the target: the last kept one in sorted order.
-    float lv = INFINITY;
-    int li = -1;
-    auto lower = [](float ov, int oi, float v, int i) { return ov < v || (ov == v && oi > i); };
+  int id = FindCrossing<true>(w, vocab, sampling::DrawTarget(u, z_kept), kept, s, bins, &key);
+  if (id < 0) {
+    // Rounding left no token above the target (cannot happen for u < 1): the last kept
+    // token in sorted order, i.e. the smallest weight, highest id among its ties.
+    u64 least = ~0ull;  // (W << 32) | (0xffffffff - id): the minimum is the last token
     for (int t = threadIdx.x; t < vocab; t += kThreads) {
-      if (kept(t, w[t]) && lower(w[t], t, lv, li)) lv = w[t], li = t;
+      const uint32_t k = __float_as_uint(w[t]);
+      if (kept(t, k)) least = min(least, (static_cast<u64>(k) << 32) | (0xffffffffu - t));
     }
-    id = BlockBest(lv, li, lower, s);
+    least = BlockMinU64(least, s);
+    id = least == ~0ull ? -1 : static_cast<int>(0xffffffffu - static_cast<uint32_t>(least));
   }
   if (threadIdx.x == 0) a.tokens[r] = id;
 }
 
 }  // namespace
 
+// Launch code (not part of the host emulation build).
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+
 cudaError_t SampleTokens(const SampleArgs& args, cudaStream_t stream) {
-  if (args.num_rows < 0 || args.num_rows > 65535 || args.vocab <= 0) return cudaErrorInvalidValue;
+  if (args.num_rows < 0 || args.num_rows > 65535 || args.vocab <= 0 ||
+      args.vocab > sampling::kMaxVocab) {
+    return cudaErrorInvalidValue;
+  }
   if (args.num_rows == 0) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(SampleKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kBinBytes));
+  if (e != cudaSuccess) return e;
   MarkHistoryKernel<<<dim3(8, args.num_rows), kMarkThreads, 0, stream>>>(args);
-  SampleKernel<<<args.num_rows, kThreads, 0, stream>>>(args);
+  SampleKernel<<<args.num_rows, kThreads, kBinBytes, stream>>>(args);
   return cudaGetLastError();
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

@@ -10,21 +10,23 @@
 //   3. l /= temperature;  candidates = tokens with l != -inf.
 //   4. top_k: the k largest l, ties to the lower id (exact radix select on the fp32 key,
 //      then a scan over tied ids).
-//   5. w = exp(l - max) for the candidates; the sorted order is (w desc, id asc).
-//   6. top_p: the shortest prefix of the sorted order whose running sum reaches
-//      top_p * sum(w).  7. min_p: drop w < min_p.
+//   5. W = sampling::Weight(l - max) for the candidates (kernels/cuda/sampling_math.h:
+//      integers, the top one 2^31, W = 0 drops out); the sorted order is (W desc, id
+//      asc).
+//   6. top_p: the shortest prefix of the sorted order whose running sum S has
+//      double(S) >= double(top_p) * double(sum W).  7. min_p: sampling::MinPKeeps.
 //   8. u = Philox4x32-10(key = seed, counter = (sample_index, output_index)) as in
-//      worker/philox.h; the first token of the sorted order whose running sum exceeds
-//      u * sum(kept w) (the last kept one if rounding leaves none).
+//      worker/philox.h; the first token of the sorted order whose running sum S has
+//      double(S) > double(u) * double(sum of kept W) (the last kept one if none).
 // The sorted order is never materialized: prefix sums in that order are found by a
-// 4-bit radix descent over the fp32 bits of w (16 bucket sums per pass, summed by a
-// fixed shuffle tree), then a scan over tied ids in ascending order.
-// Exactness vs the CPU: identical steps, orders and tie-breaks; penalties, temperature
-// and the candidate sets are bitwise the same; w is exp computed in double and rounded
-// (the CPU's expf is within 0.502 ulp, so w agrees except in rare last-bit cases); sums
-// are in a fixed tree order instead of sequential, so a draw can differ only when u*Z
-// lands within fp32 rounding of a boundary. Deterministic run to run; a row depends only
-// on its own inputs (batch invariant).
+// 4-bit radix descent over the bits of W, then a scan over tied ids in ascending order.
+// Equality with the CPU, by construction: the logit steps are the same fp32 operations;
+// the weights are the same function of the same bits; every sum of weights is an exact
+// integer (so the device's tree order and the host's sequential order give the same
+// value); every threshold is the same single double rounding. Tokens are therefore
+// identical, and a row depends only on its own inputs (batch invariant).
+// (kernels/cuda/testing/sampling_emulation.h replays this kernel's descent on the host;
+// sampling_host_test checks it against the host Sampler without a GPU.)
 // Logprobs are not computed here (the host sampler does them).
 // Thread-safety: launches on the caller's stream.
 #ifndef WEFT_KERNELS_CUDA_SAMPLING_H_
@@ -34,21 +36,9 @@
 
 #include <cstdint>
 
-namespace weft::kernels::cuda {
+#include "kernels/cuda/sampling_types.h"
 
-struct RowSamplingParams {
-  float temperature = 1.0f;
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  int32_t sample_index = 0;
-  uint64_t seed = 0;
-  int32_t output_index = 0;  // output tokens so far (Philox counter word 1)
-  int32_t num_prompt = 0;    // history entries that are prompt tokens
-};
+namespace weft::kernels::cuda {
 
 struct SampleArgs {
   const float* logits = nullptr;  // rows of `vocab` fp32, logits_stride apart
@@ -62,11 +52,14 @@ struct SampleArgs {
   // history_offsets[r + 1]); ids must be in [0, vocab).
   const int32_t* history = nullptr;
   const int64_t* history_offsets = nullptr;  // [num_rows + 1]
-  float* work = nullptr;     // num_rows * vocab floats of scratch
+  float* work = nullptr;     // num_rows * vocab floats of scratch (later the weights' bits)
   int32_t* counts = nullptr;  // num_rows * vocab ints, zero on entry; left zero
   int32_t* tokens = nullptr;  // [num_rows] out: the token, or -1 if no finite logit
 };
 
+// Two kernels (history marks, then one 512-thread block per row with 64 KB of dynamic
+// shared memory). InvalidValue for more than 65535 rows or a vocabulary outside
+// [1, sampling::kMaxVocab].
 cudaError_t SampleTokens(const SampleArgs& args, cudaStream_t stream);
 
 }  // namespace weft::kernels::cuda

@@ -1,8 +1,9 @@
 // The device sampler against its CPU twin (worker/sampler.h) on random logits: greedy,
 // temperature, top-k, top-p, min-p and penalties alone and combined, ties (coarse
 // logits), NaN and -inf entries, a row with no finite logit, several samples of one
-// request (Philox counters), and a vocabulary of the default model's size. Tokens must
-// be identical.
+// request (Philox counters), near-ties a few ulps apart, flat distributions, and a
+// vocabulary of the default model's size. Tokens must be identical (by construction:
+// kernels/cuda/sampling_math.h; sampling_host_test checks the algorithm without a GPU).
 #include "kernels/cuda/sampling.h"
 
 #include <cmath>
@@ -84,7 +85,9 @@ std::vector<int32_t> GpuTokens(const std::vector<Row>& rows, int32_t vocab) {
   return got;
 }
 
-std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, bool coarse) {
+enum class Style { kNormal, kCoarse, kNearTies, kFlat };
+
+std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, Style style) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> val(0.0f, 3.0f);
   std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
@@ -111,9 +114,17 @@ std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, bool coarse) 
     r.params.seed = (uint64_t{rng()} << 32) | rng();
     r.params.sample_index = static_cast<int32_t>(rng() % 4);
     r.logits.resize(vocab);
+    const float base = val(rng);
     for (float& x : r.logits) {
       x = val(rng);
-      if (coarse) x = std::round(x * 2.0f) / 2.0f;  // many exact ties
+      if (style == Style::kCoarse) x = std::round(x * 2.0f) / 2.0f;  // many exact ties
+      if (style == Style::kNearTies) {  // clusters a few ulps apart
+        x = base + std::round(x) * 0.25f;
+        for (uint32_t k = rng() % 4; k > 0; --k) {
+          x = std::nextafter(x, std::numeric_limits<float>::infinity());
+        }
+      }
+      if (style == Style::kFlat) x = x / 6.0f;  // large candidate sets
     }
     if (i % 5 == 1) r.logits[tok(rng)] = std::numeric_limits<float>::quiet_NaN();
     if (i % 7 == 2) r.logits[tok(rng)] = -std::numeric_limits<float>::infinity();
@@ -127,21 +138,38 @@ std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, bool coarse) 
 TEST(SamplingTest, MatchesCpuSampler) {
   WEFT_SKIP_WITHOUT_CUDA();
   for (int32_t vocab : {1000, 49152}) {
-    const std::vector<Row> rows = MakeRows(vocab, 52, 7 + vocab, false);
+    const std::vector<Row> rows = MakeRows(vocab, 52, 7 + vocab, Style::kNormal);
     EXPECT_EQ(GpuTokens(rows, vocab), CpuTokens(rows, vocab)) << "vocab " << vocab;
   }
 }
 
 TEST(SamplingTest, TiesBreakToTheLowerId) {
   WEFT_SKIP_WITHOUT_CUDA();
-  const std::vector<Row> rows = MakeRows(3000, 52, 11, true);
+  const std::vector<Row> rows = MakeRows(3000, 52, 11, Style::kCoarse);
   EXPECT_EQ(GpuTokens(rows, 3000), CpuTokens(rows, 3000));
+}
+
+TEST(SamplingTest, NearTiesAndFlatDistributions) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  for (int32_t vocab : {3000, 49152}) {
+    const std::vector<Row> near = MakeRows(vocab, 130, 13 + vocab, Style::kNearTies);
+    EXPECT_EQ(GpuTokens(near, vocab), CpuTokens(near, vocab)) << "vocab " << vocab;
+    const std::vector<Row> flat = MakeRows(vocab, 130, 17 + vocab, Style::kFlat);
+    EXPECT_EQ(GpuTokens(flat, vocab), CpuTokens(flat, vocab)) << "vocab " << vocab;
+  }
+}
+
+TEST(SamplingTest, ManySeedsAtTheDefaultVocabulary) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  // 520 rows in one launch (more blocks than SMs): every parameter kind 40 times.
+  const std::vector<Row> rows = MakeRows(49152, 520, 101, Style::kNormal);
+  EXPECT_EQ(GpuTokens(rows, 49152), CpuTokens(rows, 49152));
 }
 
 TEST(SamplingTest, SeedsAndCountersSelectTheDraw) {
   WEFT_SKIP_WITHOUT_CUDA();
   // One request's samples and steps: only the Philox counter changes.
-  std::vector<Row> rows = MakeRows(500, 1, 3, false);
+  std::vector<Row> rows = MakeRows(500, 1, 3, Style::kNormal);
   rows[0].params = SamplerParams();
   rows[0].params.seed = 42;
   std::vector<Row> many;

@@ -34,6 +34,9 @@ absl::Status EngineOptions::Validate() const {
   if (auto s = step_deadline.Validate(); !s.ok()) return s;
   if (stall_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("stall timeout must be > 0");
   if (max_inbox_submissions == 0) return absl::InvalidArgumentError("inbox bound must be > 0");
+  if (worker_drain_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("worker drain timeout must be > 0");
+  }
   return absl::OkStatus();
 }
 
@@ -46,7 +49,8 @@ Engine::Engine(EngineOptions options, ExpectedModel model, weft::v1::ModelInfo i
       metrics_(metrics),
       set_health_(std::move(set_health)),
       // Epochs unique across scheduler restarts (see ReplicaRegistry).
-      registry_(std::move(model), absl::ToUnixMicros(absl::Now())) {}
+      registry_(std::move(model), absl::ToUnixMicros(absl::Now())),
+      drains_(options_.worker_drain_timeout) {}
 
 Engine::~Engine() { Stop(); }
 
@@ -150,7 +154,7 @@ absl::Time Engine::NextWake(absl::Time now) const {
   absl::Time wake = now + absl::Seconds(1);
   if (!requests_.empty()) wake = std::min(wake, now + options_.tick);
   for (const auto& [name, rs] : replicas_) wake = std::min(wake, rs.tracker->NextDeadline());
-  return wake;
+  return std::min(wake, drains_.NextDeadline());
 }
 
 void Engine::Loop() {
@@ -172,6 +176,7 @@ void Engine::Loop() {
     events.clear();
     CheckTimers(now);
     PlanReplicas(now);
+    CheckDrains(now);
     Deliver(now);
     UpdateGaugesAndHealth();
   }
@@ -202,6 +207,8 @@ void Engine::Handle(Event& event, absl::Time now) {
       HandleHello(m->worker, m->message.hello(), now);
     } else if (m->message.has_result()) {
       HandleResult(m->worker, m->message.result(), now);
+    } else if (m->message.has_drain()) {
+      HandleDrainRequest(m->worker, m->message.drain(), now);
     }
   } else if (auto* g = std::get_if<GoneEvent>(&event)) {
     FenceOutcome f = registry_.OnGone(g->worker);
@@ -376,12 +383,19 @@ void Engine::Fence(const std::string& name, const std::string& reason,
   for (auto& h : other_ranks) {
     h->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("replica fenced: ", reason)));
   }
+  DropReplica(it, now);
+}
+
+int64_t Engine::DropReplica(std::map<std::string, ReplicaState>::iterator it, absl::Time now) {
   const int64_t before = core_->counters().retries_total;
   absl::Status s = core_->RemoveReplica(it->second.id, now);
-  if (!s.ok()) LOG(ERROR) << "removing replica '" << name << "' from the core: " << s;
-  metrics_->requeued_requests.Increment(static_cast<double>(core_->counters().retries_total - before));
+  if (!s.ok()) LOG(ERROR) << "removing replica '" << it->first << "' from the core: " << s;
+  const int64_t requeued = core_->counters().retries_total - before;
+  metrics_->requeued_requests.Increment(static_cast<double>(requeued));
+  drains_.End(it->first);
   replicas_.erase(it);
   num_replicas_.store(static_cast<int>(replicas_.size()));
+  return requeued;
 }
 
 void Engine::PlanReplicas(absl::Time now) {

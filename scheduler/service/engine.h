@@ -16,6 +16,12 @@
 // re-queues its requests on the remaining replicas (up to the retry cap, else they end
 // UNAVAILABLE). A step a worker reports failed ends that step's requests with INTERNAL;
 // nothing leaks: the core frees blocks in the same call that finishes a request.
+//
+// Scale-down (engine_drain.cc): a rank's DrainRequest drains its whole replica — the
+// core places nothing new there, every rank is told (DrainStatus), the running
+// sequences finish; once the replica is empty, or worker_drain_timeout after the
+// request (the rest is then re-queued elsewhere with its tokens, as for a fence), every
+// rank gets DrainStatus{done} and its stream ends OK. A draining replica is not ready.
 // Thread-safety: EngineInterface methods, BeginDrain, WaitDrained and Stop are
 // thread-safe; everything else runs on the planning thread.
 #ifndef WEFT_SCHEDULER_SERVICE_ENGINE_H_
@@ -39,6 +45,7 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/service/engine_interface.h"
 #include "scheduler/service/metrics.h"
+#include "scheduler/service/replica_drain.h"
 #include "scheduler/service/replica_registry.h"
 #include "scheduler/service/step_tracker.h"
 
@@ -54,6 +61,9 @@ struct EngineOptions {
   size_t max_inbox_submissions = 8192;
   // Longest the loop sleeps while requests exist (request deadlines, stalls).
   absl::Duration tick = absl::Milliseconds(20);
+  // A draining replica's running sequences may take this long to finish; then the
+  // rest is re-queued on other replicas (generated tokens kept).
+  absl::Duration worker_drain_timeout = absl::Seconds(60);
 
   absl::Status Validate() const;
 };
@@ -148,6 +158,15 @@ class Engine : public EngineInterface {
                 absl::Time now);
   void Fence(const std::string& name, const std::string& reason,
              std::vector<std::shared_ptr<WorkerHandle>> other_ranks, absl::Time now);
+  // Removes an admitted replica from the core (re-queueing what it still holds) and
+  // from replicas_ and drains_; returns the number of requests re-queued.
+  int64_t DropReplica(std::map<std::string, ReplicaState>::iterator it, absl::Time now);
+  // Scale-down (engine_drain.cc).
+  void HandleDrainRequest(const std::shared_ptr<WorkerHandle>& w, const weft::v1::DrainRequest& r,
+                          absl::Time now);
+  // Finishes the drains whose replica is empty or whose deadline passed.
+  void CheckDrains(absl::Time now);
+  void FinishDrain(const std::string& name, bool timed_out, absl::Time now);
   void PlanReplicas(absl::Time now);
   void Deliver(absl::Time now);
   void CheckTimers(absl::Time now);
@@ -180,6 +199,7 @@ class Engine : public EngineInterface {
   std::unique_ptr<Scheduler> core_;
   ReplicaRegistry registry_;
   std::map<std::string, ReplicaState> replicas_;
+  ReplicaDrains drains_;
   absl::flat_hash_map<RequestId, ActiveRequest> requests_;
   absl::flat_hash_map<int64_t, RequestId> by_key_;
   // Streams of finished requests still writing their last responses (see CheckTimers).

@@ -44,7 +44,8 @@ class FakeTransport : public WriteTarget<Message> {
 
   FakeTransport(WriteQueue<Message>* queue, OnWrite on_write, OnEnd on_end)
       : queue_(queue), on_write_(std::move(on_write)), on_end_(std::move(on_end)) {
-    queue_->Attach(this);
+    // Like a gRPC reactor, it outlives the call (the destructor waits for its end).
+    queue_->Attach(NotOwned<Message>(this));
     thread_ = std::thread([this] { Run(); });
   }
   ~FakeTransport() override { thread_.join(); }

@@ -205,9 +205,13 @@ void Engine::UpdateGaugesAndHealth() {
       std::max<double>(0, m.counters.preemptions_total - metrics_->preemptions.Value()));
   metrics_->prefix_cache_hit_tokens.Increment(std::max<double>(
       0, m.counters.prefix_cache_hit_tokens_total - metrics_->prefix_cache_hit_tokens.Value()));
-  // Progress: SERVING needs a replica whose steps are not overdue, and no drain.
+  metrics_->replicas_draining.Set(static_cast<double>(drains_.size()));
+  // Progress: SERVING (= ready) needs a replica that does not drain and whose steps are
+  // not overdue, and no drain of the scheduler itself.
   bool progressing = false;
-  for (const auto& [name, rs] : replicas_) progressing |= rs.tracker->misses() == 0;
+  for (const auto& [name, rs] : replicas_) {
+    progressing |= rs.tracker->misses() == 0 && !drains_.Contains(name);
+  }
   const bool serving = !draining_.load() && progressing;
   if (set_health_ && (!health_set_ || serving != last_health_)) {
     set_health_(serving);

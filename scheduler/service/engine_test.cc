@@ -4,6 +4,7 @@
 #include "scheduler/service/engine.h"
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -153,7 +154,8 @@ struct Worker {
 
 class EngineTest : public ::testing::Test {
  protected:
-  void StartServer(absl::Duration deadline_floor = absl::Seconds(10)) {
+  void StartServer(absl::Duration deadline_floor = absl::Seconds(10),
+                   const std::function<void(EngineOptions*)>& tweak = {}) {
     EngineOptions eo;
     eo.core.block_size = 4;
     eo.core.max_model_len = 256;
@@ -162,6 +164,7 @@ class EngineTest : public ::testing::Test {
     eo.core.max_num_batched_tokens = 64;
     eo.step_deadline.floor = deadline_floor;
     eo.stall_timeout = absl::Seconds(1);
+    if (tweak) tweak(&eo);
     ExpectedModel em;
     em.fingerprint = "fp";
     em.block_size = 4;
@@ -177,8 +180,9 @@ class EngineTest : public ::testing::Test {
     lim.model_name = "fake";
     lim.vocab_size = kVocab;
     lim.context_length = 256;
-    gen_ = std::make_unique<GenerationService>(GenerationServiceOptions{}, lim, &encoder_,
-                                                engine_.get(), &metrics_);
+    frontend_ = std::make_unique<GenerateFrontend>(FrontendOptions{}, lim, &encoder_,
+                                                   engine_.get(), &metrics_);
+    gen_ = std::make_unique<GenerationService>(frontend_.get());
     ctl_ = std::make_unique<WorkerControlService>(engine_.get());
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -259,6 +263,7 @@ class EngineTest : public ::testing::Test {
   IdEncoder encoder_;
   ServiceMetrics metrics_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<GenerateFrontend> frontend_;
   std::unique_ptr<GenerationService> gen_;
   std::unique_ptr<WorkerControlService> ctl_;
   std::unique_ptr<grpc::Server> server_;
@@ -467,13 +472,156 @@ TEST_F(EngineTest, DrainFinishesRunningStreamsAndRefusesNewOnes) {
   ASSERT_TRUE(WaitReplicas(1));
   Outcome running;
   std::thread t([&] { running = Generate(30, 4); });
-  ASSERT_TRUE(Eventually([&] { return a->exec->executed >= 2; }));  // the stream is running
+  // Admitted and streaming (not merely sent) before the drain begins.
+  ASSERT_TRUE(Eventually([&] { return metrics_.generated_tokens.Value() > 0; }));
   engine_->BeginDrain();
   EXPECT_EQ(Generate(3, 1).status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(engine_->WaitDrained(absl::Now() + absl::Seconds(20)), 0);
   t.join();
   EXPECT_TRUE(running.status.ok());
   EXPECT_EQ(running.tokens.size(), 30u);
+}
+
+}  // namespace
+}  // namespace weft
+
+namespace weft {
+namespace {
+
+// Scale-down: a worker's drain request (its SIGTERM) drains its replica.
+class EngineDrainTest : public EngineTest {
+ protected:
+  // Starts `n` streams of `tokens` tokens (seeds 50, 51, ...) on their own threads.
+  void StartStreams(int n, int tokens) {
+    outs_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this, i, tokens] {
+        grpc::ClientContext ctx;  // hang guard: a stuck stream fails the test, with state
+        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+        outs_[i] = Generate(tokens, 50 + i, "hello", &ctx);
+      });
+    }
+  }
+  std::string State() {
+    return absl::StrCat("running ", metrics_.requests_running.Value(), ", waiting ",
+                        metrics_.requests_waiting.Value(), ", replicas ", engine_->num_replicas(),
+                        ", draining ", metrics_.replicas_draining.Value(), ", blocks used ",
+                        BlocksUsed(), ", steps ", engine_->steps_completed());
+  }
+  void ExpectStreamsComplete(int tokens) {
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    for (size_t i = 0; i < outs_.size(); ++i) {
+      ASSERT_TRUE(outs_[i].status.ok()) << i << ": " << outs_[i].status.error_message() << "; "
+                                        << State();
+      EXPECT_EQ(outs_[i].tokens, Expected(50 + i, tokens)) << "stream " << i;
+    }
+  }
+  static bool WaitUntil(const std::function<bool()>& cond) {
+    for (int i = 0; i < 4000 && !cond(); ++i) absl::SleepFor(absl::Milliseconds(5));
+    return cond();
+  }
+  double Steps(const std::string& replica) { return metrics_.Steps(replica).Value(); }
+
+  std::vector<Outcome> outs_;
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(EngineDrainTest, DrainedReplicaFinishesItsStreamsAndItsWorkerIsReleased) {
+  StartServer();
+  Worker* a = AddWorker("ra");
+  Worker* b = AddWorker("rb");
+  a->exec->step_ms_ = 3;
+  b->exec->step_ms_ = 3;
+  ASSERT_TRUE(WaitReplicas(2));
+  StartStreams(8, 40);
+  ASSERT_TRUE(WaitUntil([&] { return Steps("ra") >= 2 && Steps("rb") >= 2; }));
+  ASSERT_TRUE(a->client->RequestDrain("test"));
+  EXPECT_TRUE(a->client->draining());
+  EXPECT_FALSE(a->client->ready());
+  ASSERT_TRUE(WaitUntil([&] { return metrics_.replicas_draining.Value() == 1 || a->result.ok(); }));
+  // New work goes to rb only.
+  Outcome late = Generate(5, 99);
+  ASSERT_TRUE(late.status.ok()) << late.status.error_message();
+  ExpectStreamsComplete(40);
+  a->thread.join();  // Run() returned: released by the scheduler
+  EXPECT_TRUE(a->result.ok()) << a->result;
+  EXPECT_FALSE(b->client->draining());
+  EXPECT_EQ(metrics_.requeued_requests.Value(), 0) << "running streams finished where they ran";
+  EXPECT_TRUE(WaitUntil([&] { return metrics_.replicas_draining.Value() == 0; }));
+  EXPECT_EQ(engine_->num_replicas(), 1);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineDrainTest, ADrainTimeoutRequeuesTheRestWithTheirTokens) {
+  StartServer(absl::Seconds(10), [](EngineOptions* eo) {
+    eo->worker_drain_timeout = absl::Milliseconds(30);
+  });
+  Worker* a = AddWorker("ra");
+  Worker* b = AddWorker("rb");
+  a->exec->step_ms_ = 5;
+  b->exec->step_ms_ = 5;
+  ASSERT_TRUE(WaitReplicas(2));
+  StartStreams(6, 120);
+  ASSERT_TRUE(WaitUntil([&] { return Steps("ra") >= 2; }));
+  ASSERT_TRUE(a->client->RequestDrain("test"));
+  ExpectStreamsComplete(120);  // the re-queued ones recompute: same tokens, none twice
+  a->thread.join();
+  EXPECT_TRUE(a->result.ok()) << a->result;
+  EXPECT_GT(metrics_.requeued_requests.Value(), 0);
+  EXPECT_EQ(engine_->num_replicas(), 1);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+TEST_F(EngineDrainTest, AnyRankDrainsTheWholeTensorParallelReplica) {
+  StartServer();
+  Worker* r0 = AddWorker("tp", 0, 2);
+  Worker* r1 = AddWorker("tp", 1, 2);
+  r0->exec->step_ms_ = 3;
+  r1->exec->step_ms_ = 3;
+  ASSERT_TRUE(WaitReplicas(1));
+  StartStreams(4, 30);
+  // All four running (with no other replica, one still waiting would wait for one).
+  ASSERT_TRUE(WaitUntil([&] { return metrics_.requests_running.Value() == 4; }));
+  ASSERT_TRUE(r1->client->RequestDrain("test"));
+  ASSERT_TRUE(WaitUntil([&] { return r0->client->draining(); })) << "rank 0 is told";
+  EXPECT_FALSE(r0->client->ready());
+  ExpectStreamsComplete(30);
+  r0->thread.join();
+  r1->thread.join();
+  EXPECT_TRUE(r0->result.ok()) << r0->result;
+  EXPECT_TRUE(r1->result.ok()) << r1->result;
+  EXPECT_EQ(metrics_.requeued_requests.Value(), 0);
+  EXPECT_EQ(engine_->num_replicas(), 0);
+}
+
+TEST_F(EngineDrainTest, WithNoOtherReplicaNewWorkWaitsForOneToAttach) {
+  StartServer();
+  Worker* a = AddWorker("ra");
+  a->exec->step_ms_ = 3;
+  ASSERT_TRUE(WaitReplicas(1));
+  StartStreams(1, 60);
+  ASSERT_TRUE(WaitUntil([&] { return Steps("ra") >= 2; }));
+  ASSERT_TRUE(a->client->RequestDrain("test"));
+  ASSERT_TRUE(WaitUntil([&] { return metrics_.replicas_draining.Value() == 1; }));
+  Outcome waited;
+  std::thread late([&] { waited = Generate(5, 77); });
+  // The running stream finishes on ra; the late one waits (ra admits nothing), so ra
+  // cannot be released before another replica takes it.
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  ASSERT_TRUE(outs_[0].status.ok()) << outs_[0].status.error_message();
+  EXPECT_TRUE(WaitUntil([&] { return metrics_.requests_waiting.Value() == 1; }));
+  EXPECT_EQ(engine_->num_replicas(), 1) << "ra holds the waiting request: not released";
+  EXPECT_EQ(metrics_.replicas_draining.Value(), 1);
+  AddWorker("rb");
+  late.join();
+  ASSERT_TRUE(waited.status.ok()) << waited.status.error_message();
+  EXPECT_EQ(waited.tokens, Expected(77, 5));
+  a->thread.join();
+  EXPECT_TRUE(a->result.ok()) << a->result;
+  EXPECT_EQ(metrics_.requeued_requests.Value(), 0);
+  EXPECT_GT(metrics_.Steps("rb").Value(), 0);
 }
 
 }  // namespace

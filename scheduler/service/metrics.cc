@@ -1,97 +1,120 @@
 #include "scheduler/service/metrics.h"
 
+#include <memory>
+
 namespace weft {
 namespace {
 
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
+using prometheus::Labels;
 using prometheus::Registry;
 
-prometheus::Gauge& G(Registry& r, const char* name, const char* help) {
-  return BuildGauge().Name(name).Help(help).Register(r).Add({});
+prometheus::Gauge& G(Registry& r, const Labels& l, const char* name, const char* help) {
+  return BuildGauge().Name(name).Help(help).Labels(l).Register(r).Add({});
 }
-prometheus::Counter& C(Registry& r, const char* name, const char* help) {
-  return BuildCounter().Name(name).Help(help).Register(r).Add({});
+prometheus::Counter& C(Registry& r, const Labels& l, const char* name, const char* help) {
+  return BuildCounter().Name(name).Help(help).Labels(l).Register(r).Add({});
 }
-prometheus::Histogram& H(Registry& r, const char* name, const char* help,
+prometheus::Histogram& H(Registry& r, const Labels& l, const char* name, const char* help,
                          const prometheus::Histogram::BucketBoundaries& b) {
-  return BuildHistogram().Name(name).Help(help).Register(r).Add({}, b);
+  return BuildHistogram().Name(name).Help(help).Labels(l).Register(r).Add({}, b);
 }
 
 const prometheus::Histogram::BucketBoundaries kLatency = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
     0.75,  1,      2.5,   5,    10,    20,   40,    80,  160};
 
-std::shared_ptr<Registry> NewRegistry() { return std::make_shared<Registry>(); }
+// The constant labels of every family: model="..." when a model name is given (an empty
+// label value is the same as no label in Prometheus, so none is added then).
+Labels ModelLabels(const std::string& model) {
+  if (model.empty()) return {};
+  return {{"model", model}};
+}
 
 }  // namespace
 
-ServiceMetrics::ServiceMetrics() : ServiceMetrics(NewRegistry()) {}
+ServiceMetrics::ServiceMetrics(const std::string& model)
+    : ServiceMetrics(std::make_shared<Registry>(), ModelLabels(model)) {}
 
-ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r)
-    : requests_running(G(*r, "weft_requests_running", "Requests with sequences scheduled on a replica.")),
-      requests_waiting(G(*r, "weft_requests_waiting", "Requests waiting (queued or preempted).")),
-      kv_blocks_used(G(*r, "weft_kv_blocks_used", "KV blocks referenced by sequences, all replicas.")),
-      kv_blocks_cached(G(*r, "weft_kv_blocks_cached", "Free KV blocks kept for prefix-cache reuse.")),
-      kv_blocks_total(G(*r, "weft_kv_blocks_capacity",
+ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const prometheus::Labels& l)
+    : requests_running(G(*r, l, "weft_requests_running", "Requests with sequences scheduled on a replica.")),
+      requests_waiting(G(*r, l, "weft_requests_waiting", "Requests waiting (queued or preempted).")),
+      kv_blocks_used(G(*r, l, "weft_kv_blocks_used", "KV blocks referenced by sequences, all replicas.")),
+      kv_blocks_cached(G(*r, l, "weft_kv_blocks_cached", "Free KV blocks kept for prefix-cache reuse.")),
+      kv_blocks_total(G(*r, l, "weft_kv_blocks_capacity",
                              "KV blocks of all admitted replicas (used + cached + free).")),
-      kv_usage_ratio(G(*r, "weft_kv_usage_ratio", "KV blocks used / total (autoscaling signal).")),
-      replicas(G(*r, "weft_replicas", "Admitted replicas.")),
-      worker_ranks_pending(G(*r, "weft_worker_ranks_pending",
+      kv_usage_ratio(G(*r, l, "weft_kv_usage_ratio", "KV blocks used / total (autoscaling signal).")),
+      replicas(G(*r, l, "weft_replicas", "Admitted replicas (draining ones included).")),
+      replicas_draining(G(*r, l, "weft_replicas_draining",
+                          "Replicas draining after a worker's SIGTERM: no new sequences, the "
+                          "running ones finish (up to --worker_drain_timeout_s).")),
+      worker_ranks_pending(G(*r, l, "weft_worker_ranks_pending",
                              "Worker ranks attached and waiting for the other ranks of their "
                              "replica.")),
-      streams_open(G(*r, "weft_streams_open", "Open Generate streams.")),
-      stream_buffer_max_bytes(G(*r, "weft_stream_buffer_max_bytes",
+      streams_open(G(*r, l, "weft_streams_open",
+                       "Open generation calls: gRPC Generate streams and OpenAI HTTP "
+                       "completions together (one --max_streams limit).")),
+      stream_buffer_max_bytes(G(*r, l, "weft_stream_buffer_max_bytes",
                                 "Most response bytes queued for one stream (capped by "
                                 "--stream_buffer_bytes).")),
-      draining(G(*r, "weft_draining", "1 while the scheduler drains after SIGTERM.")),
-      preemptions(C(*r, "weft_preemptions_total", "Sequences preempted (recomputed later).")),
-      prefix_cache_hit_tokens(C(*r, "weft_prefix_cache_hit_tokens_total",
+      draining(G(*r, l, "weft_draining", "1 while the scheduler drains after SIGTERM.")),
+      http_connections(G(*r, l, "weft_http_connections",
+                         "OpenAI HTTP API connections being served (one thread each).")),
+      preemptions(C(*r, l, "weft_preemptions_total", "Sequences preempted (recomputed later).")),
+      prefix_cache_hit_tokens(C(*r, l, "weft_prefix_cache_hit_tokens_total",
                                 "Prompt tokens whose KV came from the prefix cache.")),
-      prompt_tokens(C(*r, "weft_prompt_tokens_total", "Prompt tokens admitted.")),
-      generated_tokens(C(*r, "weft_generated_tokens_total", "Tokens generated and streamed.")),
-      requeued_requests(C(*r, "weft_requeued_requests_total",
-                          "Requests re-queued after their replica was fenced.")),
-      workers_rejected(C(*r, "weft_workers_rejected_total",
+      prompt_tokens(C(*r, l, "weft_prompt_tokens_total", "Prompt tokens admitted.")),
+      generated_tokens(C(*r, l, "weft_generated_tokens_total", "Tokens generated and streamed.")),
+      requeued_requests(C(*r, l, "weft_requeued_requests_total",
+                          "Requests re-queued (recomputed elsewhere with their tokens) after their "
+                          "replica was fenced or its drain timed out.")),
+      workers_rejected(C(*r, l, "weft_workers_rejected_total",
                          "Worker hellos refused (model fingerprint, shard layout, world size, "
                          "...); the reason is in the log and sent to the worker.")),
-      worker_forward_seconds(C(*r, "weft_worker_forward_seconds_total",
+      worker_forward_seconds(C(*r, l, "weft_worker_forward_seconds_total",
                                "Seconds rank 0 of the replicas spent in forward passes.")),
-      worker_execute_seconds(C(*r, "weft_worker_execute_seconds_total",
+      worker_execute_seconds(C(*r, l, "weft_worker_execute_seconds_total",
                                "Seconds rank 0 of the replicas spent executing steps (plan diff, "
                                "forward, block copies, sampling).")),
-      plan_seconds(C(*r, "weft_plan_seconds_total",
+      plan_seconds(C(*r, l, "weft_plan_seconds_total",
                      "Seconds the planning thread spent planning, encoding plans and applying "
                      "results.")),
-      kv_tokens_sampled(C(*r, "weft_kv_tokens_sampled_total",
+      kv_tokens_sampled(C(*r, l, "weft_kv_tokens_sampled_total",
                           "Tokens stored by running sequences, summed over periodic samples.")),
-      kv_slots_sampled(C(*r, "weft_kv_slots_sampled_total",
+      kv_slots_sampled(C(*r, l, "weft_kv_slots_sampled_total",
                          "KV slots held by running sequences' blocks (per owner), summed over "
                          "the same samples.")),
-      time_to_first_token(H(*r, "weft_time_to_first_token_seconds",
+      time_to_first_token(H(*r, l, "weft_time_to_first_token_seconds",
                             "Arrival to first generated token.", kLatency)),
-      inter_token_latency(H(*r, "weft_inter_token_latency_seconds",
+      inter_token_latency(H(*r, l, "weft_inter_token_latency_seconds",
                             "Time between consecutive tokens of a sequence.", kLatency)),
-      queue_time(H(*r, "weft_request_queue_time_seconds", "Arrival to first scheduling.", kLatency)),
-      e2e_latency(H(*r, "weft_e2e_request_latency_seconds", "Arrival to the end of the stream.",
+      queue_time(H(*r, l, "weft_request_queue_time_seconds", "Arrival to first scheduling.", kLatency)),
+      e2e_latency(H(*r, l, "weft_e2e_request_latency_seconds", "Arrival to the end of the stream.",
                     kLatency)),
-      step_duration(H(*r, "weft_step_duration_seconds", "Plan sent to all results received.",
+      step_duration(H(*r, l, "weft_step_duration_seconds", "Plan sent to all results received.",
                       kLatency)),
       registry_(r),
-      steps_family_(BuildCounter().Name("weft_steps_total").Help("Steps completed, per replica.").Register(*r)),
+      steps_family_(BuildCounter().Name("weft_steps_total").Help("Steps completed, per replica.").Labels(l).Register(*r)),
       finished_family_(BuildCounter()
                            .Name("weft_requests_finished_total")
                            .Help("Requests finished, by finish reason.")
-                           .Register(*r)),
+                           .Labels(l).Register(*r)),
       status_family_(BuildCounter()
                          .Name("weft_requests_status_total")
-                         .Help("Generate calls ended, by gRPC status code.")
-                         .Register(*r)),
+                         .Help("Generation calls ended (gRPC and OpenAI HTTP alike), by status "
+                               "code (gRPC's names).")
+                         .Labels(l).Register(*r)),
       fenced_family_(BuildCounter()
                          .Name("weft_replicas_fenced_total")
                          .Help("Replicas fenced, by reason.")
-                         .Register(*r)) {}
+                         .Labels(l).Register(*r)),
+      http_responses_family_(BuildCounter()
+                                 .Name("weft_http_responses_total")
+                                 .Help("OpenAI HTTP API responses, by HTTP status (499: the "
+                                       "client left first).")
+                                 .Labels(l).Register(*r)) {}
 
 prometheus::Counter& ServiceMetrics::Steps(const std::string& replica) {
   return steps_family_.Add({{"replica", replica}});
@@ -104,6 +127,9 @@ prometheus::Counter& ServiceMetrics::ByStatus(const std::string& code) {
 }
 prometheus::Counter& ServiceMetrics::Fenced(const std::string& reason) {
   return fenced_family_.Add({{"reason", reason}});
+}
+prometheus::Counter& ServiceMetrics::HttpResponses(int status) {
+  return http_responses_family_.Add({{"code", std::to_string(status)}});
 }
 
 }  // namespace weft

@@ -12,14 +12,18 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "prometheus/labels.h"
 #include "prometheus/registry.h"
 
 namespace weft {
 
 class ServiceMetrics {
  public:
-  ServiceMetrics();
-  explicit ServiceMetrics(std::shared_ptr<prometheus::Registry> registry);
+  // `model` (the served model name), when not empty, is a constant label model="..." on
+  // every series: one scheduler serves one model, and the label is what a Prometheus
+  // adapter rule selects a model's autoscaling signals by (deploy/README.md).
+  ServiceMetrics() : ServiceMetrics(std::string()) {}
+  explicit ServiceMetrics(const std::string& model);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -31,11 +35,15 @@ class ServiceMetrics {
   prometheus::Gauge& kv_blocks_total;
   prometheus::Gauge& kv_usage_ratio;
   prometheus::Gauge& replicas;
+  // Of those, replicas draining after a worker's SIGTERM (no new sequences).
+  prometheus::Gauge& replicas_draining;
   // Worker ranks attached and waiting for the other ranks of their replica.
   prometheus::Gauge& worker_ranks_pending;
   prometheus::Gauge& streams_open;
   prometheus::Gauge& stream_buffer_max_bytes;
   prometheus::Gauge& draining;
+  // OpenAI HTTP API connections being served (one thread each; http_server.h).
+  prometheus::Gauge& http_connections;
 
   // Counters.
   prometheus::Counter& preemptions;
@@ -71,13 +79,18 @@ class ServiceMetrics {
   prometheus::Counter& Finished(const std::string& reason);
   prometheus::Counter& ByStatus(const std::string& code);
   prometheus::Counter& Fenced(const std::string& reason);
+  // OpenAI HTTP API responses by HTTP status (499: the client left first).
+  prometheus::Counter& HttpResponses(int status);
 
  private:
+  ServiceMetrics(std::shared_ptr<prometheus::Registry> registry, const prometheus::Labels& labels);
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& steps_family_;
   prometheus::Family<prometheus::Counter>& finished_family_;
   prometheus::Family<prometheus::Counter>& status_family_;
   prometheus::Family<prometheus::Counter>& fenced_family_;
+  prometheus::Family<prometheus::Counter>& http_responses_family_;
 };
 
 }  // namespace weft

@@ -1,5 +1,6 @@
 #include "scheduler/service/model_text.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -51,6 +52,34 @@ class TokenizerEncoder : public PromptEncoder {
 
 }  // namespace
 
+std::string DefaultModelName(absl::string_view gguf_path) {
+  absl::string_view stem = gguf_path.substr(gguf_path.rfind('/') + 1);  // npos + 1 == 0
+  if (const size_t dot = stem.rfind('.'); dot != absl::string_view::npos && dot > 0) {
+    stem = stem.substr(0, dot);
+  }
+  std::string name;
+  for (char c : stem.substr(0, 127)) {
+    c = absl::ascii_tolower(c);
+    const bool keep = absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+    name.push_back(keep ? c : '-');
+  }
+  return name.empty() ? "default" : name;
+}
+
+absl::Status CheckModelName(absl::string_view name) {
+  if (name.empty() || name.size() > 127) {
+    return absl::InvalidArgumentError("a model name is 1..127 characters");
+  }
+  for (char c : name) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model name '", name, "': printable ASCII without spaces only (it travels as ",
+          kModelMetadataKey, " metadata)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ModelText>> ModelText::Load(const GgufFile& file,
                                                            const std::string& model_name) {
   std::unique_ptr<ModelText> m(new ModelText());
@@ -70,11 +99,8 @@ absl::StatusOr<std::unique_ptr<ModelText>> ModelText::Load(const GgufFile& file,
   m->n_head_kv_ = kv.ok() ? static_cast<int32_t>(*kv) : m->n_head_;
   m->n_ff_ = ff;
   m->fingerprint_ = file.Fingerprint();
+  WEFT_RETURN_IF_ERROR(CheckModelName(model_name));
   m->name_ = model_name;
-  if (m->name_.empty()) {
-    auto n = file.GetString("general.name");
-    m->name_ = n.ok() && !n->empty() ? *n : "default";
-  }
   auto chat = ChatTemplate::FromGguf(file);
   if (chat.ok()) {
     m->chat_ = std::move(*chat);

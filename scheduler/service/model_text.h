@@ -24,10 +24,20 @@
 
 namespace weft {
 
+// The name a model is served under when --model_name is not given: the file's stem
+// (its name without directories and without the last extension), lower case, with
+// every character other than a-z 0-9 '.' '_' '-' replaced by '-'
+// ("models/SmolLM2-135M-Instruct.Q4_1.gguf" -> "smollm2-135m-instruct.q4_1").
+std::string DefaultModelName(absl::string_view gguf_path);
+
+// OK when `name` can be routed by: 1..127 printable ASCII characters without spaces
+// (it travels as x-weft-model metadata / an HTTP header value and names a health
+// service; proxies encode its length in one byte).
+absl::Status CheckModelName(absl::string_view name);
+
 class ModelText {
  public:
-  // `model_name` is the name clients route by; empty means the file's general.name (or
-  // its basename-like fallback "default").
+  // `model_name` is the name clients route by (CheckModelName must accept it).
   static absl::StatusOr<std::unique_ptr<ModelText>> Load(const GgufFile& file,
                                                          const std::string& model_name);
 

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "grpcpp/impl/codegen/proto_utils.h"
+
 namespace weft {
 
 ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
@@ -11,11 +13,15 @@ ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<v
       context_(context),
       on_cancel_(std::move(on_cancel)),
       on_done_(std::move(on_done)) {
-  outbox_->Attach(this);
+  outbox_->Attach(NotOwned<weft::v1::GenerateResponse>(this));
 }
 
 void ResponseReactor::WriteMessage(const weft::v1::GenerateResponse* response) {
-  StartWrite(response);
+  bool own_buffer = false;
+  buffer_.Clear();  // the previous write is done with it
+  grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(*response, &buffer_,
+                                                                    &own_buffer);
+  StartWrite(&buffer_);
 }
 
 void ResponseReactor::FinishCall(const grpc::Status& status) { Finish(status); }

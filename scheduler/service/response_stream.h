@@ -1,10 +1,14 @@
-// ResponseStream: one Generate call's server-streaming reactor and its bounded outbox.
+// ResponseStream: one generation call's bounded outbox, and the gRPC server-streaming
+// reactor that writes it to a Generate client.
 //
-// The planning thread pushes responses (never blocks); the reactor writes them to the
-// client one at a time (WriteQueue). A reader that does not keep up fills the outbox:
-// the planning thread sees it through `Stalled()` and ends the request with
-// `Abort(RESOURCE_EXHAUSTED)`, so a slow client never slows the others and its buffer
-// stays under its cap; Abort also ends a call whose client never reads at all.
+// The planning thread pushes responses (never blocks); the outbox's writer (the gRPC
+// reactor here, or an OpenAI HTTP call: http_server.h) writes them to the client one at
+// a time (WriteQueue). A reader that does not keep up fills the outbox: the planning
+// thread sees it through `Stalled()` and ends the request with `Abort(RESOURCE_EXHAUSTED)`,
+// so a slow client never slows the others and its buffer stays under its cap; Abort also
+// ends a call whose client never reads at all. The gRPC call is a raw one (Generate
+// parses its request by hand: request_parse.h), so the reactor serializes each
+// GenerateResponse into a grpc::ByteBuffer as it starts its write.
 //
 // Ownership: gRPC owns the reactor until OnDone; the planning thread holds a
 // shared_ptr<Outbox> that outlives it, so pushes after the call ended are harmless
@@ -23,7 +27,7 @@
 
 namespace weft {
 
-// A Generate call's responses, capped at `max_bytes` queued; a Finish with an error
+// A generation call's responses, capped at `max_bytes` queued; a Finish with an error
 // status drops what is still queued.
 class Outbox : public WriteQueue<weft::v1::GenerateResponse> {
  public:
@@ -31,7 +35,8 @@ class Outbox : public WriteQueue<weft::v1::GenerateResponse> {
       : WriteQueue(Options{max_bytes, /*error_drops_queued=*/true}) {}
 };
 
-class ResponseReactor : public grpc::ServerWriteReactor<weft::v1::GenerateResponse>,
+// The gRPC writer of a Generate call (a raw method: responses go out serialized).
+class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                         public WriteTarget<weft::v1::GenerateResponse> {
  public:
   // `on_cancel` runs (once) when the client cancels or the call breaks before Finish.
@@ -44,7 +49,8 @@ class ResponseReactor : public grpc::ServerWriteReactor<weft::v1::GenerateRespon
   void OnCancel() override;
   void OnDone() override;
 
-  // WriteTarget.
+  // WriteTarget. Only the outbox calls these, one write at a time, so buffer_ needs no
+  // lock: it stays untouched until the next WriteMessage.
   void WriteMessage(const weft::v1::GenerateResponse* response) override;
   void FinishCall(const grpc::Status& status) override;
   void CancelCall(const grpc::Status& status) override;
@@ -55,6 +61,7 @@ class ResponseReactor : public grpc::ServerWriteReactor<weft::v1::GenerateRespon
   std::function<void()> on_cancel_;
   std::function<void()> on_done_;
   std::atomic<bool> cancelled_{false};
+  grpc::ByteBuffer buffer_;  // the serialized response in flight
 };
 
 }  // namespace weft

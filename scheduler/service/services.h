@@ -1,6 +1,15 @@
 // The scheduler's gRPC services: the public Generation service and the internal
-// WorkerControl (Attach) service. Both are thin: they validate, count and enqueue into
-// the engine; the planning thread does everything else.
+// WorkerControl (Attach) service. Both are thin: Generation hands each request to the
+// GenerateFrontend (token, model, limits, validation, submission; shared with the OpenAI
+// HTTP API) and streams the call's outbox; the planning thread does everything else.
+//
+// Generation, in the order a call meets them: the bearer token (when tokens are
+// configured: UNAUTHENTICATED before anything else is looked at), then the request is
+// parsed — Generate is registered raw and parsed by hand (request_parse.h), so a request
+// that does not parse is INVALID_ARGUMENT naming the field — then the model it names in
+// the request and/or the x-weft-model metadata (CheckRequestedModel), the stream cap,
+// and the request itself (GenerateFrontend::Start). Health and reflection are separate
+// services and need no token (probes and load balancers).
 // Thread-safety: gRPC calls these from its threads; state is atomics + the engine.
 #ifndef WEFT_SCHEDULER_SERVICE_SERVICES_H_
 #define WEFT_SCHEDULER_SERVICE_SERVICES_H_
@@ -9,45 +18,36 @@
 #include <memory>
 
 #include "scheduler/service/engine_interface.h"
-#include "scheduler/service/metrics.h"
-#include "scheduler/service/validation.h"
+#include "scheduler/service/generate_frontend.h"
 #include "weft/v1/generate.grpc.pb.h"
 #include "weft/v1/worker.grpc.pb.h"
 
 namespace weft {
 
-struct GenerationServiceOptions {
-  int max_streams = 1024;               // open Generate calls; more get RESOURCE_EXHAUSTED
-  size_t stream_buffer_bytes = 4 << 20; // per-stream outbox cap
-};
-
-class GenerationService final : public weft::v1::Generation::CallbackService {
+class GenerationService final
+    : public weft::v1::Generation::WithRawCallbackMethod_Generate<
+          weft::v1::Generation::CallbackService> {
  public:
-  GenerationService(GenerationServiceOptions options, ValidationLimits limits,
-                    const PromptEncoder* encoder, EngineInterface* engine,
-                    ServiceMetrics* metrics);
+  // `frontend` outlives the service.
+  explicit GenerationService(GenerateFrontend* frontend) : frontend_(frontend) {}
 
-  grpc::ServerWriteReactor<weft::v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const weft::v1::GenerateRequest* request) override;
+  // Raw: the request's bytes (see request_parse.h); responses are GenerateResponse.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const weft::v1::ListModelsRequest* request,
                                        weft::v1::ListModelsResponse* response) override;
 
-  int open_streams() const { return open_streams_.load(); }
+  // Generation calls open over every API (the limit is shared).
+  int open_streams() const { return frontend_->open_streams(); }
 
  private:
-  // A reactor that ends the call at once with `status`.
-  grpc::ServerWriteReactor<weft::v1::GenerateResponse>* Reject(const grpc::Status& status);
-  uint64_t NextSeed();
+  // A reactor that ends the call at once with `status` (already counted).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Reject(const grpc::Status& status);
+  // The bearer token from the authorization metadata.
+  absl::Status CheckToken(const grpc::CallbackServerContext& context) const;
 
-  const GenerationServiceOptions options_;
-  const ValidationLimits limits_;
-  const PromptEncoder* const encoder_;
-  EngineInterface* const engine_;
-  ServiceMetrics* const metrics_;
-  std::atomic<int> open_streams_{0};
-  std::atomic<int64_t> next_key_{1};
-  std::atomic<uint64_t> seed_state_;
+  GenerateFrontend* const frontend_;
 };
 
 // Attach is a raw method (the wire bytes are WorkerMessage / SchedulerMessage): plans are
@@ -68,6 +68,11 @@ class WorkerControlService final
 
 // Status helpers: absl -> grpc, in exactly one place.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// The single value of metadata `key` ("" when absent); INVALID_ARGUMENT when it is given
+// more than once.
+absl::StatusOr<std::string> SingleMetadata(const grpc::CallbackServerContext& context,
+                                           absl::string_view key);
 
 }  // namespace weft
 

@@ -3,100 +3,37 @@
 // through the WorkerControl service and answering plans.
 #include "scheduler/service/services.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "common/mutex.h"
 #include "common/testing/status_matchers.h"
+#include "scheduler/service/testing/fake_engine.h"
 #include "worker/service/worker_client.h"
 
 namespace weft {
 namespace {
 
 using ::weft::testing::StatusIs;
-
-class ByteEncoder : public PromptEncoder {
- public:
-  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
-    std::vector<int32_t> ids;
-    for (unsigned char c : text) ids.push_back(c);
-    return ids;
-  }
-  absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt&) const override {
-    return absl::UnimplementedError("no chat");
-  }
-};
-
-class FakeEngine : public EngineInterface {
- public:
-  absl::Status Submit(Submission s) override {
-    MutexLock l(&mu_);
-    if (reject_) return absl::ResourceExhaustedError("queue full");
-    subs_.push_back(std::move(s));
-    cv_.SignalAll();
-    return absl::OkStatus();
-  }
-  void Cancel(int64_t key) override {
-    MutexLock l(&mu_);
-    cancelled_.push_back(key);
-    cv_.SignalAll();
-  }
-  void OnWorkerMessage(const std::shared_ptr<WorkerHandle>& w, weft::v1::WorkerMessage m) override {
-    MutexLock l(&mu_);
-    if (m.has_hello()) {
-      hello_ = m.hello();
-      worker_ = w;
-      ++hellos_;
-    } else {
-      results_.push_back(m.result());
-    }
-    cv_.SignalAll();
-  }
-  void OnWorkerGone(const std::shared_ptr<WorkerHandle>&) override {
-    MutexLock l(&mu_);
-    ++gone_;
-    cv_.SignalAll();
-  }
-  weft::v1::ModelInfo ModelInfo() const override {
-    weft::v1::ModelInfo m;
-    m.set_name("fake");
-    return m;
-  }
-  // Waits (bounded) until pred() holds.
-  template <typename P>
-  bool WaitFor(P pred) {
-    MutexLock l(&mu_);
-    const absl::Time end = absl::Now() + absl::Seconds(20);
-    while (!pred()) {
-      if (absl::Now() > end) return false;
-      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
-    }
-    return true;
-  }
-
-  Mutex mu_;
-  CondVar cv_;
-  bool reject_ = false;
-  std::vector<Submission> subs_;
-  std::vector<int64_t> cancelled_;
-  weft::v1::WorkerHello hello_;
-  std::shared_ptr<WorkerHandle> worker_;
-  std::vector<weft::v1::StepResult> results_;
-  int hellos_ = 0;
-  int gone_ = 0;
-};
+using testing::ByteEncoder;
+using testing::FakeEngine;
 
 class ServicesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(nullptr); }
+  void Start(const BearerTokens* auth) {
     ValidationLimits lim;
     lim.model_name = "fake";
     lim.vocab_size = 256;
     lim.context_length = 128;
-    GenerationServiceOptions opts;
+    FrontendOptions opts;
     opts.max_streams = 2;
-    gen_ = std::make_unique<GenerationService>(opts, lim, &encoder_, &engine_, &metrics_);
+    opts.auth = auth;
+    frontend_ = std::make_unique<GenerateFrontend>(opts, lim, &encoder_, &engine_, &metrics_);
+    gen_ = std::make_unique<GenerationService>(frontend_.get());
     ctl_ = std::make_unique<WorkerControlService>(&engine_);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -112,9 +49,27 @@ class ServicesTest : public ::testing::Test {
     if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   }
 
+  // Runs one Generate call that the service ends at once; its status.
+  grpc::Status Rejected(const weft::v1::GenerateRequest& req,
+                        std::vector<std::pair<std::string, std::string>> metadata = {}) {
+    grpc::ClientContext ctx;
+    for (const auto& [k, v] : metadata) ctx.AddMetadata(k, v);
+    auto reader = stub_->Generate(&ctx, req);
+    weft::v1::GenerateResponse r;
+    EXPECT_FALSE(reader->Read(&r));
+    return reader->Finish();
+  }
+  // Waits for the service to hand a call to the engine, then ends it OK.
+  void ExpectSubmittedAndEnd(size_t n) {
+    ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == n; }));
+    MutexLock l(&engine_.mu_);
+    engine_.subs_.back().outbox->Finish(grpc::Status::OK);
+  }
+
   ByteEncoder encoder_;
   FakeEngine engine_;
   ServiceMetrics metrics_;
+  std::unique_ptr<GenerateFrontend> frontend_;
   std::unique_ptr<GenerationService> gen_;
   std::unique_ptr<WorkerControlService> ctl_;
   std::unique_ptr<grpc::Server> server_;
@@ -340,6 +295,128 @@ TEST_F(ServicesTest, WorkerStreamClosedDuringAWriteThatFailsStillEnds) {
   while (stream->Read(&m)) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(ServicesTest, ModelMetadataRoutesAndMustAgreeWithTheField) {
+  weft::v1::GenerateRequest req;
+  req.set_text("x");
+  // The metadata alone selects the model; agreeing with the field is fine.
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-weft-model", "fake");
+    auto reader = stub_->Generate(&ctx, req);
+    ExpectSubmittedAndEnd(1);
+    EXPECT_TRUE(reader->Finish().ok());
+  }
+  req.set_model("fake");
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-weft-model", "fake");
+    auto reader = stub_->Generate(&ctx, req);
+    ExpectSubmittedAndEnd(2);
+    EXPECT_TRUE(reader->Finish().ok());
+  }
+  grpc::Status s = Rejected(req, {{"x-weft-model", "other"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("x-weft-model"), std::string::npos) << s.error_message();
+  req.clear_model();
+  s = Rejected(req, {{"x-weft-model", "other"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  s = Rejected(req, {{"x-weft-model", "fake"}, {"x-weft-model", "fake"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  // ListModels: a metadata naming another model is NOT_FOUND too.
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-weft-model", "other");
+  weft::v1::ListModelsResponse models;
+  EXPECT_EQ(stub_->ListModels(&ctx, weft::v1::ListModelsRequest(), &models).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(engine_.subs_.size(), 2u);
+}
+
+TEST_F(ServicesTest, ARequestThatDoesNotParseIsInvalidArgumentNamingTheField) {
+  weft::v1::GenerateRequest req;
+  req.mutable_chat()->add_messages()->set_role("user");
+  // Not UTF-8: the client's protobuf logs and sends it anyway; the server's refuses it.
+  req.mutable_chat()->mutable_messages(0)->set_content(std::string("caf\xe9", 4));
+  grpc::Status s = Rejected(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("chat.messages[0].content: not valid UTF-8"), std::string::npos)
+      << s.error_message();
+  EXPECT_TRUE(engine_.subs_.empty());
+}
+
+// The token is checked before anything else: a call without one never reaches the
+// engine, whatever its request; with one it goes on as usual.
+TEST(ServicesAuthTest, TokensAreCheckedBeforeAnyWork) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/services_test_tokens";
+  {
+    std::ofstream(path) << "# test\ntok-1\n";
+  }
+  BearerTokens::Options o;
+  o.path = path;
+  auto tokens = BearerTokens::Load(o);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  ByteEncoder encoder;
+  FakeEngine engine;
+  ServiceMetrics metrics;
+  ValidationLimits lim;
+  lim.model_name = "fake";
+  lim.vocab_size = 256;
+  lim.context_length = 128;
+  FrontendOptions opts;
+  opts.auth = tokens->get();
+  GenerateFrontend frontend(opts, lim, &encoder, &engine, &metrics);
+  GenerationService gen(&frontend);
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&gen);
+  auto server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = weft::v1::Generation::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto call = [&](const std::string& authorization, const weft::v1::GenerateRequest& req) {
+    grpc::ClientContext ctx;
+    if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+    auto reader = stub->Generate(&ctx, req);
+    if (authorization == "Bearer tok-1" && req.model().empty()) {
+      EXPECT_TRUE(engine.WaitFor([&] { return engine.subs_.size() == 1; }));
+      MutexLock l(&engine.mu_);
+      engine.subs_.back().outbox->Finish(grpc::Status::OK);
+    }
+    weft::v1::GenerateResponse r;
+    while (reader->Read(&r)) {
+    }
+    return reader->Finish();
+  };
+  weft::v1::GenerateRequest bad;  // no prompt, unknown model: still UNAUTHENTICATED first
+  bad.set_model("nope");
+  weft::v1::GenerateRequest good;
+  good.set_text("x");
+  for (const std::string& a : {std::string(), std::string("Bearer wrong"), std::string("tok-1")}) {
+    EXPECT_EQ(call(a, bad).error_code(), grpc::StatusCode::UNAUTHENTICATED) << a;
+    grpc::Status s = call(a, good);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << a;
+    EXPECT_EQ(s.error_message().find("tok-1"), std::string::npos);
+  }
+  EXPECT_TRUE(engine.subs_.empty());
+  EXPECT_EQ(call("Bearer tok-1", bad).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(call("Bearer tok-1", good).ok());
+  {
+    grpc::ClientContext ctx;
+    weft::v1::ListModelsResponse models;
+    EXPECT_EQ(stub->ListModels(&ctx, weft::v1::ListModelsRequest(), &models).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer tok-1");
+    weft::v1::ListModelsResponse models;
+    EXPECT_TRUE(stub->ListModels(&ctx, weft::v1::ListModelsRequest(), &models).ok());
+  }
+  EXPECT_EQ(metrics.ByStatus("UNAUTHENTICATED").Value(), 6);
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
 }
 
 class EchoExecutor : public StepExecutor {

@@ -143,15 +143,26 @@ absl::Status ValidationLimits::Validate() const {
   return absl::OkStatus();
 }
 
+absl::Status CheckRequestedModel(absl::string_view field, absl::string_view header,
+                                 absl::string_view served) {
+  if (!field.empty() && !header.empty() && field != header) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: the request names '", field.substr(0, 128), "' but its ",
+                     kModelMetadataKey, " metadata names '", header.substr(0, 128), "'"));
+  }
+  const absl::string_view wanted = field.empty() ? header : field;
+  if (!wanted.empty() && wanted != served) {
+    return absl::NotFoundError(absl::StrCat("model '", wanted.substr(0, 128),
+                                            "' is not served here (serving '", served, "')"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ResolvedRequest> ValidateRequest(const weft::v1::GenerateRequest& request,
                                                 const ValidationLimits& limits,
                                                 const PromptEncoder& encoder,
                                                 const std::function<uint64_t()>& seed_source) {
-  if (!request.model().empty() && request.model() != limits.model_name) {
-    return absl::NotFoundError(absl::StrCat("model '", request.model().substr(0, 128),
-                                            "' is not served here (serving '",
-                                            limits.model_name, "')"));
-  }
+  WEFT_RETURN_IF_ERROR(CheckRequestedModel(request.model(), "", limits.model_name));
   ResolvedRequest out;
   // Cheap checks first: a bad number never costs a tokenization.
   WEFT_RETURN_IF_ERROR(ResolveSampling(request, limits, &out.sampling));

@@ -59,7 +59,19 @@ class PromptEncoder {
       const weft::v1::ChatPrompt& chat) const = 0;
 };
 
+// The metadata (HTTP header) a caller may name the model in, so that a proxy can route
+// by it without parsing the request body.
+inline constexpr char kModelMetadataKey[] = "x-weft-model";
+
+// Which model a call asks for: the request's `model` field and/or the x-weft-model
+// metadata (`header`, "" when absent). Both given and different: INVALID_ARGUMENT. The
+// one given (they agree) must be `served`: else NOT_FOUND. Neither: the only model, OK.
+// Every public endpoint (gRPC, HTTP) calls this before anything else about the request.
+absl::Status CheckRequestedModel(absl::string_view field, absl::string_view header,
+                                 absl::string_view served);
+
 // `seed_source` gives the seed for requests without one (called at most once).
+// The request's `model` field is checked as CheckRequestedModel(model, "", name) does.
 absl::StatusOr<ResolvedRequest> ValidateRequest(const weft::v1::GenerateRequest& request,
                                                 const ValidationLimits& limits,
                                                 const PromptEncoder& encoder,

@@ -22,7 +22,7 @@ WorkerReactor::WorkerReactor(std::shared_ptr<WorkerHandle> handle, MessageFn on_
       on_message_(std::move(on_message)),
       on_gone_(std::move(on_gone)),
       context_(context) {
-  handle_->Attach(this);
+  handle_->Attach(NotOwned<grpc::ByteBuffer>(this));
   StartRead(&read_);
 }
 

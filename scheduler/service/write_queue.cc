@@ -43,7 +43,7 @@ void WriteQueue<Message>::Finish(const grpc::Status& status) {
 
 template <typename Message>
 void WriteQueue<Message>::Abort(const grpc::Status& status) {
-  WriteTarget<Message>* target = nullptr;
+  std::shared_ptr<WriteTarget<Message>> target;
   {
     MutexLock lock(&mu_);
     if (done_ || aborted_) return;
@@ -60,8 +60,8 @@ void WriteQueue<Message>::Abort(const grpc::Status& status) {
     }
   }
   if (target != nullptr) {
-    // The target stays alive: gRPC deletes the reactor only after OnCallDone, which
-    // needs the finish that Pump holds back while cancelling_ is set.
+    // The target stays alive: the queue holds it, and gRPC ends no reactor while its
+    // write is pending and the finish is held back (cancelling_).
     target->CancelCall(status);
     MutexLock lock(&mu_);
     cancelling_ = false;
@@ -96,10 +96,10 @@ size_t WriteQueue<Message>::queued_bytes() const {
 }
 
 template <typename Message>
-void WriteQueue<Message>::Attach(WriteTarget<Message>* target) {
+void WriteQueue<Message>::Attach(std::shared_ptr<WriteTarget<Message>> target) {
   {
     MutexLock lock(&mu_);
-    target_ = target;
+    target_ = std::move(target);
   }
   Pump();
 }
@@ -123,9 +123,10 @@ void WriteQueue<Message>::OnWriteDone(bool ok) {
 
 template <typename Message>
 void WriteQueue<Message>::OnCallDone() {
+  std::shared_ptr<WriteTarget<Message>> target;  // released outside mu_
   MutexLock lock(&mu_);
   done_ = true;
-  target_ = nullptr;
+  target = std::move(target_);
   DropQueued();
 }
 
@@ -137,7 +138,7 @@ void WriteQueue<Message>::DropQueued() {
 
 template <typename Message>
 void WriteQueue<Message>::Pump() {
-  WriteTarget<Message>* target = nullptr;
+  std::shared_ptr<WriteTarget<Message>> target;
   const Message* to_write = nullptr;
   grpc::Status status;
   {

@@ -1,21 +1,23 @@
-// WriteQueue: the write side of one server-streaming gRPC call, shared by both of the
-// scheduler's reactors (a client's Generate stream: Outbox; a worker's Attach stream:
-// WorkerHandle). Other threads queue messages and ask for the end of the call; the queue
-// hands the call one write at a time and, once everything before it is written, the
-// Finish — exactly once, even when the call breaks or is cancelled while a write is in
-// flight (then the write completes not ok, the rest is dropped and the Finish starts:
-// a call that is never finished keeps the server's Shutdown waiting).
+// WriteQueue: the write side of one streaming call, shared by everything the scheduler
+// streams to: a client's Generate call (Outbox; written by the gRPC reactor or by an
+// OpenAI HTTP call) and a worker's Attach stream (WorkerHandle). Other threads queue
+// messages and ask for the end of the call; the queue hands the call one write at a time
+// and, once everything before it is written, the Finish — exactly once, even when the
+// call breaks or is cancelled while a write is in flight (then the write completes not
+// ok, the rest is dropped and the Finish starts: a call that is never finished keeps the
+// server's Shutdown waiting).
 //
 // A client that never reads leaves a write pending forever (its HTTP/2 window is
 // closed): Abort cancels the call in the transport, which completes that write, so the
 // call still ends. Queued bytes are capped (Push fails beyond the cap) and the age of the
 // oldest unwritten message is tracked (Stalled), so a slow reader can be ended.
 //
-// The call is reached through WriteTarget, the reactor boundary: the gRPC reactors
-// implement it, and tests drive a WriteQueue with a fake target, no gRPC threads.
-// Ownership: the queue outlives the call (held by shared_ptr by whoever writes);
-// after the call is done, Push and Finish are harmless no-ops. The target is borrowed
-// from Attach until OnCallDone.
+// The call is reached through WriteTarget, the transport boundary: the gRPC reactors and
+// the HTTP call implement it, and tests drive a WriteQueue with a fake target, no gRPC
+// threads.
+// Ownership: the queue outlives the call (held by shared_ptr by whoever writes); after
+// the call is done, Push and Finish are harmless no-ops. The queue holds its target from
+// Attach until OnCallDone (see Attach for targets that gRPC owns).
 // Thread-safety: every method is thread-safe; no lock is held while calling the target.
 #ifndef WEFT_SCHEDULER_SERVICE_WRITE_QUEUE_H_
 #define WEFT_SCHEDULER_SERVICE_WRITE_QUEUE_H_
@@ -23,6 +25,7 @@
 #include <cstddef>
 #include <deque>
 #include <limits>
+#include <memory>
 
 #include "absl/time/time.h"
 #include "common/mutex.h"
@@ -33,18 +36,29 @@
 
 namespace weft {
 
-// One call's write side, as a WriteQueue drives it.
+// One call's write side, as a WriteQueue drives it. The queue calls these from any
+// thread, never with its lock held; none may block.
 template <typename Message>
 class WriteTarget {
  public:
   virtual ~WriteTarget() = default;
   // Starts writing `message` (valid until the queue's OnWriteDone); one at a time.
   virtual void WriteMessage(const Message* message) = 0;
-  // Ends the call with `status`; called once, with no write in flight.
+  // Ends the call with `status`; called once, with no write in flight. The target calls
+  // the queue's OnCallDone once the call is over.
   virtual void FinishCall(const grpc::Status& status) = 0;
-  // Cancels the call in the transport (a pending write then completes not ok).
+  // Cancels the call in the transport (a pending write then completes not ok); called
+  // only while a write is in flight.
   virtual void CancelCall(const grpc::Status& status) = 0;
 };
+
+// A target the queue must not own: a gRPC reactor, which gRPC deletes after OnDone. The
+// queue calls it only for a write or a finish it started, and gRPC ends no reactor with
+// either pending, so it is alive whenever the queue calls it.
+template <typename Message>
+std::shared_ptr<WriteTarget<Message>> NotOwned(WriteTarget<Message>* target) {
+  return std::shared_ptr<WriteTarget<Message>>(std::shared_ptr<void>(), target);
+}
 
 // A WriteTarget's CancelCall for a callback server call (null: nothing to cancel).
 void CancelServerCall(grpc::CallbackServerContext* context, const grpc::Status& status);
@@ -83,9 +97,12 @@ class WriteQueue {
   bool Done() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t queued_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The reactor side. Attach once the call exists; OnWriteDone for each write;
-  // OnCallDone when the call is over (the target is not used afterwards).
-  void Attach(WriteTarget<Message>* target) ABSL_LOCKS_EXCLUDED(mu_);
+  // The transport side. Attach once the call exists (messages pushed before wait); the
+  // queue keeps `target` alive until OnCallDone, so a call that ends on its own thread
+  // (an HTTP client leaving) cannot free it under a write the queue is starting.
+  // OnWriteDone for each write; OnCallDone when the call is over (the target is
+  // released and not used afterwards).
+  void Attach(std::shared_ptr<WriteTarget<Message>> target) ABSL_LOCKS_EXCLUDED(mu_);
   void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCallDone() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -97,7 +114,7 @@ class WriteQueue {
 
   const Options options_;
   mutable Mutex mu_;
-  WriteTarget<Message>* target_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<WriteTarget<Message>> target_ ABSL_GUARDED_BY(mu_);
   std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   Message in_flight_ ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,7 @@
 // reactors write (Generate responses, pre-serialized worker messages).
 #include "scheduler/service/write_queue.h"
 
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,7 +80,7 @@ class WriteQueueTest : public ::testing::Test {
   static Message M(int i) { return Make(static_cast<Message*>(nullptr), i); }
 
   Queue queue_{typename Queue::Options()};
-  FakeCall<Message> call_;
+  std::shared_ptr<FakeCall<Message>> call_ = std::make_shared<FakeCall<Message>>();
 };
 
 using MessageKinds = ::testing::Types<weft::v1::GenerateResponse, grpc::ByteBuffer>;
@@ -87,9 +88,9 @@ TYPED_TEST_SUITE(WriteQueueTest, MessageKinds);
 
 TYPED_TEST(WriteQueueTest, WritesOneAtATimeInOrderThenFinishesOnce) {
   auto& q = this->queue_;
-  auto& call = this->call_;
+  auto& call = *this->call_;
   ASSERT_TRUE(q.Push(this->M(1)));  // queued before the call exists
-  q.Attach(&call);
+  q.Attach(this->call_);
   ASSERT_TRUE(q.Push(this->M(2)));
   ASSERT_TRUE(q.Push(this->M(3)));
   q.Finish(grpc::Status::OK);
@@ -113,8 +114,8 @@ TYPED_TEST(WriteQueueTest, WritesOneAtATimeInOrderThenFinishesOnce) {
 // still start, or the call never ends and the server's Shutdown waits for it.
 TYPED_TEST(WriteQueueTest, CloseDuringAWriteThatFailsStillFinishesTheCall) {
   auto& q = this->queue_;
-  auto& call = this->call_;
-  q.Attach(&call);
+  auto& call = *this->call_;
+  q.Attach(this->call_);
   ASSERT_TRUE(q.Push(this->M(1)));
   ASSERT_TRUE(q.Push(this->M(2)));
   q.Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
@@ -136,8 +137,9 @@ TYPED_TEST(WriteQueueTest, ErrorFinishWritesQueuedUnlessAskedToDrop) {
     typename Queue::Options o;
     o.error_drops_queued = drop;
     Queue q(o);
-    FakeCall<TypeParam> call;
-    q.Attach(&call);
+    auto owned = std::make_shared<FakeCall<TypeParam>>();
+    FakeCall<TypeParam>& call = *owned;
+    q.Attach(owned);
     ASSERT_TRUE(q.Push(this->M(1)));
     ASSERT_TRUE(q.Push(this->M(2)));  // a worker's Reject, say
     q.Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "rejected"));
@@ -151,8 +153,8 @@ TYPED_TEST(WriteQueueTest, ErrorFinishWritesQueuedUnlessAskedToDrop) {
 
 TYPED_TEST(WriteQueueTest, AbortCutsAPendingWriteShortAndFinishesAfterIt) {
   auto& q = this->queue_;
-  auto& call = this->call_;
-  q.Attach(&call);
+  auto& call = *this->call_;
+  q.Attach(this->call_);
   ASSERT_TRUE(q.Push(this->M(1)));  // in flight, never completed by a client that does not read
   ASSERT_TRUE(q.Push(this->M(2)));
   q.Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not reading"));
@@ -180,12 +182,27 @@ TYPED_TEST(WriteQueueTest, ByteCapAndStall) {
   EXPECT_EQ(q.queued_bytes(), o.max_bytes);
   EXPECT_FALSE(q.Stalled(start, absl::Seconds(1)));
   EXPECT_TRUE(q.Stalled(absl::Now() + absl::Seconds(2), absl::Seconds(1)));
-  FakeCall<TypeParam> call;
-  q.Attach(&call);
+  q.Attach(this->call_);
   q.OnWriteDone(true);
   q.OnWriteDone(true);
   EXPECT_EQ(q.queued_bytes(), 0u);
   EXPECT_FALSE(q.Stalled(absl::Now() + absl::Seconds(2), absl::Seconds(1)));
+}
+
+// The queue holds its target until the call is done, so a transport that ends the call
+// on its own thread (an HTTP client leaving) cannot free the target under a write that
+// another thread is starting; after OnCallDone the target is released.
+TYPED_TEST(WriteQueueTest, HoldsItsTargetUntilTheCallIsDone) {
+  auto& q = this->queue_;
+  std::weak_ptr<FakeCall<TypeParam>> target = this->call_;
+  q.Attach(std::move(this->call_));
+  ASSERT_FALSE(target.expired());  // the queue's is the only reference
+  ASSERT_TRUE(q.Push(this->M(1)));
+  q.OnWriteDone(true);
+  q.Finish(grpc::Status::OK);
+  EXPECT_FALSE(target.expired());
+  q.OnCallDone();
+  EXPECT_TRUE(target.expired());
 }
 
 // Several producers (the planning thread, gRPC reactions) against one transport thread
@@ -195,8 +212,8 @@ TYPED_TEST(WriteQueueTest, ConcurrentProducersAndTransport) {
   constexpr int kProducers = 3;
   constexpr int kEach = 300;
   auto& q = this->queue_;
-  auto& call = this->call_;
-  q.Attach(&call);
+  auto& call = *this->call_;
+  q.Attach(this->call_);
   std::thread transport([&] {
     while (call.WaitForWriteOrFinish()) q.OnWriteDone(true);
     q.OnCallDone();

@@ -174,6 +174,15 @@ TEST_F(BadInputE2eTest, EveryBadInputGetsItsStatusAndNoBlock) {
       {"empty stop string", [](GenerateRequest* r) { r->mutable_stopping()->add_stop(""); }, kInvalid},
       {"stop token id over the vocabulary",
        [&](GenerateRequest* r) { r->mutable_stopping()->add_stop_token_ids(vocab + 5); }, kInvalid},
+      {"text that is not UTF-8 (the request does not parse)",
+       [](GenerateRequest* r) { r->set_text(std::string("caf\xe9", 4)); }, kInvalid},
+      {"a chat message that is not UTF-8",
+       [](GenerateRequest* r) {
+         auto* m = r->mutable_chat()->add_messages();
+         m->set_role("user");
+         m->set_content(std::string("\xff\xfe", 2));
+       },
+       kInvalid},
       {"unknown model name", [](GenerateRequest* r) { r->set_model("no-such-model"); },
        grpc::StatusCode::NOT_FOUND},
       {"message over the receive limit (5 MiB prompt)",
@@ -214,6 +223,35 @@ TEST_F(BadInputE2eTest, EveryBadInputGetsItsStatusAndNoBlock) {
   StreamResult ok = Generate(cluster_->stub(), GreedyRequest("The capital of France is", 4));
   EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
   EXPECT_EQ(ok.token_ids.size(), 4u);
+}
+
+// The model named by x-weft-model metadata (what proxies route by) and a request that
+// does not parse: statuses with messages that say what is wrong.
+TEST_F(BadInputE2eTest, ModelMetadataAndRequestsThatDoNotParse) {
+  const std::string served = Info().name();
+  ASSERT_FALSE(served.empty());
+  auto call = [&](const std::string& field, const std::string& header) {
+    GenerateRequest req = GreedyRequest("The capital of France is", 2);
+    req.set_model(field);
+    grpc::ClientContext ctx;
+    if (!header.empty()) ctx.AddMetadata("x-weft-model", header);
+    return Generate(cluster_->stub(), req, absl::Seconds(30), {}, &ctx);
+  };
+  EXPECT_TRUE(call("", served).status.ok());  // the metadata alone selects the model
+  EXPECT_TRUE(call(served, served).status.ok());
+  StreamResult r = call(served, "other-model");
+  EXPECT_EQ(CodeName(r.status.error_code()), "INVALID_ARGUMENT");
+  EXPECT_NE(r.status.error_message().find("x-weft-model"), std::string::npos) << r.status.error_message();
+  r = call("", "other-model");
+  EXPECT_EQ(CodeName(r.status.error_code()), "NOT_FOUND");
+  EXPECT_NE(r.status.error_message().find("other-model"), std::string::npos) << r.status.error_message();
+
+  GenerateRequest bad = GreedyRequest("x", 2);
+  bad.mutable_stopping()->add_stop(std::string("\xc3\x28", 2));
+  r = Generate(cluster_->stub(), bad, absl::Seconds(30));
+  EXPECT_EQ(CodeName(r.status.error_code()), "INVALID_ARGUMENT");
+  EXPECT_NE(r.status.error_message().find("stopping.stop[0]: not valid UTF-8"), std::string::npos)
+      << r.status.error_message();
 }
 
 // Admission queue full: one request runs (max_num_seqs=1), one waits (max_waiting=1);

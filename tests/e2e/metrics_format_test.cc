@@ -1,14 +1,18 @@
 // End to end, real processes: Prometheus' own checker (`promtool check metrics`, from
 // Debian's prometheus package) accepts the /metrics pages of weft-scheduler and
 // weft-worker after real traffic (so the labelled families and histograms have series),
-// and the pages carry the metrics DESIGN.md names.
+// and the pages carry the metrics DESIGN.md names, every scheduler series labelled with
+// the served model's name.
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/testing/model_path.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/process_harness.h"
@@ -36,7 +40,7 @@ TEST(MetricsFormatE2eTest, PromtoolAcceptsSchedulerAndWorkerMetrics) {
     GTEST_SKIP() << kPromtool << " not found: install Debian's prometheus package (tools/bootstrap.sh)";
   }
   Cluster cluster(model);
-  ASSERT_TRUE(cluster.StartScheduler().ok()) << cluster.Logs();
+  ASSERT_TRUE(cluster.StartScheduler({"--model_name=smol-test"}).ok()) << cluster.Logs();
   WorkerSpec w;
   w.num_kv_blocks = 64;
   ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
@@ -73,6 +77,16 @@ TEST(MetricsFormatE2eTest, PromtoolAcceptsSchedulerAndWorkerMetrics) {
         "weft_streams_open", "weft_stream_buffer_max_bytes"}) {
     EXPECT_TRUE(sched->Has(series)) << series;
   }
+  // Every scheduler series carries the served model's name (what a prometheus-adapter
+  // rule selects a model's autoscaling signals by, deploy/k8s/base/monitoring.yaml).
+  int weft_lines = 0;
+  for (absl::string_view line : absl::StrSplit(sched->text(), '\n')) {
+    if (!absl::StartsWith(line, "weft_")) continue;
+    ++weft_lines;
+    EXPECT_TRUE(absl::StrContains(line, "model=\"smol-test\"")) << line;
+  }
+  EXPECT_GT(weft_lines, 20);
+  EXPECT_EQ(sched->models(), std::set<std::string>{"smol-test"});
   EXPECT_EQ(sched->Get("weft_requests_status_total{code=\"OK\"}"), 2);
   EXPECT_EQ(sched->Get("weft_requests_status_total{code=\"INVALID_ARGUMENT\"}"), 1);
   EXPECT_EQ(sched->Get("weft_e2e_request_latency_seconds_count"), 2);

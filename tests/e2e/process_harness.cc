@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -69,6 +70,19 @@ std::string Runfile(const std::string& path) {
   const char* ws = std::getenv("TEST_WORKSPACE");
   if (srcdir == nullptr || ws == nullptr) return path;  // run by hand from the workspace
   return absl::StrCat(srcdir, "/", ws, "/", path);
+}
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(a.sin_port) : -1;
 }
 
 std::string MakeTempDir(const std::string& prefix, bool keep) {
@@ -205,6 +219,42 @@ std::string ChildProcess::LogTail(size_t max_bytes) const {
 
 // --- Metrics --------------------------------------------------------------------------
 
+namespace {
+
+// Removes label `name` from a series key 'metric{a="x",name="y",b="z"}' (values may hold
+// escaped quotes and commas) and returns its value (escapes kept as printed); the key
+// keeps the other labels in their order, and loses its braces when none is left.
+std::optional<std::string> TakeLabel(std::string* key, absl::string_view name) {
+  const size_t open = key->find('{');
+  if (open == std::string::npos || key->back() != '}') return std::nullopt;
+  std::vector<std::string> kept;
+  std::optional<std::string> taken;
+  size_t i = open + 1;
+  const size_t end = key->size() - 1;
+  while (i < end) {
+    const size_t eq = key->find('=', i);
+    if (eq == std::string::npos || eq + 1 >= end || (*key)[eq + 1] != '"') return std::nullopt;
+    size_t j = eq + 2;
+    while (j < end && (*key)[j] != '"') j += (*key)[j] == '\\' ? 2 : 1;
+    if (j >= end) return std::nullopt;  // unterminated value: leave the key alone
+    const std::string label_name = key->substr(i, eq - i);
+    if (label_name == name) {
+      taken = key->substr(eq + 2, j - eq - 2);
+    } else {
+      kept.push_back(key->substr(i, j + 1 - i));
+    }
+    i = j + 1;
+    if (i < end && (*key)[i] == ',') ++i;
+  }
+  if (!taken.has_value()) return std::nullopt;
+  std::string rebuilt = key->substr(0, open);
+  if (!kept.empty()) absl::StrAppend(&rebuilt, "{", absl::StrJoin(kept, ","), "}");
+  *key = std::move(rebuilt);
+  return taken;
+}
+
+}  // namespace
+
 MetricsPage MetricsPage::Parse(const std::string& text) {
   MetricsPage page;
   page.text_ = text;
@@ -223,7 +273,12 @@ MetricsPage MetricsPage::Parse(const std::string& text) {
     } else if (!absl::SimpleAtod(rest, &v)) {
       continue;
     }
-    page.series_[std::string(line.substr(0, key_end))] = v;
+    std::string key(line.substr(0, key_end));
+    if (std::optional<std::string> model = TakeLabel(&key, "model"); model.has_value()) {
+      page.models_.insert(*model);
+      ++page.model_labelled_;
+    }
+    page.series_[key] = v;
   }
   return page;
 }
@@ -244,7 +299,7 @@ double MetricsPage::Sum(const std::string& name) const {
   return sum;
 }
 
-absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
+absl::StatusOr<HttpReply> HttpGet(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError("socket");
   struct timeval tv = {10, 0};  // hang guard
@@ -258,7 +313,7 @@ absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port, ": ", std::strerror(errno)));
   }
-  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     ::close(fd);
     return absl::UnavailableError("send");
@@ -276,12 +331,29 @@ absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
     }
   }
   ::close(fd);
+  // "HTTP/1.x NNN ..."
+  HttpReply reply;
   const size_t body = resp.find("\r\n\r\n");
-  if (resp.compare(0, 12, "HTTP/1.1 200") != 0 && resp.compare(0, 12, "HTTP/1.0 200") != 0) {
-    return absl::UnavailableError(absl::StrCat("metrics HTTP: ", resp.substr(0, 80)));
+  if (resp.compare(0, 5, "HTTP/") != 0 || resp.size() < 12 ||
+      !absl::SimpleAtoi(resp.substr(9, 3), &reply.status) || body == std::string::npos) {
+    return absl::UnavailableError(absl::StrCat("HTTP GET ", path, ": ", resp.substr(0, 80)));
   }
-  if (body == std::string::npos) return absl::UnavailableError("metrics: no body");
-  return MetricsPage::Parse(resp.substr(body + 4));
+  reply.body = resp.substr(body + 4);
+  return reply;
+}
+
+absl::StatusOr<MetricsPage> ScrapeMetrics(int port) {
+  absl::StatusOr<HttpReply> r = HttpGet(port, "/metrics");
+  if (!r.ok()) return r.status();
+  if (r->status != 200) {
+    return absl::UnavailableError(absl::StrCat("metrics HTTP ", r->status, ": ", r->body.substr(0, 80)));
+  }
+  return MetricsPage::Parse(r->body);
+}
+
+int HttpStatus(int port, const std::string& path) {
+  absl::StatusOr<HttpReply> r = HttpGet(port, path);
+  return r.ok() ? r->status : -1;
 }
 
 // --- Cluster --------------------------------------------------------------------------
@@ -296,9 +368,12 @@ Cluster::~Cluster() {
   // keeps the logs quiet. They are asked to stop (SIGTERM) before they are killed: rank
   // 0 of a tensor-parallel group unlinks its shared-memory segment as it exits, which a
   // SIGKILL would leave in /dev/shm (where a worker of a later test, in another PID
-  // namespace, cannot tell it is stale).
+  // namespace, cannot tell it is stale). A first SIGTERM drains the replica (instant
+  // when idle); a second one, for workers still draining after 1 s, stops them at once.
   for (auto& [key, w] : workers_) w->Signal(SIGTERM);
   const absl::Time end = absl::Now() + absl::Seconds(5);
+  for (auto& [key, w] : workers_) w->Wait(std::max(absl::ZeroDuration(), end - absl::Seconds(4) - absl::Now()));
+  for (auto& [key, w] : workers_) w->Signal(SIGTERM);  // no-op for reaped ones
   for (auto& [key, w] : workers_) w->Wait(std::max(absl::ZeroDuration(), end - absl::Now()));
   workers_.clear();  // SIGKILLs whatever did not exit
   scheduler_.reset();
@@ -328,6 +403,7 @@ absl::Status Cluster::StartScheduler(std::vector<std::string> extra_flags, int w
   port_ = JsonInt(*json, "port");
   worker_port_ = JsonInt(*json, "worker_port");
   metrics_port_ = JsonInt(*json, "metrics_port");
+  http_port_ = std::max(-1, JsonInt(*json, "http_port"));
   if (port_ <= 0 || worker_port_ <= 0 || metrics_port_ <= 0) {
     return absl::InternalError(absl::StrCat("bad ports file: ", *json));
   }
@@ -477,7 +553,13 @@ std::shared_ptr<grpc::Channel> Cluster::NewChannel(const grpc::ChannelArguments&
   // Each channel its own connection: tests that need per-connection behaviour (flow
   // control of a reader that never reads) must not share a subchannel with others.
   a.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), a);
+  auto creds = MakeChannelCredentials(client_tls_, &a);
+  if (!creds.ok()) {
+    // A bad test setup: calls on this channel fail with the reason.
+    std::fprintf(stderr, "client TLS: %s\n", std::string(creds.status().message()).c_str());
+    return grpc::CreateChannel("unix:/nonexistent/bad-client-tls", grpc::InsecureChannelCredentials());
+  }
+  return grpc::CreateCustomChannel(address(), *creds, a);
 }
 
 weft::v1::Generation::Stub* Cluster::stub() { return stub_.get(); }

@@ -11,7 +11,8 @@
 //    --world_size, forming their group over shared memory once admitted); ephemeral
 //    ports (read back from each binary's --ports_file), waits for replicas / health with
 //    generous hang guards, /metrics scrapes, and log tails for failure messages.
-//  * MetricsPage — a parsed Prometheus text page ("name{labels}" -> value).
+//  * MetricsPage — a parsed Prometheus text page ("name{labels}" -> value), keyed
+//    without the scheduler's constant model="..." label (see MetricsPage).
 //  * Generate helpers — one blocking stream that records tokens, status and finish.
 //
 // Tests assert events and counts, never speed: every timeout here is a hang guard.
@@ -29,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls_credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "weft/v1/generate.grpc.pb.h"
 
@@ -52,6 +55,9 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
              absl::Duration poll = absl::Milliseconds(50));
 // The whole file, or "" when it cannot be read.
 std::string ReadFile(const std::string& path);
+// A loopback TCP port that was free a moment ago, for programs whose ports come from a
+// configuration rather than port 0 (HAProxy); -1 when none could be bound.
+int FreeLoopbackPort();
 
 class ChildProcess {
  public:
@@ -88,10 +94,17 @@ class ChildProcess {
   std::optional<int> wait_status_;
 };
 
-// A parsed Prometheus text-format page.
+// A parsed Prometheus text-format page. Series are keyed as printed, except that a
+// `model` label is taken out of the key (every weft-scheduler series carries the same
+// model="<served name>"; a cluster serves one model) and its values are kept in models():
+// tests name series as "weft_steps_total{replica=\"r0\"}" whatever the model is called.
 class MetricsPage {
  public:
   static MetricsPage Parse(const std::string& text);
+  // The values of the `model` label seen on the page, and how many series carried one.
+  const std::set<std::string>& models() const { return models_; }
+  int model_labelled_series() const { return model_labelled_; }
+  int num_series() const { return static_cast<int>(series_.size()); }
   // One series by its exact text, "name" or "name{label=\"v\"}"; `missing` if absent.
   double Get(const std::string& series, double missing = 0) const;
   bool Has(const std::string& series) const { return series_.count(series) > 0; }
@@ -102,9 +115,19 @@ class MetricsPage {
  private:
   std::string text_;
   std::map<std::string, double> series_;
+  std::set<std::string> models_;
+  int model_labelled_ = 0;
 };
 
-// GET http://127.0.0.1:port/metrics.
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
+// GET http://127.0.0.1:port<path> (HTTP/1.0, read to the end; 10 s hang guard).
+absl::StatusOr<HttpReply> HttpGet(int port, const std::string& path);
+// Its status code, or -1 when nothing answered.
+int HttpStatus(int port, const std::string& path);
+// GET http://127.0.0.1:port/metrics (UNAVAILABLE unless 200).
 absl::StatusOr<MetricsPage> ScrapeMetrics(int port);
 
 struct WorkerSpec {
@@ -151,6 +174,8 @@ class Cluster {
   int port() const { return port_; }
   int worker_port() const { return worker_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI HTTP API's port (the scheduler started with --http_port), else -1.
+  int http_port() const { return http_port_; }
   int worker_metrics_port(const std::string& replica, int rank = 0) const;
 
   absl::StatusOr<MetricsPage> Metrics() const { return ScrapeMetrics(metrics_port_); }
@@ -166,6 +191,9 @@ class Cluster {
   std::string Health() const;
   absl::Status WaitHealth(const std::string& want, absl::Duration timeout = absl::Seconds(60));
 
+  // The public port speaks TLS (--tls_cert ...): every channel made after this (the
+  // stub, Health, NewChannel) dials it with `tls`. Call before StartScheduler.
+  void SetClientTls(ClientTlsFiles tls) { client_tls_ = std::move(tls); }
   std::shared_ptr<grpc::Channel> NewChannel(const grpc::ChannelArguments& args = {}) const;
   weft::v1::Generation::Stub* stub();
 
@@ -185,9 +213,10 @@ class Cluster {
 
   const std::string model_path_;
   const std::string dir_;
+  ClientTlsFiles client_tls_;
   int restarts_ = 0;
   std::unique_ptr<ChildProcess> scheduler_;
-  int port_ = 0, worker_port_ = 0, metrics_port_ = 0;
+  int port_ = 0, worker_port_ = 0, metrics_port_ = 0, http_port_ = -1;
   std::map<std::string, std::unique_ptr<ChildProcess>> workers_;  // by WorkerKey
   std::map<std::string, int> worker_metrics_ports_;                // by WorkerKey
   std::shared_ptr<grpc::Channel> channel_;

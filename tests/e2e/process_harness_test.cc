@@ -106,6 +106,26 @@ TEST(MetricsPageTest, ParsesSeriesLabelsAndSums) {
   EXPECT_EQ(m.Get("weft_ttft_seconds_bucket{le=\"+Inf\"}"), 3);
   EXPECT_DOUBLE_EQ(m.Get("weft_ratio"), 0.25);
   EXPECT_EQ(m.Sum("weft_steps"), 0);  // a prefix of a name is not the name
+  EXPECT_TRUE(m.models().empty());
+}
+
+TEST(MetricsPageTest, KeysLeaveOutTheModelLabel) {
+  MetricsPage m = MetricsPage::Parse(
+      "weft_replicas{model=\"smol\"} 2\n"
+      "weft_steps_total{model=\"smol\",replica=\"r0\"} 12\n"
+      "weft_requests_status_total{code=\"OK\",model=\"smol\"} 7\n"
+      "weft_e2e_request_latency_seconds_bucket{model=\"smol\",le=\"+Inf\"} 3\n"
+      "weft_odd{note=\"a \\\"q\\\", model=x\",model=\"smol\"} 5\n"
+      "weft_worker_attached 1\n");
+  EXPECT_EQ(m.Get("weft_replicas", -1), 2);
+  EXPECT_EQ(m.Get("weft_steps_total{replica=\"r0\"}"), 12);
+  EXPECT_EQ(m.Get("weft_requests_status_total{code=\"OK\"}"), 7);
+  EXPECT_EQ(m.Get("weft_e2e_request_latency_seconds_bucket{le=\"+Inf\"}"), 3);
+  EXPECT_EQ(m.Get("weft_odd{note=\"a \\\"q\\\", model=x\"}"), 5);
+  EXPECT_EQ(m.Get("weft_worker_attached"), 1);
+  EXPECT_EQ(m.models(), std::set<std::string>{"smol"});
+  EXPECT_EQ(m.model_labelled_series(), 5);
+  EXPECT_EQ(m.num_series(), 6);
 }
 
 }  // namespace

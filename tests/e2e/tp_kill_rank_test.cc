@@ -177,9 +177,15 @@ TEST_P(TpKillRankE2eTest, ReplicaIsFencedStreamsMoveAndItRejoins) {
   ASSERT_TRUE(cluster.WaitReplicas(2).ok()) << cluster.Logs();
   EXPECT_EQ(cluster.Metric("weft_worker_ranks_pending"), 0);
   EXPECT_EQ(cluster.Metric("weft_kv_blocks_capacity"), 256);
-  EXPECT_EQ(WorkerCounter(cluster, tp, survivor, "weft_worker_attachments_total"), 2)
+  // The scheduler counts the replica when it sends Welcome; each rank counts its
+  // attachment once it has formed the group: wait for that.
+  EXPECT_TRUE(WaitFor(
+      [&] { return WorkerCounter(cluster, tp, survivor, "weft_worker_attachments_total") == 2; },
+      absl::Seconds(30)))
       << "the surviving process was not admitted a second time";
-  EXPECT_EQ(WorkerCounter(cluster, tp, killed, "weft_worker_attachments_total"), 1);
+  EXPECT_TRUE(WaitFor(
+      [&] { return WorkerCounter(cluster, tp, killed, "weft_worker_attachments_total") == 1; },
+      absl::Seconds(30)));
   EXPECT_EQ(GroupSegments(tp).size(), 1u) << absl::StrJoin(GroupSegments(tp), " ");
 
   // New requests run on the rejoined replica (prompts nothing has cached, so the router

@@ -19,12 +19,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/flags.h"
 #include "tools/bench/bench.h"
 
 ABSL_FLAG(std::vector<std::string>, target, {},
@@ -141,11 +140,11 @@ bool ParseOptions(const std::vector<std::string>& targets, weft::bench::BenchOpt
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  const std::vector<std::string> targets = AllTargets(argc, argv);
+  weft::ParseFlags(
+      argc, argv,
       "weft-bench --target=[label=]grpc://host:port [--target=http://host:port] "
       "[--trace=sharegpt-like] [--concurrency=1,4,16,64 | --rate=R] [--json_out --plot_out]");
-  const std::vector<std::string> targets = AllTargets(argc, argv);
-  absl::ParseCommandLine(argc, argv);
   weft::bench::BenchOptions options;
   if (!ParseOptions(targets, &options)) return 2;
   if (absl::Status s = options.Validate(); !s.ok()) {

@@ -117,12 +117,12 @@ for entry in "${METRICS[@]}"; do
   url=${entry#*=}
   curl -sf "$url" >"$OUT/$label-metrics.txt" || continue
   awk -v label="$label" '
-    /^weft_worker_forward_seconds_total / {fwd=$2}
-    /^weft_step_duration_seconds_sum / {step=$2}
-    /^weft_plan_seconds_total / {plan=$2}
-    /^weft_steps_total/ {steps+=$2}
-    /^weft_kv_tokens_sampled_total / {tok=$2}
-    /^weft_kv_slots_sampled_total / {slots=$2}
+    /^weft_worker_forward_seconds_total[ {]/ {fwd=$NF}
+    /^weft_step_duration_seconds_sum[ {]/ {step=$NF}
+    /^weft_plan_seconds_total[ {]/ {plan=$NF}
+    /^weft_steps_total[ {]/ {steps+=$NF}
+    /^weft_kv_tokens_sampled_total[ {]/ {tok=$NF}
+    /^weft_kv_slots_sampled_total[ {]/ {slots=$NF}
     END {
       if (step + plan > 0) printf "%s: %d steps; time outside the forward pass %.1f%% (forward %.1f s, steps %.1f s, planning/applying %.1f s)", label, steps, 100 * (1 - fwd / (step + plan)), fwd, step, plan
       if (slots > 0) printf "; KV waste %.2f%% (slots held vs tokens stored, sampled every 0.5 s)", 100 * (1 - tok / slots)

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "grpcpp/grpcpp.h"
+#include "absl/synchronization/notification.h"
 
 namespace weft {
 namespace bench {
@@ -15,6 +15,63 @@ absl::Status ToAbsl(const grpc::Status& s) {
 
 }  // namespace
 
+// One stream, driven by the poller: start → read ... read (not ok) → finish. It lives on
+// the stack of the Run() that waits for `done`; the poller touches it last when it
+// notifies.
+class GrpcTarget::Call {
+ public:
+  Call(const RunClock& clock, std::atomic<int64_t>* live_tokens, RequestRecord* record)
+      : clock_(clock), live_tokens_(live_tokens), record_(record) {}
+
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientAsyncReader<weft::v1::GenerateResponse>> reader;
+  absl::Notification done;
+
+  // Called by the poller with each completion of this call's one outstanding operation.
+  void Proceed(bool ok) {
+    switch (state_) {
+      case State::kStarting:
+      case State::kReading:
+        if (ok) {
+          if (state_ == State::kReading) Record();
+          state_ = State::kReading;
+          reader->Read(&resp_, this);
+        } else {
+          state_ = State::kFinishing;
+          reader->Finish(&status_, this);
+        }
+        return;
+      case State::kFinishing:
+        record_->status = ToAbsl(status_);
+        record_->end_ns = clock_.NowNs();
+        done.Notify();  // the Run() frame may end now: nothing below touches *this
+        return;
+    }
+  }
+
+ private:
+  enum class State { kStarting, kReading, kFinishing };
+
+  void Record() {
+    const int32_t k = resp_.token_ids_size();
+    if (k > 0) {
+      record_->AddTokens(clock_.NowNs(), k);
+      if (live_tokens_ != nullptr) live_tokens_->fetch_add(k, std::memory_order_relaxed);
+    }
+    if (resp_.has_usage()) {
+      record_->server_output_tokens = resp_.usage().completion_tokens();
+      record_->cached_prompt_tokens = resp_.usage().cached_prompt_tokens();
+    }
+  }
+
+  const RunClock& clock_;
+  std::atomic<int64_t>* const live_tokens_;
+  RequestRecord* const record_;
+  State state_ = State::kStarting;
+  weft::v1::GenerateResponse resp_;
+  grpc::Status status_;
+};
+
 GrpcTarget::GrpcTarget(std::string label, const std::string& address,
                        const RequestOptions& options)
     : Target(std::move(label)), options_(options) {
@@ -22,6 +79,18 @@ GrpcTarget::GrpcTarget(std::string label, const std::string& address,
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
   stub_ = weft::v1::Generation::NewStub(
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  poller_ = std::thread([this] { Poll(); });
+}
+
+GrpcTarget::~GrpcTarget() {
+  cq_.Shutdown();
+  poller_.join();
+}
+
+void GrpcTarget::Poll() {
+  void* tag;
+  bool ok;
+  while (cq_.Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
 }
 
 weft::v1::GenerateRequest GrpcTarget::BuildRequest(const TraceRequest& request) const {
@@ -38,28 +107,13 @@ void GrpcTarget::Run(const TraceRequest& request, const RunClock& clock,
                      std::atomic<int64_t>* live_tokens, RequestRecord* record) {
   const weft::v1::GenerateRequest req = BuildRequest(request);
   record->arrivals.reserve(static_cast<size_t>(request.max_tokens) + 1);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::microseconds(static_cast<int64_t>(options_.timeout_s * 1e6)));
-  weft::v1::GenerateResponse resp;
-
+  Call call(clock, live_tokens, record);
+  call.ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::microseconds(static_cast<int64_t>(options_.timeout_s * 1e6)));
   record->send_ns = clock.NowNs();
-  std::unique_ptr<grpc::ClientReader<weft::v1::GenerateResponse>> reader =
-      stub_->Generate(&ctx, req);
-  while (reader->Read(&resp)) {
-    const int64_t t = clock.NowNs();
-    const int32_t k = resp.token_ids_size();
-    if (k > 0) {
-      record->AddTokens(t, k);
-      if (live_tokens != nullptr) live_tokens->fetch_add(k, std::memory_order_relaxed);
-    }
-    if (resp.has_usage()) {
-      record->server_output_tokens = resp.usage().completion_tokens();
-      record->cached_prompt_tokens = resp.usage().cached_prompt_tokens();
-    }
-  }
-  record->status = ToAbsl(reader->Finish());
-  record->end_ns = clock.NowNs();
+  call.reader = stub_->PrepareAsyncGenerate(&call.ctx, req, &cq_);
+  call.reader->StartCall(&call);
+  call.done.WaitForNotification();
 }
 
 }  // namespace bench

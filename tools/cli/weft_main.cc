@@ -1,142 +1,324 @@
-// weft: command-line client for a running weft-scheduler.
+// weft: command-line client for a running weft-scheduler (directly or through a proxy).
 //
-//   weft generate --server=HOST:PORT --prompt="..." [--max_tokens --temperature --seed
-//                 --top_p --top_k --ignore_eos --stop=a,b --n --chat --print_token_ids
-//                 --timeout_s --model]   streams the generated text to stdout
+//   weft generate --server=HOST:PORT --prompt="..." [--model --max_tokens --n --seed
+//                 --temperature --top_p --top_k --min_p --repetition_penalty
+//                 --presence_penalty --frequency_penalty --stop=S (repeatable)
+//                 --stop_token_ids=1,2 --ignore_eos --logprobs=K --chat --system="..."
+//                 --priority --print_token_ids --timeout_s]   streams the text to stdout
 //   weft models  --server=HOST:PORT      lists served models
-//   weft health  --server=HOST:PORT      prints SERVING / NOT_SERVING (exit 0 / 1)
+//   weft health  --server=HOST:PORT [--service=NAME]   SERVING / NOT_SERVING (exit 0 / 1)
+// Connection flags (every command): --model also goes out as the `x-weft-model` metadata
+// (proxies route by it); --tls (or any of --tls_ca --tls_cert --tls_key) dials TLS,
+// --tls_server_name checks the server's certificate for that name; the bearer token is
+// read from --token_file or the WEFT_TOKEN environment variable.
 //
 // Stdout carries only generated text (or ids with --print_token_ids); everything else
-// goes to stderr. Errors print the gRPC status and exit 2 (bad arguments) or 1.
+// (seed, finish reasons, usage, logprobs, errors) goes to stderr. Errors print the status
+// name and message ("weft: NOT_FOUND: model 'x' is not served here ...").
+// Exit status: 0 ok; 2 a bad command line, or INVALID_ARGUMENT from the server (the
+// request the arguments made is invalid); 1 any other failure.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/flags.h"
+#include "common/tls_credentials.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "weft/v1/generate.grpc.pb.h"
 
-ABSL_FLAG(std::string, server, "127.0.0.1:50051", "scheduler public address host:port");
-ABSL_FLAG(std::string, model, "", "model name (empty: the only one)");
-ABSL_FLAG(std::string, prompt, "", "prompt text");
-ABSL_FLAG(bool, chat, false, "send --prompt as one user message of a chat (ChatML)");
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "scheduler (or proxy) address host:port");
+ABSL_FLAG(std::string, model, "",
+          "model name; also sent as x-weft-model metadata for proxies (empty: the only one)");
+ABSL_FLAG(std::string, prompt, "", "prompt text (with --chat/--system: the user message)");
+ABSL_FLAG(bool, chat, false, "send --prompt as the user message of a chat (ChatML)");
+ABSL_FLAG(std::string, system, "", "a system message (implies --chat)");
 ABSL_FLAG(int32_t, max_tokens, -1, "tokens to generate (-1: server default)");
-ABSL_FLAG(double, temperature, -1, "sampling temperature (-1: server default 1.0; 0 greedy)");
-ABSL_FLAG(double, top_p, -1, "nucleus sampling (-1: default)");
-ABSL_FLAG(int32_t, top_k, -1, "top-k (-1: default off)");
+ABSL_FLAG(std::string, temperature, "", "sampling temperature (unset: 1.0; 0 greedy)");
+ABSL_FLAG(std::string, top_p, "", "nucleus sampling, in (0, 1] (unset: 1)");
+ABSL_FLAG(int32_t, top_k, -1, "top-k (-1: unset, off)");
+ABSL_FLAG(std::string, min_p, "", "min-p, in [0, 1] (unset: 0)");
+ABSL_FLAG(std::string, repetition_penalty, "", "repetition penalty, in (0, 10] (unset: 1, off)");
+ABSL_FLAG(std::string, presence_penalty, "", "presence penalty, in [-2, 2] (unset: 0)");
+ABSL_FLAG(std::string, frequency_penalty, "", "frequency penalty, in [-2, 2] (unset: 0)");
 ABSL_FLAG(int64_t, seed, -1, "RNG seed (-1: server picks and reports it)");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating past end-of-sequence");
-ABSL_FLAG(std::string, stop, "", "comma-separated stop strings");
+ABSL_FLAG(std::string, stop, "",
+          "a stop string; repeat the flag for several (a value may contain commas)");
+ABSL_FLAG(std::string, stop_token_ids, "", "comma-separated token ids that end a sample");
+ABSL_FLAG(int32_t, logprobs, -1,
+          "print each token's log-probability and this many alternatives (0..20) to stderr");
 ABSL_FLAG(int32_t, n, 1, "samples");
 ABSL_FLAG(int32_t, priority, 0, "request priority (higher first)");
 ABSL_FLAG(bool, print_token_ids, false, "print one token id per line instead of text");
 ABSL_FLAG(double, timeout_s, 600, "call deadline in seconds");
+ABSL_FLAG(std::string, service, "", "weft health: the service to ask about (\"\": the server)");
+ABSL_FLAG(bool, tls, false, "dial TLS (the system's CA roots unless --tls_ca)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA bundle that signed the server's certificate");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate (servers that ask for one)");
+ABSL_FLAG(std::string, tls_key, "", "PEM key of --tls_cert");
+ABSL_FLAG(std::string, tls_server_name, "", "name the server's certificate must carry");
+ABSL_FLAG(std::string, token_file, "",
+          "file holding the bearer token (default: the WEFT_TOKEN environment variable)");
 
 namespace {
 
-std::unique_ptr<weft::v1::Generation::Stub> Stub() {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
-  auto ch = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server),
-                                      grpc::InsecureChannelCredentials(), args);
-  return weft::v1::Generation::NewStub(ch);
+constexpr int kExitFailure = 1;
+
+// A bad command line: message and exit status 2.
+int Usage(const std::string& message) {
+  std::cerr << "weft: " << message << " (see weft --help)\n";
+  return weft::kExitUsage;
 }
 
 int Fail(const grpc::Status& s) {
-  std::cerr << "weft: " << s.error_code() << " " << s.error_message() << "\n";
-  return 1;
+  std::cerr << "weft: " << absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))
+            << ": " << s.error_message() << "\n";
+  return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? weft::kExitUsage : kExitFailure;
 }
 
-int Generate() {
-  weft::v1::GenerateRequest req;
-  req.set_model(absl::GetFlag(FLAGS_model));
-  if (absl::GetFlag(FLAGS_chat)) {
-    auto* m = req.mutable_chat()->add_messages();
+// How every call is made: channel credentials, metadata, deadline.
+struct Connection {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string token;
+  std::string model;
+
+  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
+    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+    if (!model.empty()) ctx->AddMetadata("x-weft-model", model);
+    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  }
+};
+
+// Builds the connection from the flags; an error is a usage error.
+absl::StatusOr<Connection> Connect() {
+  Connection c;
+  c.model = absl::GetFlag(FLAGS_model);
+  std::string token_file = absl::GetFlag(FLAGS_token_file);
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read --token_file ", token_file));
+    }
+    std::stringstream s;
+    s << in.rdbuf();
+    c.token = std::string(absl::StripAsciiWhitespace(s.str()));
+  } else if (const char* env = std::getenv("WEFT_TOKEN"); env != nullptr) {
+    c.token = std::string(absl::StripAsciiWhitespace(env));
+  }
+  weft::ClientTlsFiles tls;
+  tls.use_tls = absl::GetFlag(FLAGS_tls);
+  tls.ca = absl::GetFlag(FLAGS_tls_ca);
+  tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  tls.key = absl::GetFlag(FLAGS_tls_key);
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
+  auto creds = weft::MakeChannelCredentials(tls, &args);
+  if (!creds.ok()) return creds.status();
+  c.channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server), *creds, args);
+  return c;
+}
+
+// An optional number flag: nullopt when unset; an error names the flag.
+absl::StatusOr<std::optional<float>> OptionalFloat(const std::string& value, const char* name) {
+  if (value.empty()) return std::nullopt;
+  float f = 0;
+  if (!absl::SimpleAtof(value, &f) || !std::isfinite(f)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, " is not a number"));
+  }
+  return f;
+}
+
+// Fills the request from the flags; an error is a usage error.
+absl::Status BuildRequest(const std::vector<std::string>& stops, weft::v1::GenerateRequest* req) {
+  if (absl::GetFlag(FLAGS_prompt).empty()) {
+    return absl::InvalidArgumentError("--prompt is required");
+  }
+  req->set_model(absl::GetFlag(FLAGS_model));
+  const std::string system = absl::GetFlag(FLAGS_system);
+  if (absl::GetFlag(FLAGS_chat) || !system.empty()) {
+    if (!system.empty()) {
+      auto* m = req->mutable_chat()->add_messages();
+      m->set_role("system");
+      m->set_content(system);
+    }
+    auto* m = req->mutable_chat()->add_messages();
     m->set_role("user");
     m->set_content(absl::GetFlag(FLAGS_prompt));
   } else {
-    req.set_text(absl::GetFlag(FLAGS_prompt));
+    req->set_text(absl::GetFlag(FLAGS_prompt));
   }
-  if (absl::GetFlag(FLAGS_max_tokens) >= 0) req.mutable_stopping()->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
-  if (absl::GetFlag(FLAGS_temperature) >= 0) req.mutable_sampling()->set_temperature(absl::GetFlag(FLAGS_temperature));
-  if (absl::GetFlag(FLAGS_top_p) >= 0) req.mutable_sampling()->set_top_p(absl::GetFlag(FLAGS_top_p));
-  if (absl::GetFlag(FLAGS_top_k) >= 0) req.mutable_sampling()->set_top_k(absl::GetFlag(FLAGS_top_k));
-  if (absl::GetFlag(FLAGS_seed) >= 0) req.mutable_sampling()->set_seed(absl::GetFlag(FLAGS_seed));
-  req.mutable_stopping()->set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
-  if (!absl::GetFlag(FLAGS_stop).empty()) {
-    for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_stop), ',')) {
-      req.mutable_stopping()->add_stop(std::string(s));
+  weft::v1::SamplingParams* s = req->mutable_sampling();
+  struct FloatFlag {
+    const char* name;
+    std::string value;
+    void (weft::v1::SamplingParams::*set)(float);
+  };
+  const FloatFlag floats[] = {
+      {"temperature", absl::GetFlag(FLAGS_temperature), &weft::v1::SamplingParams::set_temperature},
+      {"top_p", absl::GetFlag(FLAGS_top_p), &weft::v1::SamplingParams::set_top_p},
+      {"min_p", absl::GetFlag(FLAGS_min_p), &weft::v1::SamplingParams::set_min_p},
+      {"repetition_penalty", absl::GetFlag(FLAGS_repetition_penalty),
+       &weft::v1::SamplingParams::set_repetition_penalty},
+      {"presence_penalty", absl::GetFlag(FLAGS_presence_penalty),
+       &weft::v1::SamplingParams::set_presence_penalty},
+      {"frequency_penalty", absl::GetFlag(FLAGS_frequency_penalty),
+       &weft::v1::SamplingParams::set_frequency_penalty},
+  };
+  for (const FloatFlag& f : floats) {
+    auto v = OptionalFloat(f.value, f.name);
+    if (!v.ok()) return v.status();
+    if (v->has_value()) (s->*f.set)(**v);
+  }
+  if (absl::GetFlag(FLAGS_top_k) >= 0) s->set_top_k(absl::GetFlag(FLAGS_top_k));
+  if (absl::GetFlag(FLAGS_seed) >= 0) s->set_seed(absl::GetFlag(FLAGS_seed));
+  weft::v1::StoppingParams* st = req->mutable_stopping();
+  if (absl::GetFlag(FLAGS_max_tokens) >= 0) st->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
+  st->set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
+  for (const std::string& stop : stops) st->add_stop(stop);
+  for (absl::string_view id :
+       absl::StrSplit(absl::GetFlag(FLAGS_stop_token_ids), ',', absl::SkipWhitespace())) {
+    int32_t v = 0;
+    if (!absl::SimpleAtoi(id, &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stop_token_ids: '", id, "' is not a token id"));
+    }
+    st->add_stop_token_ids(v);
+  }
+  if (absl::GetFlag(FLAGS_n) != 1) req->set_n(absl::GetFlag(FLAGS_n));
+  if (absl::GetFlag(FLAGS_logprobs) >= 0) req->set_logprobs(absl::GetFlag(FLAGS_logprobs));
+  req->set_priority(absl::GetFlag(FLAGS_priority));
+  return absl::OkStatus();
+}
+
+std::string Printable(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
     }
   }
-  if (absl::GetFlag(FLAGS_n) != 1) req.set_n(absl::GetFlag(FLAGS_n));
-  req.set_priority(absl::GetFlag(FLAGS_priority));
+  return out;
+}
 
+void PrintLogprobs(const weft::v1::GenerateResponse& resp) {
+  for (int i = 0; i < resp.logprobs_size() && i < resp.token_ids_size(); ++i) {
+    const weft::v1::Logprobs& lp = resp.logprobs(i);
+    std::cerr << "weft: sample " << resp.index() << " token " << resp.token_ids(i) << " logprob "
+              << lp.logprob();
+    for (const auto& t : lp.top()) {
+      std::cerr << " | " << t.token_id() << " '" << Printable(t.token_bytes()) << "' "
+                << t.logprob();
+    }
+    std::cerr << "\n";
+  }
+}
+
+int Generate(const Connection& conn, const std::vector<std::string>& stops) {
+  weft::v1::GenerateRequest req;
+  if (absl::Status s = BuildRequest(stops, &req); !s.ok()) return Usage(std::string(s.message()));
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1000)));
-  auto stub = Stub();
+  conn.Prepare(
+      &ctx, std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1000)));
+  auto stub = weft::v1::Generation::NewStub(conn.channel);
   auto reader = stub->Generate(&ctx, req);
   weft::v1::GenerateResponse resp;
   const bool ids = absl::GetFlag(FLAGS_print_token_ids);
   const bool multi = absl::GetFlag(FLAGS_n) > 1;
+  bool wrote_text = false;
   while (reader->Read(&resp)) {
-    if (resp.has_seed()) std::cerr << "weft: request " << resp.request_id() << " seed " << resp.seed() << "\n";
+    if (resp.has_seed()) {
+      std::cerr << "weft: request " << resp.request_id() << " seed " << resp.seed() << "\n";
+    }
     if (ids) {
-      for (int32_t t : resp.token_ids()) std::printf("%s%d\n", multi ? (std::to_string(resp.index()) + " ").c_str() : "", t);
+      for (int32_t t : resp.token_ids()) {
+        if (multi) std::printf("%d ", resp.index());
+        std::printf("%d\n", t);
+      }
     } else if (!resp.text().empty()) {
       std::fwrite(resp.text().data(), 1, resp.text().size(), stdout);
+      wrote_text = true;
     }
     std::fflush(stdout);
+    PrintLogprobs(resp);
     if (resp.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) {
-      std::cerr << "\nweft: sample " << resp.index() << " finished: "
-                << weft::v1::FinishReason_Name(resp.finish_reason()) << "\n";
+      std::cerr << (wrote_text ? "\n" : "") << "weft: sample " << resp.index()
+                << " finished: " << weft::v1::FinishReason_Name(resp.finish_reason()) << "\n";
     }
     if (resp.has_usage()) {
       const auto& u = resp.usage();
       std::cerr << "weft: prompt " << u.prompt_tokens() << " (cached " << u.cached_prompt_tokens()
-                << "), completion " << u.completion_tokens() << ", queue "
-                << u.queue_time_seconds() << " s, ttft " << u.time_to_first_token_seconds() << " s\n";
+                << "), completion " << u.completion_tokens() << ", queue " << u.queue_time_seconds()
+                << " s, ttft " << u.time_to_first_token_seconds() << " s\n";
     }
   }
-  if (!ids) std::printf("\n");
+  if (!ids && wrote_text) std::printf("\n");
   grpc::Status s = reader->Finish();
   return s.ok() ? 0 : Fail(s);
 }
 
-int Models() {
+int Models(const Connection& conn) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  conn.Prepare(&ctx, std::chrono::seconds(10));
   weft::v1::ListModelsResponse resp;
-  grpc::Status s = Stub()->ListModels(&ctx, weft::v1::ListModelsRequest(), &resp);
+  grpc::Status s = weft::v1::Generation::NewStub(conn.channel)
+                       ->ListModels(&ctx, weft::v1::ListModelsRequest(), &resp);
   if (!s.ok()) return Fail(s);
   for (const auto& m : resp.models()) {
     std::cout << m.name() << "\tcontext " << m.context_length() << "\tvocab " << m.vocab_size()
-              << "\treplicas " << m.num_replicas() << "\tfingerprint " << m.fingerprint().substr(0, 16)
+              << "\treplicas " << m.num_replicas() << "\tfingerprint "
+              << m.fingerprint().substr(0, 16)
               << (m.chat_template().empty() ? "" : "\tchat " + m.chat_template()) << "\n";
   }
   return 0;
 }
 
+int Health(const Connection& conn) {
+  grpc::ClientContext ctx;
+  conn.Prepare(&ctx, std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(absl::GetFlag(FLAGS_service));
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = grpc::health::v1::Health::NewStub(conn.channel)->Check(&ctx, req, &resp);
+  if (!s.ok()) {
+    Fail(s);
+    return kExitFailure;  // for probes: anything but SERVING is 1
+  }
+  std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status()) << "\n";
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : kExitFailure;
+}
+
 }  // namespace
 
-int Health();  // health_check.cc
-
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("weft generate|models|health --server=HOST:PORT [flags]");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() < 2) {
-    std::cerr << "usage: weft generate|models|health --server=HOST:PORT [flags]\n";
-    return 2;
-  }
+  // --stop may be given several times; Abseil would keep only the last one.
+  const std::vector<std::string> stops = weft::RepeatedFlagValues(argc, argv, "stop");
+  std::vector<char*> args =
+      weft::ParseFlags(argc, argv, "weft generate|models|health --server=HOST:PORT [flags]");
+  if (args.size() != 2) return Usage("expected one command: generate, models or health");
   const std::string cmd = args[1];
-  if (cmd == "generate") return Generate();
-  if (cmd == "models") return Models();
-  if (cmd == "health") return Health();
-  std::cerr << "weft: unknown command '" << cmd << "' (generate, models, health)\n";
-  return 2;
+  if (cmd != "generate" && cmd != "models" && cmd != "health") {
+    return Usage(absl::StrCat("unknown command '", cmd, "' (generate, models, health)"));
+  }
+  absl::StatusOr<Connection> conn = Connect();
+  if (!conn.ok()) return Usage(std::string(conn.status().message()));
+  if (cmd == "generate") return Generate(*conn, stops);
+  if (cmd == "models") return Models(*conn);
+  return Health(*conn);
 }

@@ -13,11 +13,10 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/flags.h"
 #include "tools/simulate/simulator.h"
 
 ABSL_FLAG(std::string, trace, "sharegpt", "trace preset: sharegpt, lowvar or fixed");
@@ -166,7 +165,6 @@ int Main() {
 }  // namespace weft::sim
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Replays a trace through the Weft scheduler on a virtual clock.");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "Replays a trace through the Weft scheduler on a virtual clock.");
   return weft::sim::Main();
 }

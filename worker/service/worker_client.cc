@@ -12,7 +12,7 @@ absl::Status WorkerClientOptions::Validate() const {
   if (initial_backoff <= absl::ZeroDuration() || max_backoff < initial_backoff) {
     return absl::InvalidArgumentError("backoff must be positive and max >= initial");
   }
-  return absl::OkStatus();
+  return tls.Validate("attach TLS");
 }
 
 WorkerClient::WorkerClient(WorkerClientOptions options, StepExecutor* executor)
@@ -25,8 +25,10 @@ WorkerClient::WorkerClient(WorkerClientOptions options, StepExecutor* executor)
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 << 20);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, absl::ToInt64Milliseconds(options_.max_backoff));
-  channel_ = grpc::CreateCustomChannel(options_.scheduler_address,
-                                       grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      MakeChannelCredentials(options_.tls, &args);
+  CHECK(creds.ok()) << "WorkerClientOptions must Validate(): " << creds.status();
+  channel_ = grpc::CreateCustomChannel(options_.scheduler_address, *creds, args);
   stub_ = weft::v1::WorkerControl::NewStub(channel_);
 }
 
@@ -37,6 +39,21 @@ void WorkerClient::Stop() {
   wake_.SignalAll();
 }
 
+bool WorkerClient::Write(const weft::v1::WorkerMessage& message) {
+  MutexLock lock(&stream_mu_);
+  return stream_ != nullptr && stream_->Write(message);
+}
+
+bool WorkerClient::RequestDrain(const std::string& reason) {
+  drain_requested_ = true;
+  draining_ = true;
+  weft::v1::WorkerMessage m;
+  m.mutable_drain()->set_reason(reason);
+  const bool sent = Write(m);
+  if (sent) LOG(INFO) << "asked the scheduler to drain this replica (" << reason << ")";
+  return sent;
+}
+
 absl::Status WorkerClient::Run() {
   absl::Duration backoff = options_.initial_backoff;
   absl::Time last_ok = absl::Now();
@@ -44,6 +61,12 @@ absl::Status WorkerClient::Run() {
     bool admitted = false, rejected = false;
     absl::Status s = AttachOnce(&admitted, &rejected);
     if (stop_) break;
+    if (draining_) {
+      // Drained, or the stream ended while draining: there is nothing left to serve.
+      LOG(INFO) << "drain over: " << (s.ok() ? "the scheduler released this replica"
+                                            : absl::StrCat("stream ended (", s.message(), ")"));
+      return absl::OkStatus();
+    }
     if (admitted) {
       backoff = options_.initial_backoff;
       last_ok = absl::Now();
@@ -85,10 +108,23 @@ absl::Status WorkerClient::AttachOnce(bool* admitted, bool* rejected) {
   auto stream = stub_->Attach(&stream_ctx);
   weft::v1::WorkerMessage hello;
   *hello.mutable_hello() = executor_->Hello();
-  if (!stream->Write(hello)) {
+  bool hello_sent = false;
+  {
+    // Published with the hello on it: a drain request can only follow the hello.
+    MutexLock lock(&stream_mu_);
+    hello_sent = stream->Write(hello);
+    if (hello_sent) stream_ = stream.get();
+  }
+  if (!hello_sent) {
     grpc::Status st = stream->Finish();
     finish_active();
     return absl::UnavailableError(absl::StrCat("hello not sent: ", st.error_message()));
+  }
+  // A drain asked for while no stream was up (reconnecting) is carried by this one.
+  if (drain_requested_) {
+    weft::v1::WorkerMessage drain;
+    drain.mutable_drain()->set_reason("shutting down");
+    Write(drain);
   }
   weft::v1::SchedulerMessage msg;
   bool welcomed = false;
@@ -112,10 +148,21 @@ absl::Status WorkerClient::AttachOnce(bool* admitted, bool* rejected) {
       welcomed = true;
       *admitted = true;
       ++attachments_;
+      attached_ = true;
       LOG(INFO) << "attached to " << options_.scheduler_address << " as replica "
                 << msg.welcome().replica() << " (epoch " << msg.welcome().epoch() << ", "
                 << msg.welcome().num_kv_blocks() << " KV blocks)";
       continue;
+    }
+    if (msg.has_drain_status()) {
+      draining_ = true;  // not ready from now on, whichever rank asked
+      if (!msg.drain_status().done()) {
+        LOG(INFO) << "the scheduler drains this replica: running sequences finish";
+        continue;
+      }
+      LOG(INFO) << "replica drained (" << msg.drain_status().num_requeued()
+                << " requests re-queued elsewhere by the drain timeout)";
+      continue;  // the scheduler ends the stream OK next
     }
     if (msg.has_plan()) {
       if (!welcomed) {
@@ -126,9 +173,17 @@ absl::Status WorkerClient::AttachOnce(bool* admitted, bool* rejected) {
       weft::v1::WorkerMessage out;
       *out.mutable_result() = executor_->Execute(msg.plan());
       ++steps_;
-      if (!stream->Write(out)) break;
+      // A failed write means the call is ending: keep reading what the scheduler sent
+      // before (a DrainStatus) until Read fails. Finish() after an unread message
+      // would wait forever when the status is OK.
+      Write(out);
     }
   }
+  {
+    MutexLock lock(&stream_mu_);
+    stream_ = nullptr;
+  }
+  attached_ = false;
   stream->WritesDone();
   grpc::Status st = stream->Finish();
   finish_active();
@@ -137,6 +192,7 @@ absl::Status WorkerClient::AttachOnce(bool* admitted, bool* rejected) {
   if (!st.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(st.error_code()), st.error_message());
   }
+  if (draining_) return absl::OkStatus();
   return absl::UnavailableError("scheduler ended the stream");
 }
 

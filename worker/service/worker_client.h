@@ -6,8 +6,16 @@
 // executor's state is dropped and the client re-dials with exponential backoff; a
 // Reject is final unless `retry_on_reject` (a fingerprint mismatch will not fix itself).
 // An executor that fails to start serving (OnWelcome error) is not rejected: it re-dials.
-// Thread-safety: Run() owns the calling thread; Stop() may be called from any thread
-// (e.g. a signal-watcher) and makes Run() return.
+//
+// Scale-down: RequestDrain() (SIGTERM) sends DrainRequest on the live stream; the
+// scheduler drains the whole replica and answers DrainStatus{done} once it is empty
+// (after its running sequences finished, or its drain timeout re-queued the rest), and
+// Run() returns OK. A drain the scheduler starts for this replica (another rank asked)
+// ends the same way. After a drain request Run() never re-dials: a broken stream also
+// ends it (OK).
+// Thread-safety: Run() owns the calling thread; Stop(), RequestDrain() and the state
+// accessors may be called from any thread (e.g. a signal-watcher, an HTTP probe);
+// Stop() makes Run() return.
 #ifndef WEFT_WORKER_SERVICE_WORKER_CLIENT_H_
 #define WEFT_WORKER_SERVICE_WORKER_CLIENT_H_
 
@@ -18,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
+#include "common/tls_credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "weft/v1/worker.grpc.pb.h"
 
@@ -40,6 +49,8 @@ class StepExecutor {
 
 struct WorkerClientOptions {
   std::string scheduler_address;  // host:port of the scheduler's worker (Attach) port
+  // Mutual TLS to the attach port (cert + key + the cluster CA); none: plaintext.
+  ClientTlsFiles tls;
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(5);
   // Give up (Run returns UNAVAILABLE) after this long without a successful attach;
@@ -50,34 +61,58 @@ struct WorkerClientOptions {
   absl::Duration keepalive_time = absl::Seconds(10);
   absl::Duration keepalive_timeout = absl::Seconds(10);
 
+  // Also checks the TLS files (readable, the key matches the certificate).
   absl::Status Validate() const;
 };
 
 class WorkerClient {
  public:
+  // `options` must Validate().
   WorkerClient(WorkerClientOptions options, StepExecutor* executor);
 
-  // Attaches and serves until Stop() or a final error (Reject, give-up).
-  absl::Status Run() ABSL_LOCKS_EXCLUDED(mu_);
+  // Attaches and serves until Stop(), the end of a drain, or a final error (Reject,
+  // give-up).
+  absl::Status Run() ABSL_LOCKS_EXCLUDED(mu_, stream_mu_);
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the scheduler to drain this rank's replica (see above). False when no stream
+  // is up to carry it (not attached: nothing to drain; the caller should Stop()).
+  bool RequestDrain(const std::string& reason) ABSL_LOCKS_EXCLUDED(stream_mu_);
+
   int64_t attachments() const { return attachments_.load(); }
   int64_t steps_executed() const { return steps_.load(); }
+  // Admitted (welcomed) to a replica on a live stream.
+  bool attached() const { return attached_.load(); }
+  // This rank asked to drain, or the scheduler drains its replica.
+  bool draining() const { return draining_.load(); }
+  // Serving: attached and not draining (the worker's /readyz).
+  bool ready() const { return attached() && !draining(); }
 
  private:
   // One Attach call: returns when the stream ends. `admitted` tells whether a Welcome
   // came, `rejected` whether a Reject did.
-  absl::Status AttachOnce(bool* admitted, bool* rejected) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AttachOnce(bool* admitted, bool* rejected) ABSL_LOCKS_EXCLUDED(mu_, stream_mu_);
+  // Writes on the current stream; false when it is gone or the write failed.
+  bool Write(const weft::v1::WorkerMessage& message) ABSL_LOCKS_EXCLUDED(stream_mu_);
 
   const WorkerClientOptions options_;
   StepExecutor* const executor_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<weft::v1::WorkerControl::Stub> stub_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> drain_requested_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> attached_{false};
   std::atomic<int64_t> attachments_{0};
   std::atomic<int64_t> steps_{0};
   Mutex mu_;
   grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   CondVar wake_;
+  // The current Attach stream, for writers: gRPC allows one write at a time, and
+  // RequestDrain writes from another thread than Run's. Held across a Write (which
+  // Stop() can always end by cancelling the call); never taken with mu_ held.
+  Mutex stream_mu_;
+  grpc::ClientReaderWriter<weft::v1::WorkerMessage, weft::v1::SchedulerMessage>* stream_
+      ABSL_GUARDED_BY(stream_mu_) = nullptr;
 };
 
 }  // namespace weft

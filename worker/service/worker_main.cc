@@ -6,28 +6,43 @@
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N] [--metrics_port=-1|0|P
 //               --ports_file=FILE] [--kv_dtype=f16|bf16|int8|f32 --collective_timeout_s=10]
 //               [--backend=cuda --cuda_device=-1 --cuda_graphs --device_sampling]
+//               [--worker_tls_cert --worker_tls_key --worker_tls_ca --worker_tls_server_name]
+//               [--backend=null --null_step_ms=0 --null_eos_probability=0]
+// --backend=null does no model arithmetic (worker/backends/null_backend.h: deterministic
+// tokens from the plan, optional fixed step time): for measuring the CPU path of a step.
+// HTTP (--metrics_port, common/metrics_http.h), up before the model loads:
+//   /livez    200 from process start (liveness never kills a loading worker)
+//   /startupz 200 once the model is loaded and the KV pool allocated, 503 before
+//   /readyz   200 while admitted to a replica of a scheduler and not draining, else 503
+//   /metrics  weft_worker_* (registered once the model is loaded)
 // With --ports_file the bound metrics port (-1 when off) is written there as JSON
-// {"metrics_port": N} once the model is loaded (tests and launchers use port 0).
+// {"metrics_port": N} when /startupz turns 200 (tests and launchers use port 0).
 // --world_size > 1: the ranks of a replica form their group when the scheduler admits
 // it (shared memory on CPU; NCCL with --backend=cuda, which needs a --config=cuda build,
 // see worker/backends/cuda_factory.h). On CPU a rank first removes the /dev/shm segments
 // of groups whose creator died on this host (provably stale ones only).
 // It retries the attach with backoff until the scheduler is there (a worker may start
-// first). SIGTERM/SIGINT: detach and exit 0.
+// first).
+// SIGTERM/SIGINT: while loading or not attached, exit 0 at once. Attached: /readyz turns
+// 503 and the scheduler drains the replica (every rank; running sequences finish, up to
+// the scheduler's --worker_drain_timeout_s, the rest re-queued elsewhere with their
+// tokens); the worker exits 0 when the scheduler releases it — or at a second signal,
+// or after --drain_timeout_s.
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/gguf.h"
 #include "common/metrics_http.h"
+#include "common/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -35,6 +50,7 @@
 #include "glog/logging.h"
 #include "worker/backends/cpu_backend.h"
 #include "worker/backends/cuda_factory.h"
+#include "worker/backends/null_backend.h"
 #include "worker/comm/shm_communicator.h"
 #include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
@@ -45,7 +61,7 @@ ABSL_FLAG(std::string, model, "", "GGUF model file (required)");
 ABSL_FLAG(std::string, replica, "replica-0", "replica (tensor-parallel group) name");
 ABSL_FLAG(int32_t, rank, 0, "this process's rank in its replica");
 ABSL_FLAG(int32_t, world_size, 1, "ranks in the replica (tensor-parallel size)");
-ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda");
+ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda | null (no model arithmetic)");
 ABSL_FLAG(std::string, kernels, "auto",
           "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed (auto: the fastest "
           "this CPU runs; avx512/packed are fp32 paths)");
@@ -61,11 +77,29 @@ ABSL_FLAG(double, collective_timeout_s, 10,
           "joined it within this long");
 ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
 ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
-ABSL_FLAG(std::string, ports_file, "", "write the bound metrics port here as JSON {\"metrics_port\": N}");
+ABSL_FLAG(std::string, ports_file, "",
+          "write the bound metrics port here as JSON {\"metrics_port\": N} once the model is "
+          "loaded");
+ABSL_FLAG(double, drain_timeout_s, 75,
+          "SIGTERM: exit after this long even if the scheduler has not finished draining the "
+          "replica (0: no bound). Keep it above the scheduler's --worker_drain_timeout_s "
+          "(default 60) and below Kubernetes' terminationGracePeriodSeconds");
+ABSL_FLAG(std::string, worker_tls_cert, "",
+          "mutual TLS to the attach port: this worker's PEM certificate (from the cluster CA)");
+ABSL_FLAG(std::string, worker_tls_key, "", "PEM private key of --worker_tls_cert");
+ABSL_FLAG(std::string, worker_tls_ca, "",
+          "PEM CA bundle that signed the scheduler's attach-port certificate");
+ABSL_FLAG(std::string, worker_tls_server_name, "",
+          "name the scheduler's certificate must carry (default: the --scheduler host)");
 ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
 ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
 ABSL_FLAG(bool, device_sampling, true,
-          "--backend=cuda: sample on the GPU (steps that want logprobs use the host)");
+          "--backend=cuda|null: sample on the device (steps that want logprobs use the host)");
+ABSL_FLAG(double, null_step_ms, 0,
+          "--backend=null: least time of a forward pass in ms (the step thread sleeps)");
+ABSL_FLAG(double, null_eos_probability, 0,
+          "--backend=null: chance that a token is end-of-generation (0: streams run to "
+          "max_tokens)");
 
 namespace weft {
 namespace {
@@ -83,6 +117,10 @@ class MeteredExecutor : public StepExecutor {
                                 .Register(*r).Add({})),
         steps_(prometheus::BuildCounter().Name("weft_worker_steps_total")
                    .Help("Plans executed.").Register(*r).Add({})),
+        plans_received_(prometheus::BuildCounter().Name("weft_worker_plans_received_total")
+                            .Help("Plans received, counted before they run (one more than "
+                                  "weft_worker_steps_total while a step runs).")
+                            .Register(*r).Add({})),
         errors_(prometheus::BuildCounter().Name("weft_worker_step_errors_total")
                     .Help("Plans that failed (reported to the scheduler).").Register(*r).Add({})),
         tokens_(prometheus::BuildCounter().Name("weft_worker_sampled_tokens_total")
@@ -109,6 +147,7 @@ class MeteredExecutor : public StepExecutor {
     return s;
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
+    plans_received_.Increment();
     weft::v1::StepResult r = inner_->Execute(plan);
     steps_.Increment();
     if (!r.error().empty()) errors_.Increment();
@@ -130,6 +169,7 @@ class MeteredExecutor : public StepExecutor {
   prometheus::Counter& collective_seconds_;
   double last_collective_ = 0;
   prometheus::Counter& steps_;
+  prometheus::Counter& plans_received_;
   prometheus::Counter& errors_;
   prometheus::Counter& tokens_;
   prometheus::Gauge& attached_;
@@ -137,16 +177,84 @@ class MeteredExecutor : public StepExecutor {
   prometheus::Histogram& step_seconds_;
 };
 
+// Takes SIGTERM/SIGINT (blocked in every thread by main) on its own thread and turns
+// them into the worker's shutdown: before a client is published (loading), exit 0 at
+// once; then a drain request (a plain stop when not attached); then, at a second signal
+// or after `drain_bound`, a stop.
+// Thread-safety: Publish from the main thread; the destructor joins the watcher.
+class ShutdownWatcher {
+ public:
+  explicit ShutdownWatcher(absl::Duration drain_bound)
+      : drain_bound_(drain_bound), thread_([this] { Watch(); }) {}
+  ~ShutdownWatcher() {
+    done_ = true;
+    thread_.join();
+  }
+  // From now on a signal drains (then stops) `client`, which must outlive this object.
+  void Publish(WorkerClient* client) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    client_ = client;
+  }
+
+ private:
+  // The next SIGTERM/SIGINT, or 0 once `deadline` passed or the watcher is stopping.
+  int WaitSignal(absl::Time deadline) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    while (!done_ && absl::Now() < deadline) {
+      const timespec poll = {0, 100 * 1000 * 1000};  // to see done_ and the deadline
+      const int sig = sigtimedwait(&set, nullptr, &poll);
+      if (sig > 0) return sig;
+    }
+    return 0;
+  }
+  void Watch() {
+    int sig = WaitSignal(absl::InfiniteFuture());
+    if (sig == 0) return;
+    WorkerClient* client = nullptr;
+    {
+      MutexLock lock(&mu_);
+      client = client_;
+      if (client == nullptr) {
+        LOG(INFO) << "signal " << sig << " before the worker serves (loading): exiting";
+        _exit(0);
+      }
+    }
+    if (!client->RequestDrain(absl::StrCat("signal ", sig))) {
+      LOG(INFO) << "signal " << sig << ": not attached, stopping";
+      client->Stop();
+      return;
+    }
+    LOG(INFO) << "signal " << sig << ": draining the replica (a second signal stops at once)";
+    const absl::Time bound = drain_bound_ > absl::ZeroDuration() ? absl::Now() + drain_bound_
+                                                                 : absl::InfiniteFuture();
+    sig = WaitSignal(bound);
+    if (done_) return;
+    LOG(WARNING) << (sig != 0 ? absl::StrCat("signal ", sig) : std::string("--drain_timeout_s"))
+                 << ": stopping without waiting for the drain to finish";
+    client->Stop();
+  }
+
+  const absl::Duration drain_bound_;
+  std::atomic<bool> done_{false};
+  Mutex mu_;
+  WorkerClient* client_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 int Main() {
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
   const bool cuda = backend_name == "cuda";
+  const bool null = backend_name == "null";
   if (cuda && !CudaBackendAvailable()) {
     LOG(ERROR) << "--backend=cuda: this weft-worker was built without CUDA; build it with "
                   "`bazel build --config=cuda //worker/service:weft-worker` or use --backend=cpu";
     return 2;
   }
-  if (!cuda && backend_name != "cpu") {
-    LOG(ERROR) << "--backend must be cpu or cuda, got '" << backend_name << "'";
+  if (!cuda && !null && backend_name != "cpu") {
+    LOG(ERROR) << "--backend must be cpu, cuda or null, got '" << backend_name << "'";
     return 2;
   }
   const std::string model_path = absl::GetFlag(FLAGS_model);
@@ -194,7 +302,50 @@ int Main() {
     return 2;
   }
 
-  if (!cuda && eo.world_size > 1) {
+  // The attach options are checked before the (possibly long) model load.
+  WorkerClientOptions co;
+  co.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  if (const double g = absl::GetFlag(FLAGS_give_up_after_s); g > 0) co.give_up_after = absl::Seconds(g);
+  co.tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
+  co.tls.key = absl::GetFlag(FLAGS_worker_tls_key);
+  co.tls.ca = absl::GetFlag(FLAGS_worker_tls_ca);
+  co.tls.server_name = absl::GetFlag(FLAGS_worker_tls_server_name);
+  if (co.tls.enabled() && (co.tls.cert.empty() || co.tls.key.empty() || co.tls.ca.empty())) {
+    LOG(ERROR) << "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
+                  "--worker_tls_ca together";
+    return 2;
+  }
+  if (absl::Status s = co.Validate(); !s.ok()) {
+    LOG(ERROR) << "bad flags: " << s.message();
+    return 2;
+  }
+
+  // Probes and /metrics first: liveness answers while the model loads. The objects the
+  // server's callbacks read are declared before it (destroyed after it).
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::atomic<bool> started{false};
+  std::unique_ptr<WorkerClient> client;
+  std::atomic<WorkerClient*> serving{nullptr};
+  std::unique_ptr<MetricsHttp> metrics_http;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    MetricsHttpOptions ho;
+    ho.port = absl::GetFlag(FLAGS_metrics_port);
+    ho.registry = registry;
+    ho.started = [&started] { return started.load(); };
+    ho.ready = [&serving] {
+      WorkerClient* c = serving.load();
+      return c != nullptr && c->ready();
+    };
+    auto m = MetricsHttp::Start(std::move(ho));
+    if (!m.ok()) {
+      LOG(ERROR) << m.status().message();
+      return 1;
+    }
+    metrics_http = std::move(*m);
+  }
+  ShutdownWatcher watcher(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
+
+  if (!cuda && !null && eo.world_size > 1) {
     // Groups whose creator died on this host (a SIGKILLed or OOM-killed rank 0) leave
     // their shared-memory segments behind; only provably dead ones are removed.
     absl::StatusOr<int> removed = ShmCommunicator::RemoveStaleSegments();
@@ -224,6 +375,23 @@ int Main() {
     cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);
     cf.collective_timeout_s = absl::GetFlag(FLAGS_collective_timeout_s);
     backend = MakeCudaBackend(**file, cf);
+  } else if (null) {
+    NullBackendOptions no;
+    no.block_size = bo.block_size;
+    no.num_kv_blocks = bo.num_kv_blocks;
+    no.kv_memory_bytes = bo.kv_memory_bytes;
+    no.kv_dtype = bo.model.kv_dtype;
+    no.rank = eo.rank;
+    no.world_size = eo.world_size;
+    no.step_time = absl::Milliseconds(absl::GetFlag(FLAGS_null_step_ms));
+    no.eos_probability = absl::GetFlag(FLAGS_null_eos_probability);
+    no.device_sampling = absl::GetFlag(FLAGS_device_sampling);
+    auto nb = NullBackend::Create(**file, no);
+    if (nb.ok()) {
+      backend = std::unique_ptr<Backend>(std::move(*nb));
+    } else {
+      backend = nb.status();
+    }
   } else {
     auto cpu = CpuBackend::Create(**file, bo);
     if (cpu.ok()) {
@@ -242,18 +410,8 @@ int Main() {
     return 1;
   }
 
-  auto registry = std::make_shared<prometheus::Registry>();
   MeteredExecutor metered(exec->get(), &(*exec)->backend(), registry.get(), (*exec)->num_kv_blocks());
-  std::unique_ptr<MetricsHttp> metrics_http;
-  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    auto m = MetricsHttp::Start(absl::GetFlag(FLAGS_metrics_port), registry);
-    if (!m.ok()) {
-      LOG(ERROR) << m.status().message();
-      return 1;
-    }
-    metrics_http = std::move(*m);
-    LOG(INFO) << "metrics on port " << metrics_http->port();
-  }
+  started = true;  // model loaded, KV pool allocated
   if (const std::string pf = absl::GetFlag(FLAGS_ports_file); !pf.empty()) {
     // Written whole, then renamed: a reader never sees a partial file.
     std::ofstream(pf + ".tmp") << "{\"metrics_port\": " << (metrics_http ? metrics_http->port() : -1)
@@ -264,28 +422,15 @@ int Main() {
     }
   }
 
-  WorkerClientOptions co;
-  co.scheduler_address = absl::GetFlag(FLAGS_scheduler);
-  if (const double g = absl::GetFlag(FLAGS_give_up_after_s); g > 0) co.give_up_after = absl::Seconds(g);
-  WorkerClient client(co, &metered);
-
-  std::thread signals([&client] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    int sig = 0;
-    sigwait(&set, &sig);
-    LOG(INFO) << "signal " << sig << ": detaching";
-    client.Stop();
-  });
-  signals.detach();
-  absl::Status s = client.Run();
+  client = std::make_unique<WorkerClient>(co, &metered);
+  serving = client.get();
+  watcher.Publish(client.get());
+  absl::Status s = client->Run();
   if (!s.ok()) {
     LOG(ERROR) << "worker ended: " << s;
     return 1;
   }
-  LOG(INFO) << "worker stopped (" << client.steps_executed() << " steps)";
+  LOG(INFO) << "worker stopped (" << client->steps_executed() << " steps)";
   return 0;
 }
 
@@ -299,8 +444,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  absl::SetProgramUsageMessage("weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
-  absl::ParseCommandLine(argc, argv);
+  weft::ParseFlags(argc, argv, "weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return weft::Main();

@@ -1,10 +1,12 @@
 #include "worker/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "kernels/cuda/cuda_status.h"
@@ -63,10 +65,40 @@ absl::Status CudaBackendOptions::Validate() const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// WEFT_CUDA_KERNELS (cuda_backend.h): comma-separated key=value overrides.
+absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o) {
+  for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, '=');
+    const absl::string_view key = kv.first, value = kv.second;
+    if (key == "decode" && (value == "pipelined" || value == "split_v1")) {
+      o->decode_kernel =
+          value == "pipelined" ? kc::DecodeKernel::kPipelined : kc::DecodeKernel::kSplitV1;
+    } else if (key == "fused" && (value == "0" || value == "1")) {
+      o->fused_kernels = value == "1";
+    } else if (key == "tc_prefill" && (value == "0" || value == "1")) {
+      o->tensor_core_prefill = value == "1";
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WEFT_CUDA_KERNELS: '", item,
+          "' is not decode=pipelined|split_v1, fused=0|1 or tc_prefill=0|1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     const GgufFile& file, const CudaBackendOptions& options) {
   WEFT_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<CudaBackend> b(new CudaBackend(options));
+  CudaBackendOptions o = options;
+  if (const char* spec = std::getenv("WEFT_CUDA_KERNELS"); spec != nullptr) {
+    WEFT_RETURN_IF_ERROR(ApplyKernelOverrides(spec, &o));
+    LOG(INFO) << "CUDA kernels overridden by WEFT_CUDA_KERNELS=" << spec;
+  }
+  std::unique_ptr<CudaBackend> b(new CudaBackend(o));
   WEFT_RETURN_IF_ERROR(b->Init(file));
   return b;
 }
@@ -118,9 +150,13 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
     WEFT_ASSIGN_OR_RETURN(kv_, cuda_backend::DeviceKvCache::CreateWithBudget(
                                    ko, options_.kv_memory_bytes));
   }
+  // Kernel shared memory limits, before any step may be captured into a graph.
+  WEFT_CUDA_RETURN_IF_ERROR(kc::PrepareAttentionKernels());
   cuda_backend::RunnerOptions ro;
   ro.gemv_max_rows = options_.gemv_max_rows;
   ro.num_sms = num_sms_;
+  ro.fused = options_.fused_kernels;
+  ro.decode_kernel = options_.decode_kernel;
   runner_ = std::make_unique<cuda_backend::ModelRunner>(config_, shard_, weights_.get(),
                                                         kv_.get(), cublas_, ro);
   WEFT_RETURN_IF_ERROR(runner_->Init(stream_));
@@ -131,11 +167,18 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   limits_.vocab_size = config_.vocab_size;
   limits_.prefill_tile_tokens =
       kc::PrefillTileTokens(config_.queries_per_kv_head(), config_.head_dim);
+  if (options_.tensor_core_prefill) {
+    limits_.prefill_tc_tile_tokens = kc::PrefillTcTileTokens(config_.queries_per_kv_head());
+    limits_.prefill_tc_min_tokens = kc::kTensorCorePrefillMinTokens;
+  }
   kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
                           options_.gemv_max_rows > 0 ? ";gemv<=" : "",
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",
                           ";kv=", kc::KvDtypeName(options_.kv_dtype),
                           options_.cuda_graphs && options_.world_size == 1 ? ";graphs" : "",
+                          ";decode=", kc::DecodeKernelName(options_.decode_kernel),
+                          options_.fused_kernels ? ";fused" : "",
+                          options_.tensor_core_prefill ? ";tc_prefill" : "",
                           options_.world_size > 1 ? ";nccl" : "");
   cudaDeviceProp prop;
   WEFT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device_));
@@ -180,6 +223,13 @@ absl::StatusOr<cudaGraphExec_t> CudaBackend::GraphFor(GraphKey key, const StepAr
     return enqueued;
   }
   WEFT_CUDA_RETURN_IF_ERROR(ended);
+  size_t nodes = 0;
+  const cudaError_t counted = cudaGraphGetNodes(graph, nullptr, &nodes);
+  if (counted != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    WEFT_CUDA_RETURN_IF_ERROR(counted);
+  }
+  last_graph_nodes_ = static_cast<int64_t>(nodes);
   cudaGraphExec_t exec = nullptr;
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -305,13 +355,21 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
   const int32_t max_ctx = bucket > 0
                               ? ContextBucket(inputs_.max_decode_context(), config_.context_length)
                               : inputs_.max_decode_context();
-  args.decode_partition = kc::ChooseDecodePartition(args.shape.decode_items, shard_.num_kv_heads(),
-                                                    group, options_.block_size, max_ctx, num_sms_);
-  args.decode_max_splits = kc::DecodeNumSplits(max_ctx, args.decode_partition);
-  const int64_t ws = kc::DecodeWorkspaceFloats(args.shape.decode_items, shard_.num_heads(),
-                                               config_.head_dim, args.decode_max_splits);
+  kc::DecodeShape ds;
+  ds.num_items = args.shape.decode_items;
+  ds.num_kv_heads = shard_.num_kv_heads();
+  ds.group_size = group;
+  ds.head_dim = config_.head_dim;
+  ds.block_size = options_.block_size;
+  ds.max_context = max_ctx;
+  ds.num_sms = num_sms_;
+  ds.dtype = options_.kv_dtype;
+  const kc::DecodePlan plan = kc::PlanDecode(options_.decode_kernel, ds);
+  args.decode_partition = plan.partition_size;
+  args.decode_max_splits = plan.max_splits;
   bool moved = false;
-  WEFT_RETURN_IF_ERROR(runner_->Reserve(args.shape.tokens, args.shape.logit_rows, ws, &moved));
+  WEFT_RETURN_IF_ERROR(runner_->Reserve(args.shape.tokens, args.shape.logit_rows,
+                                        plan.workspace_floats, &moved, stream_));
   cuda_backend::DeviceBuffer* meta = &meta_eager_;
   if (bucket > 0) {
     meta = &meta_graph_;

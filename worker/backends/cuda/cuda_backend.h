@@ -51,6 +51,7 @@
 #include "absl/time/time.h"
 #include "common/gguf.h"
 #include "kernels/cuda/dtypes.h"
+#include "kernels/cuda/paged_attention.h"
 #include "worker/backends/backend.h"
 #include "worker/backends/cuda/device_buffer.h"
 #include "worker/backends/cuda/device_kv_cache.h"
@@ -76,6 +77,15 @@ struct CudaBackendOptions {
   int32_t max_graph_batch = 128;  // largest decode bucket (a power of two)
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
   bool device_sampling = true;    // SampleOnDevice (else the host Sampler)
+  // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
+  // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h). Until
+  // weft-worker has flags for them, the environment variable WEFT_CUDA_KERNELS overrides
+  // these three at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0" (logged; a bad
+  // value fails Create with InvalidArgument).
+  bool fused_kernels = true;
+  // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
+  bool tensor_core_prefill = true;
+  kernels::cuda::DecodeKernel decode_kernel = kernels::cuda::DecodeKernel::kPipelined;
   // Deadline of group formation and of each step's collectives (--collective_timeout_s).
   absl::Duration comm_timeout = absl::Seconds(10);
 
@@ -112,6 +122,9 @@ class CudaBackend : public Backend {
   // Steps that ran as a CUDA graph replay / were captured (for tests and logs).
   int64_t graph_replays() const { return graph_replays_; }
   int64_t graph_captures() const { return graph_captures_; }
+  // Nodes (kernel launches) of the last captured decode graph: the launches per decode
+  // step (see model_runner.h for the count).
+  int64_t last_graph_nodes() const { return last_graph_nodes_; }
 
  private:
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
@@ -150,6 +163,7 @@ class CudaBackend : public Backend {
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   int64_t graph_replays_ = 0;
   int64_t graph_captures_ = 0;
+  int64_t last_graph_nodes_ = 0;
 
   std::vector<int32_t> pending_copies_;  // (src, dst) pairs queued by CopyBlock
   cuda_backend::PinnedBuffer copies_host_;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -179,6 +181,34 @@ TEST_P(CudaBackendTest, PrefillThenDecodeMatchesCpu) {
   EXPECT_EQ(p->gpu->graph_replays(), 6);
 }
 
+// A prompt of >= 128 tokens runs its attention on the tensor-core kernel (a chunk of 150,
+// then one of 140 after it: a cached prefix), a short one beside it on the CUDA-core
+// kernel in the same step; decodes follow.
+TEST_P(CudaBackendTest, LongPromptsOnTensorCoresMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> p = Make();
+  ASSERT_NE(p, nullptr);
+  Seq a = MakeSeq(290, 96, 11), b = MakeSeq(30, 96, 12);
+  for (int32_t i = 0; i < 19; ++i) a.table.push_back(63 - i);  // 304 slots, scattered
+  b.table = {20, 21};
+  {
+    ForwardBatch batch;
+    batch.sequences = {Chunk(a, 0, 150, true), Chunk(b, 0, 30, true)};
+    Step(p.get(), batch, Tol());
+  }
+  {
+    ForwardBatch batch;
+    batch.sequences = {Chunk(a, 150, 140, true)};
+    Step(p.get(), batch, Tol());
+  }
+  for (int32_t step = 0; step < 3; ++step) {
+    a.tokens.push_back(step + 1);
+    ForwardBatch batch;
+    batch.sequences = {Chunk(a, static_cast<int32_t>(a.tokens.size()) - 1, 1, true)};
+    Step(p.get(), batch, Tol());
+  }
+}
+
 TEST_P(CudaBackendTest, GraphsAndEagerAgree) {
   SKIP_WITHOUT_CUDA();
   std::unique_ptr<Pair> g = Make(true), e = Make(false);
@@ -286,6 +316,121 @@ TEST_P(CudaBackendTest, DeviceSamplingMatchesTheHostSampler) {
   EXPECT_EQ(p->cpu->SampleOnDevice(requests, &got).code(), absl::StatusCode::kUnimplemented);
 }
 
+// Prefill of 3 sequences then `steps` decode steps (graph mode) on `gpu`; the logits of
+// every step, concatenated.
+std::vector<float> RunDecodes(CudaBackend* gpu, int32_t steps) {
+  Seq a = MakeSeq(40, 96, 1), b = MakeSeq(19, 96, 2), c = MakeSeq(1, 96, 3);
+  a.table = {0, 9, 2, 3, 4};
+  b.table = {8, 1, 10};
+  c.table = {16, 17};
+  std::vector<float> all;
+  ForwardBatch prefill;
+  prefill.sequences = {Chunk(a, 0, 40, true), Chunk(b, 0, 19, true), Chunk(c, 0, 1, true)};
+  ForwardOutput out;
+  EXPECT_TRUE(gpu->Forward(prefill, &out).ok());
+  all.insert(all.end(), out.logits.begin(), out.logits.begin() + out.num_rows * out.vocab_size);
+  for (int32_t step = 0; step < steps; ++step) {
+    for (Seq* s : {&a, &b, &c}) s->tokens.push_back((step * 5 + 1) % 96);
+    ForwardBatch batch;
+    for (Seq* s : {&a, &b, &c}) {
+      batch.sequences.push_back(Chunk(*s, static_cast<int32_t>(s->tokens.size()) - 1, 1, true));
+    }
+    EXPECT_TRUE(gpu->Forward(batch, &out).ok());
+    all.insert(all.end(), out.logits.begin(),
+               out.logits.begin() + out.num_rows * out.vocab_size);
+  }
+  return all;
+}
+
+testing::TinyLlamaSpec GemvOnlySpec() {
+  // Untied Q8_0 matrices: with <= 4 rows every linear, the LM head included, takes the
+  // GEMV (no cuBLAS kernels in a decode graph).
+  testing::TinyLlamaSpec spec;
+  spec.matrix_type = GgmlType::kQ8_0;
+  spec.hidden = 256;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 2;
+  spec.ffn = 160;
+  spec.vocab = 96;
+  spec.tied = false;
+  return spec;
+}
+
+// Kernel launches per decode step, counted as the captured graph's nodes
+// (cudaGraphGetNodes): model_runner.h's 1 + 8 L + 2 with the fused kernels, 1 + 11 L + 2
+// with the separate ones and kSplitV1 (its reduction kernel runs: the graph's context
+// bucket is split 4 ways).
+TEST(CudaBackendGraphTest, KernelLaunchesPerDecodeStep) {
+  SKIP_WITHOUT_CUDA();
+  const testing::TinyLlamaSpec spec = GemvOnlySpec();
+  const int64_t layers = spec.num_layers;
+  for (bool fused : {true, false}) {
+    CudaBackendOptions o;
+    o.fused_kernels = fused;
+    o.decode_kernel = fused ? kc::DecodeKernel::kPipelined : kc::DecodeKernel::kSplitV1;
+    std::unique_ptr<Pair> p = MakePair(spec, o);
+    ASSERT_NE(p, nullptr);
+    RunDecodes(p->gpu.get(), 2);
+    EXPECT_EQ(p->gpu->graph_captures(), 1);
+    EXPECT_EQ(p->gpu->last_graph_nodes(), fused ? 1 + 8 * layers + 2 : 1 + 11 * layers + 2)
+        << (fused ? "fused" : "separate") << " kernels";
+  }
+}
+
+// WEFT_CUDA_KERNELS selects the A/B kernels at Create (the hello's kernels string says
+// which); a malformed value fails Create.
+TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<uint8_t> bytes = testing::BuildTinyLlama(GemvOnlySpec());
+  auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  CudaBackendOptions o;
+  o.num_kv_blocks = 16;
+  setenv("WEFT_CUDA_KERNELS", "decode=split_v1,fused=0,tc_prefill=0", 1);
+  auto b = CudaBackend::Create(**file, o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE((*b)->kernels().find("decode=split_v1"), std::string::npos) << (*b)->kernels();
+  EXPECT_EQ((*b)->kernels().find(";fused"), std::string::npos) << (*b)->kernels();
+  setenv("WEFT_CUDA_KERNELS", "decode=fast", 1);
+  EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument);
+  unsetenv("WEFT_CUDA_KERNELS");
+  auto d = CudaBackend::Create(**file, o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NE((*d)->kernels().find("decode=pipelined;fused;tc_prefill"), std::string::npos)
+      << (*d)->kernels();
+}
+
+// The fused kernels compute the same bits as the kernels they replace (same decode
+// kernel); the two decode kernels agree to fp32 rounding.
+TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
+  SKIP_WITHOUT_CUDA();
+  for (kc::KvDtype kv : {kc::KvDtype::kBf16, kc::KvDtype::kInt8}) {
+    testing::TinyLlamaSpec spec = GemvOnlySpec();
+    spec.matrix_type = GgmlType::kQ4_1;
+    CudaBackendOptions o;
+    o.kv_dtype = kv;
+    std::unique_ptr<Pair> fused = MakePair(spec, o);
+    o.fused_kernels = false;
+    std::unique_ptr<Pair> separate = MakePair(spec, o);
+    o.decode_kernel = kc::DecodeKernel::kSplitV1;
+    std::unique_ptr<Pair> v1 = MakePair(spec, o);
+    ASSERT_NE(fused, nullptr);
+    ASSERT_NE(separate, nullptr);
+    ASSERT_NE(v1, nullptr);
+    const std::vector<float> a = RunDecodes(fused->gpu.get(), 5);
+    const std::vector<float> b = RunDecodes(separate->gpu.get(), 5);
+    const std::vector<float> c = RunDecodes(v1->gpu.get(), 5);
+    EXPECT_EQ(a, b) << "fused vs separate kernels, KV " << kc::KvDtypeName(kv);
+    ASSERT_EQ(a.size(), c.size());
+    double scale = 1e-3, worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, double{std::fabs(c[i])});
+      worst = std::max(worst, double{std::fabs(a[i] - c[i])});
+    }
+    EXPECT_LE(worst, 2e-3 * scale) << "pipelined vs split_v1 decode, KV " << kc::KvDtypeName(kv);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, CudaBackendTest,
     ::testing::Values(ModelCase{GgmlType::kBF16, 256, 4, 2, false, kc::KvDtype::kBf16},
@@ -329,7 +474,9 @@ TEST(CudaBackendModelTest, DefaultModelMatchesCpu) {
   const int32_t ct = static_cast<int32_t>(std::max_element(cb, cb + b.vocab_size) - cb);
   std::vector<float> sorted(cb, cb + b.vocab_size);
   std::sort(sorted.rbegin(), sorted.rend());
-  if (sorted[0] - sorted[1] > 0.5f) EXPECT_EQ(gt, ct);
+  if (sorted[0] - sorted[1] > 0.5f) {
+    EXPECT_EQ(gt, ct);
+  }
 }
 
 }  // namespace

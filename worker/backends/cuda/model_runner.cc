@@ -11,6 +11,7 @@
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/quant.h"
+#include "kernels/cuda/rope_kv.h"
 
 namespace weft::cuda_backend {
 namespace {
@@ -61,7 +62,7 @@ absl::Status ModelRunner::Init(cudaStream_t stream) {
 }
 
 absl::Status ModelRunner::Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats,
-                                  bool* moved) {
+                                  bool* moved, cudaStream_t stream) {
   const size_t t = static_cast<size_t>(std::max(tokens, 1));
   const size_t r = static_cast<size_t>(std::max(rows, 1));
   const size_t hidden = static_cast<size_t>(config_.hidden_size);
@@ -73,8 +74,15 @@ absl::Status ModelRunner::Reserve(int32_t tokens, int32_t rows, int64_t decode_w
   WEFT_RETURN_IF_ERROR(Grow(&act_, t * ffn_ * 2, moved));
   if (shard_.world_size > 1) WEFT_RETURN_IF_ERROR(Grow(&proj_, t * hidden * 4, moved));
   WEFT_RETURN_IF_ERROR(Grow(&logits_, r * config_.vocab_size * 4, moved));
-  WEFT_RETURN_IF_ERROR(
-      Grow(&decode_ws_, static_cast<size_t>(std::max<int64_t>(decode_ws_floats, 1)) * 4, moved));
+  bool ws_grew = false;
+  WEFT_RETURN_IF_ERROR(decode_ws_.Reserve(
+      static_cast<size_t>(std::max<int64_t>(decode_ws_floats, 1)) * 4, &ws_grew));
+  if (ws_grew) {
+    if (decode_ws_bytes_ > 0) *moved = true;
+    decode_ws_bytes_ = decode_ws_.bytes();
+    // Split counters start at zero; the decode kernel leaves them zero.
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(decode_ws_.get(), 0, decode_ws_.bytes(), stream));
+  }
   return absl::OkStatus();
 }
 
@@ -149,9 +157,12 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
     a.partition_size = s.decode_partition;
     a.max_splits = s.decode_max_splits;
     a.workspace = decode_ws_.as<float>();
+    a.kernel = options_.decode_kernel;
     WEFT_CUDA_RETURN_IF_ERROR(kc::PagedDecodeAttention(a, kv, stream));
   }
   if (s.shape.tiles > 0) {
+    // Tiles [0, tiles - tc_tiles): the CUDA-core kernel; the rest: tensor cores.
+    const int32_t core_tiles = s.shape.tiles - s.shape.tc_tiles;
     kc::PrefillAttentionArgs a;
     a.q = qkv_.as<float>();
     a.q_stride = qkv_width_;
@@ -165,11 +176,63 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
     a.block_table_offsets = At<int32_t>(s, s.layout.pf_table);
     a.tile_seq = At<int32_t>(s, s.layout.tile_seq);
     a.tile_q_begin = At<int32_t>(s, s.layout.tile_q_begin);
-    a.num_tiles = s.shape.tiles;
     a.num_heads = shard_.num_heads();
     a.scale = scale;
-    WEFT_CUDA_RETURN_IF_ERROR(kc::PagedPrefillAttention(a, kv, stream));
+    if (core_tiles > 0) {
+      a.num_tiles = core_tiles;
+      WEFT_CUDA_RETURN_IF_ERROR(kc::PagedPrefillAttention(a, kv, stream));
+    }
+    if (s.shape.tc_tiles > 0) {
+      a.tile_seq += core_tiles;
+      a.tile_q_begin += core_tiles;
+      a.num_tiles = s.shape.tc_tiles;
+      WEFT_CUDA_RETURN_IF_ERROR(kc::PagedPrefillAttentionTc(a, kv, stream));
+    }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::RopeAndKv(const StepArgs& s, int32_t layer, cudaStream_t stream) {
+  float* qkv = qkv_.as<float>();
+  const int32_t T = s.shape.tokens;
+  if (options_.fused) {
+    kc::RopeKvArgs a;
+    a.qkv = qkv;
+    a.stride = qkv_width_;
+    a.num_heads = shard_.num_heads();
+    a.num_tokens = T;
+    a.positions = At<int32_t>(s, s.layout.positions);
+    a.slot_mapping = At<int64_t>(s, s.layout.slots);
+    a.inv_freq = inv_freq_.as<double>();
+    a.rot_dim = config_.rope_dim;
+    a.style = config_.rope_style;
+    WEFT_CUDA_RETURN_IF_ERROR(kc::RopeAndWritePagedKv(a, kv_->Layer(layer), stream));
+    return absl::OkStatus();
+  }
+  WEFT_CUDA_RETURN_IF_ERROR(kc::ApplyRope(
+      config_.rope_style, At<int32_t>(s, s.layout.positions), inv_freq_.as<double>(),
+      config_.rope_dim, config_.head_dim, T, {qkv, qkv_width_, shard_.num_heads()},
+      {qkv + q_width_, qkv_width_, shard_.num_kv_heads()}, stream));
+  WEFT_CUDA_RETURN_IF_ERROR(kc::WritePagedKv(kv_->Layer(layer), qkv + q_width_,
+                                             qkv + q_width_ + kv_width_, qkv_width_,
+                                             At<int64_t>(s, s.layout.slots), T, stream));
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::GateUpSwiGlu(const DeviceLinear& w, int32_t tokens,
+                                       cudaStream_t stream) {
+  if (options_.fused && w.has_gemv && tokens <= options_.gemv_max_rows) {
+    WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemvSwiGlu(w.gemv, static_cast<const uint16_t*>(h_.get()),
+                                                  config_.hidden_size, tokens,
+                                                  static_cast<uint16_t*>(act_.get()), ffn_,
+                                                  stream));
+    return absl::OkStatus();
+  }
+  WEFT_RETURN_IF_ERROR(
+      Linear(w, h_.get(), config_.hidden_size, tokens, gu_.as<float>(), 2 * ffn_, false));
+  WEFT_CUDA_RETURN_IF_ERROR(kc::SwiGlu(gu_.as<float>(), gu_.as<float>() + ffn_, 2 * ffn_,
+                                       tokens, ffn_, act_.get(), kc::ActDtype::kBf16, ffn_,
+                                       stream));
   return absl::OkStatus();
 }
 
@@ -188,20 +251,11 @@ absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm,
     const DeviceLayer& w = weights_->layers()[l];
     WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
     WEFT_RETURN_IF_ERROR(Linear(w.qkv, h_.get(), hidden, T, qkv, qkv_width_, false));
-    WEFT_CUDA_RETURN_IF_ERROR(kc::ApplyRope(
-        config_.rope_style, At<int32_t>(s, s.layout.positions), inv_freq_.as<double>(),
-        config_.rope_dim, config_.head_dim, T, {qkv, qkv_width_, shard_.num_heads()},
-        {qkv + q_width_, qkv_width_, shard_.num_kv_heads()}, stream));
-    WEFT_CUDA_RETURN_IF_ERROR(kc::WritePagedKv(kv_->Layer(l), qkv + q_width_,
-                                               qkv + q_width_ + kv_width_, qkv_width_,
-                                               At<int64_t>(s, s.layout.slots), T, stream));
+    WEFT_RETURN_IF_ERROR(RopeAndKv(s, l, stream));
     WEFT_RETURN_IF_ERROR(Attention(s, l, stream));
     WEFT_RETURN_IF_ERROR(Project(w.o, attn_.get(), q_width_, T, comm, stream));
     WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
-    WEFT_RETURN_IF_ERROR(Linear(w.gate_up, h_.get(), hidden, T, gu_.as<float>(), 2 * ffn_,
-                                false));
-    WEFT_CUDA_RETURN_IF_ERROR(kc::SwiGlu(gu_.as<float>(), gu_.as<float>() + ffn_, 2 * ffn_, T,
-                                         ffn_, act_.get(), kc::ActDtype::kBf16, ffn_, stream));
+    WEFT_RETURN_IF_ERROR(GateUpSwiGlu(w.gate_up, T, stream));
     WEFT_RETURN_IF_ERROR(Project(w.down, act_.get(), ffn_, T, comm, stream));
   }
   if (pending_delta_) {

@@ -8,13 +8,23 @@
 //   per layer:
 //     h   = RMSNorm(x (+ pending TP delta))                            bf16 [T][hidden]
 //     qkv = h Wqkv^T                   (cuBLAS, or the GEMV when T <= 4) fp32 [T][q+2kv]
-//     RoPE(q, k);  WritePagedKv(k, v -> slots)
+//     RoPE(q, k) + WritePagedKv(k, v -> slots)   (one fused kernel, rope_kv.h)
 //     attn = decode kernel (1-token chunks) + prefill kernel (tiles)    bf16 [T][q]
-//     x += attn Wo^T        (GEMM epilogue beta = 1; under TP: proj, all-reduce, fused
-//                            into the next RMSNorm)
-//     h = RMSNorm(x);  gu = h Wgate|up^T;  act = SwiGLU(gu)             bf16 [T][ffn]
+//     x += attn Wo^T        (GEMM epilogue beta = 1: the residual add is fused into the
+//                            projection; under TP: proj, all-reduce, added by the next
+//                            RMSNorm)
+//     h = RMSNorm(x);  act = SwiGLU(h Wgate|up^T)                       bf16 [T][ffn]
+//                           (GEMV path: one fused kernel; cuBLAS path: GEMM + SwiGlu)
 //     x += act Wdown^T      (as for Wo)
 //   logits = RMSNorm(x[logit rows]) Wlm^T                               fp32 [R][vocab]
+// Kernels per step, TP = 1, every linear on the GEMV path (T <= gemv_max_rows and
+// quantized weights) and the decode kernel's splits combined in-kernel (kPipelined):
+//   fused (default):  1 + 8 * num_layers + 2   (norm, qkv, rope+kv, attn, o, norm,
+//                                               gate_up+swiglu, down; embed; norm, head)
+//   fused = false, kSplitV1 with several splits: 1 + 11 * num_layers + 2 (rope, kv write,
+//                                               reduction and swiglu separate)
+// A prefill chunk in the batch adds the prefill kernel per layer; cuBLAS GEMMs (larger T
+// or dense weights) may launch more than one kernel each.
 // Activation buffers grow on demand (Reserve) and are never shrunk; a CUDA graph that
 // captured the old addresses must then be dropped (Reserve reports it).
 //
@@ -30,6 +40,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/paged_attention.h"
 #include "worker/backends/cuda/device_buffer.h"
 #include "worker/backends/cuda/device_kv_cache.h"
 #include "worker/backends/cuda/device_weights.h"
@@ -44,6 +55,10 @@ struct RunnerOptions {
   // Rows at most for which the fused dequantizing GEMV replaces cuBLAS (0: never).
   int32_t gemv_max_rows = 4;
   int32_t num_sms = 132;
+  // Fused decode kernels (RoPE + KV write; gate/up GEMV + SwiGLU). false: the separate
+  // kernels, kept for A/B runs.
+  bool fused = true;
+  kernels::cuda::DecodeKernel decode_kernel = kernels::cuda::DecodeKernel::kPipelined;
 };
 
 // Where a step's inputs are and how attention splits its decode work.
@@ -65,8 +80,10 @@ class ModelRunner {
   absl::Status Init(cudaStream_t stream);
 
   // Makes the buffers big enough for `tokens` tokens, `rows` logits rows and a decode
-  // workspace of `decode_ws_floats`; *moved is set when an existing buffer moved.
-  absl::Status Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats, bool* moved);
+  // workspace of `decode_ws_floats`; *moved is set when an existing buffer moved. A new
+  // decode workspace is zeroed on `stream` (its split counters must start at zero).
+  absl::Status Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats, bool* moved,
+                       cudaStream_t stream);
 
   // Queues the forward pass (see above). `comm` is null for TP = 1.
   absl::Status Enqueue(const StepArgs& step, NcclCommunicator* comm, cudaStream_t stream);
@@ -78,6 +95,10 @@ class ModelRunner {
   absl::Status Linear(const DeviceLinear& w, const void* x, int64_t ldx, int32_t m, float* y,
                       int64_t ldy, bool accumulate);
   absl::Status Attention(const StepArgs& step, int32_t layer, cudaStream_t stream);
+  // RoPE on q and k, K/V into the cache (fused or as two kernels, per options_.fused).
+  absl::Status RopeAndKv(const StepArgs& step, int32_t layer, cudaStream_t stream);
+  // act = SwiGLU(h Wgate|up^T): the fused GEMV when it applies, else GEMM + SwiGlu.
+  absl::Status GateUpSwiGlu(const DeviceLinear& w, int32_t tokens, cudaStream_t stream);
   // out-projection of a layer: x += in W^T (TP: proj = in W^T, all-reduced).
   absl::Status Project(const DeviceLinear& w, const void* in, int64_t ld_in, int32_t tokens,
                        NcclCommunicator* comm, cudaStream_t stream);
@@ -95,6 +116,7 @@ class ModelRunner {
   DeviceBuffer inv_freq_;       // double [rope_dim / 2]
   DeviceBuffer cublas_ws_;
   DeviceBuffer x_, h_, qkv_, attn_, gu_, act_, proj_, logits_, decode_ws_;
+  size_t decode_ws_bytes_ = 0;  // 0 until the decode workspace exists
 };
 
 }  // namespace weft::cuda_backend

@@ -88,7 +88,7 @@ void StepInputs::Clear() {
   max_decode_context_ = 0;
   for (auto* v : {&token_ids_, &positions_, &dec_row_, &dec_ctx_, &dec_table_, &pf_q_start_,
                   &pf_start_pos_, &pf_num_tokens_, &pf_table_, &tile_seq_, &tile_q_begin_,
-                  &logit_rows_, &tables_}) {
+                  &tc_tile_seq_, &tc_tile_q_begin_, &logit_rows_, &tables_}) {
     v->clear();
   }
   slots_.clear();
@@ -129,9 +129,11 @@ absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limi
       pf_start_pos_.push_back(seq.start_pos);
       pf_num_tokens_.push_back(n);
       pf_table_.push_back(table_offset);
-      for (int32_t q = 0; q < n; q += limits.prefill_tile_tokens) {
-        tile_seq_.push_back(p);
-        tile_q_begin_.push_back(q);
+      const bool tc = limits.prefill_tc_tile_tokens > 0 && n >= limits.prefill_tc_min_tokens;
+      const int32_t tile_tokens = tc ? limits.prefill_tc_tile_tokens : limits.prefill_tile_tokens;
+      for (int32_t q = 0; q < n; q += tile_tokens) {
+        (tc ? tc_tile_seq_ : tile_seq_).push_back(p);
+        (tc ? tc_tile_q_begin_ : tile_q_begin_).push_back(q);
       }
     }
     t += n;
@@ -164,6 +166,9 @@ absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limi
   shape_.tokens = t;
   shape_.decode_items = static_cast<int32_t>(dec_row_.size());
   shape_.prefill_seqs = static_cast<int32_t>(pf_q_start_.size());
+  shape_.tc_tiles = static_cast<int32_t>(tc_tile_seq_.size());
+  tile_seq_.insert(tile_seq_.end(), tc_tile_seq_.begin(), tc_tile_seq_.end());
+  tile_q_begin_.insert(tile_q_begin_.end(), tc_tile_q_begin_.begin(), tc_tile_q_begin_.end());
   shape_.tiles = static_cast<int32_t>(tile_seq_.size());
   shape_.logit_rows = static_cast<int32_t>(logit_rows_.size());
   shape_.table_entries = static_cast<int32_t>(tables_.size());

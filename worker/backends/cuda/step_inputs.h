@@ -7,7 +7,10 @@
 //   decode items  = chunks of one token: row (its token), context (start_pos + 1), the
 //                   offset of its block table in `tables`
 //   prefill seqs  = longer chunks: first token row, start_pos, length, table offset,
-//                   cut into tiles of `prefill_tile_tokens` query tokens
+//                   cut into tiles of `prefill_tile_tokens` query tokens (the CUDA-core
+//                   kernel), or, for chunks of at least prefill_tc_min_tokens tokens when
+//                   prefill_tc_tile_tokens > 0, of prefill_tc_tile_tokens (the tensor-core
+//                   kernel); the tensor-core tiles come last (StepShape::tc_tiles of them)
 //   logit rows    = the last token of every chunk that wants logits (its last num_logits
 //                   tokens when set), in batch order
 // Graph mode (decode_bucket > 0): every chunk has one token and the batch is padded to
@@ -37,6 +40,8 @@ struct StepLimits {
   int32_t context_length = 0;
   int32_t vocab_size = 0;
   int32_t prefill_tile_tokens = 1;
+  int32_t prefill_tc_tile_tokens = 0;  // 0: every prefill chunk on the CUDA-core kernel
+  int32_t prefill_tc_min_tokens = 128;
 
   int32_t max_blocks_per_seq() const { return (context_length + block_size - 1) / block_size; }
 };
@@ -47,6 +52,7 @@ struct StepShape {
   int32_t decode_items = 0;
   int32_t prefill_seqs = 0;
   int32_t tiles = 0;
+  int32_t tc_tiles = 0;  // the last tc_tiles of the tiles are tensor-core tiles
   int32_t logit_rows = 0;
   int32_t table_entries = 0;
 };
@@ -121,6 +127,7 @@ class StepInputs {
   std::vector<int32_t> dec_row_, dec_ctx_, dec_table_;
   std::vector<int32_t> pf_q_start_, pf_start_pos_, pf_num_tokens_, pf_table_;
   std::vector<int32_t> tile_seq_, tile_q_begin_;
+  std::vector<int32_t> tc_tile_seq_, tc_tile_q_begin_;  // appended to the tiles at the end
   std::vector<int32_t> logit_rows_;
   std::vector<int32_t> tables_;
   std::vector<OutputRow> output_rows_;

@@ -73,6 +73,30 @@ TEST(StepInputsTest, MixedBatch) {
 }
 
 // num_logits > 1 (teacher-forced scoring): one row per requested token, in order.
+TEST(StepInputsTest, LongChunksGetTensorCoreTilesAtTheEnd) {
+  // Chunks of >= 8 tokens use tiles of 5 (the tensor-core kernel), shorter ones tiles of
+  // 3; the tensor-core tiles come after all the others.
+  StepLimits limits = Limits();
+  limits.prefill_tc_tile_tokens = 5;
+  limits.prefill_tc_min_tokens = 8;
+  std::vector<int32_t> long_a(12, 1), short_b(4, 2), long_c(8, 3);
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  ForwardBatch batch;
+  batch.sequences.push_back({absl::MakeConstSpan(long_a), 0, absl::MakeConstSpan(table), true});
+  batch.sequences.push_back({absl::MakeConstSpan(short_b), 0, absl::MakeConstSpan(table), true});
+  batch.sequences.push_back({absl::MakeConstSpan(long_c), 3, absl::MakeConstSpan(table), true});
+  StepInputs in;
+  ASSERT_TRUE(in.Build(batch, limits, 0).ok());
+  EXPECT_EQ(in.shape().tiles, 2 + 3 + 2);
+  EXPECT_EQ(in.shape().tc_tiles, 3 + 2);
+  EXPECT_EQ(in.tile_seq(), (std::vector<int32_t>{1, 1, 0, 0, 0, 2, 2}));
+  EXPECT_EQ(in.tile_q_begin(), (std::vector<int32_t>{0, 3, 0, 5, 10, 0, 5}));
+  limits.prefill_tc_tile_tokens = 0;  // off: every chunk on the CUDA-core tiles
+  ASSERT_TRUE(in.Build(batch, limits, 0).ok());
+  EXPECT_EQ(in.shape().tc_tiles, 0);
+  EXPECT_EQ(in.shape().tiles, 4 + 2 + 3);
+}
+
 TEST(StepInputsTest, SeveralLogitsRowsPerChunk) {
   const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11};
   const std::vector<int32_t> decode = {42};

@@ -1,0 +1,1 @@
+"""Weft's Python client: `from weft.client import Client` (see client.py)."""

@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""deploy/manifests_test.py --scheduler BIN --worker BIN: static checks of the rendered
+overlays of deploy/k8s (the schema checks are deploy/k8s/validate.sh; what runs is
+launch_test.py).
+
+* Every overlay renders (render.py), its YAML passes yamllint (strict).
+* Every --flag a weft container passes is one its binary defines (--helpfull), so a
+  renamed flag fails here, not as a crash-looping pod.
+* The wiring holds: Services select pods and name their ports; probes name declared
+  ports; the workers' --scheduler is a Service that publishes the not-ready scheduler;
+  the workers' model path is where their initContainer puts it, fetched from the source
+  tools/models.txt names; the scheduler's --model_name is the pods' model label, which
+  the HPA's metric selectors use and prometheus-adapter serves; PDBs let nodes drain
+  beside the HPA's minimum; grace periods exceed the drain timeouts; every container with
+  a liveness probe has a startup probe (liveness cannot kill a loading worker); GPU
+  ranks request one nvidia.com/gpu each; the monitors select the metrics ports.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "k8s"))
+import render  # noqa: E402
+import testlib  # noqa: E402
+import yaml  # noqa: E402
+
+K8S = os.path.join(HERE, "k8s")
+OVERLAYS = ["cpu", "gpu", "lws"]
+WORKER_STARTUP_BUDGET_S = 300  # a GPU model's load must fit in the startupProbe's window
+ARGS = None
+
+
+def objects(overlay):
+    return render.render(os.path.join(K8S, overlay))
+
+
+def pod_templates(objs):
+    """(workload name, pod template) for every pod template in `objs`."""
+    for o in objs:
+        if o["kind"] == "Deployment":
+            yield o["metadata"]["name"], o["spec"]["template"]
+        elif o["kind"] == "LeaderWorkerSet":
+            lwt = o["spec"]["leaderWorkerTemplate"]
+            for t in ("leaderTemplate", "workerTemplate"):
+                if t in lwt:
+                    yield o["metadata"]["name"], lwt[t]
+
+
+def containers(objs, init=False):
+    for name, t in pod_templates(objs):
+        inits = t["spec"].get("initContainers", []) if init else []
+        for c in t["spec"].get("containers", []) + inits:
+            yield name, t, c
+
+
+def flag_map(args):
+    out = {}
+    for a in args:
+        if a.startswith("--"):
+            k, _, v = a.partition("=")
+            out[k] = v
+    return out
+
+
+def binary(c):
+    return os.path.basename(c.get("command", [""])[0])
+
+
+def known_flags(path):
+    out = subprocess.run([path, "--helpfull"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True).stdout
+    return set(re.findall(r"^\s+(--[a-z_0-9]+)", out, re.M))
+
+
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+class ManifestsTest(unittest.TestCase):
+    def test_yamllint_strict(self):
+        files = [os.path.join(dp, f) for dp, _, fs in os.walk(K8S) for f in fs
+                 if f.endswith(".yaml")]
+        r = subprocess.run(["yamllint", "-s", "-d",
+                            "{extends: relaxed, rules: {line-length: {max: 120}}}", *files],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+    def test_every_weft_flag_exists(self):
+        known = {"weft-scheduler": known_flags(ARGS.scheduler),
+                 "weft-worker": known_flags(ARGS.worker)}
+        self.assertIn("--model", known["weft-scheduler"])
+        self.assertIn("--backend", known["weft-worker"])
+        checked = 0
+        for overlay in OVERLAYS:
+            for _, _, c in containers(objects(overlay)):
+                b = binary(c)
+                if b not in known:
+                    continue
+                for a in c.get("command", [])[1:] + c.get("args", []):
+                    if a.startswith("--"):
+                        checked += 1
+                        self.assertIn(a.split("=", 1)[0], known[b],
+                                      "%s: a %s container passes %s, which %s does not define"
+                                      % (overlay, b, a, b))
+        self.assertGreater(checked, 40)
+
+    def test_services_select_pods_and_ports(self):
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            for svc in (o for o in objs if o["kind"] == "Service"):
+                pods = [t for _, t in pod_templates(objs)
+                        if selects(svc["spec"]["selector"], t["metadata"]["labels"])]
+                name = svc["metadata"]["name"]
+                self.assertTrue(pods, "%s: Service %s selects no pod" % (overlay, name))
+                for p in svc["spec"]["ports"]:
+                    tp = p.get("targetPort", p["port"])
+                    for t in pods:
+                        ports = [cp for c in t["spec"]["containers"] for cp in c.get("ports", [])]
+                        self.assertTrue(
+                            any(cp.get("name") == tp or cp["containerPort"] == tp for cp in ports),
+                            "%s: Service %s port %s not on its pods" % (overlay, name, tp))
+
+    def test_probes_name_declared_ports_and_startup_gates_liveness(self):
+        for overlay in OVERLAYS:
+            for _, t, c in containers(objects(overlay)):
+                ports = c.get("ports", [])
+                declared = {p.get("name") for p in ports} | {p["containerPort"] for p in ports}
+                for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+                    if kind not in c:
+                        continue
+                    probe = c[kind]
+                    action = next(probe[k] for k in ("httpGet", "grpc", "tcpSocket") if k in probe)
+                    self.assertIn(action["port"], declared, "%s %s %s" % (overlay, c["name"], kind))
+                if "livenessProbe" in c:
+                    self.assertIn("startupProbe", c, "%s: %s has liveness without a startup "
+                                  "probe: a slow model load would be killed" % (overlay, c["name"]))
+                    self.assertNotEqual(c["livenessProbe"].get("httpGet", {}).get("path"),
+                                        "/metrics")
+                if binary(c) == "weft-worker":
+                    s = c["startupProbe"]
+                    budget = (s.get("initialDelaySeconds", 0) +
+                              s.get("periodSeconds", 10) * s.get("failureThreshold", 3))
+                    self.assertGreaterEqual(budget, WORKER_STARTUP_BUDGET_S,
+                                            "%s %s" % (overlay, c["name"]))
+                    self.assertEqual(c["readinessProbe"]["httpGet"]["path"], "/readyz")
+                    self.assertEqual(c["livenessProbe"]["httpGet"]["path"], "/livez")
+                    self.assertEqual(s["httpGet"]["path"], "/startupz")
+
+    def test_workers_reach_the_not_ready_scheduler(self):
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            services = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
+            sched = [c for _, _, c in containers(objs) if binary(c) == "weft-scheduler"]
+            self.assertEqual(len(sched), 1)
+            worker_port = int(flag_map(sched[0]["args"])["--worker_port"])
+            for _, _, c in containers(objs):
+                if binary(c) != "weft-worker":
+                    continue
+                host, port = flag_map(c["args"])["--scheduler"].rsplit(":", 1)
+                svc = services.get(host.split(".")[0])
+                self.assertIsNotNone(svc, "%s: --scheduler=%s is no Service" % (overlay, host))
+                self.assertTrue(svc["spec"].get("publishNotReadyAddresses"),
+                                "%s: %s must publish the scheduler before it is ready (it becomes "
+                                "ready only once a worker attached)" % (overlay, host))
+                sp = next(p for p in svc["spec"]["ports"] if p["port"] == int(port))
+                named = {p.get("name"): p["containerPort"] for p in sched[0]["ports"]}
+                self.assertEqual(named.get(sp["targetPort"], sp["targetPort"]), worker_port)
+
+    def test_model_is_fetched_where_it_is_read(self):
+        models_txt = open(os.path.join(testlib.runfiles_dir(), "tools", "models.txt")).read()
+        name, size, sha, src = next(l.split() for l in models_txt.splitlines()
+                                    if l.strip() and not l.startswith("#"))
+        for overlay in OVERLAYS:
+            for _, t, c in containers(objects(overlay)):
+                if binary(c) not in ("weft-scheduler", "weft-worker"):
+                    continue
+                model = flag_map(c["args"])["--model"]
+                mount = next(m for m in c["volumeMounts"] if model.startswith(m["mountPath"] + "/"))
+                inits = [i for i in t["spec"].get("initContainers", [])
+                         if any(m["name"] == mount["name"] for m in i.get("volumeMounts", []))]
+                self.assertEqual(len(inits), 1, "%s %s: one initContainer fills %s"
+                                 % (overlay, c["name"], mount["name"]))
+                init = inits[0]
+                imount = next(m for m in init["volumeMounts"] if m["name"] == mount["name"])
+                env = {e["name"]: e.get("value") for e in init.get("env", [])}
+                dest = flag_map(init["args"])["--dest"]
+                self.assertEqual(dest, imount["mountPath"] + model[len(mount["mountPath"]):])
+                self.assertEqual(os.path.basename(model), name)
+                self.assertEqual(env["MODEL_SOURCE"], src)
+                self.assertEqual(env["MODEL_SHA256"], sha)
+
+    def test_model_label_is_served_and_scaled_on(self):
+        adapter = yaml.safe_load(open(os.path.join(K8S, "monitoring",
+                                                   "prometheus-adapter-values.yaml")))
+        served = {r["name"]["as"] for r in adapter["rules"]["external"]}
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            sched = [(t, c) for _, t, c in containers(objs) if binary(c) == "weft-scheduler"][0]
+            model = sched[0]["metadata"]["labels"]["model"]
+            self.assertEqual(flag_map(sched[1]["args"])["--model_name"], model)
+            for _, t, c in containers(objs):
+                self.assertEqual(t["metadata"]["labels"]["model"], model)
+            hpas = [o for o in objs if o["kind"] == "HorizontalPodAutoscaler"]
+            self.assertEqual(len(hpas), 1, overlay)
+            ref = hpas[0]["spec"]["scaleTargetRef"]
+            self.assertTrue(any(o["kind"] == ref["kind"] and o["metadata"]["name"] == ref["name"]
+                                for o in objs))
+            for m in hpas[0]["spec"]["metrics"]:
+                self.assertEqual(m["type"], "External")
+                self.assertEqual(m["external"]["metric"]["selector"]["matchLabels"],
+                                 {"model": model})
+                self.assertIn(m["external"]["metric"]["name"], served)
+
+    def test_pdbs_let_nodes_drain_beside_the_hpa_minimum(self):
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            hpa_min = min(o["spec"].get("minReplicas", 1) for o in objs
+                          if o["kind"] == "HorizontalPodAutoscaler")
+            pdbs = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
+            self.assertEqual(len(pdbs), 2, overlay)
+            for pdb in pdbs:
+                s = pdb["spec"]
+                if "minAvailable" in s:
+                    self.assertLess(int(s["minAvailable"]), hpa_min, "%s: %s blocks drains"
+                                    % (overlay, pdb["metadata"]["name"]))
+                else:
+                    self.assertGreaterEqual(int(s["maxUnavailable"]), 1)
+
+    def test_grace_periods_exceed_drain_timeouts(self):
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            sched_t, sched_c = [(t, c) for _, t, c in containers(objs)
+                                if binary(c) == "weft-scheduler"][0]
+            flags = flag_map(sched_c["args"])
+            self.assertGreater(sched_t["spec"]["terminationGracePeriodSeconds"],
+                               float(flags["--drain_timeout_s"]))
+            # The scheduler's --worker_drain_timeout_s (wired at merge) bounds a worker's drain;
+            # until then its documented default, 60 s.
+            worker_drain = float(flags.get("--worker_drain_timeout_s", 60))
+            for _, t, c in containers(objs):
+                if binary(c) == "weft-worker":
+                    self.assertGreater(t["spec"]["terminationGracePeriodSeconds"], worker_drain)
+
+    def test_gpu_ranks_request_one_gpu_each(self):
+        for overlay in OVERLAYS:
+            for _, t, c in containers(objects(overlay)):
+                f = flag_map(c.get("args", []))
+                if f.get("--backend") == "cuda":
+                    self.assertEqual(str(c["resources"]["limits"]["nvidia.com/gpu"]), "1")
+                    self.assertEqual(c["image"].split(":")[0], "weft-gpu")
+                    ranks = [flag_map(x["args"]).get("--rank") for x in t["spec"]["containers"]]
+                    self.assertEqual(len(set(ranks)), len(ranks), "distinct ranks in a pod")
+                elif binary(c) in ("weft-scheduler", "weft-worker"):
+                    self.assertNotIn("nvidia.com/gpu", c["resources"].get("limits", {}))
+
+    def test_monitors_select_the_metrics_ports(self):
+        mon = {o["kind"]: o for o in objects("monitoring")}
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            sm = mon["ServiceMonitor"]["spec"]
+            svcs = [o for o in objs if o["kind"] == "Service"
+                    and selects(sm["selector"]["matchLabels"], o["metadata"]["labels"])]
+            self.assertEqual(len(svcs), 1, overlay)
+            self.assertTrue(svcs[0]["spec"].get("publishNotReadyAddresses"))
+            self.assertIn(sm["endpoints"][0]["port"], [p["name"] for p in svcs[0]["spec"]["ports"]])
+            pm = mon["PodMonitor"]["spec"]
+            ports = {e["port"] for e in pm["podMetricsEndpoints"]}
+            for _, t, c in containers(objs):
+                if binary(c) == "weft-worker":
+                    self.assertTrue(selects(pm["selector"]["matchLabels"], t["metadata"]["labels"]))
+                    mp = int(flag_map(c["args"])["--metrics_port"])
+                    name = next(p["name"] for p in c["ports"] if p["containerPort"] == mp)
+                    self.assertIn(name, ports, "%s %s" % (overlay, c["name"]))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scheduler", required=True)
+    ap.add_argument("--worker", required=True)
+    ARGS, rest = ap.parse_known_args()
+    sys.argv[1:] = rest
+    testlib.main()

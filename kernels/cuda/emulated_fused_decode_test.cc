@@ -1,0 +1,165 @@
+// The fused decode kernels' own source run on the CPU by the host emulation
+// (testing/host_emulation.h), against the kernels they replace, also emulated, and the
+// CPU twins:
+//   RopeKvKernel (rope_kv.cu) == RopeKernel (elementwise.cu) on q and k, then
+//     WritePagedKvKernel (paged_kv.cu): the same q bits and KV pool bytes;
+//   GemvKernel<kSwiGlu> (quant.cu) == GemvKernel into fp32 then SwiGluKernel
+//     (elementwise.cu): the same activation bits; and close to GemvReference.
+// The GPU tests (rope_kv_test, quant_test) repeat the comparisons on the hardware,
+// whose expf/sincos differ from the host's.
+#define WEFT_CUDA_HOST_EMULATION 1
+#include "kernels/cuda/testing/host_emulation.h"
+// The kernels under test, textually (their launch code is compiled out).
+#include "kernels/cuda/elementwise.cu"
+#include "kernels/cuda/paged_kv.cu"
+#include "kernels/cuda/quant.cu"
+#include "kernels/cuda/rope_kv.cu"
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "common/ggml_types.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/quant_repack.h"
+#include "kernels/cuda/testing/random_weights.h"
+
+namespace weft::kernels::cuda {
+namespace {
+
+struct RopeCase {
+  RopeStyle style;
+  int32_t head_dim, rot_dim, block_size;
+  KvDtype dtype;
+};
+
+template <typename KvT>
+void RunRopeKv(const RopeCase& c) {
+  const int32_t q_heads = 4, kv_heads = 2, tokens = 9, num_blocks = 4;
+  const int64_t width = int64_t{q_heads + 2 * kv_heads} * c.head_dim;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> val(0.0f, 2.0f);
+  std::vector<float> qkv(tokens * width);
+  for (float& x : qkv) x = val(rng);
+  std::vector<int32_t> pos(tokens);
+  std::vector<int64_t> slots(tokens);
+  for (int32_t t = 0; t < tokens; ++t) {
+    pos[t] = static_cast<int32_t>(rng() % 5000);
+    slots[t] = t == 4 ? -1 : (t * 5 + 3) % (num_blocks * c.block_size);  // distinct, one pad
+  }
+  std::vector<double> inv(c.rot_dim / 2);
+  RopeInvFreq(10000.0f, c.rot_dim, inv.data());
+  const int64_t half = int64_t{kv_heads} * c.block_size * c.head_dim;
+  const int32_t es = KvElementBytes(c.dtype);
+  const bool int8 = c.dtype == KvDtype::kInt8;
+  const int64_t block_bytes = 2 * half * es + (int8 ? 2 * (half / 8) * 2 : 0);
+  auto view = [&](std::vector<uint8_t>& pool) {
+    PagedKvView v;
+    v.k = pool.data();
+    v.v = pool.data() + half * es;
+    if (int8) {
+      v.k_scale = reinterpret_cast<uint16_t*>(pool.data() + 2 * half * es);
+      v.v_scale = v.k_scale + half / 8;
+    }
+    v.block_stride = block_bytes / es;
+    v.scale_block_stride = block_bytes / 2;
+    v.block_size = c.block_size;
+    v.num_kv_heads = kv_heads;
+    v.head_dim = c.head_dim;
+    v.dtype = c.dtype;
+    return v;
+  };
+  // Separate kernels: RoPE on q and k in place, then the KV write.
+  std::vector<float> ref = qkv;
+  std::vector<uint8_t> ref_pool(block_bytes * num_blocks, 0x5a);
+  const PagedKvView rv = view(ref_pool);
+  const RopeTarget qt{ref.data(), width, q_heads};
+  const RopeTarget kt{ref.data() + q_heads * c.head_dim, width, kv_heads};
+  EmulateLaunch(dim3(tokens), dim3(kRopeThreads), 0, [&] {
+    RopeKernel(c.style, pos.data(), inv.data(), c.rot_dim, c.head_dim, qt, kt);
+  });
+  EmulateLaunch(dim3(tokens), dim3(kWriteThreads), 0, [&] {
+    WritePagedKvKernel<KvT>(rv, ref.data() + q_heads * c.head_dim,
+                            ref.data() + (q_heads + kv_heads) * c.head_dim, width, slots.data());
+  });
+  // Fused.
+  std::vector<float> got = qkv;
+  std::vector<uint8_t> got_pool(block_bytes * num_blocks, 0x5a);
+  RopeKvArgs a;
+  a.qkv = got.data();
+  a.stride = width;
+  a.num_heads = q_heads;
+  a.num_tokens = tokens;
+  a.positions = pos.data();
+  a.slot_mapping = slots.data();
+  a.inv_freq = inv.data();
+  a.rot_dim = c.rot_dim;
+  a.style = c.style;
+  const PagedKvView gv = view(got_pool);
+  EmulateLaunch(dim3(tokens), dim3(kThreads), 0, [&] { RopeKvKernel<KvT>(a, gv); });
+  EXPECT_EQ(got_pool, ref_pool);
+  for (int32_t t = 0; t < tokens; ++t) {
+    for (int64_t e = 0; e < width; ++e) {
+      const bool q = e < int64_t{q_heads} * c.head_dim;
+      ASSERT_EQ(got[t * width + e], q ? ref[t * width + e] : qkv[t * width + e])
+          << "token " << t << " elem " << e;
+    }
+  }
+}
+
+TEST(EmulatedFusedDecodeTest, RopeKvSameBitsAsRopeThenWrite) {
+  RunRopeKv<__nv_bfloat16>({RopeStyle::kNormal, 64, 64, 16, KvDtype::kBf16});
+  RunRopeKv<__half>({RopeStyle::kNeox, 64, 64, 16, KvDtype::kF16});
+  RunRopeKv<int8_t>({RopeStyle::kNeox, 128, 128, 16, KvDtype::kInt8});
+  RunRopeKv<int8_t>({RopeStyle::kNormal, 128, 32, 7, KvDtype::kInt8});
+  RunRopeKv<__nv_bfloat16>({RopeStyle::kNeox, 128, 64, 16, KvDtype::kBf16});
+}
+
+template <WeightType kType>
+void RunGemvSwiGlu(GgmlType type, int64_t n, int64_t k, int32_t m) {
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(type, n, k, 41);
+  RepackedMatrix r;
+  ASSERT_TRUE(RepackForGemv(kType, bytes.data(), RowBytes(type, k), n, k, &r));
+  std::mt19937 rng(6);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<__nv_bfloat16> x(m * k);
+  std::vector<float> xf(m * k);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = __float2bfloat16_rn(val(rng));
+    xf[i] = __bfloat162float(x[i]);
+  }
+  GemvWeights w{kType, r.qs.data(), r.d.data(), r.m.empty() ? nullptr : r.m.data(), n, k};
+  const int64_t ffn = n / 2;
+  const unsigned grid_all = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
+  const unsigned grid_half = static_cast<unsigned>((ffn + kGemvWarps - 1) / kGemvWarps);
+  // Separate: GEMV into fp32, then SwiGLU to bf16.
+  std::vector<float> gu(m * n);
+  std::vector<__nv_bfloat16> want(m * ffn), got(m * ffn);
+  EmulateLaunch(dim3(grid_all), dim3(kGemvWarps * 32), 0, [&] {
+    GemvKernel<kType, false>(w, x.data(), k, m, gu.data(), n, false, nullptr, 0);
+  });
+  EmulateLaunch(dim3(1), dim3(kEltThreads), 0, [&] {
+    SwiGluKernel(gu.data(), gu.data() + ffn, n, m, ffn, want.data(), ActDtype::kBf16, ffn);
+  });
+  EmulateLaunch(dim3(grid_half), dim3(kGemvWarps * 32), 0, [&] {
+    GemvKernel<kType, true>(w, x.data(), k, m, nullptr, 0, false, got.data(), ffn);
+  });
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(__bfloat16_as_ushort(got[i]), __bfloat16_as_ushort(want[i])) << i;
+  }
+  // And the GEMV itself is the reference GEMV (a sanity check of the emulated run).
+  std::vector<float> ref(m * n);
+  GemvReference(r, xf.data(), k, m, ref.data(), n);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_NEAR(gu[i], ref[i], 2e-3 + 1e-4 * std::fabs(ref[i])) << i;
+  }
+}
+
+TEST(EmulatedFusedDecodeTest, GemvSwiGluSameBitsAsGemvThenSwiGlu) {
+  RunGemvSwiGlu<WeightType::kQ4_1>(GgmlType::kQ4_1, 96, 576, 3);
+  RunGemvSwiGlu<WeightType::kQ8_0>(GgmlType::kQ8_0, 64, 256, 4);
+  RunGemvSwiGlu<WeightType::kQ4_0>(GgmlType::kQ4_0, 50, 128, 1);
+}
+
+}  // namespace
+}  // namespace weft::kernels::cuda

@@ -1,0 +1,137 @@
+// The CUDA sampling kernels' own source (sampling.cu: history marks, then the 512-thread
+// per-row kernel with its radix descents over private shared-memory bins) run on the CPU
+// by the host emulation (testing/host_emulation.h), against the host Sampler
+// (worker/sampler.h): the tokens must be equal, every row, and the counts left zero —
+// the GPU test sampling_test's claim, checked here without a GPU.
+#define WEFT_CUDA_HOST_EMULATION 1
+#include "kernels/cuda/testing/host_emulation.h"
+// The kernels under test, textually (the launch code is compiled out).
+#include "kernels/cuda/sampling.cu"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/sampler.h"
+
+namespace weft::kernels::cuda {
+namespace {
+
+struct Row {
+  std::vector<float> logits;
+  std::vector<int32_t> prompt, output;
+  SamplerParams params;
+};
+
+std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab) {
+  const int32_t n = static_cast<int32_t>(rows.size());
+  std::vector<float> logits;
+  std::vector<RowSamplingParams> params;
+  std::vector<int32_t> history;
+  std::vector<int64_t> offsets = {0};
+  for (const Row& r : rows) {
+    logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+    RowSamplingParams p;
+    p.temperature = r.params.temperature;
+    p.top_k = r.params.top_k;
+    p.top_p = r.params.top_p;
+    p.min_p = r.params.min_p;
+    p.repetition_penalty = r.params.repetition_penalty;
+    p.presence_penalty = r.params.presence_penalty;
+    p.frequency_penalty = r.params.frequency_penalty;
+    p.sample_index = r.params.sample_index;
+    p.seed = r.params.seed;
+    p.output_index = static_cast<int32_t>(r.output.size());
+    p.num_prompt = static_cast<int32_t>(r.prompt.size());
+    params.push_back(p);
+    history.insert(history.end(), r.prompt.begin(), r.prompt.end());
+    history.insert(history.end(), r.output.begin(), r.output.end());
+    offsets.push_back(static_cast<int64_t>(history.size()));
+  }
+  history.push_back(0);  // never empty
+  std::vector<float> work(static_cast<size_t>(n) * vocab);
+  std::vector<int32_t> counts(static_cast<size_t>(n) * vocab, 0), tokens(n, -7);
+  SampleArgs a;
+  a.logits = logits.data();
+  a.logits_stride = vocab;
+  a.num_rows = n;
+  a.vocab = vocab;
+  a.params = params.data();
+  a.history = history.data();
+  a.history_offsets = offsets.data();
+  a.work = work.data();
+  a.counts = counts.data();
+  a.tokens = tokens.data();
+  EmulateLaunch(dim3(8, n), dim3(kMarkThreads), 0, [&] { MarkHistoryKernel(a); });
+  EmulateLaunch(dim3(n), dim3(kThreads), kBinBytes, [&] { SampleKernel(a); });
+  for (int32_t c : counts) EXPECT_EQ(c, 0) << "counts must be left zero";
+  return tokens;
+}
+
+std::vector<int32_t> HostTokens(const std::vector<Row>& rows, int32_t vocab) {
+  Sampler sampler(vocab);
+  std::vector<int32_t> out;
+  for (const Row& r : rows) {
+    SampleResult res;
+    const absl::Status s = sampler.Sample(r.params, r.logits, r.prompt, r.output, &res);
+    out.push_back(s.ok() ? res.token : -1);
+  }
+  return out;
+}
+
+std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, bool ties) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> val(0.0f, 3.0f);
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  std::vector<SamplerParams> kinds(9);
+  kinds[0].temperature = 0;
+  kinds[2].temperature = 0.8f, kinds[2].top_k = 5;
+  kinds[3].top_p = 0.5f;
+  kinds[4].temperature = 0.9f, kinds[4].top_p = 0.95f;
+  kinds[5].min_p = 0.05f;
+  kinds[6].top_k = 40, kinds[6].top_p = 0.9f, kinds[6].min_p = 0.02f;
+  kinds[7].repetition_penalty = 0.8f, kinds[7].presence_penalty = 0.5f,
+  kinds[7].frequency_penalty = 0.25f;
+  kinds[8].repetition_penalty = 1.3f, kinds[8].temperature = 0;
+  std::vector<Row> rows;
+  for (int32_t i = 0; i < n; ++i) {
+    Row r;
+    r.params = kinds[i % kinds.size()];
+    r.params.seed = (uint64_t{rng()} << 32) | rng();
+    r.params.sample_index = static_cast<int32_t>(rng() % 4);
+    r.logits.resize(vocab);
+    for (float& x : r.logits) x = ties ? std::round(val(rng)) : val(rng) / 2.0f;
+    if (i % 5 == 1) r.logits[tok(rng)] = std::numeric_limits<float>::quiet_NaN();
+    if (i % 7 == 2) r.logits[tok(rng)] = -std::numeric_limits<float>::infinity();
+    for (int32_t j = 0; j < static_cast<int32_t>(rng() % 12); ++j) r.prompt.push_back(tok(rng));
+    for (int32_t j = 0; j < static_cast<int32_t>(rng() % 12); ++j) r.output.push_back(tok(rng));
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+TEST(EmulatedSamplingTest, MatchesHostSampler) {
+  for (int32_t vocab : {97, 1500}) {
+    const std::vector<Row> rows = MakeRows(vocab, 18, 5 + vocab, false);
+    EXPECT_EQ(EmulatedTokens(rows, vocab), HostTokens(rows, vocab)) << "vocab " << vocab;
+  }
+}
+
+TEST(EmulatedSamplingTest, TiesBreakToTheLowerId) {
+  const std::vector<Row> rows = MakeRows(700, 18, 9, true);
+  EXPECT_EQ(EmulatedTokens(rows, 700), HostTokens(rows, 700));
+}
+
+TEST(EmulatedSamplingTest, NoFiniteLogitGivesMinusOne) {
+  Row r;
+  r.logits.assign(100, -std::numeric_limits<float>::infinity());
+  r.logits[3] = std::numeric_limits<float>::quiet_NaN();
+  Row g = r;
+  g.params.temperature = 0;
+  EXPECT_EQ(EmulatedTokens({r, g}, 100), (std::vector<int32_t>{-1, -1}));
+}
+
+}  // namespace
+}  // namespace weft::kernels::cuda

@@ -1,0 +1,106 @@
+// Test doubles for the public APIs' plumbing (services_test, http_server_test):
+//
+// ByteEncoder: a prompt's bytes are its token ids; chat is UNIMPLEMENTED unless
+//   `chat` is set (then the messages' contents, concatenated).
+// FakeEngine: an EngineInterface that records what it is given (submissions with their
+//   outboxes, cancelled keys, worker messages) so a test can play the planning thread:
+//   push responses into a submission's outbox and finish it. `reject_` makes Submit fail
+//   RESOURCE_EXHAUSTED (a full queue).
+//
+// Thread-safety: FakeEngine's members are guarded by mu_; tests read them under it or
+// through WaitFor. Test-only.
+#ifndef WEFT_SCHEDULER_SERVICE_TESTING_FAKE_ENGINE_H_
+#define WEFT_SCHEDULER_SERVICE_TESTING_FAKE_ENGINE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "scheduler/service/engine_interface.h"
+#include "scheduler/service/validation.h"
+
+namespace weft::testing {
+
+class ByteEncoder : public PromptEncoder {
+ public:
+  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
+    std::vector<int32_t> ids;
+    for (unsigned char c : text) ids.push_back(c);
+    return ids;
+  }
+  absl::StatusOr<std::vector<int32_t>> EncodeChat(
+      const weft::v1::ChatPrompt& prompt) const override {
+    if (!chat) return absl::UnimplementedError("no chat");
+    std::vector<int32_t> ids;
+    for (const auto& m : prompt.messages()) {
+      for (unsigned char c : m.content()) ids.push_back(c);
+    }
+    return ids;
+  }
+  bool chat = false;
+};
+
+class FakeEngine : public EngineInterface {
+ public:
+  absl::Status Submit(Submission s) override {
+    MutexLock l(&mu_);
+    if (reject_) return absl::ResourceExhaustedError("queue full");
+    subs_.push_back(std::move(s));
+    cv_.SignalAll();
+    return absl::OkStatus();
+  }
+  void Cancel(int64_t key) override {
+    MutexLock l(&mu_);
+    cancelled_.push_back(key);
+    cv_.SignalAll();
+  }
+  void OnWorkerMessage(const std::shared_ptr<WorkerHandle>& w, weft::v1::WorkerMessage m) override {
+    MutexLock l(&mu_);
+    if (m.has_hello()) {
+      hello_ = m.hello();
+      worker_ = w;
+      ++hellos_;
+    } else {
+      results_.push_back(m.result());
+    }
+    cv_.SignalAll();
+  }
+  void OnWorkerGone(const std::shared_ptr<WorkerHandle>&) override {
+    MutexLock l(&mu_);
+    ++gone_;
+    cv_.SignalAll();
+  }
+  weft::v1::ModelInfo ModelInfo() const override {
+    weft::v1::ModelInfo m;
+    m.set_name("fake");
+    return m;
+  }
+  // Waits (bounded) until pred() holds.
+  template <typename P>
+  bool WaitFor(P pred) {
+    MutexLock l(&mu_);
+    const absl::Time end = absl::Now() + absl::Seconds(20);
+    while (!pred()) {
+      if (absl::Now() > end) return false;
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+    }
+    return true;
+  }
+
+  Mutex mu_;
+  CondVar cv_;
+  bool reject_ = false;
+  std::vector<Submission> subs_;
+  std::vector<int64_t> cancelled_;
+  weft::v1::WorkerHello hello_;
+  std::shared_ptr<WorkerHandle> worker_;
+  std::vector<weft::v1::StepResult> results_;
+  int hellos_ = 0;
+  int gone_ = 0;
+};
+
+}  // namespace weft::testing
+
+#endif  // WEFT_SCHEDULER_SERVICE_TESTING_FAKE_ENGINE_H_

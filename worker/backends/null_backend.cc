@@ -1,0 +1,247 @@
+#include "worker/backends/null_backend.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/shard_layout.h"
+#include "common/status_macros.h"
+#include "common/tokenizer.h"
+#include "glog/logging.h"
+
+namespace weft {
+namespace {
+
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Sleeps until `deadline` on CLOCK_MONOTONIC (absolute: an early wake-up resumes the
+// same wait, and the step never ends before it).
+void SleepUntil(const timespec& deadline) {
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr) == EINTR) {
+  }
+}
+
+timespec MonotonicAfter(absl::Duration d) {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const int64_t ns = absl::ToInt64Nanoseconds(d) + now.tv_nsec;
+  now.tv_sec += ns / 1000000000;
+  now.tv_nsec = ns % 1000000000;
+  return now;
+}
+
+}  // namespace
+
+absl::Status NullBackendOptions::Validate() const {
+  if (block_size < 1 || block_size > 1024) {
+    return absl::InvalidArgumentError("block size must be in 1..1024");
+  }
+  if (num_kv_blocks < 0) return absl::InvalidArgumentError("--num_kv_blocks must be >= 0");
+  if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
+    return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
+  }
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of world size ", world_size));
+  }
+  if (step_time < absl::ZeroDuration() || step_time > absl::Seconds(60)) {
+    return absl::InvalidArgumentError("--null_step_ms must be in [0, 60000]");
+  }
+  if (!(eos_probability >= 0 && eos_probability <= 1)) {
+    return absl::InvalidArgumentError("--null_eos_probability must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+NullBackend::NullBackend(const NullBackendOptions& options, const LlamaConfig& config,
+                         int32_t num_kv_blocks, std::vector<int32_t> eog)
+    : options_(options), config_(config), num_kv_blocks_(num_kv_blocks), eog_(std::move(eog)) {
+  is_eog_.assign(config_.vocab_size, false);
+  for (int32_t t : eog_) is_eog_[t] = true;
+}
+
+absl::StatusOr<std::unique_ptr<NullBackend>> NullBackend::Create(
+    const GgufFile& file, const NullBackendOptions& options) {
+  WEFT_RETURN_IF_ERROR(options.Validate());
+  WEFT_ASSIGN_OR_RETURN(const LlamaConfig config, LlamaConfig::FromGguf(file));
+  std::vector<int32_t> eog;
+  if (options.eog_token_ids.has_value()) {
+    eog = *options.eog_token_ids;
+  } else if (auto tok = Tokenizer::FromGguf(file); tok.ok()) {
+    eog = (*tok)->eog_ids();
+  } else {
+    LOG(WARNING) << "null backend: no tokenizer in the model (" << tok.status().message()
+                 << "): no end-of-generation ids are known";
+  }
+  for (int32_t t : eog) {
+    if (t < 0 || t >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("end-of-generation id ", t,
+                                                     " outside the vocabulary"));
+    }
+  }
+  std::sort(eog.begin(), eog.end());
+  eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
+  if (static_cast<int32_t>(eog.size()) >= config.vocab_size) {
+    return absl::InvalidArgumentError("every token is an end-of-generation token");
+  }
+  if (options.eos_probability > 0 && eog.empty()) {
+    return absl::InvalidArgumentError(
+        "--null_eos_probability needs an end-of-generation token (the model has none)");
+  }
+  int32_t blocks = options.num_kv_blocks;
+  if (blocks == 0) {
+    WEFT_ASSIGN_OR_RETURN(const ShardLayout layout,
+                          ComputeShardLayout(config.num_heads, config.num_kv_heads,
+                                             config.ffn_size, config.vocab_size,
+                                             options.world_size, options.rank));
+    KvCacheOptions kv;
+    kv.num_layers = config.num_layers;
+    kv.num_kv_heads = layout.num_kv_heads();
+    kv.head_dim = config.head_dim;
+    kv.block_size = options.block_size;
+    kv.num_blocks = 1;
+    kv.dtype = options.kv_dtype;
+    WEFT_RETURN_IF_ERROR(kv.Validate());
+    const int64_t n = options.kv_memory_bytes / kv.BytesPerBlock();
+    if (n < 1) return absl::InvalidArgumentError("KV budget is less than one block");
+    blocks = static_cast<int32_t>(std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
+  }
+  auto b = std::unique_ptr<NullBackend>(new NullBackend(options, config, blocks, std::move(eog)));
+  LOG(INFO) << "null backend: no model arithmetic; " << b->kernels();
+  return b;
+}
+
+std::string NullBackend::kernels() const {
+  return absl::StrCat("none (step ", absl::FormatDuration(options_.step_time), ", ",
+                      options_.device_sampling ? "device" : "host", " sampling, eos p=",
+                      options_.eos_probability, ")");
+}
+
+int32_t NullBackend::NextToken(int32_t last_token, int32_t position) const {
+  const uint64_t h = Mix64((uint64_t{static_cast<uint32_t>(last_token)} << 32) |
+                           static_cast<uint32_t>(position));
+  if (options_.eos_probability > 0 &&
+      static_cast<double>(h >> 11) * 0x1.0p-53 < options_.eos_probability) {
+    return eog_[0];
+  }
+  int32_t t = static_cast<int32_t>(Mix64(h) % static_cast<uint64_t>(config_.vocab_size));
+  while (is_eog_[t]) t = (t + 1) % config_.vocab_size;
+  return t;
+}
+
+absl::Status NullBackend::Validate(const ForwardBatch& batch) const {
+  const int64_t bs = options_.block_size;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int64_t n = static_cast<int64_t>(seq.token_ids.size());
+    const int64_t end = int64_t{seq.start_pos} + n;
+    if (n == 0 || seq.start_pos < 0 || end > config_.context_length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", s, ": chunk of ", n, " tokens at position ", seq.start_pos,
+          " (need 1 or more tokens within the context length ", config_.context_length, ")"));
+    }
+    for (int32_t id : seq.token_ids) {
+      if (id < 0 || id >= config_.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", s, ": token id ", id, " outside the vocabulary"));
+      }
+    }
+    const int64_t blocks_needed = (end + bs - 1) / bs;
+    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table of ",
+                                                     seq.block_table.size(), " blocks, ",
+                                                     blocks_needed, " needed"));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      if (seq.block_table[b] < 0 || seq.block_table[b] >= num_kv_blocks_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", s, ": block id ", seq.block_table[b], " out of range"));
+      }
+    }
+    if (seq.num_logits < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": negative num_logits"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NullBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
+  const timespec deadline = MonotonicAfter(options_.step_time);
+  WEFT_RETURN_IF_ERROR(Validate(batch));
+  row_tokens_.clear();
+  out->row_sequence.clear();
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int32_t n = static_cast<int32_t>(seq.token_ids.size());
+    const int32_t k = seq.num_logit_rows();
+    for (int32_t i = n - k; i < n; ++i) {
+      row_tokens_.push_back(NextToken(seq.token_ids[i], seq.start_pos + i));
+      out->row_sequence.push_back(static_cast<int32_t>(s));
+    }
+  }
+  WriteLogits(out);
+  ++num_forwards_;
+  num_rows_ += out->num_rows;
+  if (options_.step_time > absl::ZeroDuration()) SleepUntil(deadline);
+  return absl::OkStatus();
+}
+
+void NullBackend::WriteLogits(ForwardOutput* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  const size_t rows = row_tokens_.size();
+  out->vocab_size = config_.vocab_size;
+  out->num_rows = static_cast<int32_t>(rows);
+  std::vector<float>& logits = out->logits;
+  if (logits.data() != filled_ || logits.size() != filled_size_) {
+    // Not the buffer filled last step: its contents are unknown.
+    std::fill(logits.begin(), logits.end(), kNegInf);
+    hot_.assign(logits.size() / vocab, -1);
+  }
+  if (logits.size() < rows * vocab) {
+    // Grows in steps of 64 rows (a handful of reallocations up to the largest batch);
+    // resize keeps the existing rows and fills the new ones with -inf.
+    const size_t want_rows = (rows + 63) / 64 * 64;
+    logits.resize(want_rows * vocab, kNegInf);
+    hot_.resize(want_rows, -1);
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const int32_t t = row_tokens_[r];
+    if (hot_[r] == t) continue;
+    if (hot_[r] >= 0) logits[r * vocab + hot_[r]] = kNegInf;
+    logits[r * vocab + t] = 0.0f;
+    hot_[r] = t;
+  }
+  filled_ = logits.data();
+  filled_size_ = logits.size();
+}
+
+absl::Status NullBackend::CopyBlock(int32_t src, int32_t dst) {
+  if (src < 0 || src >= num_kv_blocks_ || dst < 0 || dst >= num_kv_blocks_) {
+    return absl::InvalidArgumentError(absl::StrCat("block copy ", src, " -> ", dst,
+                                                   " outside [0, ", num_kv_blocks_, ")"));
+  }
+  ++num_block_copies_;
+  return absl::OkStatus();
+}
+
+absl::Status NullBackend::SampleOnDevice(absl::Span<const SampleRequest> requests,
+                                         std::vector<int32_t>* tokens) {
+  tokens->clear();
+  if (!options_.device_sampling) return absl::UnimplementedError("device sampling is off");
+  for (const SampleRequest& q : requests) {
+    if (q.row < 0 || q.row >= static_cast<int32_t>(row_tokens_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no logits row ", q.row));
+    }
+    tokens->push_back(row_tokens_[q.row]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft
