@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/plan/step_plan.h"
 #include "glog/logging.h"
-#include "scheduler/service/services.h"
 
 namespace weft {
 namespace {
@@ -137,7 +136,7 @@ void Engine::OnWorkerMessage(const std::shared_ptr<WorkerHandle>& worker,
   // The loop has stopped: nobody will ever answer this worker (typically one that
   // re-attached during shutdown). End its stream now, or the server's Shutdown would
   // wait for it until its deadline.
-  worker->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler stopping"));
+  worker->Close(absl::UnavailableError("scheduler stopping"));
 }
 
 void Engine::OnWorkerGone(const std::shared_ptr<WorkerHandle>& worker) { Push(GoneEvent{worker}); }
@@ -183,13 +182,13 @@ void Engine::Loop() {
   // Stopping: end whatever is still open, including the calls whose events the inbox
   // still held (nothing is queued after stop_).
   for (Event& e : events) {
-    const grpc::Status stopping(grpc::StatusCode::UNAVAILABLE, "scheduler stopping");
+    const absl::Status stopping = absl::UnavailableError("scheduler stopping");
     if (auto* s = std::get_if<SubmitEvent>(&e)) s->submission.outbox->Finish(stopping);
     if (auto* m = std::get_if<MessageEvent>(&e)) m->worker->Close(stopping);
   }
   AbortAll(FinishReason::kUnavailable, absl::Now());
   for (auto& [name, rs] : replicas_) {
-    for (auto& h : rs.ranks) h->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler stopping"));
+    for (auto& h : rs.ranks) h->Close(absl::UnavailableError("scheduler stopping"));
   }
   MutexLock l(&mu_);
   unfinished_ = 0;
@@ -226,7 +225,7 @@ void Engine::HandleSubmit(Submission& s, absl::Time now) {
   auto id = core_->AddRequest(SpecFrom(s.request, s.deadline), now);
   if (!id.ok()) {
     metrics_->ByStatus(absl::StatusCodeToString(id.status().code())).Increment();
-    s.outbox->Finish(ToGrpcStatus(id.status()));
+    s.outbox->Finish(id.status());
     return;
   }
   ActiveRequest ar;
@@ -245,7 +244,7 @@ void Engine::HandleHello(const std::shared_ptr<WorkerHandle>& w, const weft::v1:
                          absl::Time now) {
   HelloOutcome out = registry_.OnHello(w, h, now);
   for (auto& old : out.displaced) {
-    old->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "displaced by a newer process for the same rank"));
+    old->Close(absl::UnavailableError("displaced by a newer process for the same rank"));
   }
   if (!out.displaced_replica.empty() && replicas_.count(out.displaced_replica) > 0) {
     Fence(out.displaced_replica, "a rank re-attached", {}, now);
@@ -257,7 +256,7 @@ void Engine::HandleHello(const std::shared_ptr<WorkerHandle>& w, const weft::v1:
     weft::v1::SchedulerMessage m;
     m.mutable_reject()->set_reason(reason);
     handle->Send(std::move(m));
-    handle->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, reason));
+    handle->Close(absl::FailedPreconditionError(reason));
   };
   for (auto& loser : out.losers) reject(loser, out.losers_reason);
   if (out.kind == HelloOutcome::kRejected) {
@@ -276,7 +275,7 @@ void Engine::HandleHello(const std::shared_ptr<WorkerHandle>& w, const weft::v1:
   if (!id.ok()) {
     LOG(ERROR) << "cannot add replica '" << r.name << "': " << id.status();
     FenceOutcome f = registry_.Fence(r.name);
-    for (auto& handle : f.other_ranks) handle->Close(ToGrpcStatus(id.status()));
+    for (auto& handle : f.other_ranks) handle->Close(id.status());
     return;
   }
   ReplicaState rs;
@@ -381,7 +380,7 @@ void Engine::Fence(const std::string& name, const std::string& reason,
   LOG(WARNING) << "fencing replica '" << name << "': " << reason;
   metrics_->Fenced(reason.substr(0, reason.find(':'))).Increment();
   for (auto& h : other_ranks) {
-    h->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("replica fenced: ", reason)));
+    h->Close(absl::UnavailableError(absl::StrCat("replica fenced: ", reason)));
   }
   DropReplica(it, now);
 }

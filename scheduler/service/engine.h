@@ -120,7 +120,7 @@ class Engine : public EngineInterface {
     bool got_first_token = false;
     // Set when the engine ended the stream itself (slow reader): the status the client
     // gets, counted instead of the core's finish reason.
-    std::optional<grpc::Status> ended_with;
+    std::optional<absl::Status> ended_with;
   };
   struct InFlightPlan {
     int64_t step_id = 0;

@@ -25,7 +25,7 @@ void Engine::HandleDrainRequest(const std::shared_ptr<WorkerHandle>& w,
     LOG(INFO) << "worker stream " << w->id() << " (" << w->peer()
               << ") asks to drain but serves no replica: released";
     w->Send(DrainStatusMessage(/*done=*/true, 0));
-    w->Close(grpc::Status::OK);
+    w->Close(absl::OkStatus());
     return;
   }
   if (!drains_.Begin(rs->name, now)) return;  // already draining
@@ -67,7 +67,7 @@ void Engine::FinishDrain(const std::string& name, bool timed_out, absl::Time now
   }
   for (auto& h : ranks) {
     h->Send(DrainStatusMessage(/*done=*/true, requeued));
-    h->Close(grpc::Status::OK);
+    h->Close(absl::OkStatus());
   }
 }
 

@@ -40,7 +40,7 @@ template <typename Message>
 class FakeTransport : public WriteTarget<Message> {
  public:
   using OnWrite = std::function<void(const Message&)>;
-  using OnEnd = std::function<void(const grpc::Status&)>;
+  using OnEnd = std::function<void(const absl::Status&)>;
 
   FakeTransport(WriteQueue<Message>* queue, OnWrite on_write, OnEnd on_end)
       : queue_(queue), on_write_(std::move(on_write)), on_end_(std::move(on_end)) {
@@ -55,19 +55,19 @@ class FakeTransport : public WriteTarget<Message> {
     pending_ = m;
     cv_.SignalAll();
   }
-  void FinishCall(const grpc::Status& s) override {
+  void FinishCall(const absl::Status& s) override {
     MutexLock l(&mu_);
     finish_ = s;
     finished_ = true;
     cv_.SignalAll();
   }
-  void CancelCall(const grpc::Status&) override {}
+  void CancelCall(const absl::Status&) override {}
 
  private:
   void Run() {
     while (true) {
       const Message* m = nullptr;
-      grpc::Status end;
+      absl::Status end;
       {
         MutexLock l(&mu_);
         while (pending_ == nullptr && !finished_) cv_.Wait(&mu_);
@@ -91,7 +91,7 @@ class FakeTransport : public WriteTarget<Message> {
   CondVar cv_;
   const Message* pending_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status finish_ ABSL_GUARDED_BY(mu_);
+  absl::Status finish_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
@@ -102,7 +102,7 @@ class FakeRank {
       : engine_(engine), rank_(rank), handle_(std::make_shared<WorkerHandle>(id, "fake")) {
     transport_ = std::make_unique<FakeTransport<grpc::ByteBuffer>>(
         handle_.get(), [this](const grpc::ByteBuffer& b) { Answer(b); },
-        [this](const grpc::Status&) { engine_->OnWorkerGone(handle_); });
+        [this](const absl::Status&) { engine_->OnWorkerGone(handle_); });
     weft::v1::WorkerMessage m;
     weft::v1::WorkerHello* h = m.mutable_hello();
     h->set_model_fingerprint("fp");
@@ -118,7 +118,7 @@ class FakeRank {
   // The stream breaks (as WorkerReactor::OnCancel reports it).
   void Break() {
     engine_->OnWorkerGone(handle_);
-    handle_->Close(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+    handle_->Close(absl::CancelledError("cancelled"));
   }
 
  private:
@@ -166,19 +166,19 @@ class FakeClient {
           MutexLock l(&mu_);
           tokens_ += r.token_ids_size();
         },
-        [this](const grpc::Status& st) {
+        [this](const absl::Status& st) {
           MutexLock l(&mu_);
           status_ = st;
           ended_ = true;
         });
     if (absl::Status st = engine_->Submit(std::move(s)); !st.ok()) {
-      outbox_->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(st.message())));
+      outbox_->Finish(absl::UnavailableError(std::string(st.message())));
     }
   }
   // The client goes away (as ResponseReactor::OnCancel reports it).
   void Cancel() {
     engine_->Cancel(key_);
-    outbox_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+    outbox_->Finish(absl::CancelledError("cancelled"));
   }
   int tokens() {
     MutexLock l(&mu_);
@@ -188,7 +188,7 @@ class FakeClient {
     MutexLock l(&mu_);
     return ended_;
   }
-  grpc::Status status() {
+  absl::Status status() {
     MutexLock l(&mu_);
     return status_;
   }
@@ -201,7 +201,7 @@ class FakeClient {
   Mutex mu_;
   int tokens_ ABSL_GUARDED_BY(mu_) = 0;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 class EngineInboxTest : public ::testing::Test {
@@ -275,7 +275,7 @@ TEST_F(EngineInboxTest, ConcurrentClientsOnTwoReplicasOneOfThemTensorParallel) {
   SubmitConcurrently(/*threads=*/4, /*each=*/6);
   ASSERT_TRUE(Eventually([&] { return AllEnded(); }));
   for (size_t i = 0; i < clients_.size(); ++i) {
-    EXPECT_TRUE(clients_[i]->status().ok()) << i << ": " << clients_[i]->status().error_message();
+    EXPECT_TRUE(clients_[i]->status().ok()) << i << ": " << clients_[i]->status();
   }
   EXPECT_EQ(engine_->num_replicas(), 2) << "no replica was fenced";
   int tokens = 0;
@@ -297,8 +297,8 @@ TEST_F(EngineInboxTest, CancelsAndABrokenReplicaRaceWithSteps) {
   breaker.join();
   ASSERT_TRUE(Eventually([&] { return AllEnded(); }));
   for (size_t i = 0; i < clients_.size(); ++i) {
-    const grpc::StatusCode code = clients_[i]->status().error_code();
-    EXPECT_TRUE(code == grpc::StatusCode::OK || code == grpc::StatusCode::CANCELLED) << i;
+    const absl::StatusCode code = clients_[i]->status().code();
+    EXPECT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kCancelled) << i;
   }
   EXPECT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; }));
   EXPECT_TRUE(Eventually([&] { return metrics_.kv_blocks_used.Value() == 0; }));
@@ -312,8 +312,8 @@ TEST_F(EngineInboxTest, StopWhileStreamsRunEndsEveryStream) {
   stopper.join();
   ASSERT_TRUE(Eventually([&] { return AllEnded(); }));
   for (auto& c : clients_) {
-    const grpc::StatusCode code = c->status().error_code();
-    EXPECT_TRUE(code == grpc::StatusCode::OK || code == grpc::StatusCode::UNAVAILABLE) << code;
+    const absl::StatusCode code = c->status().code();
+    EXPECT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kUnavailable) << code;
   }
 }
 

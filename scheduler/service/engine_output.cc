@@ -8,19 +8,18 @@
 namespace weft {
 namespace {
 
-grpc::Status StatusForReason(FinishReason reason) {
+absl::Status StatusForReason(FinishReason reason) {
   switch (reason) {
     case FinishReason::kCancelled:
-      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+      return absl::CancelledError("cancelled");
     case FinishReason::kDeadline:
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
+      return absl::DeadlineExceededError("deadline exceeded");
     case FinishReason::kUnavailable:
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "no live replica could finish the request");
+      return absl::UnavailableError("no live replica could finish the request");
     case FinishReason::kError:
-      return grpc::Status(grpc::StatusCode::INTERNAL, "a worker failed while running the request");
+      return absl::InternalError("a worker failed while running the request");
     default:
-      return grpc::Status::OK;
+      return absl::OkStatus();
   }
 }
 
@@ -105,16 +104,14 @@ void Engine::Deliver(absl::Time now) {
       const bool gone = ar.outbox->Closed();
       (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
       if (!gone) {
-        ar.ended_with = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                     "stream buffer full: the client is not reading");
+        ar.ended_with = absl::ResourceExhaustedError("stream buffer full: the client is not reading");
         ar.outbox->Abort(*ar.ended_with);
       }
     }
     if (out.request_finished) {
-      const grpc::Status st = ar.ended_with.value_or(StatusForReason(out.finish_reason));
+      const absl::Status st = ar.ended_with.value_or(StatusForReason(out.finish_reason));
       metrics_->Finished(std::string(FinishReasonApiName(out.finish_reason))).Increment();
-      metrics_->ByStatus(absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())))
-          .Increment();
+      metrics_->ByStatus(absl::StatusCodeToString(st.code())).Increment();
       metrics_->e2e_latency.Observe(Secs(now - ar.arrival));
       if (out.usage && out.usage->first_scheduled_time != absl::InfiniteFuture()) {
         metrics_->queue_time.Observe(Secs(out.usage->first_scheduled_time - ar.arrival));
@@ -144,8 +141,8 @@ void Engine::CheckTimers(absl::Time now) {
   }
   if (now - last_stall_check_ < absl::Milliseconds(100)) return;
   last_stall_check_ = now;
-  const grpc::Status stalled(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                             "client did not read its stream in time");
+  const absl::Status stalled =
+      absl::ResourceExhaustedError("client did not read its stream in time");
   // The largest per-stream buffer, sampled here (every 100 ms) rather than every loop:
   // reading it locks each open stream.
   size_t buffered = 0;
@@ -180,7 +177,7 @@ void Engine::AbortAll(FinishReason reason, absl::Time now) {
   for (RequestId id : ids) (void)core_->AbortRequest(id, reason, now);
   Deliver(now);
   // Anything the core no longer knows still gets its stream ended.
-  for (auto& [id, ar] : requests_) ar.outbox->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopping"));
+  for (auto& [id, ar] : requests_) ar.outbox->Finish(absl::UnavailableError("server stopping"));
   requests_.clear();
   by_key_.clear();
 }

@@ -184,16 +184,15 @@ class CallChannel final : public WriteTarget<weft::v1::GenerateResponse> {
     pending_ = response;
     Wake();
   }
-  void FinishCall(const grpc::Status& status) override ABSL_LOCKS_EXCLUDED(mu_) {
+  void FinishCall(const absl::Status& status) override ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     finished_ = true;
-    status_ =
-        absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+    status_ = status;
     Wake();
   }
   // The slow-reader guard: a write stuck behind a client that does not read fails at
   // once when the socket is shut down.
-  void CancelCall(const grpc::Status&) override ABSL_LOCKS_EXCLUDED(mu_) {
+  void CancelCall(const absl::Status&) override ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     if (socket_ >= 0) ::shutdown(socket_, SHUT_RDWR);
   }
@@ -382,7 +381,7 @@ class HttpGeneration {
     const std::shared_ptr<Outbox> outbox = call_->outbox();
     if (!ended_) {
       call_->Cancel();
-      outbox->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client closed the connection"));
+      outbox->Finish(absl::CancelledError("the client closed the connection"));
     }
     channel_->DetachSocket();
     outbox->OnCallDone();

@@ -24,16 +24,16 @@ void ResponseReactor::WriteMessage(const weft::v1::GenerateResponse* response) {
   StartWrite(&buffer_);
 }
 
-void ResponseReactor::FinishCall(const grpc::Status& status) { Finish(status); }
+void ResponseReactor::FinishCall(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
 
-void ResponseReactor::CancelCall(const grpc::Status& status) { CancelServerCall(context_, status); }
+void ResponseReactor::CancelCall(const absl::Status& status) { CancelServerCall(context_, status); }
 
 void ResponseReactor::OnWriteDone(bool ok) { outbox_->OnWriteDone(ok); }
 
 void ResponseReactor::OnCancel() {
   if (!cancelled_.exchange(true) && on_cancel_) on_cancel_();
   // A cancelled call must still be finished by the server.
-  outbox_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  outbox_->Finish(absl::CancelledError("cancelled"));
 }
 
 void ResponseReactor::OnDone() {

@@ -52,8 +52,8 @@ class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // WriteTarget. Only the outbox calls these, one write at a time, so buffer_ needs no
   // lock: it stays untouched until the next WriteMessage.
   void WriteMessage(const weft::v1::GenerateResponse* response) override;
-  void FinishCall(const grpc::Status& status) override;
-  void CancelCall(const grpc::Status& status) override;
+  void FinishCall(const absl::Status& status) override;
+  void CancelCall(const absl::Status& status) override;
 
  private:
   std::shared_ptr<Outbox> outbox_;

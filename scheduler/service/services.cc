@@ -8,11 +8,6 @@
 
 namespace weft {
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 absl::StatusOr<std::string> SingleMetadata(const grpc::CallbackServerContext& context,
                                            absl::string_view key) {
   const auto range =
@@ -34,7 +29,7 @@ absl::Status GenerationService::CheckToken(const grpc::CallbackServerContext& co
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Reject(
-    const grpc::Status& status) {
+    const absl::Status& status) {
   auto outbox = std::make_shared<Outbox>(1024);
   auto* reactor = new ResponseReactor(outbox, nullptr, nullptr);
   outbox->Finish(status);
@@ -47,19 +42,19 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   // Before the request's bytes are even parsed: an unauthenticated caller costs nothing.
   if (absl::Status s = CheckToken(*context); !s.ok()) {
     frontend_->CountRejection(s);
-    return Reject(ToGrpcStatus(s));
+    return Reject(s);
   }
   weft::v1::GenerateRequest request;
   if (absl::Status s = ParseMessage(*raw_request, &request); !s.ok()) {
     frontend_->CountRejection(s);
-    return Reject(ToGrpcStatus(s));
+    return Reject(s);
   }
   CallContext call_context;
   call_context.arrival = arrival;
   absl::StatusOr<std::string> model = SingleMetadata(*context, kModelMetadataKey);
   if (!model.ok()) {
     frontend_->CountRejection(model.status());
-    return Reject(ToGrpcStatus(model.status()));
+    return Reject(model.status());
   }
   call_context.model_header = std::move(*model);
   const auto dl = context->deadline();
@@ -67,7 +62,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     call_context.deadline = absl::FromChrono(dl);
   }
   auto started = frontend_->Start(request, call_context);
-  if (!started.ok()) return Reject(ToGrpcStatus(started.status()));
+  if (!started.ok()) return Reject(started.status());
   // The reactor's callbacks share the call; gRPC deletes the reactor (and so gives the
   // slot back) after OnDone.
   std::shared_ptr<GenerateFrontend::Call> call = std::move(*started);

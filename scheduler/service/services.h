@@ -43,7 +43,7 @@ class GenerationService final
 
  private:
   // A reactor that ends the call at once with `status` (already counted).
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* Reject(const grpc::Status& status);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Reject(const absl::Status& status);
   // The bearer token from the authorization metadata.
   absl::Status CheckToken(const grpc::CallbackServerContext& context) const;
 
@@ -65,9 +65,6 @@ class WorkerControlService final
   EngineInterface* const engine_;
   std::atomic<int64_t> next_id_{1};
 };
-
-// Status helpers: absl -> grpc, in exactly one place.
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // The single value of metadata `key` ("" when absent); INVALID_ARGUMENT when it is given
 // more than once.

@@ -63,7 +63,7 @@ class ServicesTest : public ::testing::Test {
   void ExpectSubmittedAndEnd(size_t n) {
     ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == n; }));
     MutexLock l(&engine_.mu_);
-    engine_.subs_.back().outbox->Finish(grpc::Status::OK);
+    engine_.subs_.back().outbox->Finish(absl::OkStatus());
   }
 
   ByteEncoder encoder_;
@@ -94,7 +94,7 @@ TEST_F(ServicesTest, StreamsWhatTheEnginePushesInOrder) {
     r.add_token_ids(i);
     ASSERT_TRUE(out->Push(r));
   }
-  out->Finish(grpc::Status::OK);
+  out->Finish(absl::OkStatus());
   weft::v1::GenerateResponse r;
   int n = 0;
   while (reader->Read(&r)) EXPECT_EQ(r.token_ids(0), n++);
@@ -227,7 +227,7 @@ TEST_F(ServicesTest, AbortEndsACallWhoseClientNeverReads) {
   ASSERT_TRUE(engine_.WaitFor([&] { return outbox->Stalled(absl::Now(), absl::Milliseconds(200)); }));
   EXPECT_EQ(gen_->open_streams(), 1);
 
-  outbox->Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not reading"));
+  outbox->Abort(absl::ResourceExhaustedError("not reading"));
   EXPECT_TRUE(engine_.WaitFor([&] { return gen_->open_streams() == 0; })) << "the call never ended";
   EXPECT_TRUE(outbox->Done());
   EXPECT_FALSE(outbox->Push(resp));
@@ -265,7 +265,7 @@ TEST_F(ServicesTest, WorkerStreamClosedDuringAWriteThatFailsStillEnds) {
   weft::v1::SchedulerMessage big;
   big.mutable_reject()->set_reason(std::string(1 << 20, 'x'));
   ASSERT_TRUE(w->Send(big));  // its write starts at once and stays pending
-  w->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "replica fenced"));
+  w->Close(absl::UnavailableError("replica fenced"));
   ctx.TryCancel();
   ASSERT_TRUE(engine_.WaitFor([&] { return engine_.gone_ == 1; }));
 
@@ -383,7 +383,7 @@ TEST(ServicesAuthTest, TokensAreCheckedBeforeAnyWork) {
     if (authorization == "Bearer tok-1" && req.model().empty()) {
       EXPECT_TRUE(engine.WaitFor([&] { return engine.subs_.size() == 1; }));
       MutexLock l(&engine.mu_);
-      engine.subs_.back().outbox->Finish(grpc::Status::OK);
+      engine.subs_.back().outbox->Finish(absl::OkStatus());
     }
     weft::v1::GenerateResponse r;
     while (reader->Read(&r)) {
@@ -470,7 +470,7 @@ TEST_F(ServicesTest, WorkerAttachesRunsPlansAndReattachesAfterClose) {
     MutexLock l(&engine_.mu_);
     engine_.worker_ = nullptr;
   }
-  w->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "fenced"));
+  w->Close(absl::UnavailableError("fenced"));
   ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr && engine_.gone_ >= 1; }));
   EXPECT_EQ(exec.detaches.load(), 1);
   client.Stop();
@@ -513,7 +513,7 @@ TEST_F(ServicesTest, WorkerThatCannotStartServingReattachesButARejectIsFinal) {
   weft::v1::SchedulerMessage reject;
   reject.mutable_reject()->set_reason("model fingerprint differs");
   ASSERT_TRUE(w->Send(reject));
-  w->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "model fingerprint differs"));
+  w->Close(absl::FailedPreconditionError("model fingerprint differs"));
   t.join();
   EXPECT_THAT(run_status, StatusIs(absl::StatusCode::kFailedPrecondition)) << run_status;
   EXPECT_NE(run_status.message().find("fingerprint"), std::string::npos) << run_status;

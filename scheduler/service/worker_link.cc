@@ -34,8 +34,7 @@ void WorkerReactor::OnReadDone(bool ok) {
     // The worker half-closed, the stream broke, or it sent bytes that are not a
     // WorkerMessage: the worker is gone either way.
     Gone();
-    handle_->Close(ok ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "not a WorkerMessage")
-                      : grpc::Status::OK);
+    handle_->Close(ok ? absl::InvalidArgumentError("not a WorkerMessage") : absl::OkStatus());
     return;
   }
   on_message_(handle_, std::move(message));
@@ -49,7 +48,7 @@ void WorkerReactor::OnWriteDone(bool ok) {
 
 void WorkerReactor::OnCancel() {
   Gone();
-  handle_->Close(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  handle_->Close(absl::CancelledError("cancelled"));
 }
 
 void WorkerReactor::OnDone() {
@@ -60,9 +59,9 @@ void WorkerReactor::OnDone() {
 
 void WorkerReactor::WriteMessage(const grpc::ByteBuffer* message) { StartWrite(message); }
 
-void WorkerReactor::FinishCall(const grpc::Status& status) { Finish(status); }
+void WorkerReactor::FinishCall(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
 
-void WorkerReactor::CancelCall(const grpc::Status& status) { CancelServerCall(context_, status); }
+void WorkerReactor::CancelCall(const absl::Status& status) { CancelServerCall(context_, status); }
 
 void WorkerReactor::Gone() {
   if (!gone_reported_.exchange(true)) on_gone_(handle_);

@@ -41,7 +41,7 @@ class WorkerHandle : public WriteQueue<grpc::ByteBuffer> {
   bool Send(const grpc::ByteBuffer& encoded) { return Push(encoded); }
   bool Send(const weft::v1::SchedulerMessage& message) { return Send(Encode(message)); }
   // Ends the stream with `status` after the messages queued before.
-  void Close(const grpc::Status& status) { Finish(status); }
+  void Close(const absl::Status& status) { Finish(status); }
   bool Gone() const { return Closed(); }
 
  private:
@@ -68,8 +68,8 @@ class WorkerReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
 
   // WriteTarget.
   void WriteMessage(const grpc::ByteBuffer* message) override;
-  void FinishCall(const grpc::Status& status) override;
-  void CancelCall(const grpc::Status& status) override;
+  void FinishCall(const absl::Status& status) override;
+  void CancelCall(const absl::Status& status) override;
 
  private:
   void Gone();

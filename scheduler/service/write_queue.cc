@@ -7,11 +7,16 @@
 
 namespace weft {
 
-void CancelServerCall(grpc::CallbackServerContext* context, const grpc::Status& status) {
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+void CancelServerCall(grpc::CallbackServerContext* context, const absl::Status& status) {
   if (context == nullptr) return;
-  grpc_call_cancel_with_status(context->c_call(),
-                               static_cast<grpc_status_code>(status.error_code()),
-                               status.error_message().c_str(), nullptr);
+  const std::string message(status.message());
+  grpc_call_cancel_with_status(context->c_call(), static_cast<grpc_status_code>(status.code()),
+                               message.c_str(), nullptr);
 }
 
 template <typename Message>
@@ -30,7 +35,7 @@ bool WriteQueue<Message>::Push(Message message) {
 }
 
 template <typename Message>
-void WriteQueue<Message>::Finish(const grpc::Status& status) {
+void WriteQueue<Message>::Finish(const absl::Status& status) {
   {
     MutexLock lock(&mu_);
     if (finish_requested_ || done_) return;
@@ -42,7 +47,7 @@ void WriteQueue<Message>::Finish(const grpc::Status& status) {
 }
 
 template <typename Message>
-void WriteQueue<Message>::Abort(const grpc::Status& status) {
+void WriteQueue<Message>::Abort(const absl::Status& status) {
   std::shared_ptr<WriteTarget<Message>> target;
   {
     MutexLock lock(&mu_);
@@ -140,7 +145,7 @@ template <typename Message>
 void WriteQueue<Message>::Pump() {
   std::shared_ptr<WriteTarget<Message>> target;
   const Message* to_write = nullptr;
-  grpc::Status status;
+  absl::Status status;
   {
     MutexLock lock(&mu_);
     if (target_ == nullptr || done_ || write_in_flight_ || finish_started_) return;

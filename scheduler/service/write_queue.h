@@ -15,6 +15,8 @@
 // The call is reached through WriteTarget, the transport boundary: the gRPC reactors and
 // the HTTP call implement it, and tests drive a WriteQueue with a fake target, no gRPC
 // threads.
+// Statuses are absl::Status everywhere on this side; a gRPC target translates once, at
+// the RPC edge (ToGrpcStatus), an HTTP one through its API's error table.
 // Ownership: the queue outlives the call (held by shared_ptr by whoever writes); after
 // the call is done, Push and Finish are harmless no-ops. The queue holds its target from
 // Attach until OnCallDone (see Attach for targets that gRPC owns).
@@ -27,6 +29,7 @@
 #include <limits>
 #include <memory>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "grpcpp/server_context.h"
@@ -46,10 +49,10 @@ class WriteTarget {
   virtual void WriteMessage(const Message* message) = 0;
   // Ends the call with `status`; called once, with no write in flight. The target calls
   // the queue's OnCallDone once the call is over.
-  virtual void FinishCall(const grpc::Status& status) = 0;
+  virtual void FinishCall(const absl::Status& status) = 0;
   // Cancels the call in the transport (a pending write then completes not ok); called
   // only while a write is in flight.
-  virtual void CancelCall(const grpc::Status& status) = 0;
+  virtual void CancelCall(const absl::Status& status) = 0;
 };
 
 // A target the queue must not own: a gRPC reactor, which gRPC deletes after OnDone. The
@@ -60,8 +63,10 @@ std::shared_ptr<WriteTarget<Message>> NotOwned(WriteTarget<Message>* target) {
   return std::shared_ptr<WriteTarget<Message>>(std::shared_ptr<void>(), target);
 }
 
-// A WriteTarget's CancelCall for a callback server call (null: nothing to cancel).
-void CancelServerCall(grpc::CallbackServerContext* context, const grpc::Status& status);
+// The gRPC edge. The one translation of a status to gRPC's (same codes, same message).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+// A gRPC WriteTarget's CancelCall for a callback server call (null: nothing to cancel).
+void CancelServerCall(grpc::CallbackServerContext* context, const absl::Status& status);
 
 // What the byte cap counts of a message.
 inline size_t WireBytes(const weft::v1::GenerateResponse& m) { return m.ByteSizeLong(); }
@@ -83,11 +88,11 @@ class WriteQueue {
   bool Push(Message message) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the call with `status` once everything queued before is written (see
   // Options::error_drops_queued).
-  void Finish(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void Finish(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the call with error `status` now: queued messages are dropped and a pending
   // write is cut short by cancelling the call in the transport (the client then sees
   // `status` where the trailers still get through, else a cancellation).
-  void Abort(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void Abort(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   // True when messages have waited longer than `timeout` without a write completing.
   bool Stalled(absl::Time now, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -126,7 +131,7 @@ class WriteQueue {
   bool cancelling_ ABSL_GUARDED_BY(mu_) = false;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+  absl::Status finish_status_ ABSL_GUARDED_BY(mu_);
   absl::Time oldest_unwritten_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 

@@ -8,10 +8,15 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::IsOk;
+using ::weft::testing::StatusIs;
 
 weft::v1::GenerateResponse Make(weft::v1::GenerateResponse*, int i) {
   weft::v1::GenerateResponse r;
@@ -44,13 +49,13 @@ class FakeCall : public WriteTarget<Message> {
     write_pending = true;
     cv_.SignalAll();
   }
-  void FinishCall(const grpc::Status& s) override {
+  void FinishCall(const absl::Status& s) override {
     MutexLock l(&mu_);
     ++finishes;
     status = s;
     cv_.SignalAll();
   }
-  void CancelCall(const grpc::Status&) override {
+  void CancelCall(const absl::Status&) override {
     MutexLock l(&mu_);
     ++cancels;
   }
@@ -70,7 +75,7 @@ class FakeCall : public WriteTarget<Message> {
   bool write_pending ABSL_GUARDED_BY(mu_) = false;
   int finishes ABSL_GUARDED_BY(mu_) = 0;
   int cancels ABSL_GUARDED_BY(mu_) = 0;
-  grpc::Status status ABSL_GUARDED_BY(mu_);
+  absl::Status status ABSL_GUARDED_BY(mu_);
 };
 
 template <typename Message>
@@ -93,7 +98,7 @@ TYPED_TEST(WriteQueueTest, WritesOneAtATimeInOrderThenFinishesOnce) {
   q.Attach(this->call_);
   ASSERT_TRUE(q.Push(this->M(2)));
   ASSERT_TRUE(q.Push(this->M(3)));
-  q.Finish(grpc::Status::OK);
+  q.Finish(absl::OkStatus());
   EXPECT_FALSE(q.Push(this->M(4)));  // after the finish was asked for
   {
     MutexLock l(&call.mu_);
@@ -106,7 +111,7 @@ TYPED_TEST(WriteQueueTest, WritesOneAtATimeInOrderThenFinishesOnce) {
   MutexLock l(&call.mu_);
   EXPECT_EQ(call.written, (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(call.finishes, 1);
-  EXPECT_TRUE(call.status.ok());
+  EXPECT_THAT(call.status, IsOk());
 }
 
 // The defect that WorkerHandle had after Outbox was fixed: a close (here the cancel
@@ -118,13 +123,13 @@ TYPED_TEST(WriteQueueTest, CloseDuringAWriteThatFailsStillFinishesTheCall) {
   q.Attach(this->call_);
   ASSERT_TRUE(q.Push(this->M(1)));
   ASSERT_TRUE(q.Push(this->M(2)));
-  q.Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  q.Finish(absl::CancelledError("cancelled"));
   q.OnWriteDone(false);  // the call broke under the write
   {
     MutexLock l(&call.mu_);
     EXPECT_EQ(call.written, std::vector<int>{1});  // the rest is dropped
     EXPECT_EQ(call.finishes, 1);
-    EXPECT_EQ(call.status.error_code(), grpc::StatusCode::CANCELLED);
+    EXPECT_THAT(call.status, StatusIs(absl::StatusCode::kCancelled));
   }
   q.OnCallDone();
   EXPECT_TRUE(q.Done());
@@ -142,7 +147,7 @@ TYPED_TEST(WriteQueueTest, ErrorFinishWritesQueuedUnlessAskedToDrop) {
     q.Attach(owned);
     ASSERT_TRUE(q.Push(this->M(1)));
     ASSERT_TRUE(q.Push(this->M(2)));  // a worker's Reject, say
-    q.Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "rejected"));
+    q.Finish(absl::FailedPreconditionError("rejected"));
     q.OnWriteDone(true);
     if (!drop) q.OnWriteDone(true);
     MutexLock l(&call.mu_);
@@ -157,7 +162,7 @@ TYPED_TEST(WriteQueueTest, AbortCutsAPendingWriteShortAndFinishesAfterIt) {
   q.Attach(this->call_);
   ASSERT_TRUE(q.Push(this->M(1)));  // in flight, never completed by a client that does not read
   ASSERT_TRUE(q.Push(this->M(2)));
-  q.Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not reading"));
+  q.Abort(absl::ResourceExhaustedError("not reading"));
   {
     MutexLock l(&call.mu_);
     EXPECT_EQ(call.cancels, 1);
@@ -167,7 +172,7 @@ TYPED_TEST(WriteQueueTest, AbortCutsAPendingWriteShortAndFinishesAfterIt) {
   MutexLock l(&call.mu_);
   EXPECT_EQ(call.written, std::vector<int>{1});
   EXPECT_EQ(call.finishes, 1);
-  EXPECT_EQ(call.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(call.status, StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
 TYPED_TEST(WriteQueueTest, ByteCapAndStall) {
@@ -199,7 +204,7 @@ TYPED_TEST(WriteQueueTest, HoldsItsTargetUntilTheCallIsDone) {
   ASSERT_FALSE(target.expired());  // the queue's is the only reference
   ASSERT_TRUE(q.Push(this->M(1)));
   q.OnWriteDone(true);
-  q.Finish(grpc::Status::OK);
+  q.Finish(absl::OkStatus());
   EXPECT_FALSE(target.expired());
   q.OnCallDone();
   EXPECT_TRUE(target.expired());
@@ -225,7 +230,7 @@ TYPED_TEST(WriteQueueTest, ConcurrentProducersAndTransport) {
     });
   }
   for (std::thread& t : producers) t.join();
-  q.Finish(grpc::Status::OK);
+  q.Finish(absl::OkStatus());
   transport.join();
   EXPECT_TRUE(q.Done());
   MutexLock l(&call.mu_);
