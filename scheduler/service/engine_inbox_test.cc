@@ -12,11 +12,15 @@
 #include "common/shard_layout.h"
 #include "common/tokens_hash.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/service/engine.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 constexpr int32_t kVocab = 64;
 constexpr int32_t kEos = 63;
@@ -102,7 +106,14 @@ class FakeRank {
       : engine_(engine), rank_(rank), handle_(std::make_shared<WorkerHandle>(id, "fake")) {
     transport_ = std::make_unique<FakeTransport<grpc::ByteBuffer>>(
         handle_.get(), [this](const grpc::ByteBuffer& b) { Answer(b); },
-        [this](const absl::Status&) { engine_->OnWorkerGone(handle_); });
+        [this](const absl::Status& st) {
+          {
+            MutexLock l(&mu_);
+            ended_ = true;
+            status_ = st;
+          }
+          engine_->OnWorkerGone(handle_);
+        });
     weft::v1::WorkerMessage m;
     weft::v1::WorkerHello* h = m.mutable_hello();
     h->set_model_fingerprint("fp");
@@ -119,6 +130,15 @@ class FakeRank {
   void Break() {
     engine_->OnWorkerGone(handle_);
     handle_->Close(absl::CancelledError("cancelled"));
+  }
+  // The scheduler ended the stream; with this status.
+  bool ended() {
+    MutexLock l(&mu_);
+    return ended_;
+  }
+  absl::Status status() {
+    MutexLock l(&mu_);
+    return status_;
   }
 
  private:
@@ -145,7 +165,10 @@ class FakeRank {
   Engine* const engine_;
   const int rank_;
   const std::shared_ptr<WorkerHandle> handle_;
-  std::unique_ptr<FakeTransport<grpc::ByteBuffer>> transport_;
+  Mutex mu_;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<FakeTransport<grpc::ByteBuffer>> transport_;  // last: joined first
 };
 
 // A Generate stream: collects what the engine writes until the call ends.
@@ -315,6 +338,22 @@ TEST_F(EngineInboxTest, StopWhileStreamsRunEndsEveryStream) {
     const absl::StatusCode code = c->status().code();
     EXPECT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kUnavailable) << code;
   }
+}
+
+// A rank waiting for its peers holds a stream too: Stop ends it, as it ends the ranks of
+// admitted replicas (else the server's Shutdown waits for it until its deadline).
+TEST_F(EngineInboxTest, StopEndsTheStreamsOfRanksWaitingForTheirPeers) {
+  FakeRank* admitted = AddRank("solo", 0, 1);
+  FakeRank* waiting = AddRank("tp", 0, 2);
+  ASSERT_TRUE(Eventually([&] {
+    return engine_->num_replicas() == 1 && metrics_.worker_ranks_pending.Value() == 1;
+  }));
+  engine_->Stop();
+  const bool ended = Eventually([&] { return admitted->ended() && waiting->ended(); });
+  if (!waiting->ended()) waiting->Break();  // so that the fixture can join its transport
+  ASSERT_TRUE(ended) << "admitted " << admitted->ended() << ", waiting " << waiting->ended();
+  EXPECT_THAT(admitted->status(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(waiting->status(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 }  // namespace
