@@ -2,7 +2,8 @@
 """Runs a deploy/k8s overlay as local processes: the manifests are what runs.
 
     deploy/launch.py deploy/k8s/cpu [--bin weft-scheduler=PATH ...] [--volume NAME=DIR]
-                     [--substitute OLD=NEW] [--replicas NAME=N] [--state DIR]
+                     [--secret NAME=DIR] [--dev_certificates] [--substitute OLD=NEW]
+                     [--replicas NAME=N] [--state DIR]
 
 Renders the overlay (deploy/k8s/render.py) and starts the same topology a cluster would,
 each container a local process with the container's own command and args:
@@ -17,7 +18,11 @@ each container a local process with the container's own command and args:
     directory (emptyDir per pod, a PersistentVolumeClaim's shared by its pods — the claim
     must be defined in the overlay —, a ConfigMap's or Secret's keys written as files;
     /dev/shm stays the host's); --volume NAME=DIR puts an existing directory in place of
-    volume NAME.
+    volume NAME. A Secret the overlay does not define (made by cert-manager or kubectl in
+    a cluster) is given as a directory of its keys: --secret NAME=DIR; --dev_certificates
+    plays cert-manager: a CA made here with openssl issues each Certificate of the overlay
+    (its commonName, dnsNames plus 127.0.0.1 where the Services listen, usages) into its
+    secretName as tls.crt, tls.key and ca.crt.
   * Ports: each declared containerPort gets a free local port; an argument --X_port=N
     (any flag ending in "port") must name a declared containerPort of its pod and is
     rewritten to the local one.
@@ -25,17 +30,22 @@ each container a local process with the container's own command and args:
     selector picks, ready ones only unless publishNotReadyAddresses (as kube-proxy does:
     no endpoint, the connection is refused). "NAME[.NS[.svc[.cluster.local]]]:PORT" in
     args and env becomes the proxy's address.
-  * Probes as the kubelet runs them (httpGet, grpc, tcpSocket): the startupProbe first,
-    then liveness and readiness; a pod is ready when all its containers are. Failures
+  * Probes as the kubelet runs them (httpGet, grpc, tcpSocket, exec): the startupProbe
+    first, then liveness and readiness; a pod is ready when all its containers are. An
+    exec probe runs its command as the container's (binary, paths and Services mapped the
+    same way; 127.0.0.1:N or localhost:N, N a containerPort of the pod, becomes the local
+    port) with the container's environment, exit 0 = success. Failures
     that would make the kubelet restart a container are recorded as events (not acted
     on). --probe_time_scale shortens periods and delays (tests), thresholds unchanged.
   * Stop: SIGTERM to every container, SIGKILL after the pod's
     terminationGracePeriodSeconds.
-HorizontalPodAutoscalers, PodDisruptionBudgets, NetworkPolicies, monitors and resource
-requests (GPUs included) have no local meaning and are listed as not run.
+HorizontalPodAutoscalers, PodDisruptionBudgets, NetworkPolicies, monitors, cert-manager's
+Certificates and Issuers, Gateway API objects and resource requests (GPUs included) have
+no local meaning and are listed as not run.
 --substitute OLD=NEW replaces a whole argument (e.g. --backend=cuda=--backend=cpu runs the
 GPU overlay on CPUs), said in the output. Without --state, a temporary directory.
-Linux only; needs python3-yaml, and python3-grpcio for grpc probes.
+Linux only; needs python3-yaml, python3-grpcio for grpc probes, openssl for
+--dev_certificates.
 """
 import argparse
 import base64
@@ -63,7 +73,8 @@ NAMESPACE = "default"
 # Kinds with no process of their own (ConfigMaps, Secrets and claims become volume
 # directories).
 NOT_RUN_KINDS = {"HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy",
-                 "ServiceMonitor", "PodMonitor", "PersistentVolumeClaim", "ConfigMap", "Secret"}
+                 "ServiceMonitor", "PodMonitor", "PersistentVolumeClaim", "ConfigMap", "Secret",
+                 "Certificate", "Issuer", "ClusterIssuer", "Gateway", "GRPCRoute", "HTTPRoute"}
 LWS = "leaderworkerset.sigs.k8s.io/"
 
 
@@ -240,8 +251,6 @@ class Probe:
                 status = conn.getresponse().status
                 conn.close()
                 self.c.launcher.http_answers.setdefault((self.c.key(), path), set()).add(status)
-                if status == 404 and path in self.c.launcher.pending_probe_paths:
-                    return True  # not served by this build yet: recorded, not enforced
                 return 200 <= status < 400
             if "grpc" in s:
                 return grpc_health(pod.resolve_port(s["grpc"]["port"]),
@@ -250,9 +259,20 @@ class Probe:
                 socket.create_connection(("127.0.0.1", pod.resolve_port(s["tcpSocket"]["port"])),
                                          timeout=self.timeout).close()
                 return True
+            if "exec" in s:
+                argv = self.c.exec_argv(s["exec"]["command"])
+                r = subprocess.run(argv, env=self.c.env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   timeout=self.timeout, cwd=pod.dir)
+                self.c.launcher.exec_answers.setdefault(self.c.key(), set()).add(r.returncode)
+                self.last_output = r.stdout[-500:].decode(errors="replace")
+                return r.returncode == 0
+        except LaunchError:
+            raise
         except Exception:  # refused, reset, timeout, RpcError: a failed probe
             return False
-        raise LaunchError("%s: %s probes (exec) are not supported" % (self.c.key(), self.kind))
+        raise LaunchError("%s: %s probe: no httpGet, grpc, tcpSocket or exec"
+                          % (self.c.key(), self.kind))
 
 
 # --- pods and containers --------------------------------------------------------------------
@@ -306,11 +326,8 @@ class Container:
 
         argv = [local(a) for a in argv]
         env = {k: local(v) for k, v in env.items()}
-        exe = os.path.basename(argv[0])
-        if exe not in L.bins:
-            raise LaunchError("%s runs %s: no local binary for it (--bin %s=PATH)"
-                              % (self.key(), argv[0], exe))
-        argv[0] = L.bins[exe]
+        self._local = local
+        argv[0] = self._binary(argv[0])
         declared = {p["containerPort"] for c in pod.spec.get("containers", [])
                     for p in c.get("ports", [])}
         for i, a in enumerate(argv):
@@ -325,6 +342,30 @@ class Container:
         base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
         base.update(env)
         self.argv, self.env = argv, base
+
+    def _binary(self, path):
+        exe = os.path.basename(path)
+        if exe not in self.launcher.bins:
+            raise LaunchError("%s runs %s: no local binary for it (--bin %s=PATH)"
+                              % (self.key(), path, exe))
+        return self.launcher.bins[exe]
+
+    def exec_argv(self, command):
+        """An exec probe's command as it runs here: the binary, volume paths and Services
+        mapped as for the container, and the pod's own ports (127.0.0.1:N, localhost:N)
+        made the local ones. No $(VAR) expansion: the kubelet does none for probes."""
+        pod = self.pod
+
+        def own_port(m):
+            n = int(m.group(2))
+            if n not in pod.local_ports:
+                raise LaunchError("%s: exec probe dials %s, which no container of the pod "
+                                  "declares" % (self.key(), m.group(0)))
+            return "127.0.0.1:%d" % pod.local_ports[n]
+        argv = [re.sub(r"\b(127\.0\.0\.1|localhost):(\d+)\b", own_port, self._local(str(a)))
+                for a in command]
+        argv[0] = self._binary(argv[0])
+        return argv
 
     def start(self):
         self.prepare()
@@ -488,7 +529,7 @@ class Pod:
 
 class Launcher:
     def __init__(self, objects, bins, volumes=None, substitutions=None, replicas=None,
-                 state=None, probe_time_scale=1.0, pending_probe_paths=()):
+                 state=None, probe_time_scale=1.0, secrets=None):
         self.objects = objects
         self.bins = {"python3": sys.executable}
         self.bins.update({k: os.path.abspath(v) for k, v in bins.items()})
@@ -496,7 +537,8 @@ class Launcher:
         self.substitutions = dict(substitutions or {})
         self.replicas = dict(replicas or {})
         self.scale = probe_time_scale
-        self.pending_probe_paths = set(pending_probe_paths)
+        # Secrets made outside the overlay (cert-manager, kubectl create secret): NAME -> DIR.
+        self.secret_dirs = dict(secrets or {})
         self.own_state = state is None
         self.state = state or tempfile.mkdtemp(prefix="weft-launch-")
         os.makedirs(self.state, exist_ok=True)
@@ -506,6 +548,7 @@ class Launcher:
         self.events = []
         self.events_lock = threading.Lock()
         self.http_answers = {}
+        self.exec_answers = {}
         self.pods, self.proxies = [], {}
         volumes_only = {"ConfigMap", "PersistentVolumeClaim", "Secret"}
         self.not_run = sorted({"%s/%s" % (o["kind"], o["metadata"]["name"]) for o in objects
@@ -557,13 +600,16 @@ class Launcher:
                     with open(os.path.join(d, k), "w") as f:
                         f.write(v)
         elif "secret" in vol:
-            # For the TLS and token files of the edge flags: the Secret must be in the
-            # overlay (stringData or base64 data), or given with --volume NAME=DIR.
+            # The edge's TLS and token files: a Secret given as a directory (--secret, made
+            # outside the overlay as in a cluster), or one in the overlay (stringData or
+            # base64 data).
             sec_name = vol["secret"]["secretName"]
+            if sec_name in self.secret_dirs:
+                return self.secret_dirs[sec_name]
             sec = self.secrets.get(sec_name)
             if sec is None:
                 raise LaunchError("%s: Secret %s is not in the overlay: give its files with "
-                                  "--volume %s=DIR" % (pod.name, sec_name, name))
+                                  "--secret %s=DIR" % (pod.name, sec_name, sec_name))
             d = os.path.join(self.state, "secrets", sec_name)
             if not os.path.isdir(d):
                 os.makedirs(d)
@@ -703,6 +749,73 @@ class Launcher:
             shutil.rmtree(self.state, ignore_errors=True)
 
 
+# --- cert-manager, played with openssl ------------------------------------------------------
+
+EKU = {"server auth": "serverAuth", "client auth": "clientAuth"}
+
+
+def _openssl(*args):
+    r = subprocess.run(["openssl", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if r.returncode != 0:
+        raise LaunchError("openssl %s: %s" % (" ".join(args), r.stdout.strip()))
+
+
+class DevCA:
+    """A certificate authority made with openssl in `directory` (a development CA, as
+    deploy/k8s/edge/tls/dev-ca makes in a cluster): issues certificates as cert-manager
+    writes them into a Secret (tls.crt, tls.key, ca.crt)."""
+
+    def __init__(self, directory, name="weft-ca"):
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+        self.key, self.cert = os.path.join(directory, "ca.key"), os.path.join(directory, "ca.crt")
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                 "-nodes", "-keyout", self.key, "-out", self.cert, "-days", "2",
+                 "-subj", "/CN=" + name, "-addext", "basicConstraints=critical,CA:TRUE",
+                 "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+    def issue(self, out_dir, common_name, dns_names=(), ips=(), usages=("server auth",)):
+        """tls.crt, tls.key and ca.crt in out_dir (created); returns out_dir."""
+        os.makedirs(out_dir, exist_ok=True)
+        key, csr = os.path.join(out_dir, "tls.key"), os.path.join(out_dir, "tls.csr")
+        ext = os.path.join(out_dir, "ext.cnf")
+        sans = ["DNS:" + d for d in dns_names] + ["IP:" + i for i in ips]
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n")
+            f.write("extendedKeyUsage=%s\n" % ",".join(EKU[u] for u in usages))
+            if sans:
+                f.write("subjectAltName=%s\n" % ",".join(sans))
+        _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-keyout", key, "-out", csr, "-subj", "/CN=" + common_name)
+        _openssl("x509", "-req", "-in", csr, "-CA", self.cert, "-CAkey", self.key,
+                 "-CAcreateserial", "-days", "2", "-extfile", ext,
+                 "-out", os.path.join(out_dir, "tls.crt"))
+        shutil.copy(self.cert, os.path.join(out_dir, "ca.crt"))
+        for p in (csr, ext):
+            os.remove(p)
+        return out_dir
+
+
+def dev_certificates(objects, directory):
+    """Issues every cert-manager Certificate of `objects` from a DevCA made in
+    directory/ca: {secretName: directory of tls.crt, tls.key, ca.crt}. Server
+    certificates also carry IP 127.0.0.1, where the launcher's Services listen."""
+    ca = DevCA(os.path.join(directory, "ca"))
+    out = {}
+    for o in objects:
+        if o["kind"] != "Certificate" or o["spec"].get("isCA"):
+            continue
+        spec = o["spec"]
+        usages = [u for u in spec.get("usages", ["server auth", "client auth"]) if u in EKU]
+        dns = spec.get("dnsNames", [])
+        name = spec["secretName"]
+        out[name] = ca.issue(os.path.join(directory, name), spec.get("commonName") or
+                             (dns[0] if dns else o["metadata"]["name"]), dns,
+                             ["127.0.0.1"] if "server auth" in usages else [], usages)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -711,6 +824,10 @@ def main():
     ap.add_argument("--bin", action="append", default=[],
                     help="NAME=PATH (default: the weft binaries in bazel-bin)")
     ap.add_argument("--volume", action="append", default=[], help="NAME=DIR")
+    ap.add_argument("--secret", action="append", default=[],
+                    help="NAME=DIR: Secret NAME's keys are DIR's files")
+    ap.add_argument("--dev_certificates", action="store_true",
+                    help="issue the overlay's Certificates from a CA made here (openssl)")
     ap.add_argument("--substitute", action="append", default=[], help="OLD=NEW (whole arguments)")
     ap.add_argument("--replicas", action="append", default=[], help="WORKLOAD=N")
     ap.add_argument("--state", default=None)
@@ -727,10 +844,18 @@ def main():
         if not m:
             raise SystemExit("launch: --substitute OLD=NEW, e.g. --backend=cuda=--backend=cpu")
         subs[m.group(1)] = m.group(2)
-    launcher = Launcher(render.render(a.overlay), bins,
+    objects = render.render(a.overlay)
+    secrets = dict(s.split("=", 1) for s in a.secret)
+    state = a.state or tempfile.mkdtemp(prefix="weft-launch-")
+    if a.dev_certificates:
+        issued = dev_certificates(objects, os.path.join(state, "dev-certificates"))
+        log("dev certificates (CA %s): %s" % (os.path.join(state, "dev-certificates/ca/ca.crt"),
+                                              ", ".join(sorted(issued))))
+        secrets = dict(issued, **secrets)
+    launcher = Launcher(objects, bins,
                         volumes=dict(v.split("=", 1) for v in a.volume), substitutions=subs,
                         replicas={k: int(v) for k, v in (r.split("=", 1) for r in a.replicas)},
-                        state=a.state, probe_time_scale=a.probe_time_scale)
+                        state=state, probe_time_scale=a.probe_time_scale, secrets=secrets)
     for old, new in subs.items():
         log("substituting %s -> %s" % (old, new))
     log("not run here: " + ", ".join(launcher.not_run))

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""deploy/manifests_test.py --scheduler BIN --worker BIN: static checks of the rendered
-overlays of deploy/k8s (the schema checks are deploy/k8s/validate.sh; what runs is
+"""deploy/manifests_test.py --scheduler BIN --worker BIN --cli BIN: static checks of the
+rendered overlays of deploy/k8s, the secure ones (the edge's tls and auth components) and
+the edge's routing (the schema checks are deploy/k8s/validate.sh; what runs is
 launch_test.py).
 
 * Every overlay renders (render.py), its YAML passes yamllint (strict).
@@ -14,6 +15,17 @@ launch_test.py).
   beside the HPA's minimum; grace periods exceed the drain timeouts; every container with
   a liveness probe has a startup probe (liveness cannot kill a loading worker); GPU
   ranks request one nvidia.com/gpu each; the monitors select the metrics ports.
+* The OpenAI HTTP API: --http_port is the scheduler's declared port "http", on the public
+  Service and open in the NetworkPolicy.
+* The edge: the exec readiness probe's `weft` flags exist and it dials the pod's own
+  port; every mount names a volume; in the secure overlays every rank container of every
+  worker pod (the gpu pod's two, the LeaderWorkerSet's pods) has the worker certificate
+  (flags pointing into a mounted Secret that a Certificate with "client auth" makes), the
+  scheduler its public and attach certificates and the tokens file; the check is shown
+  to catch a rank container left out; the certificates carry the names clients check
+  (the attach Service the workers dial, the public Service). The routes match x-weft-model (or the /<model>
+  prefix) with the scheduler's --model_name and reach ports of the public Service, and
+  so do deploy/proxy's HAProxy backends.
 """
 import argparse
 import os
@@ -30,7 +42,8 @@ import testlib  # noqa: E402
 import yaml  # noqa: E402
 
 K8S = os.path.join(HERE, "k8s")
-OVERLAYS = ["cpu", "gpu", "lws"]
+OVERLAYS = ["cpu", "gpu", "lws", "cpu-secure", "gpu-secure", "lws-secure"]
+SECURE = ["cpu-secure", "gpu-secure", "lws-secure"]
 WORKER_STARTUP_BUDGET_S = 300  # a GPU model's load must fit in the startupProbe's window
 ARGS = None
 
@@ -92,22 +105,35 @@ class ManifestsTest(unittest.TestCase):
 
     def test_every_weft_flag_exists(self):
         known = {"weft-scheduler": known_flags(ARGS.scheduler),
-                 "weft-worker": known_flags(ARGS.worker)}
+                 "weft-worker": known_flags(ARGS.worker), "weft": known_flags(ARGS.cli)}
         self.assertIn("--model", known["weft-scheduler"])
         self.assertIn("--backend", known["weft-worker"])
+        self.assertIn("--tls_ca", known["weft"])
         checked = 0
         for overlay in OVERLAYS:
             for _, _, c in containers(objects(overlay)):
-                b = binary(c)
-                if b not in known:
-                    continue
-                for a in c.get("command", [])[1:] + c.get("args", []):
-                    if a.startswith("--"):
-                        checked += 1
-                        self.assertIn(a.split("=", 1)[0], known[b],
-                                      "%s: a %s container passes %s, which %s does not define"
-                                      % (overlay, b, a, b))
-        self.assertGreater(checked, 40)
+                commands = [c.get("command", []) + c.get("args", [])]
+                commands += [c[k]["exec"]["command"] for k in ("startupProbe", "livenessProbe",
+                                                               "readinessProbe")
+                             if "exec" in c.get(k, {})]
+                for argv in commands:
+                    b = os.path.basename(argv[0]) if argv else ""
+                    if b not in known:
+                        continue
+                    for a in argv[1:]:
+                        if a.startswith("--"):
+                            checked += 1
+                            self.assertIn(a.split("=", 1)[0], known[b],
+                                          "%s: %s (container %s) passes %s, which it does not "
+                                          "define" % (overlay, b, c["name"], a))
+        self.assertGreater(checked, 80)
+
+    def test_every_mount_names_a_volume(self):
+        for overlay in OVERLAYS:
+            for name, t, c in containers(objects(overlay), init=True):
+                volumes = {v["name"] for v in t["spec"].get("volumes", [])}
+                for m in c.get("volumeMounts", []):
+                    self.assertIn(m["name"], volumes, "%s: %s/%s" % (overlay, name, c["name"]))
 
     def test_services_select_pods_and_ports(self):
         for overlay in OVERLAYS:
@@ -134,6 +160,13 @@ class ManifestsTest(unittest.TestCase):
                     if kind not in c:
                         continue
                     probe = c[kind]
+                    if "exec" in probe:  # it dials the pod's own port (127.0.0.1:N)
+                        dialed = [int(p) for a in probe["exec"]["command"]
+                                  for p in re.findall(r"(?:127\.0\.0\.1|localhost):(\d+)", a)]
+                        self.assertTrue(dialed, "%s %s %s" % (overlay, c["name"], kind))
+                        for port in dialed:
+                            self.assertIn(port, declared, "%s %s %s" % (overlay, c["name"], kind))
+                        continue
                     action = next(probe[k] for k in ("httpGet", "grpc", "tcpSocket") if k in probe)
                     self.assertIn(action["port"], declared, "%s %s %s" % (overlay, c["name"], kind))
                 if "livenessProbe" in c:
@@ -277,11 +310,172 @@ class ManifestsTest(unittest.TestCase):
                     name = next(p["name"] for p in c["ports"] if p["containerPort"] == mp)
                     self.assertIn(name, ports, "%s %s" % (overlay, c["name"]))
 
+    def test_http_api_on_the_public_service_and_open(self):
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            sched_t, sched = [(t, c) for _, t, c in containers(objs)
+                              if binary(c) == "weft-scheduler"][0]
+            http = int(flag_map(sched["args"])["--http_port"])
+            self.assertEqual({p["name"]: p["containerPort"] for p in sched["ports"]}["http"], http)
+            public = [o for o in objs if o["kind"] == "Service" and
+                      not o["spec"].get("publishNotReadyAddresses") and
+                      selects(o["spec"]["selector"], sched_t["metadata"]["labels"])]
+            self.assertEqual(len(public), 1, overlay)
+            self.assertIn("http", [p.get("targetPort") for p in public[0]["spec"]["ports"]])
+            policy = [o for o in objs if o["kind"] == "NetworkPolicy" and
+                      selects(o["spec"]["podSelector"]["matchLabels"],
+                              sched_t["metadata"]["labels"])]
+            self.assertEqual(len(policy), 1, overlay)
+            open_ports = {p["port"] for rule in policy[0]["spec"]["ingress"] if "from" not in rule
+                          for p in rule["ports"]}
+            self.assertIn(http, open_ports, overlay)
+            self.assertIn(int(flag_map(sched["args"])["--port"]), open_ports, overlay)
+
+    def test_secure_overlays_give_every_rank_its_certificate(self):
+        for overlay in SECURE:
+            self.assertEqual(edge_problems(objects(overlay)), [], overlay)
+        ranks = sum(1 for _, _, c in containers(objects("gpu-secure")) if binary(c) == "weft-worker")
+        self.assertEqual(ranks, 2, "the gpu overlay's pods have two rank containers")
+
+    def test_the_certificate_check_catches_a_rank_left_out(self):
+        objs = objects("gpu-secure")
+        rank1 = [c for _, _, c in containers(objs) if binary(c) == "weft-worker"][1]
+        rank1["args"] = [a for a in rank1["args"] if not a.startswith("--worker_tls_")]
+        problems = edge_problems(objs)
+        self.assertTrue(any("rank1" in p and "--worker_tls_cert" in p for p in problems), problems)
+        # And a worker certificate that is not a client certificate.
+        objs = objects("cpu-secure")
+        cert = next(o for o in objs if o["kind"] == "Certificate" and
+                    o["spec"]["secretName"] == "weft-smollm2-worker-tls")
+        cert["spec"]["usages"] = ["server auth"]
+        self.assertTrue(any("client auth" in p for p in edge_problems(objs)))
+        # And an attach certificate for another name than the workers dial.
+        objs = objects("lws-secure")
+        cert = next(o for o in objs if o["kind"] == "Certificate" and
+                    o["spec"]["secretName"] == "weft-smollm2-attach-tls")
+        cert["spec"]["dnsNames"] = ["weft-smollm2"]
+        self.assertTrue(any("weft-smollm2-attach" in p for p in edge_problems(objs)))
+
+    def test_routes_match_the_model_and_reach_the_public_service(self):
+        base = objects("cpu")
+        routing = render.render(os.path.join(K8S, "edge", "routing"))
+        sched = [c for _, _, c in containers(base) if binary(c) == "weft-scheduler"][0]
+        model = flag_map(sched["args"])["--model_name"]
+        ports = {}
+        for svc in (o for o in base if o["kind"] == "Service"):
+            for p in svc["spec"]["ports"]:
+                ports[(svc["metadata"]["name"], p["port"])] = (svc, p.get("targetPort"))
+        gateway = next(o for o in routing if o["kind"] == "Gateway")
+        listeners = {l["name"]: l for l in gateway["spec"]["listeners"]}
+        want_port = {"GRPCRoute": "grpc", "HTTPRoute": "http"}
+        routes = [o for o in routing if o["kind"] in want_port]
+        self.assertEqual(sorted(r["kind"] for r in routes), ["GRPCRoute", "HTTPRoute"])
+        for r in routes:
+            for ref in r["spec"]["parentRefs"]:
+                self.assertEqual(ref["name"], gateway["metadata"]["name"])
+                kinds = [k["kind"] for k in listeners[ref["sectionName"]]["allowedRoutes"]["kinds"]]
+                self.assertIn(r["kind"], kinds)
+            for rule in r["spec"]["rules"]:
+                by_header = [h["value"] for m in rule["matches"] for h in m.get("headers", [])
+                             if h["name"] == "x-weft-model" and h.get("type", "Exact") == "Exact"]
+                by_path = [m["path"]["value"] for m in rule["matches"] if "path" in m]
+                self.assertTrue(by_header == [model] or by_path == ["/" + model],
+                                "%s %s: %s" % (r["kind"], r["metadata"]["name"], rule["matches"]))
+                for b in rule["backendRefs"]:
+                    svc, target = ports.get((b["name"], b["port"]), (None, None))
+                    self.assertIsNotNone(svc, "%s: %s:%s" % (r["kind"], b["name"], b["port"]))
+                    self.assertFalse(svc["spec"].get("publishNotReadyAddresses"),
+                                     "routes go to the Service that follows readiness")
+                    self.assertEqual(target, want_port[r["kind"]])
+
+    def test_proxy_backends_are_the_public_service_ports(self):
+        """deploy/proxy/models/*.cfg: backend model:<m> is the gRPC port, openai:<m> the HTTP
+        port of Service weft-<m>, and <m> is the scheduler's --model_name."""
+        base = objects("cpu")
+        sched = [c for _, _, c in containers(base) if binary(c) == "weft-scheduler"][0]
+        model = flag_map(sched["args"])["--model_name"]
+        ports = {(o["metadata"]["name"], p["port"]): p.get("targetPort") for o in base
+                 if o["kind"] == "Service" and not o["spec"].get("publishNotReadyAddresses")
+                 for p in o["spec"]["ports"]}
+        cfg = open(os.path.join(testlib.runfiles_dir(), "deploy", "proxy", "models",
+                                model + ".cfg")).read()
+        backends = re.findall(r"^backend (\S+).*\n\s+server \S+ ([\w.-]+):(\d+)", cfg, re.M)
+        want = {"model:" + model: "grpc", "openai:" + model: "http"}
+        self.assertEqual(sorted(b for b, _, _ in backends), sorted(want))
+        for backend, host, port in backends:
+            self.assertEqual(ports.get((host, int(port))), want[backend],
+                             "%s -> %s:%s" % (backend, host, port))
+
+
+def edge_problems(objs):
+    """What keeps a secure overlay from working: a rank container without the worker
+    certificate, a scheduler without its certificates or tokens, a flag pointing outside
+    the Secret it should read, a Secret no Certificate makes."""
+    made = {o["spec"]["secretName"]: o["spec"] for o in objs if o["kind"] == "Certificate"}
+    problems = []
+    served = {}  # the scheduler's --tls_cert / --worker_tls_cert: (DNS names, template, container)
+
+    def secret_file(t, c, flag, value):
+        mount = next((m for m in c.get("volumeMounts", [])
+                      if value.startswith(m["mountPath"] + "/")), None)
+        vol = mount and next((v for v in t["spec"]["volumes"] if v["name"] == mount["name"]), None)
+        if not vol or "secret" not in vol:
+            problems.append("%s %s: %s is not in a mounted Secret" % (c["name"], flag, value))
+            return None
+        return vol["secret"]["secretName"]
+
+    for name, t, c in containers(objs):
+        b = binary(c)
+        if b == "weft-worker":
+            wanted, usage = ("--worker_tls_cert", "--worker_tls_key", "--worker_tls_ca"), "client auth"
+        elif b == "weft-scheduler":
+            wanted, usage = ("--tls_cert", "--tls_key", "--worker_tls_cert", "--worker_tls_key",
+                             "--worker_tls_ca", "--auth_tokens_file"), "server auth"
+        else:
+            continue
+        flags = flag_map(c["args"])
+        for flag in wanted:
+            if flag not in flags:
+                problems.append("%s/%s (%s) lacks %s" % (name, c["name"], b, flag))
+                continue
+            secret = secret_file(t, c, flag, flags[flag])
+            if secret is None:
+                continue
+            if flag == "--auth_tokens_file":
+                if secret != "weft-api-tokens":
+                    problems.append("%s: tokens from Secret %s" % (c["name"], secret))
+            elif secret not in made:
+                problems.append("%s %s: no Certificate makes Secret %s" % (c["name"], flag, secret))
+            elif flag != "--worker_tls_ca" and usage not in made[secret].get("usages", []):
+                problems.append("%s %s: Secret %s is not a %s certificate"
+                                % (c["name"], flag, secret, usage))
+            elif flag in ("--tls_cert", "--worker_tls_cert") and b == "weft-scheduler":
+                served[flag] = (made[secret].get("dnsNames", []), t, c)
+    # The names clients check: the workers dial the attach Service by name; the public
+    # certificate names the public Service (and the exec probe's --tls_server_name).
+    for name, t, c in containers(objs):
+        if binary(c) == "weft-worker" and "--worker_tls_cert" in served:
+            host = flag_map(c["args"])["--scheduler"].rsplit(":", 1)[0]
+            if host not in served["--worker_tls_cert"][0]:
+                problems.append("%s dials %s, not a name of the attach certificate %s"
+                                % (c["name"], host, served["--worker_tls_cert"][0]))
+    if "--tls_cert" in served:
+        names, t, c = served["--tls_cert"]
+        public = [o["metadata"]["name"] for o in objs if o["kind"] == "Service" and
+                  not o["spec"].get("publishNotReadyAddresses") and
+                  selects(o["spec"]["selector"], t["metadata"]["labels"])]
+        probe = flag_map(c.get("readinessProbe", {}).get("exec", {}).get("command", []))
+        for want in public + [probe.get("--tls_server_name")]:
+            if want not in names:
+                problems.append("the public certificate's names %s lack %s" % (names, want))
+    return problems
+
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--scheduler", required=True)
     ap.add_argument("--worker", required=True)
+    ap.add_argument("--cli", required=True)
     ARGS, rest = ap.parse_known_args()
     sys.argv[1:] = rest
     testlib.main()

@@ -11,11 +11,13 @@
    image's /usr/local/cuda/lib64).
 3. In a private mount namespace (proc, tmpfs /tmp, /dev nodes, the model read-only on
    /models), as the image's user and with only the image's environment, chroot'ed:
-   the CPU image's entrypoint (weft-scheduler, with the config's args) and its
-   weft-worker serve a generation asked by the image's weft CLI; then the GPU image's
+   the CPU image's entrypoint (weft-scheduler, with the config's args, the OpenAI HTTP API
+   on) and its weft-worker serve a generation asked by the image's weft CLI, and the same
+   greedy completion asked over HTTP (POST /v1/completions); then the GPU image's
    CUDA-built weft-worker (`--helpfull` runs; no GPU here, so --backend=cpu) attaches to the
-   same scheduler as a second replica and serves a generation too. Everything stops on
-   SIGTERM with exit code 0.
+   same scheduler as a second replica with --metrics_port=0 (its /metrics, /startupz and
+   /readyz are scraped) and serves a generation too. Everything stops on SIGTERM with exit
+   code 0.
 Needs root, debootstrap, umoci, skopeo, the Debian mirror, and the default model (skips,
 exit 77, without them). Prints the durations and sizes; writes DIR/image_test.json.
 """
@@ -27,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -165,6 +168,26 @@ def metrics(port):
     return urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
 
 
+def http_status(port, path):
+    try:
+        return urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10).status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def http_completion(port, prompt):
+    """POST /v1/completions on the scheduler's HTTP API: 8 greedy tokens; returns the text."""
+    body = json.dumps({"model": "smollm2", "prompt": prompt, "max_tokens": 8,
+                       "temperature": 0}).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/completions" % port, data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        answer = json.loads(r.read())
+    if answer.get("object") != "text_completion" or answer["usage"]["completion_tokens"] != 8:
+        fail("POST /v1/completions answered %s" % answer)
+    return answer["choices"][0]["text"]
+
+
 def metric_value(text, name):
     for line in text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
@@ -277,7 +300,8 @@ def main():
         # The CPU image's entrypoint, as `docker run weft-cpu ARGS` would start it.
         sched_args = cpu.args + ["--model=/models/" + MODEL, "--model_name=smollm2",
                                  "--host=127.0.0.1", "--port=0", "--worker_port=0",
-                                 "--metrics_port=0", "--ports_file=/tmp/scheduler.json"]
+                                 "--metrics_port=0", "--http_port=0",
+                                 "--ports_file=/tmp/scheduler.json"]
         if cpu.args[0] != "/usr/local/bin/weft-scheduler":
             fail("cpu: entrypoint is %s, expected /usr/local/bin/weft-scheduler" % cpu.args)
         procs["scheduler"] = cpu.popen(sched_args, os.path.join(logs, "scheduler.log"))
@@ -290,6 +314,10 @@ def main():
              "--threads=2"], os.path.join(logs, "cpu-worker.log"))
         text = generate(cpu, ports["port"], "The capital of France is", list(procs.values()))
         log("cpu image generated: %r" % text)
+        http_text = http_completion(ports["http_port"], "The capital of France is")
+        if http_text.strip() != text.strip():
+            fail("the HTTP API completed %r, the gRPC API %r" % (http_text, text))
+        log("cpu image: POST /v1/completions completed the same: %r" % http_text)
         if "gpu" in imgs:
             gpu = imgs["gpu"]
             r = gpu.run_as_user(["/usr/local/bin/weft-worker", "--helpfull"], 60)
@@ -299,7 +327,12 @@ def main():
             procs["gpu-worker"] = gpu.popen(
                 ["/usr/local/bin/weft-worker", "--scheduler=127.0.0.1:%d" % ports["worker_port"],
                  "--model=/models/" + MODEL, "--replica=image-gpu", "--backend=cpu",
-                 "--num_kv_blocks=128", "--threads=2"], os.path.join(logs, "gpu-worker.log"))
+                 "--num_kv_blocks=128", "--threads=2", "--metrics_port=0",
+                 "--ports_file=/tmp/gpu-worker.json"], os.path.join(logs, "gpu-worker.log"))
+            wports = gpu.read_json("/tmp/gpu-worker.json", 120)
+            if wports is None or wports.get("metrics_port", -1) <= 0:
+                fail("the CUDA worker wrote no metrics port (%s):\n%s"
+                     % (wports, tail(procs["gpu-worker"])))
             end = time.time() + 120
             while time.time() < end:
                 if metric_value(metrics(ports["metrics_port"]), "weft_replicas") == 2:
@@ -310,6 +343,22 @@ def main():
             else:
                 fail("the gpu image's worker never joined as a second replica:\n" +
                      tail(procs["gpu-worker"]))
+            # The CUDA-built worker's own HTTP server (--metrics_port=0: what issue 16's
+            # civetweb thread-stack crash broke): its series and probes answer.
+            end = time.time() + 60
+            while http_status(wports["metrics_port"], "/readyz") != 200:
+                if time.time() > end:
+                    fail("the CUDA worker's /readyz never turned 200")
+                time.sleep(0.2)
+            wpage = metrics(wports["metrics_port"])
+            for path in ("/livez", "/startupz"):
+                if http_status(wports["metrics_port"], path) != 200:
+                    fail("the CUDA worker's %s is not 200" % path)
+            if metric_value(wpage, "weft_worker_attached") != 1:
+                fail("the CUDA worker's /metrics has no weft_worker_attached 1:\n" + wpage[:2000])
+            log("gpu: the CUDA worker serves /metrics (%d series), /livez, /startupz, /readyz "
+                "on --metrics_port=0" % sum(1 for l in wpage.splitlines()
+                                            if l and not l.startswith("#")))
             # Stop the CPU replica so the next generation must run on the GPU image's worker.
             os.killpg(procs["cpu-worker"].pid, signal.SIGTERM)
             procs["cpu-worker"].wait(timeout=60)
@@ -326,7 +375,7 @@ def main():
         page = metrics(ports["metrics_port"])
         ok = sum(float(l.rsplit(" ", 1)[1]) for l in page.splitlines()
                  if l.startswith("weft_requests_status_total{") and 'code="OK"' in l)
-        want = 2 if "gpu" in imgs else 1
+        want = (2 if "gpu" in imgs else 1) + 1  # and the HTTP completion (one counter for both)
         if ok != want:
             fail("weft_requests_status_total{code=OK} is %s, expected %d" % (ok, want))
     finally:

@@ -5,9 +5,10 @@
 
 Built-in kinds: PyPI's kubernetes-validate (strict: an unknown field is an error) for each
 Kubernetes version given ("newest" = the newest that kubernetes-validate bundles).
-Custom resources (LeaderWorkerSet, ServiceMonitor, PodMonitor): the CRD schemas vendored
-in schemas/ (made strict by schemas/vendor_crd.py), their embedded pod templates checked
-against the same version's PodTemplateSpec. A kind with no schema is an error.
+Custom resources (LeaderWorkerSet, ServiceMonitor, PodMonitor; the edge's Gateway,
+GRPCRoute, HTTPRoute, Certificate, Issuer): the CRD schemas vendored in schemas/ (made
+strict by schemas/vendor_crd.py), embedded pod templates checked against the same
+version's PodTemplateSpec. A kind with no schema is an error.
 A self-test first makes sure misspelt fields are rejected (the check can fail).
 When kubectl is on PATH (not in CI), also checks that `kubectl kustomize DIR` gives the
 same objects as render.py. Exit 0 when everything validates.
@@ -28,7 +29,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import render  # noqa: E402
 
-OVERLAYS = ["cpu", "gpu", "lws", "monitoring"]
+# Every kustomization a user applies: the overlays, the secure ones (the edge's tls and
+# auth components on each), the edge's routing and development CA.
+OVERLAYS = ["cpu", "gpu", "lws", "monitoring", "cpu-secure", "gpu-secure", "lws-secure",
+            "edge/routing", "edge/tls/dev-ca"]
 
 
 def crd_schemas():
@@ -72,10 +76,12 @@ def kubectl_matches(directory):
 
 def self_test(crds, version):
     """The checks can fail: a misspelt field in a Deployment's container, in a
-    LeaderWorkerSet's pod template and in a ServiceMonitor endpoint, and a wrong type in
-    an HPA, must each be rejected. Returns the problems (empty when all were caught)."""
+    LeaderWorkerSet's pod template, in a ServiceMonitor endpoint, in the edge's routes,
+    Gateway, Certificate and Issuer, and a wrong type in an HPA, must each be rejected.
+    Returns the problems (empty when all were caught)."""
     import copy
-    objs = {(o["kind"]): o for d in ("cpu", "lws", "monitoring")
+    objs = {(o["kind"]): o for d in ("cpu", "lws", "monitoring", "edge/routing", "cpu-secure",
+                                      "edge/tls/dev-ca")
             for o in render.render(os.path.join(HERE, d))}
     cases = []
     d = copy.deepcopy(objs["Deployment"])
@@ -93,6 +99,21 @@ def self_test(crds, version):
     h = copy.deepcopy(objs["HorizontalPodAutoscaler"])
     h["spec"]["minReplicas"] = "one"
     cases.append(("HPA minReplicas as a string", h))
+    g = copy.deepcopy(objs["GRPCRoute"])
+    g["spec"]["rules"][0]["matches"][0]["headers"][0]["header"] = "x-weft-model"
+    cases.append(("GRPCRoute header match field header", g))
+    r = copy.deepcopy(objs["HTTPRoute"])
+    r["spec"]["rules"][1]["filters"][0]["type"] = "URLRewriter"
+    cases.append(("HTTPRoute filter type URLRewriter", r))
+    gw = copy.deepcopy(objs["Gateway"])
+    gw["spec"]["listeners"][0]["port"] = "50051"
+    cases.append(("Gateway listener port as a string", gw))
+    c = copy.deepcopy(objs["Certificate"])
+    c["spec"]["dnsName"] = c["spec"].pop("dnsNames", ["x"])
+    cases.append(("Certificate field dnsName", c))
+    i = copy.deepcopy(objs["Issuer"])
+    i["spec"]["selfsigned"] = {}
+    cases.append(("Issuer field selfsigned", i))
     problems = []
     for what, o in cases:
         try:
