@@ -5,9 +5,10 @@
 #                        (when nvcc exists, into bazel-cuda-bin) with its gpu/cuda-tagged
 #                        tests; ASan/UBSan on parser, tokenizer, validation,
 #                        block-pool and planner tests; TSan on the scheduler core and the
-#                        threaded code; clang-14's thread-safety analysis over every
-#                        package; each fuzzer 30 s on its corpus; the Kubernetes overlays
-#                        validated strictly against their schemas (deploy/k8s/validate.sh).
+#                        threaded code; clang-14's thread-safety analysis over the code
+#                        that uses the lock annotations (tools/clang_tsa.sh); each fuzzer
+#                        30 s on its corpus; the Kubernetes overlays validated strictly
+#                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests only (for iterating)
 #   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
 #                        the container images: built daemonless (debootstrap, umoci) and
@@ -26,7 +27,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -140,16 +141,10 @@ if [ "$MODE" != quick ]; then
     run_tests tsan --config=tsan -- $TSAN_TARGETS
   fi
 
-  step "clang-14 thread-safety analysis (--config=clang_tsa: -Wthread-safety -Werror)"
-  # Every package but the convenience symlinks (bazel-*), in its own output base: the
-  # compiler switch would otherwise discard the default build's analysis cache.
-  TSA_PACKAGES=$(for d in */; do
-    d=${d%/}
-    case "$d" in bazel-*) continue ;; esac
-    [ -n "$(find "$d" -maxdepth 4 -name BUILD.bazel -print -quit)" ] && echo "//$d/..."
-  done)
-  if "${BAZEL[@]}" --output_base="${WEFT_TSA_OUTPUT_BASE:-$HOME/.cache/weft/bazel-clang-tsa}" \
-      build --config=clang_tsa --symlink_prefix=/ --keep_going -- //:all $TSA_PACKAGES; then
+  step "clang-14 thread-safety analysis (tools/clang_tsa.sh: --config=clang_tsa, -Wthread-safety -Werror)"
+  # The rules whose sources use the lock annotations, compiled only (about a minute cold),
+  # in their own output base.
+  if tools/clang_tsa.sh; then
     extra_result clang_thread_safety passed "clang-14 -Wthread-safety -Werror: built"
   else
     extra_result clang_thread_safety failed "clang-14 -Wthread-safety -Werror: see the errors above"
