@@ -135,7 +135,7 @@ if [ "$MODE" != quick ]; then
     run_tests asan --config=asan -- $ASAN_TARGETS
   fi
 
-  step "TSan: scheduler core, engine inbox, both write queues and the worker client (fake transports), thread pool, shm communicator"
+  step "TSan: scheduler core, engine inbox, the write queue and the worker client (fake transports), the HTTP server, thread pool, shm communicator"
   TSAN_TARGETS=$("${BAZEL[@]}" query --noshow_progress 'attr(tags, "tsan", tests(//...))' 2>/dev/null | tr '\n' ' ')
   if [ -n "$TSAN_TARGETS" ]; then
     run_tests tsan --config=tsan -- $TSAN_TARGETS
