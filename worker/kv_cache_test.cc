@@ -160,5 +160,12 @@ TEST(KvCacheTest, CopyBlockCopiesEveryLayer) {
   EXPECT_THAT(cache.CopyBlock(BlockId(-1), BlockId(0)), StatusIs(absl::StatusCode::kOutOfRange));
 }
 
+// One parser for every backend's --kv_dtype (the CUDA factory takes its result).
+TEST(KvCacheTest, ParseKvDtypeTakesTheCudaSpellingOfF16) {
+  auto d = ParseKvDtype("fp16");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, KvDtype::kF16);
+}
+
 }  // namespace
 }  // namespace weft
