@@ -65,7 +65,7 @@ class Replica {
 
   std::deque<InFlightStep>& in_flight() { return in_flight_; }
   const std::deque<InFlightStep>& in_flight() const { return in_flight_; }
-  // Sequences that finished while the workers held their state: listed in finished_ids
+  // Sequences that finished while the workers held their state: listed in finished_seq_ids
   // of the next plan.
   std::vector<SequenceRef>& pending_finished() { return pending_finished_; }
 

@@ -44,8 +44,6 @@ struct SchedulerOptions {
   std::vector<int32_t> eos_token_ids;
   // Token ids must be < vocab_size; 0 disables the check.
   int32_t vocab_size = 0;
-  // Seeds assigned to requests that bring none derive from this.
-  uint64_t seed = 0x5eed;
 
   absl::Status Validate() const;
 };

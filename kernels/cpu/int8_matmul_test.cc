@@ -98,6 +98,9 @@ TEST(QuantizeRowsQ8Test, HandComputedBlock) {
 }
 
 TEST(QuantizeRowsQ8Test, DispatchedEqualsScalarBitwise) {
+  if (!Int8IsaSupported(Int8Isa::kAvx512Vnni)) {
+    GTEST_SKIP() << "QuantizeRowsQ8 dispatches to the scalar code on this CPU (no AVX-512 VNNI)";
+  }
   const Problem p = Make(GgmlType::kQ4_1, 16, 256, 9, 3);
   Q8Buffers a(p.m, p.k), b(p.m, p.k);
   QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &a.rows);
@@ -114,6 +117,9 @@ TEST(QuantizeRowsQ8Test, DispatchedEqualsScalarBitwise) {
 // Every ISA path gives the scalar reference's bits, for any number of rows and any
 // column split (aligned to panels or not), including a partial last panel.
 TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
+  if (!Int8IsaSupported(Int8Isa::kAvx2)) {
+    GTEST_SKIP() << "this CPU runs only the scalar path: nothing to compare with it";
+  }
   for (GgmlType type : kTypes) {
     for (int64_t n : {45, 192}) {
       SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " n=" + std::to_string(n));

@@ -102,7 +102,7 @@ class TestHarness {
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::vector<ReplicaId> replica_ids_;
   std::map<ReplicaId, ReplicaState> replicas_;
-  std::map<RequestId, RequestSpec> specs_;  // with the seed the scheduler assigned
+  std::map<RequestId, RequestSpec> specs_;
   absl::flat_hash_map<SequenceRef, CollectedOutput> outputs_;
   std::vector<SequenceRef> newly_finished_;
   std::vector<SequenceOutput> scratch_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/gguf.h"
+#include "common/plan/step_plan.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "weft/v1/worker.pb.h"
@@ -269,6 +270,9 @@ weft::v1::NewSequence* AddNew(weft::v1::StepPlan* p, int64_t seq, std::vector<in
   const bool sample = computed + scheduled == static_cast<int32_t>(tokens.size());
   n->set_do_sample(sample);
   *n->mutable_sampling() = Greedy(num_logprobs);
+  // The plan contract: a sequence's sampling names its sample of the request (a fork's
+  // is not 0).
+  n->mutable_sampling()->set_sample_index(SequenceRef::FromSeqId(seq).sample_index);
   p->set_num_scheduled_tokens(p->num_scheduled_tokens() + scheduled);
   p->set_num_sampled(p->num_sampled() + sample);
   return n;

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
 #include "worker/backends/backend.h"
-#include "worker/plan/state_cache.h"
+#include "common/plan/state_cache.h"
 #include "worker/sampler.h"
 #include "worker/service/worker_client.h"
 
