@@ -55,6 +55,8 @@ struct EngineOptions {
   // A draining replica's running sequences may take this long to finish; then the
   // rest is re-queued on other replicas (generated tokens kept).
   absl::Duration worker_drain_timeout = absl::Seconds(60);
+  // Tokens per stream message (ClientStreams::set_stream_interval); 1 = every step's.
+  int stream_interval_tokens = 1;
 
   absl::Status Validate() const;
 };

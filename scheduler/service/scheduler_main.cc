@@ -82,6 +82,10 @@ ABSL_FLAG(bool, prefix_caching, true, "automatic prefix caching");
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
 ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
+ABSL_FLAG(int32_t, stream_interval_tokens, 1,
+          "tokens per stream message: >1 holds a sample's tokens back until that many are "
+          "ready (its first and last messages go out at once), fewer writes for up to "
+          "N-1 steps of inter-token latency; 1 sends every step's tokens as they come");
 ABSL_FLAG(double, drain_timeout_s, 30, "SIGTERM: how long running streams may finish");
 ABSL_FLAG(double, worker_drain_timeout_s, 60,
           "a worker's SIGTERM drains its replica: how long its running sequences may finish "
@@ -229,6 +233,7 @@ int Main() {
   eo.step_deadline.floor = absl::Seconds(absl::GetFlag(FLAGS_step_deadline_floor_s));
   eo.step_deadline.k = absl::GetFlag(FLAGS_step_deadline_k);
   eo.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
+  eo.stream_interval_tokens = absl::GetFlag(FLAGS_stream_interval_tokens);
   eo.worker_drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_drain_timeout_s));
   eo.max_inbox_submissions = static_cast<size_t>(absl::GetFlag(FLAGS_max_waiting));
   if (absl::Status s = eo.Validate(); !s.ok()) {
