@@ -42,6 +42,7 @@ absl::Status Engine::Start() {
   streams_->set_stream_interval(options_.stream_interval_tokens);
   replicas_ = std::make_unique<ReplicaSupervisor>(core_.get(), model_, options_.step_deadline,
                                                   options_.worker_drain_timeout, metrics_);
+  replicas_->set_steps_in_flight_by_backend(options_.steps_in_flight_by_backend);
   steps_ = std::make_unique<StepDispatcher>(core_.get(), streams_.get(), metrics_);
   UpdateGaugesAndHealth();
   thread_ = std::thread([this] { Loop(); });

@@ -57,6 +57,9 @@ struct EngineOptions {
   absl::Duration worker_drain_timeout = absl::Seconds(60);
   // Tokens per stream message (ClientStreams::set_stream_interval); 1 = every step's.
   int stream_interval_tokens = 1;
+  // Each replica's steps in flight from its workers' backend (StepsInFlightFor), rather
+  // than core.max_steps_in_flight for all.
+  bool steps_in_flight_by_backend = false;
 
   absl::Status Validate() const;
 };

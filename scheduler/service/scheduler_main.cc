@@ -69,7 +69,9 @@ ABSL_FLAG(std::string, policy, "decode-first", "decode-first | prefill-first | s
 ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 2048, "token budget of one step");
 ABSL_FLAG(int32_t, max_num_seqs, 256, "sequences per step");
-ABSL_FLAG(int32_t, max_steps_in_flight, 1, "steps planned ahead per replica (2 = pipelined)");
+ABSL_FLAG(int32_t, max_steps_in_flight, 0,
+          "steps planned ahead per replica (1 = synchronous, 2 = pipelined); 0 = by the "
+          "replica's backend: 2 for cuda and null, 1 for cpu");
 ABSL_FLAG(int32_t, max_tokens_cap, 4096, "largest max_tokens a request may ask for");
 ABSL_FLAG(int32_t, max_waiting, 4096, "waiting-queue bound (sequences)");
 ABSL_FLAG(int32_t, max_streams, 1024,
@@ -225,7 +227,9 @@ int Main() {
   eo.core.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   eo.core.max_model_len = mt.context_length();
   eo.core.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
-  eo.core.max_steps_in_flight = absl::GetFlag(FLAGS_max_steps_in_flight);
+  const int32_t steps_in_flight = absl::GetFlag(FLAGS_max_steps_in_flight);
+  eo.core.max_steps_in_flight = steps_in_flight == 0 ? 1 : steps_in_flight;
+  eo.steps_in_flight_by_backend = steps_in_flight == 0;
   eo.core.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   eo.core.max_retries = absl::GetFlag(FLAGS_max_retries);
   eo.core.eos_token_ids = mt.eos_token_ids();
