@@ -197,13 +197,13 @@ void Engine::Handle(Event& event, absl::Time now) {
 }
 
 void Engine::HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
-                                 const weft::v1::WorkerMessage& m, absl::Time now) {
+                                 weft::v1::WorkerMessage& m, absl::Time now) {
   if (m.has_hello()) {
     replicas_->OnHello(w, m.hello(), now);
   } else if (m.has_result()) {
     ReplicaState* rs = replicas_->FindByHandle(w->id());
     if (rs == nullptr) return;  // a fenced replica's late answer
-    if (absl::Status s = steps_->OnResult(*rs, m.result(), now); !s.ok()) {
+    if (absl::Status s = steps_->OnResult(*rs, std::move(*m.mutable_result()), now); !s.ok()) {
       replicas_->Fence(rs->name, std::string(s.message()), now);
     }
   } else if (m.has_drain()) {

@@ -115,7 +115,7 @@ class Engine : public EngineInterface {
   absl::Time NextWake(absl::Time now) const;
   void Handle(Event& event, absl::Time now);
   void HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
-                           const weft::v1::WorkerMessage& m, absl::Time now);
+                           weft::v1::WorkerMessage& m, absl::Time now);
   void UpdateGaugesAndHealth() ABSL_LOCKS_EXCLUDED(mu_);
 
   const EngineOptions options_;
