@@ -127,6 +127,7 @@ absl::Status WorkerClient::AttachOnce(bool* admitted, bool* rejected) {
     Write(drain);
   }
   weft::v1::SchedulerMessage msg;
+  weft::v1::WorkerMessage out;  // each step's result, reused (ExecuteInto)
   bool welcomed = false;
   absl::Status result = absl::OkStatus();
   while (stream->Read(&msg)) {
@@ -170,8 +171,7 @@ absl::Status WorkerClient::AttachOnce(bool* admitted, bool* rejected) {
         stream_ctx.TryCancel();
         break;
       }
-      weft::v1::WorkerMessage out;
-      *out.mutable_result() = executor_->Execute(msg.plan());
+      executor_->ExecuteInto(msg.plan(), out.mutable_result());
       ++steps_;
       // A failed write means the call is ending: keep reading what the scheduler sent
       // before (a DrainStatus) until Read fails. Finish() after an unread message
