@@ -55,7 +55,9 @@ absl::StatusOr<ReplicaId> Scheduler::AddReplica(const ReplicaOptions& options) {
   kv.enable_prefix_caching = options_.enable_prefix_caching;
   WEFT_ASSIGN_OR_RETURN(KvCacheManager manager, KvCacheManager::Create(kv));
   const ReplicaId id(next_replica_id_++);
-  replicas_.emplace(id, std::make_unique<Replica>(id, std::move(manager)));
+  const int32_t steps = options.max_steps_in_flight > 0 ? options.max_steps_in_flight
+                                                        : options_.max_steps_in_flight;
+  replicas_.emplace(id, std::make_unique<Replica>(id, std::move(manager), steps));
   RerouteWaiting(nullptr);  // scale-up: the new replica takes its share of the queue now
   return id;
 }
@@ -317,13 +319,13 @@ void Scheduler::MaybeErase(Request* request) {
 bool Scheduler::CanPlan(ReplicaId id) const {
   Replica* replica = FindReplica(id);
   return replica != nullptr &&
-         static_cast<int32_t>(replica->in_flight().size()) < options_.max_steps_in_flight;
+         static_cast<int32_t>(replica->in_flight().size()) < replica->max_steps_in_flight();
 }
 
 absl::Status Scheduler::Plan(ReplicaId id, absl::Time now, StepPlan* plan) {
   Replica* replica = FindReplica(id);
   if (replica == nullptr) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
-  if (static_cast<int32_t>(replica->in_flight().size()) >= options_.max_steps_in_flight) {
+  if (static_cast<int32_t>(replica->in_flight().size()) >= replica->max_steps_in_flight()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "replica ", id.value(), " has ", replica->in_flight().size(), " steps in flight"));
   }

@@ -51,6 +51,8 @@ struct SchedulerOptions {
 struct ReplicaOptions {
   int32_t num_blocks = 0;
   int32_t block_size = 16;  // must equal SchedulerOptions::block_size
+  // Steps this replica may have in flight; 0: SchedulerOptions::max_steps_in_flight.
+  int32_t max_steps_in_flight = 0;
 
   absl::Status Validate() const;
 };

@@ -251,6 +251,28 @@ TEST(PlannerTableTest, PipelinedDecodeIsPlannedBeforeTheTokenReturns) {
   EXPECT_EQ(h.scheduler().counters().discarded_tokens_total, 0);
 }
 
+// A replica's own max_steps_in_flight (the service sets it from the workers' backend)
+// overrides the scheduler's, for that replica only.
+TEST(PlannerTableTest, AReplicasOwnStepsInFlightOverrideTheSchedulers) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  ASSERT_EQ(o.max_steps_in_flight, 1);
+  TestHarness h(o, {});
+  const ReplicaId piped = h.AddReplica(64, /*max_steps_in_flight=*/2);
+  h.AddSimple(4, 4);
+  EXPECT_EQ(*h.PlanAndExecute(piped), "*1:4");
+  EXPECT_TRUE(h.scheduler().CanPlan(piped));
+  EXPECT_EQ(*h.PlanAndExecute(piped), "1:1");
+  EXPECT_FALSE(h.scheduler().CanPlan(piped));
+  ASSERT_TRUE(h.ApplyOldest(piped).ok());
+  EXPECT_TRUE(h.scheduler().CanPlan(piped));
+
+  TestHarness g(o, {});
+  const ReplicaId sync = g.AddReplica(64);  // the scheduler's: 1
+  g.AddSimple(4, 4);
+  EXPECT_EQ(*g.PlanAndExecute(sync), "*1:4");
+  EXPECT_FALSE(g.scheduler().CanPlan(sync));
+}
+
 TEST(PlannerTableTest, PipelinedSequenceThatStopsHasItsExtraTokenDiscarded) {
   SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
   o.max_steps_in_flight = 2;

@@ -41,9 +41,14 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
   if (step != next_step_id_) {
     return PlanError(step, absl::StrCat("expected plan ", next_step_id_, " (missed or repeated)"));
   }
-  absl::flat_hash_set<int64_t> dropped(plan.finished_seq_ids().begin(), plan.finished_seq_ids().end());
+  // Sized once: growing these one insert at a time rehashed them ~8 times a step at
+  // 256 sequences.
+  absl::flat_hash_set<int64_t> dropped;
+  dropped.reserve(plan.finished_seq_ids_size() + plan.preempted_seq_ids_size());
+  dropped.insert(plan.finished_seq_ids().begin(), plan.finished_seq_ids().end());
   dropped.insert(plan.preempted_seq_ids().begin(), plan.preempted_seq_ids().end());
   absl::flat_hash_set<int64_t> scheduled;
+  scheduled.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
   int64_t total = 0;
   for (const auto& c : plan.block_copies()) {
     if (c.src() < 0 || c.src() >= num_blocks_ || c.dst() < 0 || c.dst() >= num_blocks_ ||
@@ -53,7 +58,8 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
   }
   int64_t sampled = 0;
   std::vector<std::pair<int64_t, int64_t>> forks;  // (fork, parent)
-  absl::flat_hash_set<int64_t> computing_samplers;  // entries a fork may sample from
+  // Entries a fork may sample from; only looked up when the plan has forks.
+  std::vector<int64_t> computing_samplers;
   for (const auto& n : plan.new_sequences()) {
     if (!scheduled.insert(n.seq_id()).second) return PlanError(step, "sequence scheduled twice");
     if (seqs_.contains(n.seq_id()) && !dropped.contains(n.seq_id()) && !n.resumed()) {
@@ -79,7 +85,7 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
     if (n.do_sample() != reaches_end) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " do_sample disagrees"));
     }
-    if (n.do_sample() && !fork) computing_samplers.insert(n.seq_id());
+    if (n.do_sample() && !fork) computing_samplers.push_back(n.seq_id());
     sampled += n.do_sample();
     if (n.block_ids_size() < BlocksFor(n.num_computed_tokens() + n.num_scheduled_tokens(), block_size_)) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " has too few blocks"));
@@ -117,7 +123,7 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
     if (c.do_sample() != (end == static_cast<int64_t>(s.tokens.size()))) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " do_sample disagrees"));
     }
-    if (c.do_sample()) computing_samplers.insert(c.seq_id());
+    if (c.do_sample()) computing_samplers.push_back(c.seq_id());
     sampled += c.do_sample();
     if (static_cast<int64_t>(s.block_ids.size()) + c.new_block_ids_size() < BlocksFor(end, block_size_)) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " has too few blocks"));
@@ -127,8 +133,11 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
   }
   // A fork samples from the logits of its parent's last position in this step: the
   // parent is a new or cached entry of this plan that computes and samples.
+  const absl::flat_hash_set<int64_t> samplers =
+      forks.empty() ? absl::flat_hash_set<int64_t>()
+                    : absl::flat_hash_set<int64_t>(computing_samplers.begin(), computing_samplers.end());
   for (const auto& [fork, parent] : forks) {
-    if (!computing_samplers.contains(parent)) {
+    if (!samplers.contains(parent)) {
       return PlanError(step, absl::StrCat("fork ", fork, " of ", parent,
                                           ": the parent does not sample in this plan"));
     }
@@ -166,7 +175,13 @@ absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
     s.num_output_tokens = n.num_output_tokens();
     seqs_[n.seq_id()] = std::move(s);
   }
-  absl::flat_hash_map<int64_t, int32_t> index_of;  // seq id -> entry index
+  // seq id -> entry index, for forks to find their parents' entries: only kept when
+  // the plan has forks (a map insert per sequence per step otherwise).
+  bool has_forks = false;
+  for (const auto& n : plan.new_sequences()) has_forks |= n.fork_parent_seq_id() != 0;
+  absl::flat_hash_map<int64_t, int32_t> index_of;
+  if (has_forks) index_of.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
+  batch->sequences.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
   auto schedule = [&](WorkerSequence* s, int32_t n, bool sample) {
     ScheduledSequence sc;
     sc.state = s;
@@ -174,7 +189,7 @@ absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
     sc.num_tokens = n;
     sc.sample = sample;
     s->num_computed_tokens += n;
-    index_of[s->seq_id] = static_cast<int32_t>(batch->sequences.size());
+    if (has_forks) index_of[s->seq_id] = static_cast<int32_t>(batch->sequences.size());
     batch->sequences.push_back(sc);
   };
   for (const auto& n : plan.new_sequences()) {

@@ -149,6 +149,39 @@ weft::v1::GenerateResponse ClientStreams::Response(const SequenceOutput& out, Ac
   return resp;
 }
 
+bool ClientStreams::ReleaseNow(ActiveRequest& ar, const SequenceOutput& out,
+                               weft::v1::GenerateResponse* resp) {
+  if (ar.held.empty()) ar.held.resize(ar.last_token_time.size());
+  weft::v1::GenerateResponse& held = ar.held[out.seq.sample_index];
+  const bool ends = out.finish_reason != FinishReason::kNone || out.request_finished;
+  if (resp->has_seed()) return true;  // the stream's first message: never held
+  if (held.token_ids_size() == 0 && held.text().empty() && held.logprobs_size() == 0) {
+    if (ends) return true;
+    held = std::move(*resp);
+  } else {
+    // `held` is earlier and never ends its sample, so this merge always succeeds.
+    const bool merged = Coalesce(&held, resp);
+    DCHECK(merged);
+    if (!merged) return true;
+  }
+  if (!ends && held.token_ids_size() < stream_interval_) return false;
+  *resp = std::move(held);
+  held.Clear();
+  return true;
+}
+
+void ClientStreams::PushOrEnd(ActiveRequest& ar, const SequenceOutput& out,
+                              weft::v1::GenerateResponse resp, absl::Time now) {
+  if (ar.outbox->Push(std::move(resp)) || out.request_finished) return;
+  // Gone (client left) or over the byte cap (not reading): end it, free its blocks.
+  const bool gone = ar.outbox->Closed();
+  (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
+  if (!gone) {
+    ar.ended_with = absl::ResourceExhaustedError("stream buffer full: the client is not reading");
+    ar.outbox->Abort(*ar.ended_with);
+  }
+}
+
 void ClientStreams::Deliver(absl::Time now) {
   core_->TakeOutputs(&outputs_);
   for (const SequenceOutput& out : outputs_) {
@@ -159,15 +192,17 @@ void ClientStreams::Deliver(absl::Time now) {
     const bool has_content = !out.new_token_ids.empty() || !out.text_delta.empty() ||
                              resp.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED ||
                              resp.has_usage() || resp.has_seed();
-    if (has_content && !ar.outbox->Push(std::move(resp)) && !out.request_finished) {
-      // Gone (client left) or over the byte cap (not reading): end it, free its blocks.
-      const bool gone = ar.outbox->Closed();
-      (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
-      if (!gone) {
-        ar.ended_with =
-            absl::ResourceExhaustedError("stream buffer full: the client is not reading");
-        ar.outbox->Abort(*ar.ended_with);
+    if (out.request_finished && !ar.held.empty()) {
+      // Other samples' held tokens go out before the stream's last message.
+      for (size_t i = 0; i < ar.held.size(); ++i) {
+        if (static_cast<int32_t>(i) == out.seq.sample_index) continue;
+        weft::v1::GenerateResponse& h = ar.held[i];
+        if (h.token_ids_size() > 0 || !h.text().empty()) PushOrEnd(ar, out, std::move(h), now);
+        h.Clear();
       }
+    }
+    if (has_content && (stream_interval_ == 1 || ReleaseNow(ar, out, &resp))) {
+      PushOrEnd(ar, out, std::move(resp), now);
     }
     if (out.request_finished) EndRequest(it, out, now);
   }

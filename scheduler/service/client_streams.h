@@ -14,6 +14,7 @@
 #ifndef WEFT_SCHEDULER_SERVICE_CLIENT_STREAMS_H_
 #define WEFT_SCHEDULER_SERVICE_CLIENT_STREAMS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -52,6 +53,12 @@ class ClientStreams {
   void EndAll(FinishReason reason, absl::Time now);
 
   size_t size() const { return requests_.size(); }
+  // --stream_interval_tokens: a sample's tokens go out in messages of `tokens` (the
+  // stream's first message and a sample's last go out at once, with whatever is held);
+  // 1, the default, sends every step's tokens as they come. Trades up to `tokens - 1`
+  // steps of inter-token latency for fewer stream writes (the scheduler's largest CPU
+  // cost per token). Set before the first Admit.
+  void set_stream_interval(int tokens) { stream_interval_ = std::max(1, tokens); }
 
  private:
   struct ActiveRequest {
@@ -66,6 +73,8 @@ class ClientStreams {
     // Set when the engine ended the call itself (slow reader): the status the client
     // gets, counted instead of the core's finish reason.
     std::optional<absl::Status> ended_with;
+    // Per sample: tokens held back for the stream interval (only when it is > 1).
+    std::vector<weft::v1::GenerateResponse> held;
   };
   // Per-token logprobs of the results applied this iteration (SampledToken::aux indexes it).
   struct TokenLogprobs {
@@ -80,11 +89,19 @@ class ClientStreams {
   void EndRequest(absl::flat_hash_map<RequestId, ActiveRequest>::iterator it,
                   const SequenceOutput& out, absl::Time now);
   void CheckStalls(absl::Time now);
+  // The stream interval: false when `resp` is held back (merged into the sample's held
+  // tokens); true when it is to be pushed now, with what was held merged in front.
+  bool ReleaseNow(ActiveRequest& ar, const SequenceOutput& out,
+                  weft::v1::GenerateResponse* resp);
+  // Pushes `resp` to the call; a push that fails ends the request (not reading, gone).
+  void PushOrEnd(ActiveRequest& ar, const SequenceOutput& out, weft::v1::GenerateResponse resp,
+                 absl::Time now);
 
   Scheduler* const core_;
   const TokenTextSource* const text_;
   ServiceMetrics* const metrics_;
   const absl::Duration stall_timeout_;
+  int stream_interval_ = 1;
 
   absl::flat_hash_map<RequestId, ActiveRequest> requests_;
   absl::flat_hash_map<int64_t, RequestId> by_key_;

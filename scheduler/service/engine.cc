@@ -13,6 +13,9 @@ absl::Status EngineOptions::Validate() const {
   if (auto s = step_deadline.Validate(); !s.ok()) return s;
   if (stall_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("stall timeout must be > 0");
   if (max_inbox_submissions == 0) return absl::InvalidArgumentError("inbox bound must be > 0");
+  if (stream_interval_tokens < 1) {
+    return absl::InvalidArgumentError("stream interval must be >= 1 token");
+  }
   if (worker_drain_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("worker drain timeout must be > 0");
   }
@@ -36,8 +39,10 @@ absl::Status Engine::Start() {
   if (!core.ok()) return core.status();
   core_ = std::move(*core);
   streams_ = std::make_unique<ClientStreams>(core_.get(), text_, metrics_, options_.stall_timeout);
+  streams_->set_stream_interval(options_.stream_interval_tokens);
   replicas_ = std::make_unique<ReplicaSupervisor>(core_.get(), model_, options_.step_deadline,
                                                   options_.worker_drain_timeout, metrics_);
+  replicas_->set_steps_in_flight_by_backend(options_.steps_in_flight_by_backend);
   steps_ = std::make_unique<StepDispatcher>(core_.get(), streams_.get(), metrics_);
   UpdateGaugesAndHealth();
   thread_ = std::thread([this] { Loop(); });
@@ -192,13 +197,13 @@ void Engine::Handle(Event& event, absl::Time now) {
 }
 
 void Engine::HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
-                                 const weft::v1::WorkerMessage& m, absl::Time now) {
+                                 weft::v1::WorkerMessage& m, absl::Time now) {
   if (m.has_hello()) {
     replicas_->OnHello(w, m.hello(), now);
   } else if (m.has_result()) {
     ReplicaState* rs = replicas_->FindByHandle(w->id());
     if (rs == nullptr) return;  // a fenced replica's late answer
-    if (absl::Status s = steps_->OnResult(*rs, m.result(), now); !s.ok()) {
+    if (absl::Status s = steps_->OnResult(*rs, std::move(*m.mutable_result()), now); !s.ok()) {
       replicas_->Fence(rs->name, std::string(s.message()), now);
     }
   } else if (m.has_drain()) {

@@ -55,6 +55,11 @@ struct EngineOptions {
   // A draining replica's running sequences may take this long to finish; then the
   // rest is re-queued on other replicas (generated tokens kept).
   absl::Duration worker_drain_timeout = absl::Seconds(60);
+  // Tokens per stream message (ClientStreams::set_stream_interval); 1 = every step's.
+  int stream_interval_tokens = 1;
+  // Each replica's steps in flight from its workers' backend (StepsInFlightFor), rather
+  // than core.max_steps_in_flight for all.
+  bool steps_in_flight_by_backend = false;
 
   absl::Status Validate() const;
 };
@@ -110,7 +115,7 @@ class Engine : public EngineInterface {
   absl::Time NextWake(absl::Time now) const;
   void Handle(Event& event, absl::Time now);
   void HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
-                           const weft::v1::WorkerMessage& m, absl::Time now);
+                           weft::v1::WorkerMessage& m, absl::Time now);
   void UpdateGaugesAndHealth() ABSL_LOCKS_EXCLUDED(mu_);
 
   const EngineOptions options_;

@@ -220,6 +220,7 @@ class EngineTest : public ::testing::Test {
     weft::v1::FinishReason reason = weft::v1::FINISH_REASON_UNSPECIFIED;
     weft::v1::Usage usage;
     std::vector<weft::v1::Logprobs> logprobs;
+    int messages = 0;
   };
   static weft::v1::GenerateRequest Request(int max_tokens, uint64_t seed,
                                            const std::string& prompt = "hello") {
@@ -241,6 +242,7 @@ class EngineTest : public ::testing::Test {
     Outcome o;
     weft::v1::GenerateResponse r;
     while (reader->Read(&r)) {
+      ++o.messages;
       o.tokens.insert(o.tokens.end(), r.token_ids().begin(), r.token_ids().end());
       o.text += r.text();
       if (r.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) o.reason = r.finish_reason();
@@ -341,6 +343,36 @@ TEST_F(EngineTest, SamplesForkFromAChunkedPrompt) {
   ASSERT_TRUE(o.status.ok()) << o.status.error_message();
   EXPECT_EQ(o.tokens.size(), 12u);
   EXPECT_EQ(o.usage.completion_tokens(), 12);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+// --stream_interval_tokens=4: the first message goes out at once, then the tokens in
+// messages of four (or more, where a lagging reader's writes merged), the rest with the
+// finish; every token, its text and its logprob arrive, in order, for every sample.
+TEST_F(EngineTest, StreamIntervalSendsTokensInGroups) {
+  StartServer(absl::Seconds(10), [](EngineOptions* eo) { eo->stream_interval_tokens = 4; });
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  weft::v1::GenerateRequest req = Request(10, 5);
+  req.set_logprobs(0);
+  Outcome o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens, Expected(5, 10));
+  EXPECT_LE(o.messages, 4) << "1 + 4 + 4 + 1 tokens";
+  EXPECT_EQ(o.logprobs.size(), 10u);
+  std::string text;
+  for (int32_t t : o.tokens) text += absl::StrCat("t", t, " ");
+  EXPECT_EQ(o.text, text);
+  EXPECT_EQ(o.reason, weft::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(o.usage.completion_tokens(), 10);
+
+  req = Request(6, 9);
+  req.set_n(3);
+  o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens.size(), 18u) << "every sample's held tokens go out";
+  EXPECT_EQ(o.usage.completion_tokens(), 18);
+  EXPECT_LE(o.messages, 9) << "per sample: first, 4, last";
   EXPECT_TRUE(WaitBlocksFree());
 }
 

@@ -67,8 +67,18 @@ void ReplicaSupervisor::Reject(const std::shared_ptr<WorkerHandle>& w, const std
   w->Close(absl::FailedPreconditionError(reason));
 }
 
+int32_t StepsInFlightFor(const std::string& backend) {
+  return backend == "cuda" || backend == "null" ? 2 : 1;
+}
+
 void ReplicaSupervisor::Admit(const AdmittedReplica& r) {
-  auto id = core_->AddReplica(ReplicaOptions{r.num_kv_blocks, model_.block_size});
+  ReplicaOptions ro;
+  ro.num_blocks = r.num_kv_blocks;
+  ro.block_size = model_.block_size;
+  if (steps_in_flight_by_backend_ && !r.ranks.empty()) {
+    ro.max_steps_in_flight = StepsInFlightFor(r.ranks[0].hello.backend());
+  }
+  auto id = core_->AddReplica(ro);
   if (!id.ok()) {
     LOG(ERROR) << "cannot add replica '" << r.name << "': " << id.status();
     FenceOutcome f = registry_.Fence(r.name);
@@ -93,7 +103,10 @@ void ReplicaSupervisor::Admit(const AdmittedReplica& r) {
   }
   LOG(INFO) << "replica '" << r.name << "' admitted: TP " << r.world_size << ", "
             << r.num_kv_blocks << " KV blocks, epoch " << r.epoch << ", backend "
-            << r.ranks[0].hello.backend() << " (" << r.ranks[0].hello.kernels() << ")";
+            << r.ranks[0].hello.backend() << " (" << r.ranks[0].hello.kernels() << "), "
+            << (ro.max_steps_in_flight > 0 ? absl::StrCat(ro.max_steps_in_flight)
+                                           : std::string("default"))
+            << " steps in flight";
   replicas_.emplace(r.name, std::move(rs));
 }
 

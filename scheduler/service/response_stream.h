@@ -28,11 +28,14 @@
 namespace weft {
 
 // A generation call's responses, capped at `max_bytes` queued; a Finish with an error
-// status drops what is still queued.
+// status drops what is still queued. Responses pushed while a write is in flight merge
+// into the last one queued for the same sample (WriteQueue::Options::coalesce): a
+// reader that keeps up gets one message per step, one that lags gets every token, in
+// order, in fewer messages, with no token held back for it.
 class Outbox : public WriteQueue<weft::v1::GenerateResponse> {
  public:
   explicit Outbox(size_t max_bytes)
-      : WriteQueue(Options{max_bytes, /*error_drops_queued=*/true}) {}
+      : WriteQueue(Options{max_bytes, /*error_drops_queued=*/true, /*coalesce=*/true}) {}
 };
 
 // The gRPC writer of a Generate call (a raw method: responses go out serialized).

@@ -51,9 +51,9 @@ void StepDispatcher::PlanSteps(ReplicaState& rs, absl::Time now) {
   }
 }
 
-absl::Status StepDispatcher::OnResult(ReplicaState& rs, const weft::v1::StepResult& r,
+absl::Status StepDispatcher::OnResult(ReplicaState& rs, weft::v1::StepResult&& r,
                                       absl::Time now) {
-  for (StepTracker::ResultOutcome& o : rs.tracker->OnResult(r, now)) {
+  for (StepTracker::ResultOutcome& o : rs.tracker->OnResult(std::move(r), now)) {
     if (o.outcome == StepTracker::Outcome::kUnexpected ||
         o.outcome == StepTracker::Outcome::kDisagree) {
       return absl::FailedPreconditionError(o.message);

@@ -41,7 +41,7 @@ class StepDispatcher {
   // One rank's result. Applies (or fails) each step it completes, oldest first. An
   // error means the replica broke the protocol and must be fenced; its message is the
   // reason.
-  absl::Status OnResult(ReplicaState& replica, const weft::v1::StepResult& result,
+  absl::Status OnResult(ReplicaState& replica, weft::v1::StepResult&& result,
                         absl::Time now);
 
   // Steps completed on all replicas (any thread).

@@ -19,6 +19,27 @@ void CancelServerCall(grpc::CallbackServerContext* context, const absl::Status& 
                                message.c_str(), nullptr);
 }
 
+bool Coalesce(weft::v1::GenerateResponse* into, weft::v1::GenerateResponse* next) {
+  if (into->index() != next->index()) return false;
+  if (into->finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED || into->has_usage()) {
+    return false;  // `into` ends its sample: nothing of it may follow
+  }
+  if (next->has_seed() || !next->request_id().empty()) return false;  // starts a stream
+  // Logprobs are one per token when asked for: both carry them or neither does.
+  if ((into->logprobs_size() > 0) != (next->logprobs_size() > 0) &&
+      into->token_ids_size() > 0 && next->token_ids_size() > 0) {
+    return false;
+  }
+  into->mutable_token_ids()->MergeFrom(next->token_ids());
+  into->mutable_text()->append(next->text());
+  for (weft::v1::Logprobs& l : *next->mutable_logprobs()) {
+    *into->add_logprobs() = std::move(l);
+  }
+  into->set_finish_reason(next->finish_reason());
+  if (next->has_usage()) *into->mutable_usage() = std::move(*next->mutable_usage());
+  return true;
+}
+
 template <typename Message>
 bool WriteQueue<Message>::Push(Message message) {
   {
@@ -26,6 +47,15 @@ bool WriteQueue<Message>::Push(Message message) {
     if (done_ || finish_requested_) return false;
     const size_t size = WireBytes(message);
     if (bytes_ + size > options_.max_bytes) return false;
+    if (options_.coalesce && write_in_flight_ && !queue_.empty()) {
+      Message& last = queue_.back();
+      const size_t last_size = WireBytes(last);
+      if (Coalesce(&last, &message)) {
+        bytes_ = bytes_ - std::min(bytes_, last_size) + WireBytes(last);
+        ++coalesced_;
+        return true;  // the write in flight pumps the merged message when it completes
+      }
+    }
     if (queue_.empty() && !write_in_flight_) oldest_unwritten_since_ = absl::Now();
     bytes_ += size;
     queue_.push_back(std::move(message));
@@ -98,6 +128,12 @@ template <typename Message>
 size_t WriteQueue<Message>::queued_bytes() const {
   MutexLock lock(&mu_);
   return bytes_;
+}
+
+template <typename Message>
+uint64_t WriteQueue<Message>::coalesced() const {
+  MutexLock lock(&mu_);
+  return coalesced_;
 }
 
 template <typename Message>

@@ -25,6 +25,7 @@
 #define WEFT_SCHEDULER_SERVICE_WRITE_QUEUE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -72,6 +73,16 @@ void CancelServerCall(grpc::CallbackServerContext* context, const absl::Status& 
 inline size_t WireBytes(const weft::v1::GenerateResponse& m) { return m.ByteSizeLong(); }
 inline size_t WireBytes(const grpc::ByteBuffer& b) { return b.Length(); }
 
+// Coalescing (Options::coalesce): merges `next` into `into`, the last message still
+// queued behind a write in flight, when the two can travel as one; false (both left
+// as they are) otherwise. A Generate response carries the tokens, text and logprobs
+// generated since the previous message of its sample, so two consecutive responses of
+// the same sample are one response with both deltas appended, as long as the earlier
+// one does not end the sample (finish reason, usage) and the later one does not start
+// it (seed, request id). Pre-serialized bytes never merge.
+bool Coalesce(weft::v1::GenerateResponse* into, weft::v1::GenerateResponse* next);
+inline bool Coalesce(grpc::ByteBuffer*, grpc::ByteBuffer*) { return false; }
+
 template <typename Message>
 class WriteQueue {
  public:
@@ -80,6 +91,10 @@ class WriteQueue {
     // Finish with an error status drops what is still queued (a Generate stream ending
     // in error), rather than writing it first (a worker's Reject before its close).
     bool error_drops_queued = false;
+    // A message pushed while a write is in flight merges into the last one queued
+    // when it can (Coalesce): a reader that keeps up gets one message per Push, one
+    // that lags gets fewer, larger messages, never later ones. Off: one write per Push.
+    bool coalesce = false;
   };
   explicit WriteQueue(Options options) : options_(options) {}
 
@@ -101,6 +116,8 @@ class WriteQueue {
   // The call is over (gRPC is done with it).
   bool Done() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t queued_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Messages pushed so far that merged into one queued before them (Options::coalesce).
+  uint64_t coalesced() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The transport side. Attach once the call exists (messages pushed before wait); the
   // queue keeps `target` alive until OnCallDone, so a call that ends on its own thread
@@ -122,6 +139,7 @@ class WriteQueue {
   std::shared_ptr<WriteTarget<Message>> target_ ABSL_GUARDED_BY(mu_);
   std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t coalesced_ ABSL_GUARDED_BY(mu_) = 0;
   Message in_flight_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;

@@ -243,5 +243,157 @@ TYPED_TEST(WriteQueueTest, ConcurrentProducersAndTransport) {
   }
 }
 
+// Coalescing (what a Generate call's Outbox does): records every response written whole.
+class ResponseCall : public WriteTarget<weft::v1::GenerateResponse> {
+ public:
+  void WriteMessage(const weft::v1::GenerateResponse* m) override { written.push_back(*m); }
+  void FinishCall(const absl::Status& s) override {
+    ++finishes;
+    status = s;
+  }
+  void CancelCall(const absl::Status&) override {}
+  // Every token of sample `index`, over all responses, in order.
+  std::vector<int> Tokens(int index = 0) const {
+    std::vector<int> out;
+    for (const auto& r : written) {
+      if (r.index() == index) out.insert(out.end(), r.token_ids().begin(), r.token_ids().end());
+    }
+    return out;
+  }
+  std::vector<weft::v1::GenerateResponse> written;
+  int finishes = 0;
+  absl::Status status;
+};
+
+weft::v1::GenerateResponse Token(int id, int index = 0) {
+  weft::v1::GenerateResponse r;
+  r.set_index(index);
+  r.add_token_ids(id);
+  r.set_text(std::string(1, static_cast<char>('a' + id % 26)));
+  return r;
+}
+
+class CoalescingTest : public ::testing::Test {
+ protected:
+  using Queue = WriteQueue<weft::v1::GenerateResponse>;
+  static Queue::Options Coalescing() {
+    Queue::Options o;
+    o.coalesce = true;
+    return o;
+  }
+  Queue queue_{Coalescing()};
+  std::shared_ptr<ResponseCall> call_ = std::make_shared<ResponseCall>();
+};
+
+// A reader that keeps up (each write completes before the next token): one message per
+// token, nothing merged.
+TEST_F(CoalescingTest, AReaderThatKeepsUpGetsOneMessagePerPush) {
+  queue_.Attach(call_);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(queue_.Push(Token(i)));
+    ASSERT_EQ(call_->written.size(), static_cast<size_t>(i + 1));  // written at once
+    queue_.OnWriteDone(true);
+  }
+  queue_.Finish(absl::OkStatus());
+  EXPECT_EQ(call_->written.size(), 10u);
+  EXPECT_EQ(queue_.coalesced(), 0u);
+  EXPECT_EQ(call_->Tokens(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(call_->finishes, 1);
+}
+
+// A reader that lags (a write in flight while tokens arrive): every token, in order, in
+// fewer messages; the text follows its tokens; the finish comes after all of it.
+TEST_F(CoalescingTest, ASlowReaderGetsEveryTokenInOrderInFewerMessages) {
+  queue_.Attach(call_);
+  ASSERT_TRUE(queue_.Push(Token(0)));  // written at once; the reader does not take it yet
+  for (int i = 1; i < 10; ++i) ASSERT_TRUE(queue_.Push(Token(i)));
+  EXPECT_EQ(call_->written.size(), 1u);
+  EXPECT_EQ(queue_.coalesced(), 8u);  // 1..9 are one message
+  weft::v1::GenerateResponse last = Token(10);
+  last.set_finish_reason(weft::v1::FINISH_REASON_LENGTH);
+  last.mutable_usage()->set_completion_tokens(11);
+  ASSERT_TRUE(queue_.Push(last));  // the last message merges too
+  queue_.Finish(absl::OkStatus());
+  EXPECT_EQ(call_->finishes, 0);  // not before what is queued is written
+  queue_.OnWriteDone(true);
+  ASSERT_EQ(call_->written.size(), 2u);
+  const weft::v1::GenerateResponse& merged = call_->written[1];
+  EXPECT_EQ(merged.token_ids_size(), 10);
+  EXPECT_EQ(merged.text(), "bcdefghijk");
+  EXPECT_EQ(merged.finish_reason(), weft::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(merged.usage().completion_tokens(), 11);
+  queue_.OnWriteDone(true);
+  EXPECT_EQ(call_->Tokens(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(call_->finishes, 1);
+  EXPECT_THAT(call_->status, IsOk());
+}
+
+// What must stay its own message: a sample's end is never followed by more of it, a
+// stream's first message (seed, request id) is never merged into an earlier one,
+// samples do not mix, and tokens with logprobs do not merge with tokens without.
+TEST_F(CoalescingTest, MergesOnlyWithinOneSampleAndNeverPastItsEnd) {
+  queue_.Attach(call_);
+  ASSERT_TRUE(queue_.Push(Token(0)));  // in flight
+  ASSERT_TRUE(queue_.Push(Token(1, /*index=*/0)));
+  ASSERT_TRUE(queue_.Push(Token(2, /*index=*/1)));  // another sample: its own message
+  weft::v1::GenerateResponse end = Token(3, 1);
+  end.set_finish_reason(weft::v1::FINISH_REASON_STOP);
+  ASSERT_TRUE(queue_.Push(end));  // merges into sample 1's message
+  ASSERT_TRUE(queue_.Push(Token(4, 1)));  // after sample 1's end: not merged
+  weft::v1::GenerateResponse first = Token(5, 1);
+  first.set_seed(7);
+  ASSERT_TRUE(queue_.Push(first));  // a first message: not merged
+  weft::v1::GenerateResponse with_logprobs = Token(6, 1);
+  with_logprobs.add_logprobs()->set_logprob(-1.f);
+  ASSERT_TRUE(queue_.Push(with_logprobs));  // logprobs where the last had none
+  weft::v1::GenerateResponse more = Token(7, 1);
+  more.add_logprobs()->set_logprob(-2.f);
+  ASSERT_TRUE(queue_.Push(more));  // merges: both carry logprobs
+  for (int i = 0; i < 6; ++i) queue_.OnWriteDone(true);
+  ASSERT_EQ(call_->written.size(), 6u);
+  EXPECT_EQ(queue_.coalesced(), 2u);
+  EXPECT_EQ(call_->Tokens(0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(call_->Tokens(1), (std::vector<int>{2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(call_->written[2].finish_reason(), weft::v1::FINISH_REASON_STOP);
+  EXPECT_EQ(call_->written[2].token_ids_size(), 2);
+  ASSERT_EQ(call_->written[5].logprobs_size(), 2);
+  EXPECT_EQ(call_->written[5].logprobs(1).logprob(), -2.f);
+}
+
+// An error finish (a cancelled or failed request) still drops what is queued, merged or
+// not, when the queue is asked to; an OK finish writes all of it first.
+TEST_F(CoalescingTest, CancelDropsMergedMessagesLikeAnyOther) {
+  Queue::Options o = Coalescing();
+  o.error_drops_queued = true;
+  Queue q(o);
+  q.Attach(call_);
+  ASSERT_TRUE(q.Push(Token(0)));
+  ASSERT_TRUE(q.Push(Token(1)));
+  ASSERT_TRUE(q.Push(Token(2)));
+  q.Finish(absl::CancelledError("cancelled"));
+  q.OnWriteDone(true);
+  EXPECT_EQ(call_->Tokens(), std::vector<int>{0});
+  EXPECT_EQ(call_->finishes, 1);
+  EXPECT_THAT(call_->status, StatusIs(absl::StatusCode::kCancelled));
+}
+
+// The byte cap counts the merged message: a merge still fails past the cap.
+TEST_F(CoalescingTest, ByteCapHoldsForMergedMessages) {
+  Queue::Options o = Coalescing();
+  o.max_bytes = 6 * WireBytes(Token(1));
+  Queue q(o);
+  q.Attach(call_);
+  ASSERT_TRUE(q.Push(Token(0)));  // in flight (no longer counted)
+  int pushed = 1;
+  while (q.Push(Token(pushed))) ++pushed;
+  EXPECT_GE(pushed, 6);  // merging saves the per-message fields
+  EXPECT_LE(q.queued_bytes(), o.max_bytes);
+  q.OnWriteDone(true);
+  q.OnWriteDone(true);
+  std::vector<int> want;
+  for (int i = 0; i < pushed; ++i) want.push_back(i);
+  EXPECT_EQ(call_->Tokens(), want);
+}
+
 }  // namespace
 }  // namespace weft

@@ -43,9 +43,10 @@ TestHarness::TestHarness(SchedulerOptions options, const std::vector<int32_t>& r
   for (int32_t blocks : replica_blocks) AddReplica(blocks);
 }
 
-ReplicaId TestHarness::AddReplica(int32_t num_blocks) {
+ReplicaId TestHarness::AddReplica(int32_t num_blocks, int32_t max_steps_in_flight) {
   ReplicaOptions ro;
   ro.num_blocks = num_blocks;
+  ro.max_steps_in_flight = max_steps_in_flight;
   ro.block_size = options_.block_size;
   auto id = scheduler_->AddReplica(ro);
   CHECK(id.ok()) << id.status();

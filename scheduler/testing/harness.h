@@ -71,7 +71,8 @@ class TestHarness {
   const StepPlan& last_plan() const { return plan_; }
 
   absl::Status RemoveReplica(ReplicaId r);
-  ReplicaId AddReplica(int32_t num_blocks);
+  // `max_steps_in_flight` 0: the scheduler's.
+  ReplicaId AddReplica(int32_t num_blocks, int32_t max_steps_in_flight = 0);
 
   // Drains the scheduler's outputs into the per-sequence collectors.
   absl::Status Collect();

@@ -90,8 +90,15 @@ void ModelExecutor::OnDetach() {
 }
 
 weft::v1::StepResult ModelExecutor::Execute(const weft::v1::StepPlan& plan) {
-  const absl::Time start = absl::Now();
   weft::v1::StepResult result;
+  ExecuteInto(plan, &result);
+  return result;
+}
+
+void ModelExecutor::ExecuteInto(const weft::v1::StepPlan& plan, weft::v1::StepResult* out) {
+  const absl::Time start = absl::Now();
+  weft::v1::StepResult& result = *out;
+  result.Clear();  // its token entries stay allocated for this step's
   result.set_step_id(plan.step_id());
   result.set_rank(options_.rank);
   absl::Status s = cache_ == nullptr ? absl::FailedPreconditionError("plan before welcome")
@@ -104,7 +111,6 @@ weft::v1::StepResult ModelExecutor::Execute(const weft::v1::StepPlan& plan) {
   }
   result.set_tokens_hash(TokensHash(result));
   result.set_execute_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  return result;
 }
 
 absl::Status ModelExecutor::Run(const weft::v1::StepPlan& plan, weft::v1::StepResult* result) {

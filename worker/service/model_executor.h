@@ -43,6 +43,7 @@ class ModelExecutor : public StepExecutor {
   weft::v1::WorkerHello Hello() override;
   absl::Status OnWelcome(const weft::v1::Welcome& welcome) override;
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override;
+  void ExecuteInto(const weft::v1::StepPlan& plan, weft::v1::StepResult* result) override;
   void OnDetach() override;
 
   int32_t num_kv_blocks() const { return backend_->num_kv_blocks(); }

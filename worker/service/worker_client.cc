@@ -198,6 +198,7 @@ bool WorkerClient::Hello(AttachStream* stream) {
 
 absl::Status WorkerClient::Serve(AttachStream* stream, bool* admitted, bool* rejected) {
   weft::v1::SchedulerMessage msg;
+  weft::v1::WorkerMessage out;  // each step's result, reused (ExecuteInto)
   while (stream->Read(&msg)) {
     if (msg.has_reject()) {
       *rejected = true;
@@ -231,8 +232,7 @@ absl::Status WorkerClient::Serve(AttachStream* stream, bool* admitted, bool* rej
         stream->Cancel();
         return absl::FailedPreconditionError("plan before welcome");
       }
-      weft::v1::WorkerMessage out;
-      *out.mutable_result() = executor_->Execute(msg.plan());
+      executor_->ExecuteInto(msg.plan(), out.mutable_result());
       ++steps_;
       // A failed write means the call is ending: keep reading what the scheduler sent
       // before (a DrainStatus) until Read fails. Finish() after an unread message

@@ -46,6 +46,12 @@ class StepExecutor {
   virtual absl::Status OnWelcome(const weft::v1::Welcome& welcome) = 0;
   // Runs one plan. Errors go into StepResult.error (the stream stays up).
   virtual weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) = 0;
+  // Execute into `*result`, which the client reuses from step to step (a cleared
+  // message keeps its token entries' allocations). What the worker loop calls; the
+  // default copies Execute's answer in.
+  virtual void ExecuteInto(const weft::v1::StepPlan& plan, weft::v1::StepResult* result) {
+    *result = Execute(plan);
+  }
   // The attachment ended (stream broke): drop all state.
   virtual void OnDetach() = 0;
 };

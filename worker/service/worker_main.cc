@@ -147,8 +147,14 @@ class MeteredExecutor : public StepExecutor {
     return s;
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
+    weft::v1::StepResult r;
+    ExecuteInto(plan, &r);
+    return r;
+  }
+  void ExecuteInto(const weft::v1::StepPlan& plan, weft::v1::StepResult* result) override {
     plans_received_.Increment();
-    weft::v1::StepResult r = inner_->Execute(plan);
+    inner_->ExecuteInto(plan, result);
+    const weft::v1::StepResult& r = *result;
     steps_.Increment();
     if (!r.error().empty()) errors_.Increment();
     tokens_.Increment(r.tokens_size());
@@ -156,7 +162,6 @@ class MeteredExecutor : public StepExecutor {
     const double c = backend_->collective_seconds();
     if (c > last_collective_) collective_seconds_.Increment(c - last_collective_);
     last_collective_ = c;
-    return r;
   }
   void OnDetach() override {
     attached_.Set(0);
