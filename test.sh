@@ -4,9 +4,11 @@
 #   ./test.sh            what CI runs: default build + all tests; the --config=cuda build
 #                        (when nvcc exists, into bazel-cuda-bin) with its gpu/cuda-tagged
 #                        tests; ASan/UBSan on parser, tokenizer, validation,
-#                        block-pool and planner tests; each fuzzer 30 s on its corpus;
-#                        TSan on the gRPC-free scheduler core; the Kubernetes overlays
-#                        validated strictly against their schemas (deploy/k8s/validate.sh).
+#                        block-pool and planner tests; TSan on the scheduler core and the
+#                        threaded code; clang-14's thread-safety analysis over the code
+#                        that uses the lock annotations (tools/clang_tsa.sh); each fuzzer
+#                        30 s on its corpus; the Kubernetes overlays validated strictly
+#                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests only (for iterating)
 #   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
 #                        the container images: built daemonless (debootstrap, umoci) and
@@ -25,7 +27,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -133,10 +135,19 @@ if [ "$MODE" != quick ]; then
     run_tests asan --config=asan -- $ASAN_TARGETS
   fi
 
-  step "TSan: gRPC-free scheduler core"
+  step "TSan: scheduler core, engine inbox, the write queue and the worker client (fake transports), the HTTP server, thread pool, shm communicator"
   TSAN_TARGETS=$("${BAZEL[@]}" query --noshow_progress 'attr(tags, "tsan", tests(//...))' 2>/dev/null | tr '\n' ' ')
   if [ -n "$TSAN_TARGETS" ]; then
     run_tests tsan --config=tsan -- $TSAN_TARGETS
+  fi
+
+  step "clang-14 thread-safety analysis (tools/clang_tsa.sh: --config=clang_tsa, -Wthread-safety -Werror)"
+  # The rules whose sources use the lock annotations, compiled only (about a minute cold),
+  # in their own output base.
+  if tools/clang_tsa.sh; then
+    extra_result clang_thread_safety passed "clang-14 -Wthread-safety -Werror: built"
+  else
+    extra_result clang_thread_safety failed "clang-14 -Wthread-safety -Werror: see the errors above"
   fi
 
   step "fuzzers (${FUZZ_SECONDS} s each, clang-14 libFuzzer, ASan+UBSan)"

@@ -10,11 +10,14 @@
 #include "common/gguf.h"
 #include "common/testing/gguf_builder.h"
 #include "common/testing/model_path.h"
+#include "common/testing/status_matchers.h"
 #include "common/tokenizer.h"
 #include "common/tokenizer_test_util.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -70,17 +73,17 @@ TEST(ChatTemplateTest, RejectsOtherTemplatesAndBadRoles) {
   auto llama2 = ChatTemplate::FromTemplateText(
       "{% for message in messages %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
       "{% endfor %}");
-  EXPECT_EQ(llama2.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(llama2.status(), StatusIs(absl::StatusCode::kUnimplemented));
   auto tools = ChatTemplate::FromTemplateText(
       "{% if tools %}...{% endif %}{% for message in messages %}{{'<|im_start|>' + "
       "message['role'] + '\\n' + message['content'] + '<|im_end|>\\n'}}{% endfor %}");
-  EXPECT_EQ(tools.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(tools.status(), StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(std::string(tools.status().message()), HasSubstr("tools"));
 
   auto t = ChatTemplate::FromTemplateText(kSmolLmTemplate);
   ASSERT_TRUE(t.ok());
   for (const char* role : {"", "user\nsystem", "<|im_start|>user"}) {
-    EXPECT_EQ(t->Render({{role, "x"}}).status().code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(t->Render({{role, "x"}}).status(), StatusIs(absl::StatusCode::kInvalidArgument))
         << role;
   }
 }
@@ -91,7 +94,7 @@ TEST(ChatTemplateTest, FromGgufWithoutTemplateIsUnimplemented) {
   const std::vector<uint8_t> bytes = b.Build();
   auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
   ASSERT_TRUE(file.ok());
-  EXPECT_EQ(ChatTemplate::FromGguf(**file).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(ChatTemplate::FromGguf(**file).status(), StatusIs(absl::StatusCode::kUnimplemented));
 }
 
 // Renders every case of tests/testdata/chat_template_ref.jsonl (jinja2 with the real

@@ -10,9 +10,12 @@
 #include "common/ggml_types.h"
 #include "common/testing/gguf_builder.h"
 #include "common/testing/model_path.h"
+#include "common/testing/status_matchers.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using ::testing::HasSubstr;
 using testing::GgufBuilder;
@@ -66,7 +69,7 @@ TEST(GgufTest, ParsesEveryMetadataTypeAndTensors) {
   EXPECT_THAT(**f.GetIntArray("tokenizer.ggml.token_type"), ::testing::ElementsAre(1, 1, 3));
   EXPECT_THAT(**f.GetFloatArray("tokenizer.ggml.scores"), ::testing::ElementsAre(0.5, -1.0, 2.0));
   EXPECT_EQ(*f.GetIntOr("absent", 7), 7);
-  EXPECT_EQ(f.GetInt("absent").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(f.GetInt("absent").status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(f.GetInt("general.architecture").status().code(),
             absl::StatusCode::kInvalidArgument);
 
@@ -191,7 +194,7 @@ TEST(GgufTest, DuplicateKeysAndBadAlignment) {
 TEST(GgufTest, OpenMissingFileIsNotFound) {
   auto file = GgufFile::Open("/nonexistent/model.gguf");
   ASSERT_FALSE(file.ok());
-  EXPECT_EQ(file.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(file.status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 // Hand-computed blocks.

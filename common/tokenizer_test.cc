@@ -11,11 +11,14 @@
 #include "common/gguf.h"
 #include "common/testing/gguf_builder.h"
 #include "common/testing/model_path.h"
+#include "common/testing/status_matchers.h"
 #include "common/tokenizer_pretokenize.h"
 #include "common/tokenizer_unicode.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
@@ -353,23 +356,23 @@ TEST(TokenizerLoadTest, RejectsUnsupportedAndMalformedVocabularies) {
   TinyVocab v;
   v.model = "llama";
   absl::Status s = load(v.Build());
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(std::string(s.message()), HasSubstr("SentencePiece"));
   v.model = "bert";
-  EXPECT_EQ(load(v.Build()).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(load(v.Build()), StatusIs(absl::StatusCode::kUnimplemented));
   v.model = "gpt2";
   v.pre = "llama3";
-  EXPECT_EQ(load(v.Build()).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(load(v.Build()), StatusIs(absl::StatusCode::kUnimplemented));
 
   GgufBuilder no_model;
   no_model.AddString("general.architecture", "llama");
-  EXPECT_EQ(load(no_model.Build()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(load(no_model.Build()), StatusIs(absl::StatusCode::kInvalidArgument));
 
   GgufBuilder no_merges;
   no_merges.AddString("tokenizer.ggml.model", "gpt2");
   no_merges.AddString("tokenizer.ggml.pre", "smollm");
   no_merges.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
-  EXPECT_EQ(load(no_merges.Build()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(load(no_merges.Build()), StatusIs(absl::StatusCode::kInvalidArgument));
 
   GgufBuilder dup;
   dup.AddString("tokenizer.ggml.model", "gpt2");
@@ -377,7 +380,7 @@ TEST(TokenizerLoadTest, RejectsUnsupportedAndMalformedVocabularies) {
   dup.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "a"});
   dup.AddStringArray("tokenizer.ggml.merges", {});
   s = load(dup.Build());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(s.message()), HasSubstr("repeats"));
 
   GgufBuilder short_types;
@@ -386,7 +389,7 @@ TEST(TokenizerLoadTest, RejectsUnsupportedAndMalformedVocabularies) {
   short_types.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
   short_types.AddInt32Array("tokenizer.ggml.token_type", {1});
   short_types.AddStringArray("tokenizer.ggml.merges", {});
-  EXPECT_EQ(load(short_types.Build()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(load(short_types.Build()), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(TokenizerTest, OutOfRangeIdsDecodeToNothing) {

@@ -1,4 +1,6 @@
-"""grpc_cc_proto: protoc + grpc_cpp_plugin through a genrule, then a cc_library."""
+"""grpc_cc_proto: protoc + grpc_cpp_plugin through a genrule, then two cc_libraries:
+<name>_messages (the messages alone: protobuf, no gRPC — what the scheduler core and the
+plan contract link) and <name>_cc_proto (the messages plus the gRPC service stubs)."""
 
 def grpc_cc_proto(name, proto, deps = []):
     base = proto[:-len(".proto")]
@@ -17,10 +19,18 @@ def grpc_cc_proto(name, proto, deps = []):
                "--plugin=protoc-gen-grpc=/usr/bin/grpc_cpp_plugin $(location %s)") % proto,
     )
     native.cc_library(
-        name = name + "_cc_proto",
-        srcs = [base + ".pb.cc", base + ".grpc.pb.cc"],
-        hdrs = [base + ".pb.h", base + ".grpc.pb.h"],
+        name = name + "_messages",
+        srcs = [base + ".pb.cc"],
+        hdrs = [base + ".pb.h"],
         includes = ["."],
         copts = ["-Wno-unused-parameter"],
-        deps = ["@grpc//:lib", "@protobuf//:lib"] + deps,
+        deps = ["@protobuf//:lib"] + deps,
+    )
+    native.cc_library(
+        name = name + "_cc_proto",
+        srcs = [base + ".grpc.pb.cc"],
+        hdrs = [base + ".grpc.pb.h"],
+        includes = ["."],
+        copts = ["-Wno-unused-parameter"],
+        deps = [":" + name + "_messages", "@grpc//:lib", "@protobuf//:lib"] + deps,
     )

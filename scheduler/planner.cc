@@ -10,11 +10,11 @@ namespace weft {
 
 void Planner::Plan(Replica* replica, absl::Time now, StepPlan* plan) {
   plan->Clear();
-  plan->replica = replica->id();
   Step st{replica, plan, replica->next_step_id().value(), options_->max_num_batched_tokens};
   st.now = now;
   // Finishes that happened since the last plan (the workers still hold those states).
-  plan->finished_ids.swap(replica->pending_finished());
+  for (SequenceRef ref : replica->pending_finished()) plan->add_finished_seq_ids(ref.seq_id());
+  replica->pending_finished().clear();
   order_.clear();
   scheduled_.clear();
   new_samplers_.clear();
@@ -116,7 +116,7 @@ void Planner::Preempt(Step& st, Sequence* victim) {
   ++victim->request->usage.num_preemptions;
   ++counters_->preemptions_total;
   if (victim->known_to_worker) {
-    st.plan->preempted_ids.push_back(victim->ref());
+    st.plan->add_preempted_seq_ids(victim->ref().seq_id());
     victim->known_to_worker = false;
   }
   // Back to the waiting queue, keeping its tokens (recomputed when resumed). If a step
@@ -191,7 +191,7 @@ void Planner::Commit(Step& st, Sequence* seq, int32_t n) {
   const int32_t before = seq->num_computed_tokens;
   seq->num_computed_tokens += n;
   st.budget -= n;
-  st.plan->total_num_scheduled_tokens += n;
+  st.plan->set_num_scheduled_tokens(st.plan->num_scheduled_tokens() + n);
   seq->last_scheduled_step = st.step;
   scheduled_.push_back(seq);
   const bool sample = seq->num_computed_tokens == seq->logical_length();
@@ -205,34 +205,42 @@ void Planner::Commit(Step& st, Sequence* seq, int32_t n) {
 
 void Planner::Emit(Step& st, Sequence* seq, int32_t num_computed_before, int32_t n,
                    bool sample) {
-  const std::vector<BlockId>& ids = seq->blocks.block_ids;
   if (!seq->known_to_worker) {
-    NewSequenceData& e = st.plan->new_requests.emplace_back();
-    e.seq = seq->ref();
-    e.token_ids = seq->token_ids;
-    e.num_prompt_tokens = seq->num_prompt_tokens();
-    e.sampling = seq->request->sampling;
-    e.block_ids = ids;
-    e.num_computed_tokens = num_computed_before;
-    e.num_scheduled_tokens = n;
-    e.do_sample = sample;
-    e.resumed = seq->ever_sent;
-    seq->known_to_worker = true;
-    seq->ever_sent = true;
-    if (sample) new_samplers_.push_back(seq);
-  } else {
-    CachedSequenceData& e = st.plan->cached_requests.emplace_back();
-    e.seq = seq->ref();
-    // Most decodes add no block: skip the (non-trivial) InlinedVector assign then.
-    if (seq->num_blocks_sent < static_cast<int32_t>(ids.size())) {
-      e.new_block_ids.assign(ids.begin() + seq->num_blocks_sent, ids.end());
-    }
-    e.num_computed_tokens = num_computed_before;
-    e.num_scheduled_tokens = n;
-    e.do_sample = sample;
-    if (sample) cached_samplers_.push_back(seq);
+    EmitNew(st, seq, num_computed_before, n, sample, nullptr);
+    return;
   }
+  const std::vector<BlockId>& ids = seq->blocks.block_ids;
+  weft::v1::CachedSequence* e = st.plan->add_cached_sequences();
+  e->set_seq_id(seq->ref().seq_id());
+  for (auto b = ids.begin() + seq->num_blocks_sent; b != ids.end(); ++b) {
+    e->add_new_block_ids(b->value());
+  }
+  e->set_num_computed_tokens(num_computed_before);
+  e->set_num_scheduled_tokens(n);
+  e->set_do_sample(sample);
+  if (sample) cached_samplers_.push_back(seq);
   seq->num_blocks_sent = static_cast<int32_t>(ids.size());
+}
+
+void Planner::EmitNew(Step& st, Sequence* seq, int32_t num_computed_before, int32_t n,
+                      bool sample, const Sequence* fork_parent) {
+  weft::v1::NewSequence* e = st.plan->add_new_sequences();
+  e->set_seq_id(seq->ref().seq_id());
+  e->mutable_token_ids()->Add(seq->token_ids.begin(), seq->token_ids.end());
+  e->set_num_prompt_tokens(seq->num_prompt_tokens());
+  e->mutable_block_ids()->Reserve(static_cast<int>(seq->blocks.block_ids.size()));
+  for (BlockId b : seq->blocks.block_ids) e->add_block_ids(b.value());
+  e->set_num_computed_tokens(num_computed_before);
+  e->set_num_scheduled_tokens(n);
+  ToSpec(seq->request->sampling, seq->sample_index, e->mutable_sampling());
+  e->set_num_output_tokens(seq->num_output_tokens());
+  e->set_do_sample(sample);
+  if (fork_parent != nullptr) e->set_fork_parent_seq_id(fork_parent->ref().seq_id());
+  e->set_resumed(seq->ever_sent);
+  seq->known_to_worker = true;
+  seq->ever_sent = true;
+  seq->num_blocks_sent = static_cast<int32_t>(seq->blocks.block_ids.size());
+  if (sample) new_samplers_.push_back(seq);
 }
 
 void Planner::ForkSiblings(Step& st, Sequence* parent) {
@@ -269,23 +277,12 @@ bool Planner::ForkOne(Step& st, Sequence* parent, Sequence* child) {
   child->state = SequenceState::kRunning;
   replica->AddRunning(child);
   child->last_scheduled_step = st.step;
-  if (copy) st.plan->block_copies.push_back(*copy);
-
-  NewSequenceData& e = st.plan->new_requests.emplace_back();
-  e.seq = child->ref();
-  e.token_ids = child->token_ids;
-  e.num_prompt_tokens = prompt;
-  e.sampling = child->request->sampling;
-  e.block_ids = child->blocks.block_ids;
-  e.num_computed_tokens = prompt;
-  e.num_scheduled_tokens = 0;
-  e.do_sample = true;
-  e.fork_parent_sample_index = parent->sample_index;
-  e.resumed = child->ever_sent;
-  child->known_to_worker = true;
-  child->ever_sent = true;
-  child->num_blocks_sent = static_cast<int32_t>(child->blocks.block_ids.size());
-  new_samplers_.push_back(child);
+  if (copy) {
+    weft::v1::BlockCopy* c = st.plan->add_block_copies();
+    c->set_src(copy->src.value());
+    c->set_dst(copy->dst.value());
+  }
+  EmitNew(st, child, prompt, 0, /*sample=*/true, parent);
   return true;
 }
 
@@ -301,18 +298,18 @@ void Planner::Finalize(Step& st) {
     }
   }
   StepPlan* plan = st.plan;
-  if (plan->empty()) return;  // step_id stays 0: nothing to send
-  plan->step_id = replica->next_step_id();
-  replica->ConsumeStepId();
+  if (PlanIsEmpty(*plan)) return;  // step_id stays 0: nothing to send
+  plan->set_step_id(replica->next_step_id().value());
   InFlightStep record;
-  record.step_id = plan->step_id;
+  record.step_id = replica->next_step_id();
+  replica->ConsumeStepId();
   record.samplers = replica->TakeSpareVector();
   record.samplers.insert(record.samplers.end(), new_samplers_.begin(), new_samplers_.end());
   record.samplers.insert(record.samplers.end(), cached_samplers_.begin(), cached_samplers_.end());
-  plan->num_sampled = static_cast<int32_t>(record.samplers.size());
+  plan->set_num_sampled(static_cast<int32_t>(record.samplers.size()));
   replica->in_flight().push_back(std::move(record));
   ++counters_->steps_total;
-  counters_->scheduled_tokens_total += plan->total_num_scheduled_tokens;
+  counters_->scheduled_tokens_total += plan->num_scheduled_tokens();
 }
 
 }  // namespace weft

@@ -37,7 +37,7 @@
 #include "scheduler/replica.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/sequence.h"
-#include "scheduler/step_plan.h"
+#include "common/plan/step_plan.h"
 
 namespace weft {
 
@@ -48,7 +48,7 @@ class Planner {
       : options_(options), policy_(policy), counters_(counters) {}
 
   // Plans the next step of `replica` into `plan` (cleared first). An empty plan
-  // (plan->empty()) consumes no step id and records nothing in flight.
+  // (PlanIsEmpty) consumes no step id and records nothing in flight.
   void Plan(Replica* replica, absl::Time now, StepPlan* plan);
 
  private:
@@ -79,6 +79,10 @@ class Planner {
   Sequence* PickVictim(Step& st, size_t requester_index);
   void Preempt(Step& st, Sequence* victim);
   void Emit(Step& st, Sequence* seq, int32_t num_computed_before, int32_t n, bool sample);
+  // The entry of a sequence the workers do not hold: everything they need. A fork
+  // (`fork_parent` set) samples from its parent's logits in this step.
+  void EmitNew(Step& st, Sequence* seq, int32_t num_computed_before, int32_t n, bool sample,
+               const Sequence* fork_parent);
   void ForkSiblings(Step& st, Sequence* parent);
   bool ForkOne(Step& st, Sequence* parent, Sequence* child);
   void Finalize(Step& st);

@@ -75,17 +75,19 @@ class Fixture {
   void Plan() {
     CHECK(scheduler_->Plan(replica_, now_, &plan_).ok());
     results_.clear();
-    for (const auto& e : plan_.new_requests) {
-      if (e.do_sample) results_.push_back(SampledToken{e.seq, 7 + e.seq.sample_index});
+    for (const auto& e : plan_.new_sequences()) {
+      const SequenceRef ref = SequenceRef::FromSeqId(e.seq_id());
+      if (e.do_sample()) results_.push_back(SampledToken{ref, 7 + ref.sample_index});
     }
-    for (const auto& e : plan_.cached_requests) {
-      if (e.do_sample) results_.push_back(SampledToken{e.seq, 5 + e.num_computed_tokens % 64});
+    for (const auto& e : plan_.cached_sequences()) {
+      const SequenceRef ref = SequenceRef::FromSeqId(e.seq_id());
+      if (e.do_sample()) results_.push_back(SampledToken{ref, 5 + e.num_computed_tokens() % 64});
     }
   }
 
   void Apply() {
-    if (!plan_.empty()) {
-      CHECK(scheduler_->ApplyResults(replica_, plan_.step_id, results_, now_).ok());
+    if (!PlanIsEmpty(plan_)) {
+      CHECK(scheduler_->ApplyResults(replica_, StepId(plan_.step_id()), results_, now_).ok());
     }
     scheduler_->TakeOutputs(&outputs_);
     if (churn_) {
@@ -101,7 +103,7 @@ class Fixture {
     Apply();
   }
 
-  int32_t scheduled_tokens() const { return plan_.total_num_scheduled_tokens; }
+  int32_t scheduled_tokens() const { return plan_.num_scheduled_tokens(); }
 
  private:
   BenchText text_;

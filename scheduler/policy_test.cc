@@ -1,10 +1,13 @@
 #include "scheduler/policy.h"
 
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using ::testing::ElementsAre;
 
@@ -15,7 +18,7 @@ TEST(PolicyTest, NamesRoundTrip) {
     EXPECT_EQ(*parsed, k);
     EXPECT_EQ(MakePolicy(k)->kind(), k);
   }
-  EXPECT_EQ(ParsePolicyKind("fifo").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParsePolicyKind("fifo").status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(PolicyTest, DecodeFirstRunsDecodesBeforePrefillsBeforeAdmissions) {

@@ -35,11 +35,13 @@ class Replica {
  public:
   using SeqMap = absl::btree_map<SeqKey, Sequence*>;
 
-  Replica(ReplicaId id, KvCacheManager kv) : id_(id), kv_(std::move(kv)) {}
+  Replica(ReplicaId id, KvCacheManager kv, int32_t max_steps_in_flight = 1)
+      : id_(id), kv_(std::move(kv)), max_steps_in_flight_(max_steps_in_flight) {}
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
 
   ReplicaId id() const { return id_; }
+  int32_t max_steps_in_flight() const { return max_steps_in_flight_; }
   KvCacheManager& kv() { return kv_; }
   const KvCacheManager& kv() const { return kv_; }
 
@@ -65,7 +67,7 @@ class Replica {
 
   std::deque<InFlightStep>& in_flight() { return in_flight_; }
   const std::deque<InFlightStep>& in_flight() const { return in_flight_; }
-  // Sequences that finished while the workers held their state: listed in finished_ids
+  // Sequences that finished while the workers held their state: listed in finished_seq_ids
   // of the next plan.
   std::vector<SequenceRef>& pending_finished() { return pending_finished_; }
 
@@ -79,6 +81,7 @@ class Replica {
  private:
   const ReplicaId id_;
   KvCacheManager kv_;
+  int32_t max_steps_in_flight_;
   SeqMap running_;
   SeqMap waiting_;
   int32_t num_prefilling_ = 0;

@@ -12,13 +12,6 @@
 namespace weft {
 namespace {
 
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 bool IsAbortReason(FinishReason r) {
   return r == FinishReason::kCancelled || r == FinishReason::kDeadline ||
          r == FinishReason::kError || r == FinishReason::kUnavailable;
@@ -45,8 +38,7 @@ Scheduler::Scheduler(const SchedulerOptions& options, std::unique_ptr<Scheduling
       policy_(std::move(policy)),
       text_(text),
       stop_context_{options_.eos_token_ids, text},
-      planner_(&options_, policy_.get(), &counters_),
-      seed_state_(options.seed) {}
+      planner_(&options_, policy_.get(), &counters_) {}
 
 // --- Replicas ---------------------------------------------------------------------
 
@@ -63,7 +55,9 @@ absl::StatusOr<ReplicaId> Scheduler::AddReplica(const ReplicaOptions& options) {
   kv.enable_prefix_caching = options_.enable_prefix_caching;
   WEFT_ASSIGN_OR_RETURN(KvCacheManager manager, KvCacheManager::Create(kv));
   const ReplicaId id(next_replica_id_++);
-  replicas_.emplace(id, std::make_unique<Replica>(id, std::move(manager)));
+  const int32_t steps = options.max_steps_in_flight > 0 ? options.max_steps_in_flight
+                                                        : options_.max_steps_in_flight;
+  replicas_.emplace(id, std::make_unique<Replica>(id, std::move(manager), steps));
   RerouteWaiting(nullptr);  // scale-up: the new replica takes its share of the queue now
   return id;
 }
@@ -214,7 +208,6 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(const RequestSpec& spec, absl::T
   r->id = RequestId(next_request_id_++);
   r->num_prompt_tokens = prompt;
   r->sampling = spec.sampling;
-  if (!r->sampling.seed.has_value()) r->sampling.seed = NextSeed();
   r->stopping = spec.stopping;
   r->priority = spec.priority;
   r->arrival = now;
@@ -222,7 +215,7 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(const RequestSpec& spec, absl::T
   r->num_unfinished = spec.n;
   r->num_awaiting_fork = spec.n - 1;
   r->usage.num_prompt_tokens = prompt;
-  r->usage.seed = *r->sampling.seed;
+  r->usage.seed = r->sampling.seed;
   r->usage.arrival_time = now;
   for (int32_t j = 0; j < spec.n; ++j) {
     auto seq = std::make_unique<Sequence>(r, j, &r->stopping.stop_strings);
@@ -309,7 +302,7 @@ void Scheduler::FinishSequence(Sequence* seq, FinishReason reason, absl::Time no
   RequestUsage& usage = request->usage;
   usage.finish_time = now;
   usage.num_completion_tokens = 0;
-  for (const auto& s : request->seqs) usage.num_completion_tokens += s->num_output_tokens();
+  for (const auto& s : request->seqs) usage.num_completion_tokens += s->num_completion_tokens();
   out->request_finished = true;
   out->usage = usage;
   deadlines_.erase({request->deadline, request->id});
@@ -326,13 +319,13 @@ void Scheduler::MaybeErase(Request* request) {
 bool Scheduler::CanPlan(ReplicaId id) const {
   Replica* replica = FindReplica(id);
   return replica != nullptr &&
-         static_cast<int32_t>(replica->in_flight().size()) < options_.max_steps_in_flight;
+         static_cast<int32_t>(replica->in_flight().size()) < replica->max_steps_in_flight();
 }
 
 absl::Status Scheduler::Plan(ReplicaId id, absl::Time now, StepPlan* plan) {
   Replica* replica = FindReplica(id);
   if (replica == nullptr) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
-  if (static_cast<int32_t>(replica->in_flight().size()) >= options_.max_steps_in_flight) {
+  if (static_cast<int32_t>(replica->in_flight().size()) >= replica->max_steps_in_flight()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "replica ", id.value(), " has ", replica->in_flight().size(), " steps in flight"));
   }
@@ -389,6 +382,10 @@ void Scheduler::ApplyToken(Sequence* seq, int32_t token, int32_t aux, absl::Time
   out.new_token_ids.push_back(token);
   out.token_aux = aux;
   const FinishReason reason = AppendTokenAndCheckStop(seq, token, stop_context_, &out.text_delta);
+  if (reason == FinishReason::kStopEos) {  // not returned (generate.proto), nor counted
+    out.new_token_ids.clear();
+    out.token_aux = -1;
+  }
   if (seq->num_output_tokens() == 1 && request->usage.first_token_time == absl::InfiniteFuture()) {
     request->usage.first_token_time = now;
   }
@@ -466,8 +463,6 @@ int32_t Scheduler::NumWaiting() const {
   for (const auto& e : replicas_) n += e.second->num_waiting();
   return n;
 }
-
-uint64_t Scheduler::NextSeed() { return SplitMix64(&seed_state_); }
 
 std::vector<ReplicaId> Scheduler::replica_ids() const {
   std::vector<ReplicaId> ids;

@@ -59,7 +59,7 @@
 #include "scheduler/replica.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/sequence.h"
-#include "scheduler/step_plan.h"
+#include "common/plan/step_plan.h"
 #include "scheduler/token_text_source.h"
 #include "scheduler/types.h"
 
@@ -167,7 +167,6 @@ class Scheduler {
   // order; one that no other replica fits stays where it was.
   void RerouteWaiting(Replica* only);
   int32_t NumWaiting() const;
-  uint64_t NextSeed();
   void ApplyToken(Sequence* seq, int32_t token, int32_t aux, absl::Time now);
   // Finishes `seq` (frees blocks, leaves queues, owes the workers a finished id) and
   // fills the finish fields of `out`.
@@ -191,7 +190,6 @@ class Scheduler {
   int32_t num_unfinished_requests_ = 0;
   absl::btree_set<std::pair<absl::Time, RequestId>> deadlines_;
   std::vector<SequenceOutput> outbox_;
-  uint64_t seed_state_;
 };
 
 }  // namespace weft

@@ -165,7 +165,7 @@ TEST(SchedulerDrainTest, ADrainThatTimesOutRequeuesTheRestWithTheirTokens) {
   ASSERT_TRUE(h.RemoveReplica(r1).ok());  // the drain timeout
   EXPECT_EQ(h.scheduler().counters().retries_total, 1);
   EXPECT_EQ(h.Step(0), "*1:10") << "recomputes prompt + the 2 tokens it has";
-  EXPECT_TRUE(h.last_plan().new_requests[0].resumed);
+  EXPECT_TRUE(h.last_plan().new_sequences(0).resumed());
   StepUntilIdle(h, 0);
   ASSERT_TRUE(h.Collect().ok());
   EXPECT_EQ(h.output(RequestId(1)).tokens.size(), 6u);

@@ -19,12 +19,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/testing/harness.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 struct ModelConfig {
   PolicyKind policy;
@@ -93,8 +96,8 @@ class PlannerModelTest : public ::testing::TestWithParam<ModelConfig> {
       absl::StatusOr<std::string> d = h.PlanAndExecute(r);
       ASSERT_TRUE(d.ok()) << d.status();
       const StepPlan& plan = h.last_plan();
-      ASSERT_LE(plan.total_num_scheduled_tokens, Options().max_num_batched_tokens);
-      if (!plan.empty()) ++steps_;
+      ASSERT_LE(plan.num_scheduled_tokens(), Options().max_num_batched_tokens);
+      if (!PlanIsEmpty(plan)) ++steps_;
     }
   }
 
@@ -133,7 +136,7 @@ TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
         live.push_back(*id);
         ++added;
       } else {
-        ASSERT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted) << id.status();
+        ASSERT_THAT(id.status(), StatusIs(absl::StatusCode::kResourceExhausted)) << id.status();
         ++rejected;
       }
     } else if (kind < 17 && !live.empty()) {
@@ -191,7 +194,7 @@ TEST_P(PlannerModelTest, RandomOperationsMatchReferenceModel) {
   for (ReplicaId r : h.scheduler().replica_ids()) {
     while (h.scheduler().CanPlan(r)) {  // deliver the last finished ids
       ASSERT_TRUE(h.PlanAndExecute(r).ok());
-      if (h.last_plan().empty()) break;
+      if (PlanIsEmpty(h.last_plan())) break;
       ASSERT_TRUE(h.ApplyOldest(r).ok());
     }
   }

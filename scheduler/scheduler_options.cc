@@ -43,6 +43,10 @@ absl::Status SchedulerOptions::Validate() const {
 
 absl::Status ReplicaOptions::Validate() const {
   if (absl::Status s = Positive("num_blocks", num_blocks); !s.ok()) return s;
+  if (max_steps_in_flight < 0 || max_steps_in_flight > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_steps_in_flight must be in [0, 8], got ", max_steps_in_flight));
+  }
   return Positive("block_size", block_size);
 }
 

@@ -44,8 +44,6 @@ struct SchedulerOptions {
   std::vector<int32_t> eos_token_ids;
   // Token ids must be < vocab_size; 0 disables the check.
   int32_t vocab_size = 0;
-  // Seeds assigned to requests that bring none derive from this.
-  uint64_t seed = 0x5eed;
 
   absl::Status Validate() const;
 };
@@ -53,6 +51,8 @@ struct SchedulerOptions {
 struct ReplicaOptions {
   int32_t num_blocks = 0;
   int32_t block_size = 16;  // must equal SchedulerOptions::block_size
+  // Steps this replica may have in flight; 0: SchedulerOptions::max_steps_in_flight.
+  int32_t max_steps_in_flight = 0;
 
   absl::Status Validate() const;
 };

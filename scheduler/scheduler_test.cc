@@ -2,15 +2,19 @@
 // many tokens (see Describe() in testing/harness.h for the notation), per policy.
 #include "scheduler/scheduler.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/testing/harness.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 SchedulerOptions Opts(PolicyKind policy, int32_t budget, int32_t block_size = 4) {
   SchedulerOptions o;
@@ -96,14 +100,14 @@ TEST(PlannerTableTest, StaticBatchReservesUpFrontAndWaitsForTheWholeBatch) {
   // iteration: a plan entry never schedules 0 tokens.
   EXPECT_EQ(h.Step(), "*1:8 *2:8");
   // Reservation: prompt + max_tokens, all blocks at once.
-  ASSERT_EQ(h.last_plan().new_requests.size(), 2u);
-  EXPECT_EQ(h.last_plan().new_requests[0].block_ids.size(), 3u);  // (8+2)/4 → 3
-  EXPECT_EQ(h.last_plan().new_requests[1].block_ids.size(), 4u);  // (8+5)/4 → 4
+  ASSERT_EQ(h.last_plan().new_sequences_size(), 2u);
+  EXPECT_EQ(h.last_plan().new_sequences(0).block_ids_size(), 3u);  // (8+2)/4 → 3
+  EXPECT_EQ(h.last_plan().new_sequences(1).block_ids_size(), 4u);  // (8+5)/4 → 4
   EXPECT_EQ(h.scheduler().Metrics().kv_blocks_used, 10);          // R3's 3 held too
   h.AddSimple(4, 1, 0, 1, 300);  // must wait for the whole batch
   EXPECT_EQ(h.Step(), "*3:8 1:1 2:1");  // R1 done (2 tokens)
-  ASSERT_EQ(h.last_plan().new_requests.size(), 1u);
-  EXPECT_EQ(h.last_plan().new_requests[0].block_ids.size(), 3u);  // (8+3)/4 → 3
+  ASSERT_EQ(h.last_plan().new_sequences_size(), 1u);
+  EXPECT_EQ(h.last_plan().new_sequences(0).block_ids_size(), 3u);  // (8+3)/4 → 3
   ExpectSteps(h, {
                      "2:1 3:1 x1",
                      "2:1 3:1",      // R3 done (3 tokens)
@@ -133,12 +137,12 @@ TEST(PlannerTableTest, PreemptionByRecomputeAndResume) {
   bool resumed = false;
   for (int i = 0; i < 20 && !resumed; ++i) {
     h.Step();
-    for (const auto& e : h.last_plan().new_requests) {
-      if (e.seq.request_id == RequestId(2)) {
+    for (const auto& e : h.last_plan().new_sequences()) {
+      if (SequenceRef::FromSeqId(e.seq_id()).request_id == RequestId(2)) {
         resumed = true;
-        EXPECT_TRUE(e.resumed);
-        EXPECT_EQ(e.token_ids.size(), 9u);
-        EXPECT_EQ(e.num_prompt_tokens, 8);
+        EXPECT_TRUE(e.resumed());
+        EXPECT_EQ(e.token_ids_size(), 9);
+        EXPECT_EQ(e.num_prompt_tokens(), 8);
       }
     }
   }
@@ -162,6 +166,15 @@ TEST(PlannerTableTest, HigherPriorityIsServedFirstAndPreemptedLast) {
   RunToCompletion(v);
 }
 
+// The queue key of priority -2^31 is its negation: it must not wrap to the top.
+TEST(PlannerTableTest, LowestPossiblePriorityIsServedLast) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 8), {64});
+  h.AddSimple(8, 2, /*priority=*/std::numeric_limits<int32_t>::min());
+  h.AddSimple(8, 2, /*priority=*/0, 1, 100);
+  EXPECT_EQ(h.Step(), "*2:8");
+  RunToCompletion(h);
+}
+
 TEST(PlannerTableTest, SharedHundredTokenPrefixIsComputedOnce) {
   TestHarness h(Opts(PolicyKind::kDecodeFirst, 512, /*block_size=*/16), {64});
   RequestSpec a, b;
@@ -179,7 +192,7 @@ TEST(PlannerTableTest, SharedHundredTokenPrefixIsComputedOnce) {
   // 6 full blocks (96 tokens) of the shared prefix come from the cache; the 4 shared
   // tokens in R1's 7th block are recomputed (that block's hash covers unshared tokens).
   EXPECT_EQ(h.Step(), "*2:24 1:1");
-  EXPECT_EQ(h.last_plan().new_requests[0].num_computed_tokens, 96);
+  EXPECT_EQ(h.last_plan().new_sequences(0).num_computed_tokens(), 96);
   EXPECT_EQ(h.scheduler().counters().prefix_cache_hit_tokens_total, 96);
   RunToCompletion(h);
   EXPECT_EQ(h.output(RequestId(2)).usage.num_cached_prompt_tokens, 96);
@@ -223,7 +236,7 @@ TEST(PlannerTableTest, PipelinedDecodeIsPlannedBeforeTheTokenReturns) {
   EXPECT_EQ(*h.PlanAndExecute(r), "1:1");  // the worker feeds its own sampled token
   EXPECT_FALSE(h.scheduler().CanPlan(r));
   StepPlan p;
-  EXPECT_EQ(h.scheduler().Plan(r, h.now(), &p).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(h.scheduler().Plan(r, h.now(), &p), StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_TRUE(h.ApplyOldest(r).ok());
   EXPECT_EQ(*h.PlanAndExecute(r), "1:1");
   ASSERT_TRUE(h.ApplyOldest(r).ok());
@@ -236,6 +249,28 @@ TEST(PlannerTableTest, PipelinedDecodeIsPlannedBeforeTheTokenReturns) {
   ASSERT_TRUE(h.ApplyOldest(r).ok());
   EXPECT_TRUE(h.VerifyFinished().ok());
   EXPECT_EQ(h.scheduler().counters().discarded_tokens_total, 0);
+}
+
+// A replica's own max_steps_in_flight (the service sets it from the workers' backend)
+// overrides the scheduler's, for that replica only.
+TEST(PlannerTableTest, AReplicasOwnStepsInFlightOverrideTheSchedulers) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  ASSERT_EQ(o.max_steps_in_flight, 1);
+  TestHarness h(o, {});
+  const ReplicaId piped = h.AddReplica(64, /*max_steps_in_flight=*/2);
+  h.AddSimple(4, 4);
+  EXPECT_EQ(*h.PlanAndExecute(piped), "*1:4");
+  EXPECT_TRUE(h.scheduler().CanPlan(piped));
+  EXPECT_EQ(*h.PlanAndExecute(piped), "1:1");
+  EXPECT_FALSE(h.scheduler().CanPlan(piped));
+  ASSERT_TRUE(h.ApplyOldest(piped).ok());
+  EXPECT_TRUE(h.scheduler().CanPlan(piped));
+
+  TestHarness g(o, {});
+  const ReplicaId sync = g.AddReplica(64);  // the scheduler's: 1
+  g.AddSimple(4, 4);
+  EXPECT_EQ(*g.PlanAndExecute(sync), "*1:4");
+  EXPECT_FALSE(g.scheduler().CanPlan(sync));
 }
 
 TEST(PlannerTableTest, PipelinedSequenceThatStopsHasItsExtraTokenDiscarded) {
@@ -378,11 +413,11 @@ TEST(SchedulerAdmissionTest, BadRequestsAreRejectedWithStatus) {
 
   auto empty = Scheduler::Create(o, nullptr);
   ASSERT_TRUE(empty.ok());
-  EXPECT_EQ((*empty)->AddRequest(ok, h.now()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT((*empty)->AddRequest(ok, h.now()).status(), StatusIs(absl::StatusCode::kUnavailable));
   ReplicaOptions bad;
   bad.num_blocks = 8;
   bad.block_size = 8;  // differs from the scheduler's
-  EXPECT_EQ((*empty)->AddReplica(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT((*empty)->AddReplica(bad).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
@@ -391,19 +426,19 @@ TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
   h.AddSimple(4, 4);
   StepPlan plan;
   ASSERT_TRUE(h.scheduler().Plan(r, h.now(), &plan).ok());
-  ASSERT_EQ(plan.num_sampled, 1);
-  const SampledToken good{plan.new_requests[0].seq, 5};
+  ASSERT_EQ(plan.num_sampled(), 1);
+  const SampledToken good{SequenceRef::FromSeqId(plan.new_sequences(0).seq_id()), 5};
   const SampledToken wrong{SequenceRef{RequestId(99), 0}, 5};
   Scheduler& s = h.scheduler();
   EXPECT_EQ(s.ApplyResults(r, StepId(2), {good}, h.now()).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.ApplyResults(r, plan.step_id, {}, h.now()).code(),
+  EXPECT_EQ(s.ApplyResults(r, StepId(plan.step_id()), {}, h.now()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.ApplyResults(r, plan.step_id, {wrong}, h.now()).code(),
+  EXPECT_EQ(s.ApplyResults(r, StepId(plan.step_id()), {wrong}, h.now()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.ApplyResults(ReplicaId(42), plan.step_id, {good}, h.now()).code(),
+  EXPECT_EQ(s.ApplyResults(ReplicaId(42), StepId(plan.step_id()), {good}, h.now()).code(),
             absl::StatusCode::kNotFound);
-  EXPECT_TRUE(s.ApplyResults(r, plan.step_id, {good}, h.now()).ok());
+  EXPECT_TRUE(s.ApplyResults(r, StepId(plan.step_id()), {good}, h.now()).ok());
   EXPECT_TRUE(s.CheckInvariants().ok());
 }
 
@@ -434,7 +469,7 @@ TEST(SchedulerReplicaTest, RemovedReplicaRequeuesItsRequestsForRecompute) {
   EXPECT_EQ(h.Step(0), "1:1");
   ASSERT_TRUE(h.RemoveReplica(h.replica(0)).ok());  // R1 had 2 tokens
   EXPECT_EQ(h.Step(0), "*1:10 2:1");              // recompute prompt + 2 outputs
-  EXPECT_TRUE(h.last_plan().new_requests[0].resumed);
+  EXPECT_TRUE(h.last_plan().new_sequences(0).resumed());
   h.AddSimple(8, 6, 0, 1, 300);
   EXPECT_EQ(h.Step(0), "*3:8 1:1 2:1");
   ASSERT_TRUE(h.RemoveReplica(h.replica(0)).ok());  // no replica left
@@ -446,6 +481,30 @@ TEST(SchedulerReplicaTest, RemovedReplicaRequeuesItsRequestsForRecompute) {
   EXPECT_TRUE(h.VerifyFinished().ok());
   EXPECT_EQ(h.scheduler().num_unfinished_requests(), 0);
   EXPECT_TRUE(h.scheduler().CheckInvariants().ok());
+}
+
+// generate.proto: the end-of-sequence token is not returned. It ends the sequence
+// (STOP) without appearing in its tokens or in usage.completion_tokens.
+TEST(SchedulerResultsTest, EosEndsTheSequenceWithoutBeingReturned) {
+  TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {64});
+  RequestSpec spec;
+  spec.prompt_token_ids = {5, 6, 7};
+  spec.stopping.max_tokens = 200;
+  // A seed whose reference run ends with EOS after a few tokens (deterministic search).
+  for (uint64_t seed = 1;; ++seed) {
+    const ReferenceOutput ref = h.model().Reference(spec.prompt_token_ids, seed, 0,
+                                                    spec.stopping, nullptr);
+    if (ref.finish_reason == FinishReason::kStopEos && ref.tokens.size() >= 2) {
+      spec.sampling.seed = seed;
+      break;
+    }
+  }
+  ASSERT_TRUE(h.Add(spec).ok());
+  RunToCompletion(h);
+  const CollectedOutput& out = h.output(RequestId(1));
+  EXPECT_EQ(out.finish_reason, FinishReason::kStopEos);
+  EXPECT_THAT(out.tokens, ::testing::Not(::testing::Contains(TestHarness::kEos)));
+  EXPECT_EQ(out.usage.num_completion_tokens, static_cast<int32_t>(out.tokens.size()));
 }
 
 TEST(SchedulerMetricsTest, CountersAndUsage) {

@@ -27,7 +27,7 @@ Sequence::Sequence(Request* request, int32_t sample_index, const std::vector<std
       stop_checker(stops) {}
 
 SeqKey Sequence::key() const {
-  return SeqKey{-request->priority, request->arrival, request->id.value(), sample_index};
+  return SeqKey{-int64_t{request->priority}, request->arrival, request->id.value(), sample_index};
 }
 
 bool Request::Quiescent() const {

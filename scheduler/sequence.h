@@ -52,7 +52,7 @@ absl::string_view SequenceStateName(SequenceState state);
 // sample. The running set uses the same order; its last element is the preemption
 // victim (lowest priority, latest arrival).
 struct SeqKey {
-  int32_t neg_priority = 0;
+  int64_t neg_priority = 0;  // 64 bits: -INT32_MIN must not wrap to the top priority
   absl::Time arrival;
   int64_t request_id = 0;
   int32_t sample_index = 0;
@@ -100,6 +100,10 @@ struct Sequence {
   int32_t num_prompt_tokens() const { return prompt_len; }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens(); }
+  // What the client gets (and usage counts): every output but an ending EOS.
+  int32_t num_completion_tokens() const {
+    return num_output_tokens() - (finish_reason == FinishReason::kStopEos ? 1 : 0);
+  }
   int32_t logical_length() const { return num_tokens() + num_pending_samples; }
   int32_t num_uncomputed() const { return logical_length() - num_computed_tokens; }
   bool finished() const { return state == SequenceState::kFinished; }
@@ -135,8 +139,9 @@ struct StopContext {
 // Appends a sampled token to `seq`'s outputs, appends the text that may be streamed
 // now to `*delta`, and returns why the sequence must finish (kNone to go on). Order
 // of checks: EOS (unless ignore_eos), stop token ids, stop strings, max_tokens.
-// EOS and stop tokens are kept in the token ids but add no text. The caller finishes
-// the sequence and, unless the reason is kStopString, flushes its held text.
+// EOS and stop tokens are kept in the token ids but add no text; a stop token is
+// returned to the client, EOS is not (generate.proto). The caller finishes the sequence
+// and, unless the reason is kStopString, flushes its held text.
 FinishReason AppendTokenAndCheckStop(Sequence* seq, int32_t token, const StopContext& ctx,
                                      std::string* delta);
 

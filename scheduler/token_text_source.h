@@ -20,6 +20,10 @@ class TokenTextSource {
   // Raw UTF-8 bytes of `token_id` (possibly an incomplete character; empty for special
   // tokens that render as nothing). The view stays valid for the source's lifetime.
   virtual absl::string_view TokenBytes(int32_t token_id) const = 0;
+  // The token as a logprobs entry names it: TokenBytes, except that a special token that
+  // renders as nothing gives its own text ("<|im_end|>"), so clients can tell such
+  // tokens apart.
+  virtual absl::string_view DisplayBytes(int32_t token_id) const { return TokenBytes(token_id); }
 };
 
 }  // namespace weft

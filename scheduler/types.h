@@ -1,6 +1,7 @@
-// Small value types shared by the scheduler core: replica ids, sequence references,
-// finish reasons, per-request sampling and stopping parameters, and the plain-data
-// records that cross the scheduler/worker and scheduler/service boundaries.
+// Small value types shared by the scheduler core: replica ids, finish reasons, per-request
+// stopping parameters, and the plain-data records that cross the scheduler/service
+// boundary. What crosses the scheduler/worker boundary (SequenceRef, SamplingParams, the
+// plan) is common/plan's.
 //
 // Everything here is plain data (proto-friendly: ints, strings, vectors), copyable,
 // and carries no behaviour beyond validation and naming.
@@ -17,6 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/plan/sampling_params.h"
+#include "common/plan/step_plan.h"
 #include "common/strong_id.h"
 
 namespace weft {
@@ -24,22 +27,6 @@ namespace weft {
 struct ReplicaIdTag {};
 // A data-parallel replica (one TP group of workers) as the scheduler numbers it.
 using ReplicaId = StrongId<ReplicaIdTag, int32_t>;
-
-// One sequence of a request: sample `sample_index` (0 .. n-1) of request `request_id`.
-// Workers key their per-sequence state by this pair.
-struct SequenceRef {
-  RequestId request_id;
-  int32_t sample_index = 0;
-
-  friend bool operator==(const SequenceRef& a, const SequenceRef& b) {
-    return a.request_id == b.request_id && a.sample_index == b.sample_index;
-  }
-  friend bool operator!=(const SequenceRef& a, const SequenceRef& b) { return !(a == b); }
-  template <typename H>
-  friend H AbslHashValue(H h, const SequenceRef& r) {
-    return H::combine(std::move(h), r.request_id, r.sample_index);
-  }
-};
 
 // Why a sequence ended. kNone while it runs.
 enum class FinishReason : uint8_t {
@@ -57,24 +44,6 @@ enum class FinishReason : uint8_t {
 absl::string_view FinishReasonName(FinishReason reason);
 // The OpenAI-style coarse reason: "length", "stop", "cancelled", "deadline", ...
 absl::string_view FinishReasonApiName(FinishReason reason);
-
-// Sampling parameters, forwarded verbatim to the worker. Defaults follow DESIGN.md's
-// "request defaults" contract. `seed` is always set once the scheduler admitted the
-// request (it assigns one when the client gave none).
-struct SamplingParams {
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int32_t top_k = 0;  // 0 = off
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  std::optional<uint64_t> seed;
-  // -1: no logprobs; k >= 0: the chosen token's log-probability and the top k.
-  int32_t logprobs = -1;
-
-  absl::Status Validate() const;
-};
 
 // Stopping parameters, evaluated by the scheduler (workers never stop a sequence).
 struct StoppingParams {

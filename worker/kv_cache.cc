@@ -82,6 +82,7 @@ absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name) {
   for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
     if (name == kernels::KvDtypeName(d)) return d;
   }
+  if (name == "fp16") return KvDtype::kF16;  // as the CUDA backend always took it
   return absl::InvalidArgumentError(
       absl::StrCat("unknown KV cache type '", name, "' (f32, f16, bf16, int8)"));
 }

@@ -5,10 +5,13 @@
 #include <vector>
 
 #include "common/ggml_types.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 KvCacheOptions SmallOptions() {
   KvCacheOptions o;
@@ -24,17 +27,17 @@ TEST(KvCacheTest, ValidatesOptions) {
   EXPECT_TRUE(SmallOptions().Validate().ok());
   KvCacheOptions o = SmallOptions();
   o.num_blocks = 0;
-  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   o = SmallOptions();
   o.block_size = 0;
-  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   o = SmallOptions();
   o.head_dim = -1;
-  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   o = SmallOptions();
   o.dtype = KvDtype::kInt8;
   o.head_dim = 10;  // int8 tiles take 4 values of head_dim together
-  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE(KvCache::Create(o).ok());
 }
 
@@ -60,7 +63,7 @@ TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
     ASSERT_TRUE(cache.ok()) << cache.status();
     EXPECT_EQ((*cache)->bytes_per_block(), c.bytes);
   }
-  EXPECT_EQ(ParseKvDtype("fp8").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseKvDtype("fp8").status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // int8: q and the fp16 scale of each token and head land where kv_layout.h says.
@@ -168,8 +171,15 @@ TEST(KvCacheTest, CopyBlockCopiesEveryLayer) {
     ASSERT_EQ(cache.BlockData(BlockId(4))[i], src[i]);
     ASSERT_EQ(cache.BlockData(BlockId(3))[i], 0.0f);
   }
-  EXPECT_EQ(cache.CopyBlock(BlockId(1), BlockId(5)).code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(cache.CopyBlock(BlockId(-1), BlockId(0)).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(cache.CopyBlock(BlockId(1), BlockId(5)), StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(cache.CopyBlock(BlockId(-1), BlockId(0)), StatusIs(absl::StatusCode::kOutOfRange));
+}
+
+// One parser for every backend's --kv_dtype (the CUDA factory takes its result).
+TEST(KvCacheTest, ParseKvDtypeTakesTheCudaSpellingOfF16) {
+  auto d = ParseKvDtype("fp16");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, KvDtype::kF16);
 }
 
 }  // namespace

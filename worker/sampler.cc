@@ -16,8 +16,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Candidates sorted per round of the lazy sort (doubles each round).
 constexpr size_t kFirstSortedChunk = 64;
 
-bool Finite(float x) { return std::isfinite(x); }
-
 absl::Status CheckTokens(absl::Span<const int32_t> tokens, int32_t vocab, const char* what) {
   for (int32_t t : tokens) {
     if (t < 0 || t >= vocab) {
@@ -29,28 +27,6 @@ absl::Status CheckTokens(absl::Span<const int32_t> tokens, int32_t vocab, const 
 }
 
 }  // namespace
-
-absl::Status SamplerParams::Validate() const {
-  if (!Finite(temperature) || temperature < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("temperature ", temperature, " must be >= 0"));
-  }
-  if (top_k < 0) return absl::InvalidArgumentError("top_k must be >= 0");
-  if (!(top_p > 0 && top_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("top_p ", top_p, " must be in (0, 1]"));
-  }
-  if (!(min_p >= 0 && min_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("min_p ", min_p, " must be in [0, 1]"));
-  }
-  if (!Finite(repetition_penalty) || repetition_penalty <= 0) {
-    return absl::InvalidArgumentError("repetition_penalty must be > 0");
-  }
-  if (!Finite(presence_penalty) || !Finite(frequency_penalty)) {
-    return absl::InvalidArgumentError("penalties must be finite");
-  }
-  if (sample_index < 0) return absl::InvalidArgumentError("sample_index must be >= 0");
-  if (num_logprobs < -1) return absl::InvalidArgumentError("num_logprobs must be >= -1");
-  return absl::OkStatus();
-}
 
 Sampler::Sampler(int32_t vocab_size)
     : vocab_size_(vocab_size),
@@ -68,6 +44,7 @@ absl::Status Sampler::Sample(const SamplerParams& params, absl::Span<const float
                              absl::Span<const int32_t> prompt_tokens,
                              absl::Span<const int32_t> output_tokens, SampleResult* result) {
   if (absl::Status s = params.Validate(); !s.ok()) return s;
+  if (params.sample_index < 0) return absl::InvalidArgumentError("sample_index must be >= 0");
   if (static_cast<int64_t>(logits.size()) != vocab_size_) {
     return absl::InvalidArgumentError(absl::StrCat("got ", logits.size(), " logits for a vocabulary of ", vocab_size_));
   }

@@ -41,22 +41,14 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/plan/sampling_params.h"
 
 namespace weft {
 
-struct SamplerParams {
-  float temperature = 1.0f;        // 0 = greedy
-  int32_t top_k = 0;               // 0 = off
-  float top_p = 1.0f;              // (0, 1]; 1 = off
-  float min_p = 0.0f;              // [0, 1]; 0 = off
-  float repetition_penalty = 1.0f; // > 0; 1 = off
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  uint64_t seed = 0;
-  int32_t sample_index = 0;        // which sample of its request (Philox counter word 0)
-  int32_t num_logprobs = -1;       // -1: no logprobs; 0: the chosen token's; N: + top N
-
-  absl::Status Validate() const;
+// One sequence's settings: its request's (common/plan/sampling_params.h, whose
+// Validate() is the rule) and which sample of the request it is (Philox counter word 0).
+struct SamplerParams : SamplingParams {
+  int32_t sample_index = 0;
 };
 
 struct TokenLogprob {
@@ -78,7 +70,8 @@ class Sampler {
 
   // Samples from `logits` (vocab_size floats) for a sequence whose history is
   // prompt_tokens followed by output_tokens; the token drawn is output number
-  // output_tokens.size(). InvalidArgument for bad params, a wrong logits size, token ids
+  // output_tokens.size(). InvalidArgument for bad params (SamplingParams::Validate, a
+  // negative sample index), a wrong logits size, token ids
   // out of range, or logits with no finite value.
   absl::Status Sample(const SamplerParams& params, absl::Span<const float> logits,
                       absl::Span<const int32_t> prompt_tokens,

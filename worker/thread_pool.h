@@ -33,14 +33,14 @@ class ThreadPool {
  public:
   // num_threads >= 1 (1 = everything runs on the caller).
   explicit ThreadPool(int num_threads);
-  ~ThreadPool();
+  ~ThreadPool() ABSL_LOCKS_EXCLUDED(mu_);
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
 
   // Runs fn(thread_index) once on each thread, thread_index in [0, num_threads).
-  void RunOnAll(absl::FunctionRef<void(int)> fn);
+  void RunOnAll(absl::FunctionRef<void(int)> fn) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Splits [0, n) into num_threads contiguous ranges with boundaries on multiples of
   // `align` (the last range takes the remainder) and runs fn(begin, end) for each
@@ -49,6 +49,11 @@ class ThreadPool {
 
   // Runs fn(i) for every i in [0, n), items handed out one at a time.
   void ParallelForDynamic(int64_t n, absl::FunctionRef<void(int64_t)> fn);
+
+  // For tests: threads asleep (done spinning) waiting for a job, and callers asleep
+  // waiting for the end of a region.
+  int num_asleep_for_job() const { return idle_sleepers_.load(); }
+  int num_asleep_for_region_end() const { return done_sleepers_.load(); }
 
   // [begin, end) of thread t's share in ParallelFor.
   static void StaticRange(int64_t n, int64_t align, int num_threads, int t, int64_t* begin,
@@ -63,12 +68,14 @@ class ThreadPool {
   void WorkerLoop(int thread_index);
   // Spins, then sleeps, until `ready()` holds.
   template <typename Ready>
-  void WaitUntil(Ready ready, std::atomic<int>* sleepers);
-  void WakeSleepers(std::atomic<int>* sleepers);
+  void WaitUntil(Ready ready, std::atomic<int>* sleepers) ABSL_LOCKS_EXCLUDED(mu_);
+  void WakeSleepers(std::atomic<int>* sleepers) ABSL_LOCKS_EXCLUDED(mu_);
 
   const int num_threads_;
   std::vector<std::thread> workers_;
-  // The current job; written by the caller before publishing it through epoch_.
+  // The current job; written by the caller before publishing it through epoch_ (release;
+  // the workers read it after an acquire of the new epoch). Not guarded by mu_: mu_
+  // and cv_ only put waiters to sleep.
   const absl::FunctionRef<void(int)>* job_ = nullptr;
   std::atomic<uint64_t> epoch_{0};
   std::atomic<int> pending_{0};    // workers still running the current job

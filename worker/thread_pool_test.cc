@@ -1,7 +1,6 @@
 #include "worker/thread_pool.h"
 
 #include <atomic>
-#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -43,18 +42,24 @@ TEST(ThreadPoolTest, DynamicCoversEveryItemOnce) {
   for (auto& h : hits) ASSERT_EQ(h.load(), 1);
 }
 
+// Waits for `pred` by yielding (the pool's own threads must run to make it true).
+template <typename Pred>
+void YieldUntil(Pred pred) {
+  while (!pred()) std::this_thread::yield();
+}
+
 TEST(ThreadPoolTest, WakesSleepingWorkersAndShutsDown) {
   ThreadPool pool(3);
   for (int round = 0; round < 3; ++round) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // workers fall asleep
+    YieldUntil([&] { return pool.num_asleep_for_job() == 2; });  // both workers asleep
     std::atomic<int> sum{0};
     pool.RunOnAll([&](int t) { sum.fetch_add(t + 1); });
     EXPECT_EQ(sum.load(), 6);
   }
-  // A slow thread 0 makes the others wait (and sleep) for the end of the region.
+  // A slow worker keeps the caller waiting until it fell asleep for the region's end.
   std::atomic<int> sum{0};
   pool.RunOnAll([&](int t) {
-    if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (t == 1) YieldUntil([&] { return pool.num_asleep_for_region_end() == 1; });
     sum.fetch_add(1);
   });
   EXPECT_EQ(sum.load(), 3);

@@ -100,6 +100,9 @@ TEST(QuantizeRowsQ8Test, HandComputedBlock) {
 }
 
 TEST(QuantizeRowsQ8Test, DispatchedEqualsScalarBitwise) {
+  if (!Int8IsaSupported(Int8Isa::kAvx512Vnni)) {
+    GTEST_SKIP() << "QuantizeRowsQ8 dispatches to the scalar code on this CPU (no AVX-512 VNNI)";
+  }
   const Problem p = Make(GgmlType::kQ4_1, 16, 256, 9, 3);
   Q8Buffers a(p.m, p.k), b(p.m, p.k);
   QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &a.rows);
@@ -117,6 +120,9 @@ TEST(QuantizeRowsQ8Test, DispatchedEqualsScalarBitwise) {
 // column split (aligned to panels or not), including a partial last panel.
 // m = 37 gives the AMX path two whole 16-row tiles and 5 rows for its VNNI remainder.
 TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
+  if (!Int8IsaSupported(Int8Isa::kAvx2)) {
+    GTEST_SKIP() << "this CPU runs only the scalar path: nothing to compare with it";
+  }
   for (GgmlType type : kTypes) {
     for (auto [n, m] : {std::pair<int64_t, int64_t>{45, 11}, {192, 11}, {45, 37}, {80, 16}}) {
       SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " n=" + std::to_string(n) +

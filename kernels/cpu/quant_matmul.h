@@ -4,10 +4,7 @@
 //
 // Memory layout:
 //   X: m rows of k fp32, row i at x + i * ldx.
-//   W: n rows ("output features"), row j at w.data + j * w.row_stride bytes, holding k
-//      weights in GGUF's encoding of w.type (a 2-D GGUF tensor with ne = {k, n} has
-//      row_stride = RowBytes(type, k); a larger stride selects a K-slice of a wider
-//      matrix, e.g. a tensor-parallel shard of a row-parallel projection).
+//   W: a QuantMatrix (common/quant_matrix.h): n rows of k weights in GGUF's encoding.
 //   Y: m rows, row i at y + i * ldy; only columns [n_begin, n_end) are written.
 // Threads split the columns: calls on disjoint [n_begin, n_end) ranges may run
 // concurrently. Never split K: every output is one fixed summation order.
@@ -29,6 +26,7 @@
 #include <cstdint>
 
 #include "common/ggml_types.h"
+#include "common/quant_matrix.h"
 
 namespace weft::kernels {
 
@@ -39,14 +37,7 @@ enum class MatmulImpl {
 
 const char* MatmulImplName(MatmulImpl impl);
 
-// A weight matrix as described above. Plain data; the bytes are owned elsewhere.
-struct QuantMatrix {
-  GgmlType type = GgmlType::kF32;
-  const uint8_t* data = nullptr;
-  int64_t n = 0;           // rows (output features)
-  int64_t k = 0;           // weights per row (input features)
-  int64_t row_stride = 0;  // bytes between consecutive rows
-};
+using QuantMatrix = ::weft::QuantMatrix;
 
 // True if `impl` can run `type` with row length k on this CPU.
 bool MatmulSupported(MatmulImpl impl, GgmlType type, int64_t k);

@@ -5,43 +5,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "scheduler/service/plan_codec.h"
-#include "scheduler/service/services.h"
 
 namespace weft {
-namespace {
-
-RequestSpec SpecFrom(const ResolvedRequest& r, absl::Time deadline) {
-  RequestSpec spec;
-  spec.prompt_token_ids = r.prompt_token_ids;
-  spec.sampling.temperature = r.sampling.temperature;
-  spec.sampling.top_p = r.sampling.top_p;
-  spec.sampling.top_k = r.sampling.top_k;
-  spec.sampling.min_p = r.sampling.min_p;
-  spec.sampling.repetition_penalty = r.sampling.repetition_penalty;
-  spec.sampling.presence_penalty = r.sampling.presence_penalty;
-  spec.sampling.frequency_penalty = r.sampling.frequency_penalty;
-  spec.sampling.seed = r.sampling.seed;
-  spec.sampling.logprobs = r.sampling.num_logprobs;
-  spec.stopping.max_tokens = r.max_tokens;
-  spec.stopping.ignore_eos = r.ignore_eos;
-  spec.stopping.stop_token_ids = r.stop_token_ids;
-  spec.stopping.stop_strings = r.stop_strings;
-  spec.n = r.n;
-  spec.priority = r.priority;
-  spec.deadline = deadline;
-  return spec;
-}
-
-double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
-
-}  // namespace
 
 absl::Status EngineOptions::Validate() const {
   if (auto s = core.Validate(); !s.ok()) return s;
   if (auto s = step_deadline.Validate(); !s.ok()) return s;
   if (stall_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("stall timeout must be > 0");
   if (max_inbox_submissions == 0) return absl::InvalidArgumentError("inbox bound must be > 0");
+  if (stream_interval_tokens < 1) {
+    return absl::InvalidArgumentError("stream interval must be >= 1 token");
+  }
   if (worker_drain_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("worker drain timeout must be > 0");
   }
@@ -55,10 +29,7 @@ Engine::Engine(EngineOptions options, ExpectedModel model, weft::v1::ModelInfo i
       info_(std::move(info)),
       text_(text),
       metrics_(metrics),
-      set_health_(std::move(set_health)),
-      // Epochs unique across scheduler restarts (see ReplicaRegistry).
-      registry_(std::move(model), absl::ToUnixMicros(absl::Now())),
-      drains_(options_.worker_drain_timeout) {}
+      set_health_(std::move(set_health)) {}
 
 Engine::~Engine() { Stop(); }
 
@@ -67,6 +38,12 @@ absl::Status Engine::Start() {
   auto core = Scheduler::Create(options_.core, text_);
   if (!core.ok()) return core.status();
   core_ = std::move(*core);
+  streams_ = std::make_unique<ClientStreams>(core_.get(), text_, metrics_, options_.stall_timeout);
+  streams_->set_stream_interval(options_.stream_interval_tokens);
+  replicas_ = std::make_unique<ReplicaSupervisor>(core_.get(), model_, options_.step_deadline,
+                                                  options_.worker_drain_timeout, metrics_);
+  replicas_->set_steps_in_flight_by_backend(options_.steps_in_flight_by_backend);
+  steps_ = std::make_unique<StepDispatcher>(core_.get(), streams_.get(), metrics_);
   UpdateGaugesAndHealth();
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
@@ -145,7 +122,7 @@ void Engine::OnWorkerMessage(const std::shared_ptr<WorkerHandle>& worker,
   // The loop has stopped: nobody will ever answer this worker (typically one that
   // re-attached during shutdown). End its stream now, or the server's Shutdown would
   // wait for it until its deadline.
-  worker->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler stopping"));
+  worker->Close(absl::UnavailableError("scheduler stopping"));
 }
 
 void Engine::OnWorkerGone(const std::shared_ptr<WorkerHandle>& worker) { Push(GoneEvent{worker}); }
@@ -160,9 +137,8 @@ weft::v1::ModelInfo Engine::ModelInfo() const {
 
 absl::Time Engine::NextWake(absl::Time now) const {
   absl::Time wake = now + absl::Seconds(1);
-  if (!requests_.empty()) wake = std::min(wake, now + options_.tick);
-  for (const auto& [name, rs] : replicas_) wake = std::min(wake, rs.tracker->NextDeadline());
-  return std::min(wake, drains_.NextDeadline());
+  if (streams_->size() > 0) wake = std::min(wake, now + options_.tick);
+  return std::min(wake, replicas_->NextDeadline());
 }
 
 void Engine::Loop() {
@@ -182,17 +158,25 @@ void Engine::Loop() {
     const absl::Time now = absl::Now();
     for (Event& e : events) Handle(e, now);
     events.clear();
-    CheckTimers(now);
-    PlanReplicas(now);
-    CheckDrains(now);
-    Deliver(now);
+    streams_->CheckTimers(now);
+    replicas_->CheckStepDeadlines(now);
+    for (auto& [name, rs] : replicas_->replicas()) steps_->PlanSteps(rs, now);
+    replicas_->CheckDrains(now);
+    streams_->Deliver(now);
     UpdateGaugesAndHealth();
   }
-  // Stopping: end whatever is still open.
-  AbortAll(FinishReason::kUnavailable, absl::Now());
-  for (auto& [name, rs] : replicas_) {
-    for (auto& h : rs.ranks) h->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler stopping"));
+  EndEverything(events);
+}
+
+void Engine::EndEverything(std::deque<Event>& events) {
+  const absl::Status stopping = absl::UnavailableError("scheduler stopping");
+  // Nothing is queued after stop_: these are the last events, never handled.
+  for (Event& e : events) {
+    if (auto* s = std::get_if<SubmitEvent>(&e)) s->submission.outbox->Finish(stopping);
+    if (auto* m = std::get_if<MessageEvent>(&e)) m->worker->Close(stopping);
   }
+  streams_->EndAll(FinishReason::kUnavailable, absl::Now());
+  replicas_->CloseAll(stopping);
   MutexLock l(&mu_);
   unfinished_ = 0;
   drained_cv_.SignalAll();
@@ -200,238 +184,67 @@ void Engine::Loop() {
 
 void Engine::Handle(Event& event, absl::Time now) {
   if (auto* s = std::get_if<SubmitEvent>(&event)) {
-    HandleSubmit(s->submission, now);
+    streams_->Admit(s->submission, now);
   } else if (auto* c = std::get_if<CancelEvent>(&event)) {
-    auto it = by_key_.find(c->key);
-    if (it != by_key_.end()) (void)core_->AbortRequest(it->second, FinishReason::kCancelled, now);
+    streams_->Cancel(c->key, now);
   } else if (auto* m = std::get_if<MessageEvent>(&event)) {
-    if (m->message.has_hello()) {
-      HandleHello(m->worker, m->message.hello(), now);
-    } else if (m->message.has_result()) {
-      HandleResult(m->worker, m->message.result(), now);
-    } else if (m->message.has_drain()) {
-      HandleDrainRequest(m->worker, m->message.drain(), now);
-    }
+    HandleWorkerMessage(m->worker, m->message, now);
   } else if (auto* g = std::get_if<GoneEvent>(&event)) {
-    FenceOutcome f = registry_.OnGone(g->worker);
-    if (!f.replica.empty()) {
-      Fence(f.replica, absl::StrCat("worker stream ", g->worker->id(), " (", g->worker->peer(), ") ended"),
-            std::move(f.other_ranks), now);
-    }
+    replicas_->OnGone(g->worker, now);
   } else if (auto* a = std::get_if<AbortAllEvent>(&event)) {
-    AbortAll(a->reason, now);
+    streams_->EndAll(a->reason, now);
   }
 }
 
-void Engine::HandleSubmit(Submission& s, absl::Time now) {
-  if (s.outbox->Closed()) return;  // the client left before we got to it
-  auto id = core_->AddRequest(SpecFrom(s.request, s.deadline), now);
-  if (!id.ok()) {
-    metrics_->ByStatus(absl::StatusCodeToString(id.status().code())).Increment();
-    s.outbox->Finish(ToGrpcStatus(id.status()));
-    return;
-  }
-  ActiveRequest ar;
-  ar.key = s.key;
-  ar.outbox = std::move(s.outbox);
-  ar.num_logprobs = s.request.sampling.num_logprobs;
-  ar.seed = s.request.sampling.seed;
-  ar.arrival = s.arrival;
-  ar.last_token_time.assign(s.request.n, absl::InfinitePast());
-  metrics_->prompt_tokens.Increment(static_cast<double>(s.request.prompt_token_ids.size()));
-  by_key_[s.key] = *id;
-  requests_.emplace(*id, std::move(ar));
-}
-
-void Engine::HandleHello(const std::shared_ptr<WorkerHandle>& w, const weft::v1::WorkerHello& h,
-                         absl::Time now) {
-  HelloOutcome out = registry_.OnHello(w, h, now);
-  for (auto& old : out.displaced) {
-    old->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "displaced by a newer process for the same rank"));
-  }
-  if (!out.displaced_replica.empty() && replicas_.count(out.displaced_replica) > 0) {
-    Fence(out.displaced_replica, "a rank re-attached", {}, now);
-  }
-  auto reject = [&](const std::shared_ptr<WorkerHandle>& handle, const std::string& reason) {
-    metrics_->workers_rejected.Increment();
-    LOG(WARNING) << "rejecting worker " << handle->peer() << " (replica '" << h.replica()
-                 << "'): " << reason;
-    weft::v1::SchedulerMessage m;
-    m.mutable_reject()->set_reason(reason);
-    handle->Send(std::move(m));
-    handle->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, reason));
-  };
-  for (auto& loser : out.losers) reject(loser, out.losers_reason);
-  if (out.kind == HelloOutcome::kRejected) {
-    LOG(WARNING) << "worker " << h.worker_id() << " is rank " << h.rank() << " of "
-                 << h.world_size();
-    reject(w, out.reject_reason);
-    return;
-  }
-  if (out.kind == HelloOutcome::kPending) {
-    LOG(INFO) << "replica '" << h.replica() << "': rank " << h.rank() << " of " << h.world_size()
-              << " attached (" << h.worker_id() << "); waiting for the others";
-    return;
-  }
-  const AdmittedReplica& r = *out.replica;
-  auto id = core_->AddReplica(ReplicaOptions{r.num_kv_blocks, model_.block_size});
-  if (!id.ok()) {
-    LOG(ERROR) << "cannot add replica '" << r.name << "': " << id.status();
-    FenceOutcome f = registry_.Fence(r.name);
-    for (auto& handle : f.other_ranks) handle->Close(ToGrpcStatus(id.status()));
-    return;
-  }
-  ReplicaState rs;
-  rs.name = r.name;
-  rs.id = *id;
-  rs.tracker = std::make_unique<StepTracker>(options_.step_deadline, r.world_size);
-  rs.steps = &metrics_->Steps(r.name);
-  for (const RankInfo& rank : r.ranks) {
-    rs.ranks.push_back(rank.handle);
-    weft::v1::SchedulerMessage m;
-    weft::v1::Welcome* wl = m.mutable_welcome();
-    wl->set_replica(r.name);
-    wl->set_num_kv_blocks(r.num_kv_blocks);
-    wl->set_first_step_id(1);
-    wl->set_comm_init(r.comm_init);
-    wl->set_epoch(r.epoch);
-    rank.handle->Send(std::move(m));
-  }
-  LOG(INFO) << "replica '" << r.name << "' admitted: TP " << r.world_size << ", "
-            << r.num_kv_blocks << " KV blocks, epoch " << r.epoch << ", backend "
-            << r.ranks[0].hello.backend() << " (" << r.ranks[0].hello.kernels() << ")";
-  replicas_.emplace(r.name, std::move(rs));
-  num_replicas_.store(static_cast<int>(replicas_.size()));
-}
-
-Engine::ReplicaState* Engine::FindByHandle(int64_t handle_id) {
-  const AdmittedReplica* r = registry_.FindByHandle(handle_id);
-  if (r == nullptr) return nullptr;
-  auto it = replicas_.find(r->name);
-  return it == replicas_.end() ? nullptr : &it->second;
-}
-
-void Engine::HandleResult(const std::shared_ptr<WorkerHandle>& w, const weft::v1::StepResult& r,
-                          absl::Time now) {
-  ReplicaState* rs = FindByHandle(w->id());
-  if (rs == nullptr) return;  // a fenced replica's late answer
-  for (StepTracker::ResultOutcome& o : rs->tracker->OnResult(r, now)) {
-    if (o.outcome == StepTracker::Outcome::kUnexpected ||
-        o.outcome == StepTracker::Outcome::kDisagree) {
-      Fence(rs->name, o.message, registry_.Fence(rs->name).other_ranks, now);
-      return;
+void Engine::HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
+                                 weft::v1::WorkerMessage& m, absl::Time now) {
+  if (m.has_hello()) {
+    replicas_->OnHello(w, m.hello(), now);
+  } else if (m.has_result()) {
+    ReplicaState* rs = replicas_->FindByHandle(w->id());
+    if (rs == nullptr) return;  // a fenced replica's late answer
+    if (absl::Status s = steps_->OnResult(*rs, std::move(*m.mutable_result()), now); !s.ok()) {
+      replicas_->Fence(rs->name, std::string(s.message()), now);
     }
-    InFlightPlan plan = std::move(rs->in_flight.front());
-    rs->in_flight.pop_front();
-    if (o.outcome == StepTracker::Outcome::kError) {
-      FailStep(rs, plan, o.message, now);
-    } else {
-      ApplyStep(rs, plan, o.result, now);
-    }
-    if (replicas_.count(rs->name) == 0) return;  // fenced while applying
+  } else if (m.has_drain()) {
+    replicas_->OnDrainRequest(w, m.drain(), now);
   }
 }
 
-void Engine::ApplyStep(ReplicaState* rs, const InFlightPlan& plan, const weft::v1::StepResult& r,
-                       absl::Time now) {
-  const absl::Time start = absl::Now();
-  metrics_->worker_forward_seconds.Increment(std::max(0.0, r.forward_seconds()));
-  metrics_->worker_execute_seconds.Increment(std::max(0.0, r.execute_seconds()));
-  absl::Status s = DecodeTokens(r, plan.sample_order, model_.vocab_size, &tokens_scratch_);
-  if (s.ok()) {
-    for (size_t i = 0; i < tokens_scratch_.size(); ++i) {
-      const weft::v1::SampledToken& t = r.tokens(static_cast<int>(i));
-      if (t.top_size() == 0 && t.logprob() == 0) continue;
-      TokenLogprobs lp;
-      lp.logprob = t.logprob();
-      for (const auto& e : t.top()) lp.top.emplace_back(e.token_id(), e.logprob());
-      tokens_scratch_[i].aux = static_cast<int32_t>(step_logprobs_.size());
-      step_logprobs_.push_back(std::move(lp));
-    }
-    s = core_->ApplyResults(rs->id, StepId(plan.step_id), tokens_scratch_, now);
+void Engine::UpdateGaugesAndHealth() {
+  const weft::SchedulerMetrics m = core_->Metrics();
+  if (const absl::Time now = absl::Now(); m.num_running > 0 && now >= next_occupancy_sample_) {
+    next_occupancy_sample_ = now + absl::Milliseconds(500);
+    const KvOccupancy o = core_->Occupancy();
+    metrics_->kv_tokens_sampled.Increment(static_cast<double>(o.tokens));
+    metrics_->kv_slots_sampled.Increment(static_cast<double>(o.slots));
   }
-  if (!s.ok()) {
-    Fence(rs->name, absl::StrCat("bad result: ", s.message()), registry_.Fence(rs->name).other_ranks, now);
-    return;
+  metrics_->requests_running.Set(m.num_running);
+  metrics_->requests_waiting.Set(m.num_waiting);
+  metrics_->kv_blocks_used.Set(m.kv_blocks_used);
+  metrics_->kv_blocks_cached.Set(m.kv_blocks_cached);
+  metrics_->kv_blocks_total.Set(m.kv_blocks_total);
+  metrics_->kv_usage_ratio.Set(m.kv_blocks_total > 0 ? double(m.kv_blocks_used) / m.kv_blocks_total : 0);
+  const size_t num_replicas = replicas_->replicas().size();
+  num_replicas_.store(static_cast<int>(num_replicas));
+  metrics_->replicas.Set(static_cast<double>(num_replicas));
+  metrics_->worker_ranks_pending.Set(static_cast<double>(replicas_->num_pending_ranks()));
+  metrics_->preemptions.Increment(
+      std::max<double>(0, m.counters.preemptions_total - metrics_->preemptions.Value()));
+  metrics_->prefix_cache_hit_tokens.Increment(std::max<double>(
+      0, m.counters.prefix_cache_hit_tokens_total - metrics_->prefix_cache_hit_tokens.Value()));
+  metrics_->replicas_draining.Set(static_cast<double>(replicas_->num_draining()));
+  // SERVING (= ready) needs a replica that makes progress (does not drain, steps not
+  // overdue) and no drain of the scheduler itself.
+  const bool serving = !draining_.load() && replicas_->Progressing();
+  if (set_health_ && (!health_set_ || serving != last_health_)) {
+    set_health_(serving);
+    last_health_ = serving;
+    health_set_ = true;
   }
-  rs->steps->Increment();
-  steps_completed_.fetch_add(1);
-  metrics_->step_duration.Observe(Seconds(now - plan.sent));
-  metrics_->plan_seconds.Increment(Seconds(absl::Now() - start));
-}
-
-void Engine::FailStep(ReplicaState* rs, const InFlightPlan& plan, const std::string& why,
-                      absl::Time now) {
-  LOG(WARNING) << "replica '" << rs->name << "' failed step " << plan.step_id << ": " << why
-               << "; ending its " << plan.requests.size() << " requests";
-  for (RequestId id : plan.requests) (void)core_->AbortRequest(id, FinishReason::kError, now);
-  // The core still expects this step's tokens; they belong to finished sequences now
-  // and are discarded.
-  tokens_scratch_.clear();
-  for (SequenceRef ref : plan.sample_order) tokens_scratch_.push_back(SampledToken{ref, 0, -1});
-  absl::Status s = core_->ApplyResults(rs->id, StepId(plan.step_id), tokens_scratch_, now);
-  if (!s.ok()) {
-    Fence(rs->name, absl::StrCat("cannot retire failed step: ", s.message()),
-          registry_.Fence(rs->name).other_ranks, now);
-  }
-}
-
-void Engine::Fence(const std::string& name, const std::string& reason,
-                   std::vector<std::shared_ptr<WorkerHandle>> other_ranks, absl::Time now) {
-  auto it = replicas_.find(name);
-  if (it == replicas_.end()) return;
-  LOG(WARNING) << "fencing replica '" << name << "': " << reason;
-  metrics_->Fenced(reason.substr(0, reason.find(':'))).Increment();
-  for (auto& h : other_ranks) {
-    h->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("replica fenced: ", reason)));
-  }
-  DropReplica(it, now);
-}
-
-int64_t Engine::DropReplica(std::map<std::string, ReplicaState>::iterator it, absl::Time now) {
-  const int64_t before = core_->counters().retries_total;
-  absl::Status s = core_->RemoveReplica(it->second.id, now);
-  if (!s.ok()) LOG(ERROR) << "removing replica '" << it->first << "' from the core: " << s;
-  const int64_t requeued = core_->counters().retries_total - before;
-  metrics_->requeued_requests.Increment(static_cast<double>(requeued));
-  drains_.End(it->first);
-  replicas_.erase(it);
-  num_replicas_.store(static_cast<int>(replicas_.size()));
-  return requeued;
-}
-
-void Engine::PlanReplicas(absl::Time now) {
-  for (auto& [name, rs] : replicas_) {
-    while (core_->CanPlan(rs.id)) {
-      const absl::Time start = absl::Now();
-      absl::Status s = core_->Plan(rs.id, now, &plan_scratch_);
-      if (!s.ok()) {
-        LOG(ERROR) << "planning replica '" << name << "': " << s;
-        break;
-      }
-      if (plan_scratch_.empty()) break;
-      InFlightPlan inflight;
-      inflight.step_id = plan_scratch_.step_id.value();
-      inflight.sent = now;
-      weft::v1::SchedulerMessage msg;
-      EncodePlan(plan_scratch_, msg.mutable_plan(), &inflight.sample_order);
-      for (const auto& n : plan_scratch_.new_requests) inflight.requests.push_back(n.seq.request_id);
-      for (const auto& c : plan_scratch_.cached_requests) inflight.requests.push_back(c.seq.request_id);
-      std::sort(inflight.requests.begin(), inflight.requests.end());
-      inflight.requests.erase(std::unique(inflight.requests.begin(), inflight.requests.end()),
-                              inflight.requests.end());
-      for (size_t r = 0; r < rs.ranks.size(); ++r) {
-        if (r + 1 == rs.ranks.size()) {
-          rs.ranks[r]->Send(std::move(msg));
-        } else {
-          rs.ranks[r]->Send(msg);
-        }
-      }
-      rs.tracker->OnPlanSent(inflight.step_id, plan_scratch_.total_num_scheduled_tokens, now);
-      rs.in_flight.push_back(std::move(inflight));
-      metrics_->plan_seconds.Increment(Seconds(absl::Now() - start));
-    }
-  }
+  MutexLock l(&mu_);
+  unfinished_ = static_cast<int64_t>(streams_->size());
+  if (unfinished_ == 0) drained_cv_.SignalAll();
 }
 
 }  // namespace weft

@@ -1,27 +1,23 @@
-// Engine: weft-scheduler's planning thread and everything it owns.
+// Engine: weft-scheduler's planning thread — the loop that owns the scheduler core and
+// the three parts that work on it.
 //
-// gRPC callbacks never touch scheduling state: they call the EngineInterface methods,
-// which only push an event into a bounded, lock-guarded inbox and return. One thread
-// drains the inbox and owns the scheduler core (requests, block tables, planner), the
-// replica registry (TP groups formed from worker hellos), one StepTracker per replica
-// (adaptive step deadlines, rank agreement) and the per-request outboxes it pushes
-// responses into. Each loop iteration: handle events, check timers (request deadlines,
-// step deadlines → fence, stalled readers → RESOURCE_EXHAUSTED), plan every replica that
-// can take a step (up to max_steps_in_flight, so step t+1 is planned while t runs),
-// stream outputs, update metrics and health.
-//
-// Failure handling: a replica whose stream breaks, that misses max_misses step
-// deadlines, whose ranks disagree or that breaks the protocol is fenced: its ranks'
-// streams are closed (they re-attach and start clean under a new epoch) and the core
-// re-queues its requests on the remaining replicas (up to the retry cap, else they end
-// UNAVAILABLE). A step a worker reports failed ends that step's requests with INTERNAL;
-// nothing leaks: the core frees blocks in the same call that finishes a request.
-//
-// Scale-down (engine_drain.cc): a rank's DrainRequest drains its whole replica — the
-// core places nothing new there, every rank is told (DrainStatus), the running
-// sequences finish; once the replica is empty, or worker_drain_timeout after the
-// request (the rest is then re-queued elsewhere with its tokens, as for a fence), every
-// rank gets DrainStatus{done} and its stream ends OK. A draining replica is not ready.
+// gRPC callbacks and HTTP calls never touch scheduling state: they call the
+// EngineInterface methods, which only push an event into a bounded, lock-guarded inbox
+// and return. One thread drains the inbox and owns:
+//   * the scheduler core (requests, block tables, planner);
+//   * ClientStreams (client_streams.h): admission and outboxes — submit, cancel, stream
+//     the core's outputs to the calls, request deadlines, readers that stalled;
+//   * ReplicaSupervisor (replica_supervisor.h): replicas from a worker's hello to their
+//     end — the registry of TP groups, welcome/reject, step deadlines, fencing, worker
+//     drains (scale-down);
+//   * StepDispatcher (step_dispatch.h): steps — plan, encode once for every rank, apply a
+//     completed step or fail its requests; a result that breaks the protocol fences.
+// Each loop iteration: handle events, check timers (request deadlines, stalled readers,
+// step deadlines), plan every replica that can take a step, release drained replicas,
+// stream outputs, update metrics and health. Every ending the engine gives a call or a
+// worker stream is an absl::Status: it meets gRPC only at the reactors (ToGrpcStatus)
+// and HTTP only in openai::ErrorFor. Stop ends every call and worker stream the engine
+// holds or still has events for, ranks waiting for their peers included.
 // Thread-safety: EngineInterface methods, BeginDrain, WaitDrained and Stop are
 // thread-safe; everything else runs on the planning thread.
 #ifndef WEFT_SCHEDULER_SERVICE_ENGINE_H_
@@ -30,24 +26,19 @@
 #include <atomic>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
-#include <string>
 #include <thread>
 #include <variant>
-#include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/service/client_streams.h"
 #include "scheduler/service/engine_interface.h"
 #include "scheduler/service/metrics.h"
-#include "scheduler/service/replica_drain.h"
-#include "scheduler/service/replica_registry.h"
-#include "scheduler/service/step_tracker.h"
+#include "scheduler/service/replica_supervisor.h"
+#include "scheduler/service/step_dispatch.h"
 
 namespace weft {
 
@@ -64,6 +55,11 @@ struct EngineOptions {
   // A draining replica's running sequences may take this long to finish; then the
   // rest is re-queued on other replicas (generated tokens kept).
   absl::Duration worker_drain_timeout = absl::Seconds(60);
+  // Tokens per stream message (ClientStreams::set_stream_interval); 1 = every step's.
+  int stream_interval_tokens = 1;
+  // Each replica's steps in flight from its workers' backend (StepsInFlightFor), rather
+  // than core.max_steps_in_flight for all.
+  bool steps_in_flight_by_backend = false;
 
   absl::Status Validate() const;
 };
@@ -77,17 +73,18 @@ class Engine : public EngineInterface {
   ~Engine() override;
 
   absl::Status Start();
-  // Ends the loop (pending streams are ended UNAVAILABLE) and joins the thread.
-  void Stop();
+  // Ends the loop (pending calls and worker streams are ended UNAVAILABLE) and joins
+  // the thread.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   // SIGTERM: not ready at once, new calls UNAVAILABLE; running streams go on.
-  void BeginDrain();
+  void BeginDrain() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until no request is unfinished or `deadline` passes; then ends the rest
   // UNAVAILABLE. Returns the number of requests that had to be ended.
-  int WaitDrained(absl::Time deadline);
+  int WaitDrained(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // EngineInterface.
-  absl::Status Submit(Submission submission) override;
+  absl::Status Submit(Submission submission) override ABSL_LOCKS_EXCLUDED(mu_);
   void Cancel(int64_t key) override;
   void OnWorkerMessage(const std::shared_ptr<WorkerHandle>& worker,
                        weft::v1::WorkerMessage message) override;
@@ -95,7 +92,7 @@ class Engine : public EngineInterface {
   weft::v1::ModelInfo ModelInfo() const override;
 
   // For tests: steps completed on all replicas, admitted replicas.
-  int64_t steps_completed() const { return steps_completed_.load(); }
+  int64_t steps_completed() const { return steps_ ? steps_->steps_completed() : 0; }
   int num_replicas() const { return num_replicas_.load(); }
 
  private:
@@ -109,70 +106,17 @@ class Engine : public EngineInterface {
   struct AbortAllEvent { FinishReason reason; };
   using Event = std::variant<SubmitEvent, CancelEvent, MessageEvent, GoneEvent, AbortAllEvent>;
 
-  struct ActiveRequest {
-    int64_t key = 0;
-    std::shared_ptr<Outbox> outbox;
-    int32_t num_logprobs = -1;
-    uint64_t seed = 0;
-    absl::Time arrival;
-    std::vector<absl::Time> last_token_time;  // per sample
-    bool sent_first = false;
-    bool got_first_token = false;
-    // Set when the engine ended the stream itself (slow reader): the status the client
-    // gets, counted instead of the core's finish reason.
-    std::optional<grpc::Status> ended_with;
-  };
-  struct InFlightPlan {
-    int64_t step_id = 0;
-    std::vector<SequenceRef> sample_order;
-    std::vector<RequestId> requests;  // every request with a sequence in the plan
-    absl::Time sent;
-  };
-  struct ReplicaState {
-    std::string name;
-    ReplicaId id;
-    std::vector<std::shared_ptr<WorkerHandle>> ranks;
-    std::unique_ptr<StepTracker> tracker;
-    std::deque<InFlightPlan> in_flight;
-    prometheus::Counter* steps = nullptr;
-  };
-  // Per-token logprobs of the results applied this iteration (SampledToken::aux indexes it).
-  struct TokenLogprobs {
-    float logprob = 0;
-    std::vector<std::pair<int32_t, float>> top;
-  };
-
   // Queues an event for the planning thread; false (dropped) once the loop has stopped.
   bool Push(Event event) ABSL_LOCKS_EXCLUDED(mu_);
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends what the stopped loop still holds: the calls and worker streams of `events`
+  // (never handled), every request, every worker stream.
+  void EndEverything(std::deque<Event>& events) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Time NextWake(absl::Time now) const;
   void Handle(Event& event, absl::Time now);
-  void HandleSubmit(Submission& s, absl::Time now);
-  void HandleHello(const std::shared_ptr<WorkerHandle>& w, const weft::v1::WorkerHello& h,
-                   absl::Time now);
-  void HandleResult(const std::shared_ptr<WorkerHandle>& w, const weft::v1::StepResult& r,
-                    absl::Time now);
-  void ApplyStep(ReplicaState* rs, const InFlightPlan& plan, const weft::v1::StepResult& r,
-                 absl::Time now);
-  void FailStep(ReplicaState* rs, const InFlightPlan& plan, const std::string& why,
-                absl::Time now);
-  void Fence(const std::string& name, const std::string& reason,
-             std::vector<std::shared_ptr<WorkerHandle>> other_ranks, absl::Time now);
-  // Removes an admitted replica from the core (re-queueing what it still holds) and
-  // from replicas_ and drains_; returns the number of requests re-queued.
-  int64_t DropReplica(std::map<std::string, ReplicaState>::iterator it, absl::Time now);
-  // Scale-down (engine_drain.cc).
-  void HandleDrainRequest(const std::shared_ptr<WorkerHandle>& w, const weft::v1::DrainRequest& r,
-                          absl::Time now);
-  // Finishes the drains whose replica is empty or whose deadline passed.
-  void CheckDrains(absl::Time now);
-  void FinishDrain(const std::string& name, bool timed_out, absl::Time now);
-  void PlanReplicas(absl::Time now);
-  void Deliver(absl::Time now);
-  void CheckTimers(absl::Time now);
-  void AbortAll(FinishReason reason, absl::Time now);
-  void UpdateGaugesAndHealth();
-  ReplicaState* FindByHandle(int64_t handle_id);
+  void HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
+                           weft::v1::WorkerMessage& m, absl::Time now);
+  void UpdateGaugesAndHealth() ABSL_LOCKS_EXCLUDED(mu_);
 
   const EngineOptions options_;
   const ExpectedModel model_;
@@ -192,23 +136,13 @@ class Engine : public EngineInterface {
 
   std::atomic<bool> draining_{false};
   std::atomic<int> num_replicas_{0};
-  std::atomic<int64_t> steps_completed_{0};
   std::thread thread_;
 
-  // Planning-thread state.
+  // Planning-thread state (made by Start).
   std::unique_ptr<Scheduler> core_;
-  ReplicaRegistry registry_;
-  std::map<std::string, ReplicaState> replicas_;
-  ReplicaDrains drains_;
-  absl::flat_hash_map<RequestId, ActiveRequest> requests_;
-  absl::flat_hash_map<int64_t, RequestId> by_key_;
-  // Streams of finished requests still writing their last responses (see CheckTimers).
-  std::vector<std::shared_ptr<Outbox>> lingering_;
-  std::vector<SequenceOutput> outputs_;
-  std::vector<TokenLogprobs> step_logprobs_;
-  std::vector<SampledToken> tokens_scratch_;
-  StepPlan plan_scratch_;
-  absl::Time last_stall_check_ = absl::InfinitePast();
+  std::unique_ptr<ClientStreams> streams_;
+  std::unique_ptr<ReplicaSupervisor> replicas_;
+  std::unique_ptr<StepDispatcher> steps_;
   absl::Time next_occupancy_sample_ = absl::InfinitePast();  // KV waste sampling
   bool last_health_ = false;
   bool health_set_ = false;

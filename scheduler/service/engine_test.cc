@@ -10,12 +10,15 @@
 #include <gtest/gtest.h>
 
 #include "common/shard_layout.h"
+#include "common/testing/status_matchers.h"
 #include "scheduler/service/services.h"
-#include "worker/plan/state_cache.h"
+#include "common/plan/state_cache.h"
 #include "worker/service/worker_client.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 constexpr int32_t kVocab = 64;
 constexpr int32_t kEos = 63;
@@ -27,6 +30,10 @@ class FakeText : public TokenTextSource {
     pieces_[kEos] = "";
   }
   absl::string_view TokenBytes(int32_t id) const override { return pieces_[id]; }
+  absl::string_view DisplayBytes(int32_t id) const override {
+    if (id == kEos) return "<eos>";
+    return pieces_[id];
+  }
 
  private:
   std::vector<std::string> pieces_;
@@ -73,6 +80,7 @@ class FakeExecutor : public StepExecutor {
     return absl::OkStatus();
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
+    ++executed;
     while (hang_.load()) absl::SleepFor(absl::Milliseconds(5));
     weft::v1::StepResult r;
     r.set_step_id(plan.step_id());
@@ -92,11 +100,19 @@ class FakeExecutor : public StepExecutor {
     for (ScheduledSequence& sc : batch.sequences) {
       if (!sc.sample) continue;
       WorkerSequence* st = sc.state;
-      int32_t tok = FakeToken(st->sampling.seed(), st->sampling.sample_index(), st->num_output_tokens);
+      int32_t tok = FakeToken(st->sampling.seed, st->sample_index, st->num_output_tokens);
       if (rank_ == 1 && disagree_.load()) tok = (tok + 1) % 60;
       auto* t = r.add_tokens();
       t->set_seq_id(st->seq_id);
       t->set_token_id(tok);
+      if (st->sampling.num_logprobs >= 0) {  // a certain token: log-probability exactly 0
+        t->set_logprob(0.0f);
+        for (int k = 0; k < st->sampling.num_logprobs; ++k) {
+          auto* e = t->add_top();
+          e->set_token_id(k == 0 ? tok : kEos);
+          e->set_logprob(k == 0 ? 0.0f : -30.0f);
+        }
+      }
       cache_->AppendSampled(st, tok);
     }
     r.set_tokens_hash(TokensHash(r));
@@ -109,6 +125,7 @@ class FakeExecutor : public StepExecutor {
   int step_ms_ = 1;
   std::atomic<bool> hang_{false}, fail_next_{false}, disagree_{false};
   std::atomic<int> detaches{0};
+  std::atomic<int> executed{0};  // plans received
 
  private:
   std::string replica_;
@@ -183,10 +200,13 @@ class EngineTest : public ::testing::Test {
     workers_.push_back(std::move(w));
     return workers_.back().get();
   }
-  bool WaitReplicas(int n) {
-    for (int i = 0; i < 2000 && engine_->num_replicas() != n; ++i) absl::SleepFor(absl::Milliseconds(5));
-    return engine_->num_replicas() == n;
+  // Waits (up to 10 s, a hang guard) for an event the test cannot be told about.
+  template <typename Pred>
+  static bool Eventually(Pred pred) {
+    for (int i = 0; i < 2000 && !pred(); ++i) absl::SleepFor(absl::Milliseconds(5));
+    return pred();
   }
+  bool WaitReplicas(int n) { return Eventually([&] { return engine_->num_replicas() == n; }); }
   void TearDown() override {
     for (auto& w : workers_) w->Stop();
     if (engine_) engine_->Stop();
@@ -199,23 +219,35 @@ class EngineTest : public ::testing::Test {
     std::string text;
     weft::v1::FinishReason reason = weft::v1::FINISH_REASON_UNSPECIFIED;
     weft::v1::Usage usage;
+    std::vector<weft::v1::Logprobs> logprobs;
+    int messages = 0;
   };
-  Outcome Generate(int max_tokens, uint64_t seed, const std::string& prompt = "hello",
-                   grpc::ClientContext* ctx = nullptr, int stop_after = -1) {
+  static weft::v1::GenerateRequest Request(int max_tokens, uint64_t seed,
+                                           const std::string& prompt = "hello") {
     weft::v1::GenerateRequest req;
     req.set_text(prompt);
     req.mutable_stopping()->set_max_tokens(max_tokens);
     req.mutable_sampling()->set_seed(seed);
+    return req;
+  }
+  Outcome Generate(int max_tokens, uint64_t seed, const std::string& prompt = "hello",
+                   grpc::ClientContext* ctx = nullptr, int stop_after = -1) {
+    return Generate(Request(max_tokens, seed, prompt), ctx, stop_after);
+  }
+  Outcome Generate(const weft::v1::GenerateRequest& req, grpc::ClientContext* ctx = nullptr,
+                   int stop_after = -1) {
     grpc::ClientContext local;
     if (ctx == nullptr) ctx = &local;
     auto reader = stub_->Generate(ctx, req);
     Outcome o;
     weft::v1::GenerateResponse r;
     while (reader->Read(&r)) {
+      ++o.messages;
       o.tokens.insert(o.tokens.end(), r.token_ids().begin(), r.token_ids().end());
       o.text += r.text();
       if (r.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) o.reason = r.finish_reason();
       if (r.has_usage()) o.usage = r.usage();
+      o.logprobs.insert(o.logprobs.end(), r.logprobs().begin(), r.logprobs().end());
       if (stop_after >= 0 && static_cast<int>(o.tokens.size()) >= stop_after) ctx->TryCancel();
     }
     o.status = reader->Finish();
@@ -227,10 +259,7 @@ class EngineTest : public ::testing::Test {
     return v;
   }
   double BlocksUsed() { return metrics_.kv_blocks_used.Value(); }
-  bool WaitBlocksFree() {
-    for (int i = 0; i < 2000 && BlocksUsed() != 0; ++i) absl::SleepFor(absl::Milliseconds(5));
-    return BlocksUsed() == 0;
-  }
+  bool WaitBlocksFree() { return Eventually([&] { return BlocksUsed() == 0; }); }
 
   FakeText text_;
   IdEncoder encoder_;
@@ -264,6 +293,86 @@ TEST_F(EngineTest, StreamsTokensTextAndUsage) {
   std::string text;
   for (int32_t t : o.tokens) text += absl::StrCat("t", t, " ");
   EXPECT_EQ(o.text, text);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+// A token's log-probability of exactly 0 (a certain token) is still reported: the
+// engine once took "logprob 0 and no top list" to mean "no logprobs asked for".
+TEST_F(EngineTest, LogprobOfExactlyZeroIsReturned) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  weft::v1::GenerateRequest req = Request(6, 5);
+  req.set_logprobs(0);
+  Outcome o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  ASSERT_EQ(o.tokens.size(), 6u);
+  ASSERT_EQ(o.logprobs.size(), 6u) << "one entry per token";
+  for (const auto& lp : o.logprobs) EXPECT_EQ(lp.logprob(), 0.0f);
+  EXPECT_TRUE(Generate(Request(6, 5)).logprobs.empty()) << "none asked for";
+}
+
+// A special token in a top list is named by its text, not by the "" it renders as.
+TEST_F(EngineTest, SpecialTokensInLogprobsCarryTheirText) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  weft::v1::GenerateRequest req = Request(3, 5);
+  req.set_logprobs(2);
+  Outcome o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  ASSERT_EQ(o.logprobs.size(), 3u);
+  for (const auto& lp : o.logprobs) {
+    ASSERT_EQ(lp.top_size(), 2);
+    EXPECT_EQ(lp.top(1).token_id(), kEos);
+    EXPECT_EQ(lp.top(1).token_bytes(), "<eos>");
+    EXPECT_EQ(lp.top(0).token_bytes(), absl::StrCat("t", lp.top(0).token_id(), " "));
+  }
+}
+
+// n > 1 with a prompt longer than the token budget: the prompt is chunked over steps, so
+// the samples fork from a parent the worker already holds (a cached plan entry). The
+// real worker used to refuse that plan, failing the request.
+TEST_F(EngineTest, SamplesForkFromAChunkedPrompt) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  weft::v1::GenerateRequest req = Request(4, 8, std::string(150, 'p'));  // budget 64
+  req.set_n(3);
+  Outcome o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens.size(), 12u);
+  EXPECT_EQ(o.usage.completion_tokens(), 12);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+// --stream_interval_tokens=4: the first message goes out at once, then the tokens in
+// messages of four (or more, where a lagging reader's writes merged), the rest with the
+// finish; every token, its text and its logprob arrive, in order, for every sample.
+TEST_F(EngineTest, StreamIntervalSendsTokensInGroups) {
+  StartServer(absl::Seconds(10), [](EngineOptions* eo) { eo->stream_interval_tokens = 4; });
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  weft::v1::GenerateRequest req = Request(10, 5);
+  req.set_logprobs(0);
+  Outcome o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens, Expected(5, 10));
+  EXPECT_LE(o.messages, 4) << "1 + 4 + 4 + 1 tokens";
+  EXPECT_EQ(o.logprobs.size(), 10u);
+  std::string text;
+  for (int32_t t : o.tokens) text += absl::StrCat("t", t, " ");
+  EXPECT_EQ(o.text, text);
+  EXPECT_EQ(o.reason, weft::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(o.usage.completion_tokens(), 10);
+
+  req = Request(6, 9);
+  req.set_n(3);
+  o = Generate(req);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens.size(), 18u) << "every sample's held tokens go out";
+  EXPECT_EQ(o.usage.completion_tokens(), 18);
+  EXPECT_LE(o.messages, 9) << "per sample: first, 4, last";
   EXPECT_TRUE(WaitBlocksFree());
 }
 
@@ -305,7 +414,9 @@ TEST_F(EngineTest, KilledReplicaRequestsFinishOnTheOther) {
   std::vector<std::thread> ts;
   std::vector<Outcome> outs(8);
   for (int i = 0; i < 8; ++i) ts.emplace_back([&, i] { outs[i] = Generate(40, 7 + i); });
-  absl::SleepFor(absl::Milliseconds(40));
+  // ra is decoding (same prompt: the prefix cache routes them all to the first replica;
+  // 8 requests of 40 tokens are far from done after 5 steps).
+  EXPECT_TRUE(Eventually([&] { return a->exec->executed >= 5; }));
   a->Stop();  // the stream breaks: replica ra is fenced, its requests re-queued on rb
   for (auto& t : ts) t.join();
   for (int i = 0; i < 8; ++i) {
@@ -344,7 +455,7 @@ TEST_F(EngineTest, WrongFingerprintIsRefused) {
   StartServer();
   Worker* w = AddWorker("ra", 0, 1, "other");
   w->thread.join();
-  EXPECT_EQ(w->result.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(w->result, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_NE(w->result.message().find("fingerprint"), absl::string_view::npos);
   EXPECT_EQ(engine_->num_replicas(), 0);
 }
@@ -352,7 +463,7 @@ TEST_F(EngineTest, WrongFingerprintIsRefused) {
 TEST_F(EngineTest, TensorParallelRanksFormOneReplicaAndDisagreementFences) {
   StartServer();
   Worker* r0 = AddWorker("tp", 0, 2);
-  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(Eventually([&] { return metrics_.worker_ranks_pending.Value() == 1; }));
   EXPECT_EQ(engine_->num_replicas(), 0) << "rank 0 alone must not be admitted";
   Worker* r1 = AddWorker("tp", 1, 2);
   ASSERT_TRUE(WaitReplicas(1));
@@ -394,10 +505,7 @@ TEST_F(EngineTest, DrainFinishesRunningStreamsAndRefusesNewOnes) {
   Outcome running;
   std::thread t([&] { running = Generate(30, 4); });
   // Admitted and streaming (not merely sent) before the drain begins.
-  for (int i = 0; i < 4000 && metrics_.generated_tokens.Value() == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  EXPECT_GT(metrics_.generated_tokens.Value(), 0);
+  ASSERT_TRUE(Eventually([&] { return metrics_.generated_tokens.Value() > 0; }));
   engine_->BeginDrain();
   EXPECT_EQ(Generate(3, 1).status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(engine_->WaitDrained(absl::Now() + absl::Seconds(20)), 0);

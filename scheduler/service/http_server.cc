@@ -158,12 +158,12 @@ class ConnectionPool final : public httplib::TaskQueue {
 };
 
 // ---------------------------------------------------------------------------------------
-// The Outbox's writer for an HTTP call. The outbox calls it from any thread (usually the
-// planning thread); it only records what happened and wakes the connection's thread
+// The Outbox's writer (its WriteTarget) for an HTTP call. The outbox calls it from any
+// thread (usually the planning thread) and holds it until the call is done; it only records what happened and wakes the connection's thread
 // through an eventfd. That thread, in Next(), waits on the eventfd and on the client's
 // socket at once, so it learns of a response, the call's end or the client leaving,
 // whichever comes first, without polling on a timer.
-class CallChannel final : public OutboxWriter {
+class CallChannel final : public WriteTarget<weft::v1::GenerateResponse> {
  public:
   struct Event {
     enum Kind { kResponse, kFinished, kClientGone } kind = kClientGone;
@@ -178,21 +178,21 @@ class CallChannel final : public OutboxWriter {
   }
   bool ok() const { return efd_ >= 0; }
 
-  void StartWrite(const weft::v1::GenerateResponse* response) override ABSL_LOCKS_EXCLUDED(mu_) {
+  void WriteMessage(const weft::v1::GenerateResponse* response) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     pending_ = response;
     Wake();
   }
-  void FinishCall(const grpc::Status& status) override ABSL_LOCKS_EXCLUDED(mu_) {
+  void FinishCall(const absl::Status& status) override ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     finished_ = true;
-    status_ =
-        absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+    status_ = status;
     Wake();
   }
   // The slow-reader guard: a write stuck behind a client that does not read fails at
   // once when the socket is shut down.
-  void CancelCall(const grpc::Status&) override ABSL_LOCKS_EXCLUDED(mu_) {
+  void CancelCall(const absl::Status&) override ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     if (socket_ >= 0) ::shutdown(socket_, SHUT_RDWR);
   }
@@ -381,7 +381,7 @@ class HttpGeneration {
     const std::shared_ptr<Outbox> outbox = call_->outbox();
     if (!ended_) {
       call_->Cancel();
-      outbox->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client closed the connection"));
+      outbox->Finish(absl::CancelledError("the client closed the connection"));
     }
     channel_->DetachSocket();
     outbox->OnCallDone();

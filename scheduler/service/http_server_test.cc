@@ -137,7 +137,7 @@ class HttpServerTest : public ::testing::Test {
     {
       MutexLock l(&engine_.mu_);
       for (Submission& s : engine_.subs_)
-        s.outbox->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "test over"));
+        s.outbox->Finish(absl::UnavailableError("test over"));
     }
     if (server_ != nullptr) server_->Stop();
   }
@@ -211,7 +211,7 @@ TEST_F(HttpServerTest, CompletionReachesTheValidatorAndAnswersInOpenAiShape) {
   last.mutable_usage()->set_prompt_tokens(2);
   last.mutable_usage()->set_completion_tokens(5);
   ASSERT_TRUE(s.outbox->Push(last));
-  s.outbox->Finish(grpc::Status::OK);
+  s.outbox->Finish(absl::OkStatus());
   auto r = reply.get();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
@@ -246,7 +246,7 @@ TEST_F(HttpServerTest, ChatStreamInterleavesChoicesThenUsageThenDone) {
   end.mutable_usage()->set_prompt_tokens(2);
   end.mutable_usage()->set_completion_tokens(3);
   ASSERT_TRUE(s.outbox->Push(end));
-  s.outbox->Finish(grpc::Status::OK);
+  s.outbox->Finish(absl::OkStatus());
   auto r = reply.get();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
@@ -345,8 +345,8 @@ TEST_F(HttpServerTest, StreamLimitIsSharedAndAnswers429) {
   EXPECT_NE(
       Json::parse(r->body)["error"]["message"].get<std::string>().find("too many open streams"),
       std::string::npos);
-  sa.outbox->Finish(grpc::Status::OK);
-  sb.outbox->Finish(grpc::Status::OK);
+  sa.outbox->Finish(absl::OkStatus());
+  sb.outbox->Finish(absl::OkStatus());
   EXPECT_TRUE(NoOpenStreams());
 }
 
@@ -356,8 +356,7 @@ TEST_F(HttpServerTest, EngineErrorBeforeTheFirstTokenIsTheHttpStatus) {
     return Client().Post("/v1/completions", R"({"prompt": "x", "stream": true})",
                          "application/json");
   });
-  Sub(0).outbox->Finish(
-      grpc::Status(grpc::StatusCode::UNAVAILABLE, "no live replica could finish the request"));
+  Sub(0).outbox->Finish(absl::UnavailableError("no live replica could finish the request"));
   auto r = reply.get();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
@@ -372,8 +371,7 @@ TEST_F(HttpServerTest, EngineErrorAfterTheFirstTokenIsAnEventBeforeDone) {
   ASSERT_TRUE(s.outbox->Push(Resp(0, "partial")));
   // Once the first chunk is out, the status (200) is sent.
   EXPECT_TRUE(absl::StrContains(c.ReadUntil("partial"), "partial"));
-  s.outbox->Finish(
-      grpc::Status(grpc::StatusCode::INTERNAL, "a worker failed while running the request"));
+  s.outbox->Finish(absl::InternalError("a worker failed while running the request"));
   const std::string got = c.ReadUntil("data: [DONE]");
   EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 200")) << got;
   const size_t error =
@@ -427,7 +425,7 @@ TEST_F(HttpServerTest, AbortEndsAStreamWhoseClientNeverReads) {
   }
   ASSERT_TRUE(stuck) << "writes never stalled";
   EXPECT_EQ(frontend_->open_streams(), 1);
-  s.outbox->Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "stream buffer full"));
+  s.outbox->Abort(absl::ResourceExhaustedError("stream buffer full"));
   EXPECT_TRUE(NoOpenStreams()) << "the stuck write was not cut short";
   EXPECT_TRUE(s.outbox->Done());
   // The stream was cut, not completed: the client reads what was sent, then the end.
@@ -530,7 +528,7 @@ TEST_F(HttpServerTest, ModelHeaderIsCheckedWithTheBody) {
     auto reply = std::async(std::launch::async, [&] {
       return post(agreeing[i], {{"x-weft-model", "fake"}});
     });
-    Sub(i).outbox->Finish(grpc::Status::OK);
+    Sub(i).outbox->Finish(absl::OkStatus());
     EXPECT_EQ(reply.get().first, 200) << agreeing[i];
   }
   auto [disagree, dj] = post(R"({"prompt": "x", "model": "fake"})", {{"X-Weft-Model", "other"}});

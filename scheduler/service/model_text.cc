@@ -12,6 +12,10 @@ class TokenizerText : public TokenTextSource {
  public:
   explicit TokenizerText(const Tokenizer* t) : t_(t) {}
   absl::string_view TokenBytes(int32_t id) const override { return t_->TokenBytes(id); }
+  absl::string_view DisplayBytes(int32_t id) const override {
+    const absl::string_view bytes = t_->TokenBytes(id);
+    return bytes.empty() ? t_->TokenText(id) : bytes;
+  }
 
  private:
   const Tokenizer* t_;

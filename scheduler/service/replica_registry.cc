@@ -177,4 +177,14 @@ size_t ReplicaRegistry::num_pending_ranks() const {
   return n;
 }
 
+std::vector<std::shared_ptr<WorkerHandle>> ReplicaRegistry::PendingRanks() const {
+  std::vector<std::shared_ptr<WorkerHandle>> out;
+  for (const auto& [name, groups] : pending_) {
+    for (const auto& [shape, p] : groups) {
+      for (const auto& [rank, info] : p.ranks) out.push_back(info.handle);
+    }
+  }
+  return out;
+}
+
 }  // namespace weft

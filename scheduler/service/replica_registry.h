@@ -95,6 +95,8 @@ class ReplicaRegistry {
   std::vector<const AdmittedReplica*> Admitted() const;
   size_t num_admitted() const { return admitted_.size(); }
   size_t num_pending_ranks() const;
+  // The streams of the ranks still waiting for their peers (to close them at shutdown).
+  std::vector<std::shared_ptr<WorkerHandle>> PendingRanks() const;
 
  private:
   struct Pending {

@@ -40,6 +40,8 @@ TEST(ReplicaRegistryTest, Tp2AdmittedOnlyWhenBothRanksArriveWithMinBlocks) {
   auto a = H(1), b = H(2);
   EXPECT_EQ(reg.OnHello(a, Hello("r0", 1, 2, 100), absl::Now()).kind, HelloOutcome::kPending);
   EXPECT_EQ(reg.num_admitted(), 0u);
+  ASSERT_EQ(reg.PendingRanks().size(), 1u);
+  EXPECT_EQ(reg.PendingRanks()[0], a);
   HelloOutcome out = reg.OnHello(b, Hello("r0", 0, 2, 80), absl::Now());
   ASSERT_EQ(out.kind, HelloOutcome::kAdmitted);
   EXPECT_EQ(out.replica->num_kv_blocks, 80);
@@ -47,6 +49,7 @@ TEST(ReplicaRegistryTest, Tp2AdmittedOnlyWhenBothRanksArriveWithMinBlocks) {
   EXPECT_EQ(out.replica->ranks[0].handle->id(), 2);
   EXPECT_EQ(out.replica->comm_init, "init0");
   EXPECT_EQ(reg.FindByHandle(1)->name, "r0");
+  EXPECT_TRUE(reg.PendingRanks().empty());
 }
 
 TEST(ReplicaRegistryTest, MismatchesAreRejectedAndOthersNotAdmittedAlone) {

@@ -69,7 +69,9 @@ ABSL_FLAG(std::string, policy, "decode-first", "decode-first | prefill-first | s
 ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 2048, "token budget of one step");
 ABSL_FLAG(int32_t, max_num_seqs, 256, "sequences per step");
-ABSL_FLAG(int32_t, max_steps_in_flight, 1, "steps planned ahead per replica (2 = pipelined)");
+ABSL_FLAG(int32_t, max_steps_in_flight, 0,
+          "steps planned ahead per replica (1 = synchronous, 2 = pipelined); 0 = by the "
+          "replica's backend: 2 for cuda and null, 1 for cpu");
 ABSL_FLAG(int32_t, max_tokens_cap, 4096, "largest max_tokens a request may ask for");
 ABSL_FLAG(int32_t, max_waiting, 4096, "waiting-queue bound (sequences)");
 ABSL_FLAG(int32_t, max_streams, 1024,
@@ -82,6 +84,10 @@ ABSL_FLAG(bool, prefix_caching, true, "automatic prefix caching");
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
 ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
+ABSL_FLAG(int32_t, stream_interval_tokens, 1,
+          "tokens per stream message: >1 holds a sample's tokens back until that many are "
+          "ready (its first and last messages go out at once), fewer writes for up to "
+          "N-1 steps of inter-token latency; 1 sends every step's tokens as they come");
 ABSL_FLAG(double, drain_timeout_s, 30, "SIGTERM: how long running streams may finish");
 ABSL_FLAG(double, worker_drain_timeout_s, 60,
           "a worker's SIGTERM drains its replica: how long its running sequences may finish "
@@ -221,7 +227,9 @@ int Main() {
   eo.core.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   eo.core.max_model_len = mt.context_length();
   eo.core.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
-  eo.core.max_steps_in_flight = absl::GetFlag(FLAGS_max_steps_in_flight);
+  const int32_t steps_in_flight = absl::GetFlag(FLAGS_max_steps_in_flight);
+  eo.core.max_steps_in_flight = steps_in_flight == 0 ? 1 : steps_in_flight;
+  eo.steps_in_flight_by_backend = steps_in_flight == 0;
   eo.core.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   eo.core.max_retries = absl::GetFlag(FLAGS_max_retries);
   eo.core.eos_token_ids = mt.eos_token_ids();
@@ -229,6 +237,7 @@ int Main() {
   eo.step_deadline.floor = absl::Seconds(absl::GetFlag(FLAGS_step_deadline_floor_s));
   eo.step_deadline.k = absl::GetFlag(FLAGS_step_deadline_k);
   eo.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
+  eo.stream_interval_tokens = absl::GetFlag(FLAGS_stream_interval_tokens);
   eo.worker_drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_drain_timeout_s));
   eo.max_inbox_submissions = static_cast<size_t>(absl::GetFlag(FLAGS_max_waiting));
   if (absl::Status s = eo.Validate(); !s.ok()) {

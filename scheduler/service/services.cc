@@ -8,11 +8,6 @@
 
 namespace weft {
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 absl::StatusOr<std::string> SingleMetadata(const grpc::CallbackServerContext& context,
                                            absl::string_view key) {
   const auto range =
@@ -34,7 +29,7 @@ absl::Status GenerationService::CheckToken(const grpc::CallbackServerContext& co
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Reject(
-    const grpc::Status& status) {
+    const absl::Status& status) {
   auto outbox = std::make_shared<Outbox>(1024);
   auto* reactor = new ResponseReactor(outbox, nullptr, nullptr);
   outbox->Finish(status);
@@ -47,19 +42,19 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   // Before the request's bytes are even parsed: an unauthenticated caller costs nothing.
   if (absl::Status s = CheckToken(*context); !s.ok()) {
     frontend_->CountRejection(s);
-    return Reject(ToGrpcStatus(s));
+    return Reject(s);
   }
   weft::v1::GenerateRequest request;
   if (absl::Status s = ParseMessage(*raw_request, &request); !s.ok()) {
     frontend_->CountRejection(s);
-    return Reject(ToGrpcStatus(s));
+    return Reject(s);
   }
   CallContext call_context;
   call_context.arrival = arrival;
   absl::StatusOr<std::string> model = SingleMetadata(*context, kModelMetadataKey);
   if (!model.ok()) {
     frontend_->CountRejection(model.status());
-    return Reject(ToGrpcStatus(model.status()));
+    return Reject(model.status());
   }
   call_context.model_header = std::move(*model);
   const auto dl = context->deadline();
@@ -67,7 +62,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     call_context.deadline = absl::FromChrono(dl);
   }
   auto started = frontend_->Start(request, call_context);
-  if (!started.ok()) return Reject(ToGrpcStatus(started.status()));
+  if (!started.ok()) return Reject(started.status());
   // The reactor's callbacks share the call; gRPC deletes the reactor (and so gives the
   // slot back) after OnDone.
   std::shared_ptr<GenerateFrontend::Call> call = std::move(*started);
@@ -93,8 +88,8 @@ grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerCont
   return reactor;
 }
 
-grpc::ServerBidiReactor<weft::v1::WorkerMessage, weft::v1::SchedulerMessage>*
-WorkerControlService::Attach(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerControlService::Attach(
+    grpc::CallbackServerContext* context) {
   auto handle = std::make_shared<WorkerHandle>(next_id_.fetch_add(1), context->peer());
   LOG(INFO) << "worker stream " << handle->id() << " from " << handle->peer();
   return new WorkerReactor(
@@ -102,7 +97,7 @@ WorkerControlService::Attach(grpc::CallbackServerContext* context) {
       [this](const std::shared_ptr<WorkerHandle>& h, weft::v1::WorkerMessage m) {
         engine_->OnWorkerMessage(h, std::move(m));
       },
-      [this](const std::shared_ptr<WorkerHandle>& h) { engine_->OnWorkerGone(h); });
+      [this](const std::shared_ptr<WorkerHandle>& h) { engine_->OnWorkerGone(h); }, context);
 }
 
 }  // namespace weft

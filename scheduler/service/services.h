@@ -43,27 +43,28 @@ class GenerationService final
 
  private:
   // A reactor that ends the call at once with `status` (already counted).
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* Reject(const grpc::Status& status);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Reject(const absl::Status& status);
   // The bearer token from the authorization metadata.
   absl::Status CheckToken(const grpc::CallbackServerContext& context) const;
 
   GenerateFrontend* const frontend_;
 };
 
-class WorkerControlService final : public weft::v1::WorkerControl::CallbackService {
+// Attach is a raw method (the wire bytes are WorkerMessage / SchedulerMessage): plans are
+// serialized once for all ranks of a replica (WorkerLink).
+class WorkerControlService final
+    : public weft::v1::WorkerControl::WithRawCallbackMethod_Attach<
+          weft::v1::WorkerControl::Service> {
  public:
   explicit WorkerControlService(EngineInterface* engine) : engine_(engine) {}
 
-  grpc::ServerBidiReactor<weft::v1::WorkerMessage, weft::v1::SchedulerMessage>* Attach(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Attach(
       grpc::CallbackServerContext* context) override;
 
  private:
   EngineInterface* const engine_;
   std::atomic<int64_t> next_id_{1};
 };
-
-// Status helpers: absl -> grpc, in exactly one place.
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // The single value of metadata `key` ("" when absent); INVALID_ARGUMENT when it is given
 // more than once.

@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 
 #include "common/mutex.h"
+#include "common/testing/status_matchers.h"
 #include "scheduler/service/testing/fake_engine.h"
 #include "worker/service/worker_client.h"
 
 namespace weft {
 namespace {
 
+using ::weft::testing::StatusIs;
 using testing::ByteEncoder;
 using testing::FakeEngine;
 
@@ -43,7 +45,9 @@ class ServicesTest : public ::testing::Test {
                                   grpc::InsecureChannelCredentials());
     stub_ = weft::v1::Generation::NewStub(ch);
   }
-  void TearDown() override { server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2))); }
+  void TearDown() override {
+    if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  }
 
   // Runs one Generate call that the service ends at once; its status.
   grpc::Status Rejected(const weft::v1::GenerateRequest& req,
@@ -59,7 +63,7 @@ class ServicesTest : public ::testing::Test {
   void ExpectSubmittedAndEnd(size_t n) {
     ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == n; }));
     MutexLock l(&engine_.mu_);
-    engine_.subs_.back().outbox->Finish(grpc::Status::OK);
+    engine_.subs_.back().outbox->Finish(absl::OkStatus());
   }
 
   ByteEncoder encoder_;
@@ -90,11 +94,18 @@ TEST_F(ServicesTest, StreamsWhatTheEnginePushesInOrder) {
     r.add_token_ids(i);
     ASSERT_TRUE(out->Push(r));
   }
-  out->Finish(grpc::Status::OK);
+  out->Finish(absl::OkStatus());
+  // Responses pushed while a write is in flight arrive merged (Outbox coalesces): every
+  // token once, in order, in at most 50 messages.
   weft::v1::GenerateResponse r;
   int n = 0;
-  while (reader->Read(&r)) EXPECT_EQ(r.token_ids(0), n++);
+  int messages = 0;
+  while (reader->Read(&r)) {
+    ++messages;
+    for (int32_t t : r.token_ids()) EXPECT_EQ(t, n++);
+  }
   EXPECT_EQ(n, 50);
+  EXPECT_LE(messages, 50);
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_FALSE(out->Push(r));  // after the end: a no-op
 }
@@ -223,7 +234,7 @@ TEST_F(ServicesTest, AbortEndsACallWhoseClientNeverReads) {
   ASSERT_TRUE(engine_.WaitFor([&] { return outbox->Stalled(absl::Now(), absl::Milliseconds(200)); }));
   EXPECT_EQ(gen_->open_streams(), 1);
 
-  outbox->Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "not reading"));
+  outbox->Abort(absl::ResourceExhaustedError("not reading"));
   EXPECT_TRUE(engine_.WaitFor([&] { return gen_->open_streams() == 0; })) << "the call never ended";
   EXPECT_TRUE(outbox->Done());
   EXPECT_FALSE(outbox->Push(resp));
@@ -232,6 +243,65 @@ TEST_F(ServicesTest, AbortEndsACallWhoseClientNeverReads) {
   while (reader->Read(&r)) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// The scheduler closes a worker's stream (a fence, or shutting down) while a write to it
+// is in flight — the write cannot complete: the worker reads nothing and the message is
+// over its window — and then the worker's side goes away (here it cancels), failing the
+// write. The call must still end. Before WorkerHandle shared the Generate stream's write
+// queue, its OnWriteDone dropped the pending finish: the call never ended and the
+// server's Shutdown waited on it.
+TEST_F(ServicesTest, WorkerStreamClosedDuringAWriteThatFailsStillEnds) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 5);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = weft::v1::WorkerControl::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  auto stream = stub->Attach(&ctx);
+  weft::v1::WorkerMessage hello;
+  hello.mutable_hello()->set_replica("r0");
+  ASSERT_TRUE(stream->Write(hello));
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr; }));
+  std::shared_ptr<WorkerHandle> w;
+  {
+    MutexLock l(&engine_.mu_);
+    w = engine_.worker_;
+  }
+  weft::v1::SchedulerMessage big;
+  big.mutable_reject()->set_reason(std::string(1 << 20, 'x'));
+  ASSERT_TRUE(w->Send(big));  // its write starts at once and stays pending
+  w->Close(absl::UnavailableError("replica fenced"));
+  ctx.TryCancel();
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.gone_ == 1; }));
+
+  // Shutdown returns once every call has ended; its deadline is far beyond the wait.
+  Mutex mu;
+  CondVar cv;
+  bool shut_down = false;
+  std::thread shutdown([&] {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(600)));
+    MutexLock l(&mu);
+    shut_down = true;
+    cv.SignalAll();
+  });
+  {
+    MutexLock l(&mu);
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);  // a hang guard
+    while (!shut_down && absl::Now() < give_up) cv.WaitWithTimeout(&mu, absl::Seconds(1));
+  }
+  if (!shut_down) {
+    ADD_FAILURE() << "the cancelled worker call never ended; Shutdown is still waiting";
+    shutdown.detach();
+    server_.release();  // in use by the blocked Shutdown
+    return;
+  }
+  shutdown.join();
+  weft::v1::SchedulerMessage m;
+  while (stream->Read(&m)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(ServicesTest, ModelMetadataRoutesAndMustAgreeWithTheField) {
@@ -320,7 +390,7 @@ TEST(ServicesAuthTest, TokensAreCheckedBeforeAnyWork) {
     if (authorization == "Bearer tok-1" && req.model().empty()) {
       EXPECT_TRUE(engine.WaitFor([&] { return engine.subs_.size() == 1; }));
       MutexLock l(&engine.mu_);
-      engine.subs_.back().outbox->Finish(grpc::Status::OK);
+      engine.subs_.back().outbox->Finish(absl::OkStatus());
     }
     weft::v1::GenerateResponse r;
     while (reader->Read(&r)) {
@@ -407,7 +477,7 @@ TEST_F(ServicesTest, WorkerAttachesRunsPlansAndReattachesAfterClose) {
     MutexLock l(&engine_.mu_);
     engine_.worker_ = nullptr;
   }
-  w->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "fenced"));
+  w->Close(absl::UnavailableError("fenced"));
   ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr && engine_.gone_ >= 1; }));
   EXPECT_EQ(exec.detaches.load(), 1);
   client.Stop();
@@ -450,9 +520,9 @@ TEST_F(ServicesTest, WorkerThatCannotStartServingReattachesButARejectIsFinal) {
   weft::v1::SchedulerMessage reject;
   reject.mutable_reject()->set_reason("model fingerprint differs");
   ASSERT_TRUE(w->Send(reject));
-  w->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "model fingerprint differs"));
+  w->Close(absl::FailedPreconditionError("model fingerprint differs"));
   t.join();
-  EXPECT_EQ(run_status.code(), absl::StatusCode::kFailedPrecondition) << run_status;
+  EXPECT_THAT(run_status, StatusIs(absl::StatusCode::kFailedPrecondition)) << run_status;
   EXPECT_NE(run_status.message().find("fingerprint"), std::string::npos) << run_status;
   EXPECT_EQ(engine_.hellos_, 2);
 }

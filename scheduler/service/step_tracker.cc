@@ -1,6 +1,7 @@
 #include "scheduler/service/step_tracker.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -32,7 +33,7 @@ void StepTracker::OnPlanSent(int64_t step_id, int32_t num_tokens, absl::Time now
 }
 
 std::vector<StepTracker::ResultOutcome> StepTracker::OnResult(
-    const weft::v1::StepResult& result, absl::Time now) {
+    weft::v1::StepResult&& result, absl::Time now) {
   std::vector<ResultOutcome> outs;
   auto it = std::find_if(steps_.begin(), steps_.end(),
                          [&](const InFlight& s) { return s.step_id == result.step_id(); });
@@ -52,7 +53,7 @@ std::vector<StepTracker::ResultOutcome> StepTracker::OnResult(
   if (!result.error().empty() && s.error.empty()) {
     s.error = absl::StrCat("rank ", rank, ": ", result.error());
   }
-  if (rank == 0) s.rank0 = result;
+  if (rank == 0) s.rank0 = std::move(result);  // same arena (none): a swap
   while (!steps_.empty() && steps_.front().num_answered == world_size_) {
     InFlight done = std::move(steps_.front());
     steps_.pop_front();

@@ -51,8 +51,9 @@ class StepTracker {
   // Adds one rank's result for a step in flight. Returns the outcomes of the steps this
   // completes, oldest first (a step completes only after every earlier one: with
   // pipelining, rank 1's answer for step t+1 may arrive before rank 0's for step t).
-  // An unknown step or a repeated rank gives a single kUnexpected outcome.
-  std::vector<ResultOutcome> OnResult(const weft::v1::StepResult& result, absl::Time now);
+  // An unknown step or a repeated rank gives a single kUnexpected outcome. Rank 0's
+  // result is moved into its outcome, not copied (a token entry per sequence a step).
+  std::vector<ResultOutcome> OnResult(weft::v1::StepResult&& result, absl::Time now);
 
   // Counts misses; true when the replica must be fenced.
   bool CheckDeadline(absl::Time now);

@@ -48,7 +48,7 @@ TEST(StepTrackerTest, DisagreementAndErrorsAreReported) {
   t.OnPlanSent(2, 1, t0);
   auto bad = Result(2, 0, {});
   bad.set_error("boom");
-  t.OnResult(bad, t0);
+  t.OnResult(std::move(bad), t0);
   auto o = t.OnResult(Result(2, 1, {}), t0);
   ASSERT_EQ(o.size(), 1u);
   EXPECT_EQ(o[0].outcome, StepTracker::Outcome::kError);

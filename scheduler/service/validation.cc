@@ -1,7 +1,5 @@
 #include "scheduler/service/validation.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -12,53 +10,20 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-bool Finite(float x) { return std::isfinite(x); }
-
+// Defaults for what the client left out, then the one rule (SamplingParams::Validate),
+// its message prefixed with the API's field path.
 absl::Status ResolveSampling(const weft::v1::GenerateRequest& req, const ValidationLimits& lim,
-                             ResolvedSampling* out) {
+                             SamplingParams* out) {
   const weft::v1::SamplingParams& s = req.sampling();
-  if (s.has_temperature()) {
-    if (!Finite(s.temperature()) || s.temperature() < 0.0f) {
-      return Invalid("sampling.temperature", "must be a finite number >= 0");
-    }
-    out->temperature = s.temperature();
-  }
-  if (s.has_top_k()) {
-    if (s.top_k() < 0) return Invalid("sampling.top_k", "must be >= 0 (0 = off)");
-    out->top_k = s.top_k();
-  }
-  if (s.has_top_p()) {
-    if (!Finite(s.top_p()) || s.top_p() <= 0.0f || s.top_p() > 1.0f) {
-      return Invalid("sampling.top_p", "must be in (0, 1]");
-    }
-    out->top_p = s.top_p();
-  }
-  if (s.has_min_p()) {
-    if (!Finite(s.min_p()) || s.min_p() < 0.0f || s.min_p() > 1.0f) {
-      return Invalid("sampling.min_p", "must be in [0, 1]");
-    }
-    out->min_p = s.min_p();
-  }
-  if (s.has_repetition_penalty()) {
-    const float r = s.repetition_penalty();
-    if (!Finite(r) || r <= 0.0f || r > 10.0f) {
-      return Invalid("sampling.repetition_penalty", "must be in (0, 10]");
-    }
-    out->repetition_penalty = r;
-  }
-  if (s.has_presence_penalty()) {
-    const float p = s.presence_penalty();
-    if (!Finite(p) || p < -2.0f || p > 2.0f) {
-      return Invalid("sampling.presence_penalty", "must be in [-2, 2]");
-    }
-    out->presence_penalty = p;
-  }
-  if (s.has_frequency_penalty()) {
-    const float f = s.frequency_penalty();
-    if (!Finite(f) || f < -2.0f || f > 2.0f) {
-      return Invalid("sampling.frequency_penalty", "must be in [-2, 2]");
-    }
-    out->frequency_penalty = f;
+  if (s.has_temperature()) out->temperature = s.temperature();
+  if (s.has_top_k()) out->top_k = s.top_k();
+  if (s.has_top_p()) out->top_p = s.top_p();
+  if (s.has_min_p()) out->min_p = s.min_p();
+  if (s.has_repetition_penalty()) out->repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) out->presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) out->frequency_penalty = s.frequency_penalty();
+  if (absl::Status st = out->Validate(); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.", st.message()));
   }
   if (req.has_logprobs()) {
     if (req.logprobs() < 0 || req.logprobs() > lim.max_logprobs) {

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/plan/sampling_params.h"
 #include "weft/v1/generate.pb.h"
 
 namespace weft {
@@ -36,22 +37,9 @@ struct ValidationLimits {
   absl::Status Validate() const;
 };
 
-// Resolved sampling settings (defaults applied, seed chosen).
-struct ResolvedSampling {
-  float temperature = 1.0f;
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  uint64_t seed = 0;
-  int32_t num_logprobs = -1;  // -1: none requested
-};
-
 struct ResolvedRequest {
   std::vector<int32_t> prompt_token_ids;
-  ResolvedSampling sampling;
+  SamplingParams sampling;  // defaults applied, validated, seed chosen
   int32_t max_tokens = 0;
   std::vector<std::string> stop_strings;
   std::vector<int32_t> stop_token_ids;

@@ -2,110 +2,42 @@
 
 #include <utility>
 
+#include "grpcpp/impl/codegen/proto_utils.h"
+
 namespace weft {
 
-bool WorkerHandle::Send(weft::v1::SchedulerMessage message) {
-  {
-    MutexLock lock(&mu_);
-    if (done_ || close_requested_) return false;
-    queue_.push_back(std::move(message));
-  }
-  Pump();
-  return true;
-}
-
-void WorkerHandle::Close(const grpc::Status& status) {
-  {
-    MutexLock lock(&mu_);
-    if (done_ || close_requested_) return;
-    close_requested_ = true;
-    close_status_ = status;
-  }
-  Pump();
-}
-
-bool WorkerHandle::Gone() const {
-  MutexLock lock(&mu_);
-  return done_ || close_requested_;
-}
-
-size_t WorkerHandle::queued() const {
-  MutexLock lock(&mu_);
-  return queue_.size();
-}
-
-void WorkerHandle::Attach(WorkerReactor* reactor) {
-  {
-    MutexLock lock(&mu_);
-    reactor_ = reactor;
-  }
-  Pump();
-}
-
-void WorkerHandle::OnWriteDone(bool ok) {
-  {
-    MutexLock lock(&mu_);
-    write_in_flight_ = false;
-    // A failed write (the stream broke) drops what is queued, but a Close requested
-    // meanwhile must still Finish the call: gRPC never ends a reactor (OnDone) that did
-    // not, and the server's Shutdown would wait for it forever.
-    if (!ok) queue_.clear();
-  }
-  Pump();
-}
-
-void WorkerHandle::OnCallDone() {
-  MutexLock lock(&mu_);
-  done_ = true;
-  reactor_ = nullptr;
-  queue_.clear();
-}
-
-void WorkerHandle::Pump() {
-  WorkerReactor* reactor = nullptr;
-  const weft::v1::SchedulerMessage* to_write = nullptr;
-  bool finish = false;
-  grpc::Status status;
-  {
-    MutexLock lock(&mu_);
-    if (reactor_ == nullptr || done_ || write_in_flight_ || finish_started_) return;
-    if (!queue_.empty()) {
-      in_flight_ = std::move(queue_.front());
-      queue_.pop_front();
-      write_in_flight_ = true;
-      to_write = &in_flight_;
-    } else if (close_requested_) {
-      finish_started_ = true;
-      finish = true;
-      status = close_status_;
-    } else {
-      return;
-    }
-    reactor = reactor_;
-  }
-  if (to_write != nullptr) {
-    reactor->StartWrite(to_write);
-  } else if (finish) {
-    reactor->Finish(status);
-  }
+grpc::ByteBuffer WorkerHandle::Encode(const weft::v1::SchedulerMessage& message) {
+  grpc::ByteBuffer bytes;
+  bool own = false;
+  const grpc::Status s =
+      grpc::SerializationTraits<weft::v1::SchedulerMessage>::Serialize(message, &bytes, &own);
+  // Serializing a message in memory fails only when it is over 2 GiB.
+  if (!s.ok()) bytes.Clear();
+  return bytes;
 }
 
 WorkerReactor::WorkerReactor(std::shared_ptr<WorkerHandle> handle, MessageFn on_message,
-                             GoneFn on_gone)
-    : handle_(std::move(handle)), on_message_(std::move(on_message)), on_gone_(std::move(on_gone)) {
-  handle_->Attach(this);
+                             GoneFn on_gone, grpc::CallbackServerContext* context)
+    : handle_(std::move(handle)),
+      on_message_(std::move(on_message)),
+      on_gone_(std::move(on_gone)),
+      context_(context) {
+  handle_->Attach(NotOwned<grpc::ByteBuffer>(this));
   StartRead(&read_);
 }
 
 void WorkerReactor::OnReadDone(bool ok) {
-  if (!ok) {
-    // The worker half-closed or the stream broke: the worker is gone either way.
+  weft::v1::WorkerMessage message;
+  const bool parsed =
+      ok && grpc::SerializationTraits<weft::v1::WorkerMessage>::Deserialize(&read_, &message).ok();
+  if (!parsed) {
+    // The worker half-closed, the stream broke, or it sent bytes that are not a
+    // WorkerMessage: the worker is gone either way.
     Gone();
-    handle_->Close(grpc::Status::OK);
+    handle_->Close(ok ? absl::InvalidArgumentError("not a WorkerMessage") : absl::OkStatus());
     return;
   }
-  on_message_(handle_, std::move(read_));
-  read_.Clear();
+  on_message_(handle_, std::move(message));
   StartRead(&read_);
 }
 
@@ -116,7 +48,7 @@ void WorkerReactor::OnWriteDone(bool ok) {
 
 void WorkerReactor::OnCancel() {
   Gone();
-  handle_->Close(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  handle_->Close(absl::CancelledError("cancelled"));
 }
 
 void WorkerReactor::OnDone() {
@@ -125,13 +57,14 @@ void WorkerReactor::OnDone() {
   delete this;
 }
 
+void WorkerReactor::WriteMessage(const grpc::ByteBuffer* message) { StartWrite(message); }
+
+void WorkerReactor::FinishCall(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+
+void WorkerReactor::CancelCall(const absl::Status& status) { CancelServerCall(context_, status); }
+
 void WorkerReactor::Gone() {
-  {
-    MutexLock lock(&gone_mu_);
-    if (gone_reported_) return;
-    gone_reported_ = true;
-  }
-  on_gone_(handle_);
+  if (!gone_reported_.exchange(true)) on_gone_(handle_);
 }
 
 }  // namespace weft

@@ -6,12 +6,15 @@
 // (seed, j, i, kv of the last position). Reference(...) generates a sequence's
 // expected tokens, finish reason and text directly, with no scheduler involved.
 //
-// FakeWorker: applies StepPlans exactly as the worker contract in step_plan.h says
-// (diffs, block tables, copies after the forward pass, sampling order) and runs the
-// fake model, reading kv(p-1) back through the block table. A wrong block id, a bad
-// prefix-cache hit, a missing copy or a lost diff changes the tokens, so comparing
-// outputs with FakeModel::Reference catches it; protocol violations (unknown ids,
-// gaps in step ids, sampling before the end) are errors.
+// FakeWorker: the real worker's plan application plus the fake model. Each StepPlan is
+// applied by common/plan's StateCache — the same rules, checks and StepBatch that every
+// real backend executes — and the fake model then runs over that batch like a backend:
+// it writes kv(p) through the block table, reading kv(p-1) back from it, samples the
+// do_sample entries (a fork from its parent's last position), and copies blocks after
+// the forward pass. A wrong block id, a bad prefix-cache hit, a missing copy or a lost
+// diff changes the tokens, so comparing outputs with FakeModel::Reference catches it;
+// a plan the real worker would refuse (unknown ids, gaps in step ids, sampling before
+// the end, an entry that computes nothing) is an error here too.
 //
 // FakeTokenText: token id → a few bytes (including split UTF-8 characters).
 //
@@ -23,11 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "scheduler/step_plan.h"
+#include "common/plan/state_cache.h"
+#include "common/plan/step_plan.h"
 #include "scheduler/token_text_source.h"
 #include "scheduler/types.h"
 
@@ -72,29 +74,20 @@ class FakeWorker {
   // Applies `plan` and returns its results (in contract order) in *out.
   absl::Status Execute(const StepPlan& plan, std::vector<SampledToken>* out);
 
-  int32_t num_sequences() const { return static_cast<int32_t>(seqs_.size()); }
+  int32_t num_sequences() const { return static_cast<int32_t>(cache_.num_sequences()); }
   int64_t num_tokens_computed() const { return num_tokens_computed_; }
 
  private:
-  struct SeqState {
-    std::vector<int32_t> tokens;
-    int32_t num_prompt_tokens = 0;
-    std::vector<BlockId> blocks;
-    int32_t num_computed = 0;
-    uint64_t seed = 0;
-  };
+  // KV slot of position `pos` of `seq` (StateCache checked that its blocks cover it).
+  size_t Slot(const WorkerSequence& seq, int32_t pos) const;
+  // The fake forward pass over one entry of the batch.
+  void Forward(const ScheduledSequence& sc);
 
-  absl::Status AddNew(const NewSequenceData& e);
-  absl::Status Forward(SequenceRef ref, SeqState& s, int32_t n);
-  absl::StatusOr<size_t> Slot(const SeqState& s, int32_t pos) const;
-  absl::StatusOr<int32_t> SampleFor(SequenceRef ref, SeqState& s, int32_t fork_parent);
-
-  int32_t num_blocks_;
-  int32_t block_size_;
+  const int32_t block_size_;
   const FakeModel* model_;
-  absl::flat_hash_map<SequenceRef, SeqState> seqs_;
+  StateCache cache_;
+  StepBatch batch_;
   std::vector<uint64_t> kv_;
-  int64_t last_step_ = 0;
   int64_t num_tokens_computed_ = 0;
 };
 

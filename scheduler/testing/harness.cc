@@ -17,16 +17,17 @@ std::string Name(SequenceRef r) {
 
 std::string Describe(const StepPlan& plan) {
   std::vector<std::string> parts;
-  for (const auto& e : plan.new_requests) {
-    parts.push_back(absl::StrCat("*", Name(e.seq), ":", e.num_scheduled_tokens));
+  auto name = [](int64_t seq_id) { return Name(SequenceRef::FromSeqId(seq_id)); };
+  for (const auto& e : plan.new_sequences()) {
+    parts.push_back(absl::StrCat("*", name(e.seq_id()), ":", e.num_scheduled_tokens()));
   }
-  for (const auto& e : plan.cached_requests) {
-    parts.push_back(absl::StrCat(Name(e.seq), ":", e.num_scheduled_tokens));
+  for (const auto& e : plan.cached_sequences()) {
+    parts.push_back(absl::StrCat(name(e.seq_id()), ":", e.num_scheduled_tokens()));
   }
-  for (const auto& r : plan.preempted_ids) parts.push_back(absl::StrCat("-", Name(r)));
-  for (const auto& r : plan.finished_ids) parts.push_back(absl::StrCat("x", Name(r)));
-  for (const auto& c : plan.block_copies) {
-    parts.push_back(absl::StrCat("c", c.src.value(), ">", c.dst.value()));
+  for (int64_t id : plan.preempted_seq_ids()) parts.push_back(absl::StrCat("-", name(id)));
+  for (int64_t id : plan.finished_seq_ids()) parts.push_back(absl::StrCat("x", name(id)));
+  for (const auto& c : plan.block_copies()) {
+    parts.push_back(absl::StrCat("c", c.src(), ">", c.dst()));
   }
   return absl::StrJoin(parts, " ");
 }
@@ -42,9 +43,10 @@ TestHarness::TestHarness(SchedulerOptions options, const std::vector<int32_t>& r
   for (int32_t blocks : replica_blocks) AddReplica(blocks);
 }
 
-ReplicaId TestHarness::AddReplica(int32_t num_blocks) {
+ReplicaId TestHarness::AddReplica(int32_t num_blocks, int32_t max_steps_in_flight) {
   ReplicaOptions ro;
   ro.num_blocks = num_blocks;
+  ro.max_steps_in_flight = max_steps_in_flight;
   ro.block_size = options_.block_size;
   auto id = scheduler_->AddReplica(ro);
   CHECK(id.ok()) << id.status();
@@ -67,11 +69,7 @@ absl::Status TestHarness::RemoveReplica(ReplicaId r) {
 absl::StatusOr<RequestId> TestHarness::Add(const RequestSpec& spec) {
   absl::StatusOr<RequestId> id = scheduler_->AddRequest(spec, now_);
   if (!id.ok()) return id;
-  RequestSpec stored = spec;
-  const Sequence* seq = scheduler_->FindSequence(SequenceRef{*id, 0});
-  CHECK(seq != nullptr);
-  stored.sampling.seed = seq->request->sampling.seed;
-  specs_[*id] = std::move(stored);
+  specs_[*id] = spec;
   return id;
 }
 
@@ -92,12 +90,12 @@ RequestId TestHarness::AddSimple(int32_t prompt_len, int32_t max_tokens, int32_t
 
 absl::StatusOr<std::string> TestHarness::PlanAndExecute(ReplicaId r) {
   if (absl::Status s = scheduler_->Plan(r, now_, &plan_); !s.ok()) return s;
-  if (plan_.empty()) return std::string();
+  if (PlanIsEmpty(plan_)) return std::string();
   ReplicaState& state = replicas_.at(r);
   if (absl::Status s = state.worker->Execute(plan_, &sampled_); !s.ok()) {
     return absl::InternalError(absl::StrCat(s.message(), "\n", plan_.DebugString()));
   }
-  state.results.emplace_back(plan_.step_id, sampled_);
+  state.results.emplace_back(StepId(plan_.step_id()), sampled_);
   return Describe(plan_);
 }
 
@@ -118,7 +116,7 @@ std::string TestHarness::Step(int index) {
   const ReplicaId r = replica_ids_.at(index);
   absl::StatusOr<std::string> d = PlanAndExecute(r);
   CHECK(d.ok()) << d.status();
-  if (!plan_.empty()) {
+  if (!PlanIsEmpty(plan_)) {
     absl::Status s = ApplyOldest(r);
     CHECK(s.ok()) << s;
   }
@@ -197,7 +195,7 @@ size_t TestHarness::NumQueuedResultsTotal() const {
 absl::Status TestHarness::VerifyOne(SequenceRef ref, const CollectedOutput& out) const {
   const RequestSpec& spec = specs_.at(ref.request_id);
   const ReferenceOutput want =
-      model_.Reference(spec.prompt_token_ids, *spec.sampling.seed, ref.sample_index,
+      model_.Reference(spec.prompt_token_ids, spec.sampling.seed, ref.sample_index,
                        spec.stopping, text_enabled_ ? &text_ : nullptr);
   const std::string who = Name(ref);
   const bool aborted = out.finish_reason == FinishReason::kCancelled ||

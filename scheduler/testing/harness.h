@@ -71,7 +71,8 @@ class TestHarness {
   const StepPlan& last_plan() const { return plan_; }
 
   absl::Status RemoveReplica(ReplicaId r);
-  ReplicaId AddReplica(int32_t num_blocks);
+  // `max_steps_in_flight` 0: the scheduler's.
+  ReplicaId AddReplica(int32_t num_blocks, int32_t max_steps_in_flight = 0);
 
   // Drains the scheduler's outputs into the per-sequence collectors.
   absl::Status Collect();
@@ -102,7 +103,7 @@ class TestHarness {
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::vector<ReplicaId> replica_ids_;
   std::map<ReplicaId, ReplicaState> replicas_;
-  std::map<RequestId, RequestSpec> specs_;  // with the seed the scheduler assigned
+  std::map<RequestId, RequestSpec> specs_;
   absl::flat_hash_map<SequenceRef, CollectedOutput> outputs_;
   std::vector<SequenceRef> newly_finished_;
   std::vector<SequenceOutput> scratch_;

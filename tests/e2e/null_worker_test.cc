@@ -147,9 +147,11 @@ TEST(NullWorkerE2eTest, EndOfGenerationStopsStreamsThatDoNotIgnoreIt) {
       EXPECT_EQ(s.result.finish_reason, weft::v1::FINISH_REASON_LENGTH);
       EXPECT_EQ(s.result.token_ids, all);
     } else {
-      // The EOS token is the last one delivered.
+      // EOS ends the stream and is not returned nor counted (generate.proto).
       EXPECT_EQ(s.result.finish_reason, weft::v1::FINISH_REASON_STOP);
-      EXPECT_EQ(s.result.token_ids, std::vector<int32_t>(all.begin(), eos + 1));
+      EXPECT_EQ(s.result.token_ids, std::vector<int32_t>(all.begin(), eos));
+      ASSERT_TRUE(s.result.has_usage);
+      EXPECT_EQ(s.result.usage.completion_tokens(), eos - all.begin());
       ++stopped;
     }
   }

@@ -145,6 +145,8 @@ TEST_P(TpKillRankE2eTest, ReplicaIsFencedStreamsMoveAndItRejoins) {
   }
   EXPECT_EQ(completed + unavailable, kStreams);
   EXPECT_GT(completed, 0);
+  std::cout << completed << " streams completed (" << moved << " finished on the other replica), "
+            << unavailable << " UNAVAILABLE\n";
 
   // Fenced once, its requests re-queued; nothing referenced once idle; "solo" serves.
   auto m = cluster.Metrics();

@@ -1,6 +1,7 @@
 // HTTP response framing (chunked, Content-Length, until close) and SSE line framing on
 // canned byte streams, fed whole, byte by byte, and split at every position.
 #include "tools/bench/http_stream.h"
+#include "common/testing/status_matchers.h"
 
 #include <cstdio>
 #include <string>
@@ -11,6 +12,8 @@
 namespace weft {
 namespace bench {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 struct Parsed {
   absl::Status status;
@@ -128,19 +131,19 @@ TEST(HttpStreamTest, InterimResponseIsSkipped) {
 TEST(HttpStreamTest, TruncatedAndMalformedAreErrors) {
   // Closed in the middle of a chunk.
   Parsed p = Parse({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort"}, true);
-  EXPECT_EQ(p.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(p.status, StatusIs(absl::StatusCode::kUnavailable));
   // Closed before any response.
   p = Parse({"HTTP/1.1 2"}, true);
-  EXPECT_EQ(p.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(p.status, StatusIs(absl::StatusCode::kUnavailable));
   // Bad chunk size.
   p = Parse({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}, false);
-  EXPECT_EQ(p.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(p.status, StatusIs(absl::StatusCode::kDataLoss));
   // Chunk longer than announced.
   p = Parse({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n"}, false);
-  EXPECT_EQ(p.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(p.status, StatusIs(absl::StatusCode::kDataLoss));
   // Not HTTP.
   p = Parse({"SSH-2.0-OpenSSH\r\n"}, false);
-  EXPECT_EQ(p.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(p.status, StatusIs(absl::StatusCode::kDataLoss));
 }
 
 std::vector<std::string> SseEvents(const std::vector<std::string>& pieces) {

@@ -295,7 +295,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1, help="null replicas (one rank each)")
     ap.add_argument("--null_step_ms", type=float, default=0)
-    ap.add_argument("--max_steps_in_flight", type=int, default=1)
+    ap.add_argument("--max_steps_in_flight", type=int, default=1,
+                    help="the scheduler's; 1 (synchronous) keeps runs comparable, 0 = its own "
+                    "default, by backend (null workers: 2)")
     ap.add_argument("--num_kv_blocks", type=int, default=0, help="0: max(4096, 100 x C)")
     ap.add_argument("--scheduler_flags", default="")
     ap.add_argument("--worker_flags", default="")

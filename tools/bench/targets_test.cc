@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/testing/status_matchers.h"
 #include "tools/bench/grpc_target.h"
 #include "tools/bench/http_client.h"
 #include "tools/bench/llama_target.h"
@@ -12,6 +13,8 @@
 namespace weft {
 namespace bench {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 SseEvent Data(const std::string& json) {
   SseEvent e;
@@ -80,7 +83,7 @@ TEST(LlamaAccumulatorTest, Errors) {
     SseEvent e;
     e.error = R"({"code":500,"message":"slot unavailable"})";
     acc.OnEvent(e, 1);
-    EXPECT_EQ(acc.Finish().code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(acc.Finish(), StatusIs(absl::StatusCode::kInternal));
     EXPECT_NE(acc.Finish().message().find("slot unavailable"), std::string::npos);
   }
   {
@@ -93,13 +96,13 @@ TEST(LlamaAccumulatorTest, Errors) {
     RequestRecord rec;
     LlamaStreamAccumulator acc(&rec, nullptr);
     acc.OnEvent(Data(R"({"content":"a","stop":false})"), 1);
-    EXPECT_EQ(acc.Finish().code(), absl::StatusCode::kDataLoss);  // no final event
+    EXPECT_THAT(acc.Finish(), StatusIs(absl::StatusCode::kDataLoss));  // no final event
   }
   {
     RequestRecord rec;
     LlamaStreamAccumulator acc(&rec, nullptr);
     acc.OnEvent(Data("{not json"), 1);
-    EXPECT_EQ(acc.Finish().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(acc.Finish(), StatusIs(absl::StatusCode::kDataLoss));
   }
 }
 

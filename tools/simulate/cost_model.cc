@@ -20,13 +20,13 @@ absl::Status CostModel::Validate() const {
 
 double CostModel::StepSeconds(const StepPlan& plan) const {
   int64_t context = 0;
-  for (const auto& e : plan.new_requests) {
-    context += e.num_computed_tokens + e.num_scheduled_tokens;
+  for (const auto& e : plan.new_sequences()) {
+    context += e.num_computed_tokens() + e.num_scheduled_tokens();
   }
-  for (const auto& e : plan.cached_requests) {
-    context += e.num_computed_tokens + e.num_scheduled_tokens;
+  for (const auto& e : plan.cached_sequences()) {
+    context += e.num_computed_tokens() + e.num_scheduled_tokens();
   }
-  const int64_t over_knee = std::max<int64_t>(0, plan.total_num_scheduled_tokens - knee_tokens);
+  const int64_t over_knee = std::max<int64_t>(0, plan.num_scheduled_tokens() - knee_tokens);
   const double ms = step_ms + ms_per_token * static_cast<double>(over_knee) +
                     ms_per_context_token * static_cast<double>(context);
   return ms / 1000.0;

@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "scheduler/step_plan.h"
+#include "common/plan/step_plan.h"
 
 namespace weft::sim {
 

@@ -43,7 +43,7 @@ class Run {
         }
       }
       WEFT_RETURN_IF_ERROR(scheduler_->Plan(replica_, Now(), &plan_));
-      if (plan_.empty()) {
+      if (PlanIsEmpty(plan_)) {
         if (options_.concurrency == 0 && next_ < n) {
           now_s_ = std::max(now_s_, trace_[next_].arrival_s);
           continue;
@@ -77,19 +77,16 @@ class Run {
   absl::Status Step() {
     now_s_ += options_.cost.StepSeconds(plan_);
     ++result_.steps;
-    seqs_ += static_cast<int64_t>(plan_.new_requests.size() + plan_.cached_requests.size());
-    tokens_ += plan_.total_num_scheduled_tokens;
+    seqs_ += plan_.new_sequences_size() + plan_.cached_sequences_size();
+    tokens_ += plan_.num_scheduled_tokens();
     result_.peak_kv_blocks_used =
         std::max(result_.peak_kv_blocks_used, scheduler_->Metrics().kv_blocks_used);
     sampled_.clear();
     std::uniform_int_distribution<int32_t> token(300, 39999);
-    for (const auto& e : plan_.new_requests) {
-      if (e.do_sample) sampled_.push_back(SampledToken{e.seq, token(rng_)});
-    }
-    for (const auto& e : plan_.cached_requests) {
-      if (e.do_sample) sampled_.push_back(SampledToken{e.seq, token(rng_)});
-    }
-    WEFT_RETURN_IF_ERROR(scheduler_->ApplyResults(replica_, plan_.step_id, sampled_, Now()));
+    SampledSequences(plan_, &sample_order_);
+    for (SequenceRef ref : sample_order_) sampled_.push_back(SampledToken{ref, token(rng_)});
+    WEFT_RETURN_IF_ERROR(
+        scheduler_->ApplyResults(replica_, StepId(plan_.step_id()), sampled_, Now()));
     scheduler_->TakeOutputs(&outputs_);
     for (const SequenceOutput& o : outputs_) WEFT_RETURN_IF_ERROR(Record(o));
     return absl::OkStatus();
@@ -151,6 +148,7 @@ class Run {
   int64_t tokens_ = 0;
   absl::flat_hash_map<RequestId, Track> tracks_;
   StepPlan plan_;
+  std::vector<SequenceRef> sample_order_;
   std::vector<SampledToken> sampled_;
   std::vector<SequenceOutput> outputs_;
   std::vector<double> ttft_, itl_, e2e_;

@@ -42,16 +42,16 @@ TEST(CostModelTest, FlatUpToTheKneeThenLinear) {
   m.ms_per_context_token = 0;
   m.knee_tokens = 100;
   StepPlan p;
-  p.total_num_scheduled_tokens = 50;
+  p.set_num_scheduled_tokens(50);
   EXPECT_DOUBLE_EQ(m.StepSeconds(p), 0.010);
-  p.total_num_scheduled_tokens = 100;
+  p.set_num_scheduled_tokens(100);
   EXPECT_DOUBLE_EQ(m.StepSeconds(p), 0.010);
-  p.total_num_scheduled_tokens = 130;
+  p.set_num_scheduled_tokens(130);
   EXPECT_DOUBLE_EQ(m.StepSeconds(p), 0.040);
   m.ms_per_context_token = 0.5;
-  p.cached_requests.resize(1);
-  p.cached_requests[0].num_computed_tokens = 9;
-  p.cached_requests[0].num_scheduled_tokens = 1;
+  weft::v1::CachedSequence* c = p.add_cached_sequences();
+  c->set_num_computed_tokens(9);
+  c->set_num_scheduled_tokens(1);
   EXPECT_DOUBLE_EQ(m.StepSeconds(p), 0.045);
 }
 

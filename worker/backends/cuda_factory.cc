@@ -1,7 +1,6 @@
 // The --config=cuda build's MakeCudaBackend (see cuda_factory.h).
 #include "worker/backends/cuda_factory.h"
 
-#include "absl/strings/str_cat.h"
 #include "worker/backends/cuda/cuda_backend.h"
 
 namespace weft {
@@ -17,16 +16,14 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const GgufFile& file,
   o.block_size = flags.block_size;
   o.num_kv_blocks = flags.num_kv_blocks;
   o.kv_memory_bytes = flags.kv_memory_bytes;
-  if (flags.kv_dtype == "bf16") {
-    o.kv_dtype = kernels::cuda::KvDtype::kBf16;
-  } else if (flags.kv_dtype == "f16" || flags.kv_dtype == "fp16") {
-    o.kv_dtype = kernels::cuda::KvDtype::kF16;
-  } else if (flags.kv_dtype == "int8") {
-    o.kv_dtype = kernels::cuda::KvDtype::kInt8;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--backend=cuda: --kv_dtype must be f16, bf16 or int8, got '", flags.kv_dtype, "'"));
+  // The device kernels' own enum (kernels/cuda/dtypes.h, their ABI) has no f32.
+  if (flags.kv_dtype == KvDtype::kF32) {
+    return absl::InvalidArgumentError("--backend=cuda: --kv_dtype must be f16, bf16 or int8");
   }
+  using DeviceKv = kernels::cuda::KvDtype;
+  o.kv_dtype = flags.kv_dtype == KvDtype::kBf16   ? DeviceKv::kBf16
+               : flags.kv_dtype == KvDtype::kInt8 ? DeviceKv::kInt8
+                                                  : DeviceKv::kF16;
   o.cuda_graphs = flags.cuda_graphs;
   o.device_sampling = flags.device_sampling;
   o.comm_timeout = absl::Seconds(flags.collective_timeout_s);

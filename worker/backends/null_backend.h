@@ -114,7 +114,6 @@ class NullBackend : public Backend {
  private:
   NullBackend(const NullBackendOptions& options, const LlamaConfig& config,
               int32_t num_kv_blocks, std::vector<int32_t> eog);
-  absl::Status Validate(const ForwardBatch& batch) const;
   // Makes out->logits rows [0, row_tokens_.size()) one-hot at row_tokens_.
   void WriteLogits(ForwardOutput* out);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/gguf.h"
+#include "common/plan/step_plan.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "weft/v1/worker.pb.h"
@@ -269,6 +270,9 @@ weft::v1::NewSequence* AddNew(weft::v1::StepPlan* p, int64_t seq, std::vector<in
   const bool sample = computed + scheduled == static_cast<int32_t>(tokens.size());
   n->set_do_sample(sample);
   *n->mutable_sampling() = Greedy(num_logprobs);
+  // The plan contract: a sequence's sampling names its sample of the request (a fork's
+  // is not 0).
+  n->mutable_sampling()->set_sample_index(SequenceRef::FromSeqId(seq).sample_index);
   p->set_num_scheduled_tokens(p->num_scheduled_tokens() + scheduled);
   p->set_num_sampled(p->num_sampled() + sample);
   return n;
@@ -339,9 +343,17 @@ TEST(NullBackendTest, ExecutesEveryPlanOperationThroughTheStateCache) {
   AddCached(&p2, 256, 4, 2, true, {6});
   AddCached(&p2, 512, 3, 1, true, {7});
   AddCached(&p2, 768, 5, 1, true);
-  weft::v1::StepResult r2 = e.Execute(p2);
+  // Steps 2 and 3 reuse one result, as the worker loop does (ExecuteInto): nothing of
+  // the step before stays in it (step 1's first entry had logprobs and a top list).
+  ASSERT_GT(r1.tokens(0).top_size(), 0);
+  weft::v1::StepResult reused = r1;
+  e.ExecuteInto(p2, &reused);
+  const weft::v1::StepResult& r2 = reused;
   ASSERT_EQ(r2.error(), "");
+  EXPECT_EQ(r2.step_id(), 2);
   ASSERT_EQ(r2.tokens_size(), 3);
+  EXPECT_EQ(r2.tokens(0).seq_id(), 256);
+  EXPECT_EQ(r2.tokens(0).top_size(), 0);
   const int32_t t256 = nb->NextToken(15, 5);
   EXPECT_EQ(r2.tokens(0).token_id(), t256);
   EXPECT_EQ(r2.tokens(1).token_id(), nb->NextToken(t512, 3));
@@ -352,8 +364,10 @@ TEST(NullBackendTest, ExecutesEveryPlanOperationThroughTheStateCache) {
   p3.set_step_id(3);
   p3.add_finished_seq_ids(512);
   AddCached(&p3, 256, 6, 1, true);
-  weft::v1::StepResult r3 = e.Execute(p3);
+  e.ExecuteInto(p3, &reused);
+  const weft::v1::StepResult& r3 = reused;
   ASSERT_EQ(r3.error(), "");
+  EXPECT_EQ(r3.step_id(), 3);
   ASSERT_EQ(r3.tokens_size(), 1);
   EXPECT_EQ(r3.tokens(0).token_id(), nb->NextToken(t256, 6));
   weft::v1::StepPlan p4;

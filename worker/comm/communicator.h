@@ -91,12 +91,12 @@ class LocalCommunicator final : public Communicator {
                           float* out) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
-  void Abort(absl::string_view reason) override;
+  void Abort(absl::string_view reason) override ABSL_LOCKS_EXCLUDED(mu_);
   void SetTimeout(absl::Duration timeout) override;
   absl::Duration timeout() const override;
 
  private:
-  absl::Status CheckNotAborted() const;
+  absl::Status CheckNotAborted() const ABSL_LOCKS_EXCLUDED(mu_);
 
   std::atomic<bool> aborted_{false};
   std::atomic<int64_t> timeout_ns_;

@@ -2,10 +2,13 @@
 
 #include <vector>
 
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 TEST(LocalCommunicatorTest, CollectivesAreIdentityForOneRank) {
   LocalCommunicator comm;
@@ -35,10 +38,10 @@ TEST(LocalCommunicatorTest, AbortIsStickyAndKeepsFirstReason) {
   comm.Abort("second");
   float x = 1.f;
   const absl::Status status = comm.AllReduceSum(&x, 1);
-  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kAborted));
   EXPECT_NE(status.message().find("first"), absl::string_view::npos) << status;
-  EXPECT_EQ(comm.Barrier().code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(comm.AllGatherV(&x, 1, {1}, &x + 0).code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(comm.Barrier(), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(comm.AllGatherV(&x, 1, {1}, &x + 0), StatusIs(absl::StatusCode::kAborted));
 }
 
 TEST(LocalCommunicatorTest, TimeoutIsAdjustable) {

@@ -85,7 +85,7 @@ class NcclCommunicator final : public Communicator {
                           float* out) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
-  void Abort(absl::string_view reason) override;
+  void Abort(absl::string_view reason) override ABSL_LOCKS_EXCLUDED(mu_);
   void SetTimeout(absl::Duration timeout) override;
   absl::Duration timeout() const override;
 
@@ -99,12 +99,12 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(const NcclCommunicatorOptions& options, ncclComm_t comm, cudaStream_t stream);
 
   // The sticky failure, if any (Aborted after Abort()).
-  absl::Status CheckUsable();
+  absl::Status CheckUsable() ABSL_LOCKS_EXCLUDED(mu_);
   // Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress (after a
   // non-blocking call returned), within the deadline.
   absl::Status SettleAsync(absl::Time deadline, const char* what);
   // Records `status` as the sticky failure and aborts the NCCL communicator.
-  absl::Status Fail(absl::Status status);
+  absl::Status Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status NcclCall(ncclResult_t result, const char* what);
   absl::Time Deadline() const;
 

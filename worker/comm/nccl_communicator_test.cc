@@ -9,11 +9,14 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_status.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 #define SKIP_WITHOUT_CUDA()                                                       \
   do {                                                                            \
@@ -55,7 +58,7 @@ TEST(NcclCommunicatorTest, SingleRankCollectives) {
   ASSERT_TRUE(c->AllGatherV(d, v.size(), {v.size()}, out).ok());
   EXPECT_EQ(Download(out, v.size()), v);
   ASSERT_TRUE(c->Broadcast(d, v.size() * sizeof(float), 0).ok());
-  EXPECT_EQ(c->Broadcast(d, 4, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c->Broadcast(d, 4, 1), StatusIs(absl::StatusCode::kInvalidArgument));
   ASSERT_TRUE(c->Barrier().ok());
   // The asynchronous path the backend uses.
   cudaStream_t s;
@@ -68,8 +71,8 @@ TEST(NcclCommunicatorTest, SingleRankCollectives) {
   // Abort is sticky.
   c->Abort("test");
   const absl::Status a = c->AllReduceSum(d, v.size());
-  EXPECT_EQ(a.code(), absl::StatusCode::kAborted) << a;
-  EXPECT_EQ(c->Barrier().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(a, StatusIs(absl::StatusCode::kAborted)) << a;
+  EXPECT_THAT(c->Barrier(), StatusIs(absl::StatusCode::kAborted));
   cudaStreamDestroy(s);
   cudaFree(d);
   cudaFree(out);
@@ -87,7 +90,7 @@ TEST(NcclCommunicatorTest, MissingPeerFailsAtTheDeadline) {
   auto c = NcclCommunicator::Create(*id, o);
   const absl::Duration took = absl::Now() - start;
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_THAT(c.status(), StatusIs(absl::StatusCode::kDeadlineExceeded)) << c.status();
   EXPECT_LT(took, absl::Seconds(10));
 }
 

@@ -105,7 +105,7 @@ class ShmCommunicator final : public Communicator {
                           float* out) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
   absl::Status Barrier() override;
-  void Abort(absl::string_view reason) override;
+  void Abort(absl::string_view reason) override ABSL_LOCKS_EXCLUDED(mu_);
   void SetTimeout(absl::Duration timeout) override;
   absl::Duration timeout() const override;
 
@@ -123,7 +123,7 @@ class ShmCommunicator final : public Communicator {
 
   absl::Status Rendezvous(absl::Time deadline);
   // Starts a collective: fails if this rank or the segment is aborted or failed.
-  absl::Status Begin(const char* op, uint64_t signature, Call* call);
+  absl::Status Begin(const char* op, uint64_t signature, Call* call) ABSL_LOCKS_EXCLUDED(mu_);
   // Publishes this rank's next phase and waits until every peer published it too; the
   // first phase of a call also checks that every peer is in the same call.
   absl::Status Phase(Call* call);
@@ -133,7 +133,7 @@ class ShmCommunicator final : public Communicator {
   bool PidCheckable(int peer) const;
   absl::Status SegmentAbortedError() const;
   // Records a failed collective (sticky), aborts the segment so peers fail fast.
-  absl::Status Fail(absl::Status status);
+  absl::Status Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status AllReduceRound(float* data, size_t count, Call* call);
   absl::Status AllGatherRound(const float* in, const std::vector<size_t>& counts,

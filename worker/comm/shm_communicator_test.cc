@@ -2,6 +2,7 @@
 // failure through its exit code (printing the reason to stderr).
 #include "worker/comm/shm_communicator.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,11 +19,14 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "worker/comm/testing/fork_ranks.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using ::weft::testing::ChildResult;
 using ::weft::testing::ForkRanks;
@@ -200,20 +204,46 @@ TEST_P(ShmCommunicatorWorldTest, RandomSequenceEqualsSerialAndIsBitwiseRepeatabl
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmCommunicatorWorldTest, ::testing::Values(2, 3, 4));
 
+// The ranks' "I am looping" signal: each writes one byte to a pipe after its first
+// successful collective, and the parent waits for all of them before it harms one.
+struct ReadyPipe {
+  int fds[2] = {-1, -1};
+  ReadyPipe() { EXPECT_EQ(pipe(fds), 0); }
+  ~ReadyPipe() {
+    close(fds[0]);
+    close(fds[1]);
+  }
+  void Signal() const { (void)!write(fds[1], "r", 1); }
+  // True once `n` ranks signalled (false at the deadline).
+  bool WaitFor(int n, absl::Time deadline) const {
+    for (char c; n > 0; --n) {
+      pollfd p{fds[0], POLLIN, 0};
+      const int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+      if (ms <= 0 || poll(&p, 1, ms) != 1 || read(fds[0], &c, 1) != 1) return false;
+    }
+    return true;
+  }
+};
+
 // Ranks other than `victim` loop on all-reduces until one fails; the failing call must
-// return an error (not hang) well within 5x the deadline. `victim` just loops.
+// return an error (not hang) well within 5x the deadline. `victim` just loops. Every rank
+// signals `ready` after its first collective.
 int LoopUntilError(const std::string& name, int rank, int world_size, int victim,
-                   absl::Duration timeout) {
+                   absl::Duration timeout, const ReadyPipe& ready) {
   ShmCommunicatorOptions o = Options(name, rank, world_size);
   o.timeout = timeout;
   auto comm = ShmCommunicator::Create(o);
   RANK_CHECK(comm.ok(), 2, comm.status().ToString());
   std::vector<float> data(576, 1.f);
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < give_up) {
+  for (bool signalled = false; absl::Now() < give_up;) {
     const absl::Time start = absl::Now();
     const absl::Status st = (*comm)->AllReduceSum(data.data(), data.size());
-    if (st.ok()) continue;
+    if (st.ok()) {
+      if (!signalled) ready.Signal();
+      signalled = true;
+      continue;
+    }
     const absl::Duration took = absl::Now() - start;
     std::fprintf(stderr, "rank %d failed after %s: %s\n", rank,
                  absl::FormatDuration(took).c_str(), st.ToString().c_str());
@@ -230,10 +260,12 @@ int LoopUntilError(const std::string& name, int rank, int world_size, int victim
 TEST(ShmCommunicatorFailureTest, KilledPeerFailsTheOthersWithinTheDeadline) {
   const std::string name = UniqueName("kill");
   const absl::Duration timeout = absl::Seconds(1);
+  const ReadyPipe ready;
   std::vector<pid_t> pids =
-      ForkRanks(3, [&](int rank) { return LoopUntilError(name, rank, 3, 2, timeout); });
-  absl::SleepFor(absl::Milliseconds(300));
+      ForkRanks(3, [&](int rank) { return LoopUntilError(name, rank, 3, 2, timeout, ready); });
+  const bool looping = ready.WaitFor(3, absl::Now() + absl::Seconds(20));
   ASSERT_EQ(kill(pids[2], SIGKILL), 0);
+  ASSERT_TRUE(looping) << "the ranks never got through a collective";
   const absl::Time killed = absl::Now();
   // Reap the survivors first: the victim stays a zombie meanwhile (pid still exists).
   const std::vector<ChildResult> survivors =
@@ -249,9 +281,11 @@ TEST(ShmCommunicatorFailureTest, KilledPeerFailsTheOthersWithinTheDeadline) {
 TEST(ShmCommunicatorFailureTest, StoppedPeerFailsTheOthersWithinTheDeadline) {
   const std::string name = UniqueName("stop");
   const absl::Duration timeout = absl::Seconds(1);
+  const ReadyPipe ready;
   std::vector<pid_t> pids =
-      ForkRanks(3, [&](int rank) { return LoopUntilError(name, rank, 3, 1, timeout); });
-  absl::SleepFor(absl::Milliseconds(300));
+      ForkRanks(3, [&](int rank) { return LoopUntilError(name, rank, 3, 1, timeout, ready); });
+  ASSERT_TRUE(ready.WaitFor(3, absl::Now() + absl::Seconds(20)))
+      << "the ranks never got through a collective";
   ASSERT_EQ(kill(pids[1], SIGSTOP), 0);
   const absl::Time stopped = absl::Now();
   const std::vector<ChildResult> survivors =
@@ -316,7 +350,7 @@ TEST(ShmCommunicatorFailureTest, AbortFromAnotherThreadEndsAPendingCall) {
   const absl::Time start = absl::Now();
   const absl::Status st = (*comm)->AllReduceSum(&x, 1);
   watchdog.join();
-  EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kAborted)) << st;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ((*comm)->timeout(), absl::Seconds(20));
   EXPECT_TRUE(WaitForChild(peer, absl::Now() + absl::Seconds(10)).ok());
@@ -385,26 +419,26 @@ TEST(ShmCommunicatorSetupTest, StaleSegmentFromACrashedRunIsReplaced) {
     return 0;
   }, absl::Seconds(30));
   EXPECT_EQ(failures, "");
-  EXPECT_EQ(ShmCommunicator::RemoveIfStale(name).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ShmCommunicator::RemoveIfStale(name).status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(ShmCommunicatorSetupTest, MissingPeerMakesCreateTimeOut) {
   ShmCommunicatorOptions o = Options(UniqueName("missing"), 0, 2);
   o.attach_timeout = absl::Milliseconds(200);
   auto comm = ShmCommunicator::Create(o);
-  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(comm.status(), StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_TRUE(absl::StrContains(comm.status().message(), "rank(s) 1")) << comm.status();
   o.rank = 1;
   comm = ShmCommunicator::Create(o);
-  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(comm.status(), StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
 TEST(ShmCommunicatorSetupTest, ValidatesOptions) {
   ShmCommunicatorOptions o = Options("x", 2, 2);
-  EXPECT_EQ(ShmCommunicator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ShmCommunicator::Create(o).status(), StatusIs(absl::StatusCode::kInvalidArgument));
   o = Options("x", 0, 2);
   o.timeout = absl::ZeroDuration();
-  EXPECT_EQ(ShmCommunicator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ShmCommunicator::Create(o).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

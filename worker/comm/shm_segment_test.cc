@@ -10,11 +10,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "worker/comm/testing/fork_ranks.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using ::weft::testing::ForkRanks;
 using ::weft::testing::UniqueName;
@@ -89,7 +92,7 @@ TEST(ShmSegmentTest, LiveSegmentOfSameGenerationIsNotReplaced) {
   auto first = ShmSegment::Create(Options(name));
   ASSERT_TRUE(first.ok());
   auto second = ShmSegment::Create(Options(name));
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists) << second.status();
+  EXPECT_THAT(second.status(), StatusIs(absl::StatusCode::kAlreadyExists)) << second.status();
   EXPECT_FALSE(*ShmSegment::RemoveIfStale(name));
 }
 
@@ -107,7 +110,7 @@ TEST(ShmSegmentTest, StaleSegmentIsKeptWhenReplacementIsOff) {
   ShmSegmentOptions o = Options(name);
   o.replace_stale = false;
   auto seg = ShmSegment::Create(o);
-  EXPECT_EQ(seg.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(seg.status(), StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_TRUE(absl::StrContains(seg.status().message(), "is gone")) << seg.status();
   EXPECT_TRUE(*ShmSegment::RemoveIfStale(name));
   EXPECT_FALSE(Exists(name));
@@ -126,7 +129,7 @@ TEST(ShmSegmentTest, CreatorInAnotherPidNamespaceIsNotDeclaredDead) {
     munmap(p, kShmPageBytes);
   }
   EXPECT_FALSE(*ShmSegment::RemoveIfStale(name));
-  EXPECT_EQ(ShmSegment::Create(Options(name)).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(ShmSegment::Create(Options(name)).status(), StatusIs(absl::StatusCode::kAlreadyExists));
   // A new generation still replaces it.
   EXPECT_TRUE(ShmSegment::Create(Options(name, 2)).ok());
 }
@@ -174,11 +177,11 @@ TEST(ShmSegmentTest, AttachTimesOutNamingTheReason) {
   const std::string name = UniqueName("seg");
   const absl::Time start = absl::Now();
   auto seg = ShmSegment::Attach(Options(name), start + absl::Milliseconds(100));
-  EXPECT_EQ(seg.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(seg.status(), StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   CreateCrashedSegment(name);
   seg = ShmSegment::Attach(Options(name), absl::Now() + absl::Milliseconds(100));
-  EXPECT_EQ(seg.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(seg.status(), StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_TRUE(absl::StrContains(seg.status().message(), "is gone")) << seg.status();
   EXPECT_TRUE(*ShmSegment::RemoveIfStale(name));
 }
@@ -190,7 +193,7 @@ TEST(ShmSegmentTest, AttachRejectsAnotherLayout) {
   ShmSegmentOptions o = Options(name);
   o.slot_bytes = 3 * 8192;
   auto attached = ShmSegment::Attach(o, absl::Now() + absl::Seconds(1));
-  EXPECT_EQ(attached.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(attached.status(), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(ShmSegmentTest, RemoveStaleSegmentsRemovesOnlyStaleOnes) {
@@ -204,7 +207,7 @@ TEST(ShmSegmentTest, RemoveStaleSegmentsRemovesOnlyStaleOnes) {
   EXPECT_GE(*removed, 1);
   EXPECT_FALSE(Exists(stale));
   EXPECT_TRUE(Exists(live));
-  EXPECT_EQ(ShmSegment::RemoveIfStale(stale).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ShmSegment::RemoveIfStale(stale).status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(ProcessAliveTest, SeesZombiesAsDead) {

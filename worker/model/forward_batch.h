@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 
 namespace weft {
@@ -59,6 +60,20 @@ struct ForwardBatch {
     return n;
   }
 };
+
+// What a batch is checked against: the model's sizes and the KV pool's.
+struct BatchLimits {
+  int32_t context_length = 0;
+  int32_t vocab_size = 0;
+  int32_t block_size = 0;
+  int32_t num_blocks = 0;
+};
+
+// The check every backend makes before a forward pass: each chunk has 1 or more tokens,
+// all within the context length; token ids are in the vocabulary; the block table covers
+// the chunk's positions with block ids of the pool; num_logits >= 0. INVALID_ARGUMENT,
+// naming the sequence, otherwise.
+absl::Status ValidateBatch(const ForwardBatch& batch, const BatchLimits& limits);
 
 // Logits of the sequences that asked for them, in batch order (a sequence with
 // num_logits > 1 has that many consecutive rows). Reuse one ForwardOutput

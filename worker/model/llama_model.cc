@@ -169,36 +169,8 @@ absl::Status LlamaModel::ValidateBatch(const ForwardBatch& batch, const KvCache&
       co.head_dim != want.head_dim || co.dtype != want.dtype) {
     return absl::FailedPreconditionError("KV cache shape does not match the model");
   }
-  const int64_t bs = co.block_size;
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceChunk& seq = batch.sequences[s];
-    const int64_t n = static_cast<int64_t>(seq.token_ids.size());
-    const int64_t end = int64_t{seq.start_pos} + n;
-    if (n == 0 || seq.start_pos < 0 || end > config().context_length) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", s, ": chunk of ", n, " tokens at position ", seq.start_pos,
-          " (need 1 or more tokens within the context length ", config().context_length, ")"));
-    }
-    for (int32_t id : seq.token_ids) {
-      if (id < 0 || id >= config().vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": token id ", id,
-                                                       " outside the vocabulary"));
-      }
-    }
-    const int64_t blocks_needed = (end + bs - 1) / bs;
-    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table of ",
-                                                     seq.block_table.size(), " blocks, ",
-                                                     blocks_needed, " needed"));
-    }
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      if (seq.block_table[b] < 0 || seq.block_table[b] >= co.num_blocks) {
-        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block id ",
-                                                       seq.block_table[b], " out of range"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return weft::ValidateBatch(batch, BatchLimits{config().context_length, config().vocab_size,
+                                                co.block_size, co.num_blocks});
 }
 
 void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {

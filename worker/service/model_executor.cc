@@ -12,20 +12,8 @@
 namespace weft {
 namespace {
 
-SamplerParams ToSamplerParams(const weft::v1::SamplingSpec& s) {
-  SamplerParams p;
-  p.temperature = s.temperature();
-  p.top_k = s.top_k();
-  p.top_p = s.top_p();
-  p.min_p = s.min_p();
-  p.repetition_penalty = s.repetition_penalty();
-  p.presence_penalty = s.presence_penalty();
-  p.frequency_penalty = s.frequency_penalty();
-  p.seed = s.seed();
-  p.sample_index = s.sample_index();
-  p.num_logprobs = s.num_logprobs();
-  return p;
-}
+// The sampler's view of a sequence: its request's settings and its sample index.
+SamplerParams ParamsOf(const WorkerSequence& seq) { return {seq.sampling, seq.sample_index}; }
 
 std::string MakeWorkerId() {
   char host[256] = {0};
@@ -102,8 +90,15 @@ void ModelExecutor::OnDetach() {
 }
 
 weft::v1::StepResult ModelExecutor::Execute(const weft::v1::StepPlan& plan) {
-  const absl::Time start = absl::Now();
   weft::v1::StepResult result;
+  ExecuteInto(plan, &result);
+  return result;
+}
+
+void ModelExecutor::ExecuteInto(const weft::v1::StepPlan& plan, weft::v1::StepResult* out) {
+  const absl::Time start = absl::Now();
+  weft::v1::StepResult& result = *out;
+  result.Clear();  // its token entries stay allocated for this step's
   result.set_step_id(plan.step_id());
   result.set_rank(options_.rank);
   absl::Status s = cache_ == nullptr ? absl::FailedPreconditionError("plan before welcome")
@@ -116,7 +111,6 @@ weft::v1::StepResult ModelExecutor::Execute(const weft::v1::StepPlan& plan) {
   }
   result.set_tokens_hash(TokensHash(result));
   result.set_execute_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  return result;
 }
 
 absl::Status ModelExecutor::Run(const weft::v1::StepPlan& plan, weft::v1::StepResult* result) {
@@ -153,9 +147,8 @@ absl::StatusOr<bool> ModelExecutor::TrySampleOnDevice(const StepBatch& batch) {
   device_requests_.clear();
   for (const ScheduledSequence& sc : batch.sequences) {
     if (!sc.sample) continue;
-    if (sc.state->sampling.num_logprobs() >= 0) return false;
-    device_params_.push_back(ToSamplerParams(sc.state->sampling));
-    if (!device_params_.back().Validate().ok()) return false;  // the host path reports it
+    if (sc.state->sampling.num_logprobs >= 0) return false;
+    device_params_.push_back(ParamsOf(*sc.state));  // validated by StateCache
   }
   if (device_params_.empty()) return false;
   size_t k = 0;
@@ -195,14 +188,14 @@ absl::Status ModelExecutor::SampleAll(const StepBatch& batch, weft::v1::StepResu
       if (row < 0) return absl::InternalError("no logits row for a sampled sequence");
       const auto tokens = absl::MakeConstSpan(seq->tokens);
       const auto logits = absl::MakeConstSpan(logits_.Row(row), logits_.vocab_size);
-      WEFT_RETURN_IF_ERROR(sampler_->Sample(ToSamplerParams(seq->sampling), logits,
+      WEFT_RETURN_IF_ERROR(sampler_->Sample(ParamsOf(*seq), logits,
                                             tokens.subspan(0, seq->num_prompt_tokens),
                                             tokens.subspan(seq->num_prompt_tokens), &sample_));
     }
     weft::v1::SampledToken* t = result->add_tokens();
     t->set_seq_id(seq->seq_id);
     t->set_token_id(sample_.token);
-    if (seq->sampling.num_logprobs() >= 0) {
+    if (seq->sampling.num_logprobs >= 0) {
       t->set_logprob(sample_.logprob);
       for (const TokenLogprob& lp : sample_.top_logprobs) {
         weft::v1::TokenLogprobEntry* e = t->add_top();

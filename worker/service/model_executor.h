@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
 #include "worker/backends/backend.h"
-#include "worker/plan/state_cache.h"
+#include "common/plan/state_cache.h"
 #include "worker/sampler.h"
 #include "worker/service/worker_client.h"
 
@@ -43,6 +43,7 @@ class ModelExecutor : public StepExecutor {
   weft::v1::WorkerHello Hello() override;
   absl::Status OnWelcome(const weft::v1::Welcome& welcome) override;
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override;
+  void ExecuteInto(const weft::v1::StepPlan& plan, weft::v1::StepResult* result) override;
   void OnDetach() override;
 
   int32_t num_kv_blocks() const { return backend_->num_kv_blocks(); }

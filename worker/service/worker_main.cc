@@ -147,8 +147,14 @@ class MeteredExecutor : public StepExecutor {
     return s;
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
+    weft::v1::StepResult r;
+    ExecuteInto(plan, &r);
+    return r;
+  }
+  void ExecuteInto(const weft::v1::StepPlan& plan, weft::v1::StepResult* result) override {
     plans_received_.Increment();
-    weft::v1::StepResult r = inner_->Execute(plan);
+    inner_->ExecuteInto(plan, result);
+    const weft::v1::StepResult& r = *result;
     steps_.Increment();
     if (!r.error().empty()) errors_.Increment();
     tokens_.Increment(r.tokens_size());
@@ -156,7 +162,6 @@ class MeteredExecutor : public StepExecutor {
     const double c = backend_->collective_seconds();
     if (c > last_collective_) collective_seconds_.Increment(c - last_collective_);
     last_collective_ = c;
-    return r;
   }
   void OnDetach() override {
     attached_.Set(0);
@@ -276,8 +281,8 @@ int Main() {
   bo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   bo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
   bo.model.kernels = *kernels;
-  if (!cuda) {  // the CUDA backend parses --kv_dtype itself (cuda_factory.cc)
-    auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  {
+    auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));  // every backend's
     if (!kv_dtype.ok()) {
       LOG(ERROR) << kv_dtype.status().message();
       return 2;
@@ -370,7 +375,7 @@ int Main() {
     cf.block_size = bo.block_size;
     cf.num_kv_blocks = bo.num_kv_blocks;
     cf.kv_memory_bytes = bo.kv_memory_bytes;
-    cf.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+    cf.kv_dtype = bo.model.kv_dtype;
     cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
     cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);
     cf.collective_timeout_s = absl::GetFlag(FLAGS_collective_timeout_s);

@@ -53,7 +53,7 @@ absl::Status DeviceWeights::UploadFloats(const std::vector<float>& v, DeviceBuff
   return absl::OkStatus();
 }
 
-absl::Status DeviceWeights::DequantInto(const kernels::QuantMatrix& m, void* dst,
+absl::Status DeviceWeights::DequantInto(const QuantMatrix& m, void* dst,
                                         cudaStream_t stream) {
   if (!DeviceCanDequantize(m.type) || m.k % 32 != 0) {
     return absl::UnimplementedError(absl::StrCat(
@@ -75,15 +75,15 @@ absl::Status DeviceWeights::DequantInto(const kernels::QuantMatrix& m, void* dst
   return absl::OkStatus();
 }
 
-absl::Status DeviceWeights::UploadGemv(const std::vector<const kernels::QuantMatrix*>& parts,
+absl::Status DeviceWeights::UploadGemv(const std::vector<const QuantMatrix*>& parts,
                                        DeviceLinear* out) {
   const GgmlType type = parts[0]->type;
-  for (const kernels::QuantMatrix* p : parts) {
+  for (const QuantMatrix* p : parts) {
     if (p->type != type) return absl::OkStatus();  // mixed types: GEMMs only
   }
   if (!kc::IsBlockQuantized(static_cast<kc::WeightType>(type))) return absl::OkStatus();
   kc::RepackedMatrix all;
-  for (const kernels::QuantMatrix* p : parts) {
+  for (const QuantMatrix* p : parts) {
     kc::RepackedMatrix r;
     if (!kc::RepackForGemv(static_cast<kc::WeightType>(type), p->data, p->row_stride, p->n, p->k,
                            &r)) {
@@ -107,12 +107,12 @@ absl::Status DeviceWeights::UploadGemv(const std::vector<const kernels::QuantMat
   return absl::OkStatus();
 }
 
-absl::Status DeviceWeights::UploadLinear(const std::vector<const kernels::QuantMatrix*>& parts,
+absl::Status DeviceWeights::UploadLinear(const std::vector<const QuantMatrix*>& parts,
                                          const DeviceWeightsOptions& options,
                                          cudaStream_t stream, DeviceLinear* out) {
   out->k = parts[0]->k;
   out->n = 0;
-  for (const kernels::QuantMatrix* p : parts) {
+  for (const QuantMatrix* p : parts) {
     if (p->k != out->k) return absl::InternalError("fused matrices with different row lengths");
     out->n += p->n;
   }
@@ -120,7 +120,7 @@ absl::Status DeviceWeights::UploadLinear(const std::vector<const kernels::QuantM
   device_bytes_ += static_cast<int64_t>(out->dense_owner.bytes());
   out->dense = out->dense_owner.get();
   int64_t row = 0;
-  for (const kernels::QuantMatrix* p : parts) {
+  for (const QuantMatrix* p : parts) {
     WEFT_RETURN_IF_ERROR(DequantInto(*p, out->dense_owner.as<uint8_t>() + row * out->k * 2,
                                      stream));
     row += p->n;
@@ -136,7 +136,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
   const LlamaConfig& c = host.config();
   const GgufTensor* embd = file.FindTensor("token_embd.weight");
   if (embd == nullptr) return absl::InvalidArgumentError("tensor token_embd.weight is missing");
-  const kernels::QuantMatrix embd_matrix{embd->type, embd->data, c.vocab_size, c.hidden_size,
+  const QuantMatrix embd_matrix{embd->type, embd->data, c.vocab_size, c.hidden_size,
                                          RowBytes(embd->type, c.hidden_size)};
   WEFT_RETURN_IF_ERROR(
       w->embedding_.Allocate(static_cast<size_t>(int64_t{c.vocab_size} * c.hidden_size * 2)));
@@ -155,7 +155,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     WEFT_RETURN_IF_ERROR(w->UploadLinear({&hl.w_down.matrix()}, options, stream, &l.down));
     w->layers_.push_back(std::move(l));
   }
-  const kernels::QuantMatrix& head = host.lm_head().matrix();
+  const QuantMatrix& head = host.lm_head().matrix();
   if (c.tied_embeddings) {
     w->lm_head_.n = c.vocab_size;
     w->lm_head_.k = c.hidden_size;

@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
-#include "kernels/cpu/quant_matmul.h"
+#include "common/quant_matrix.h"
 #include "kernels/cuda/quant_types.h"
 #include "worker/backends/cuda/device_buffer.h"
 #include "worker/model/llama_weights.h"
@@ -71,11 +71,11 @@ class DeviceWeights {
 
  private:
   DeviceWeights() = default;
-  absl::Status UploadLinear(const std::vector<const kernels::QuantMatrix*>& parts,
+  absl::Status UploadLinear(const std::vector<const QuantMatrix*>& parts,
                             const DeviceWeightsOptions& options, cudaStream_t stream,
                             DeviceLinear* out);
-  absl::Status DequantInto(const kernels::QuantMatrix& m, void* dst, cudaStream_t stream);
-  absl::Status UploadGemv(const std::vector<const kernels::QuantMatrix*>& parts,
+  absl::Status DequantInto(const QuantMatrix& m, void* dst, cudaStream_t stream);
+  absl::Status UploadGemv(const std::vector<const QuantMatrix*>& parts,
                           DeviceLinear* out);
   absl::Status UploadFloats(const std::vector<float>& v, DeviceBuffer* out);
   void NoteType(GgmlType t);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 
 namespace weft::cuda_backend {
 namespace {
@@ -43,39 +42,6 @@ StepLayout StepLayout::For(const StepShape& s) {
   return l;
 }
 
-absl::Status ValidateBatch(const ForwardBatch& batch, const StepLimits& limits) {
-  const int64_t bs = limits.block_size;
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceChunk& seq = batch.sequences[s];
-    const int64_t n = static_cast<int64_t>(seq.token_ids.size());
-    const int64_t end = int64_t{seq.start_pos} + n;
-    if (n == 0 || seq.start_pos < 0 || end > limits.context_length) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", s, ": chunk of ", n, " tokens at position ", seq.start_pos,
-          " (need 1 or more tokens within the context length ", limits.context_length, ")"));
-    }
-    for (int32_t id : seq.token_ids) {
-      if (id < 0 || id >= limits.vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sequence ", s, ": token id ", id, " outside the vocabulary"));
-      }
-    }
-    const int64_t blocks_needed = (end + bs - 1) / bs;
-    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block table of ",
-                                                     seq.block_table.size(), " blocks, ",
-                                                     blocks_needed, " needed"));
-    }
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      if (seq.block_table[b] < 0 || seq.block_table[b] >= limits.num_blocks) {
-        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": block id ",
-                                                       seq.block_table[b], " out of range"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 bool StepInputs::AllDecode(const ForwardBatch& batch) {
   for (const SequenceChunk& s : batch.sequences) {
     if (s.token_ids.size() != 1) return false;
@@ -98,7 +64,9 @@ void StepInputs::Clear() {
 absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limits,
                                int32_t decode_bucket) {
   Clear();
-  if (absl::Status s = ValidateBatch(batch, limits); !s.ok()) return s;
+  const BatchLimits checked{limits.context_length, limits.vocab_size, limits.block_size,
+                           limits.num_blocks};
+  if (absl::Status s = ValidateBatch(batch, checked); !s.ok()) return s;
   const int32_t num_seqs = static_cast<int32_t>(batch.sequences.size());
   if (decode_bucket > 0 && (!AllDecode(batch) || num_seqs > decode_bucket)) {
     return absl::InternalError("graph mode needs at most one decode token per bucket slot");

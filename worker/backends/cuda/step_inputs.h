@@ -133,9 +133,6 @@ class StepInputs {
   std::vector<OutputRow> output_rows_;
 };
 
-// Validation shared with the CPU backend's rules (LlamaModel::ValidateBatch).
-absl::Status ValidateBatch(const ForwardBatch& batch, const StepLimits& limits);
-
 }  // namespace weft::cuda_backend
 
 #endif  // WEFT_WORKER_BACKENDS_CUDA_STEP_INPUTS_H_

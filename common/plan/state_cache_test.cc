@@ -1,11 +1,14 @@
-#include "worker/plan/state_cache.h"
+#include "common/plan/state_cache.h"
 
 #include <gtest/gtest.h>
 
 namespace weft {
 namespace {
 
-using weft::v1::StepPlan;
+// Default sampling settings for sequence `seq` (its sample index from the id).
+void DefaultSampling(int64_t seq, weft::v1::NewSequence* n) {
+  ToSpec(SamplingParams(), SequenceRef::FromSeqId(seq).sample_index, n->mutable_sampling());
+}
 
 StepPlan NewPlan(int64_t step, int64_t seq, std::vector<int32_t> tokens, int32_t computed,
                  int32_t scheduled, std::vector<int32_t> blocks) {
@@ -13,6 +16,7 @@ StepPlan NewPlan(int64_t step, int64_t seq, std::vector<int32_t> tokens, int32_t
   p.set_step_id(step);
   auto* n = p.add_new_sequences();
   n->set_seq_id(seq);
+  DefaultSampling(seq, n);
   for (int32_t t : tokens) n->add_token_ids(t);
   n->set_num_prompt_tokens(static_cast<int32_t>(tokens.size()));
   n->set_num_computed_tokens(computed);
@@ -122,6 +126,7 @@ TEST(StateCacheTest, ForkSamplesFromItsParentsLogits) {
   StepPlan p = NewPlan(1, 256, {1, 2, 3, 4, 5}, 0, 5, {0, 1});
   auto* child = p.add_new_sequences();
   child->set_seq_id(257);
+  DefaultSampling(257, child);
   for (int t : {1, 2, 3, 4, 5}) child->add_token_ids(t);
   child->set_num_prompt_tokens(5);
   child->set_num_computed_tokens(5);
@@ -146,6 +151,59 @@ TEST(StateCacheTest, ForkSamplesFromItsParentsLogits) {
   StepPlan orphan = p;
   orphan.mutable_new_sequences(1)->set_fork_parent_seq_id(999);
   EXPECT_FALSE(other.Apply(orphan, &batch).ok());
+}
+
+// A prompt chunked over two steps: its forks come in the step that finishes it, when
+// the parent is already a cached entry (the scheduler's randomized test found this).
+TEST(StateCacheTest, ForkOfACachedParent) {
+  StateCache cache(4, 8, 100);
+  cache.Reset(1);
+  StepBatch batch;
+  ASSERT_TRUE(cache.Apply(NewPlan(1, 256, {1, 2, 3, 4, 5}, 0, 4, {0, 1}), &batch).ok());
+  StepPlan p;
+  p.set_step_id(2);
+  auto* child = p.add_new_sequences();
+  child->set_seq_id(257);
+  DefaultSampling(257, child);
+  for (int t : {1, 2, 3, 4, 5}) child->add_token_ids(t);
+  child->set_num_prompt_tokens(5);
+  child->set_num_computed_tokens(5);
+  child->add_block_ids(0);
+  child->add_block_ids(2);
+  child->set_do_sample(true);
+  child->set_fork_parent_seq_id(256);
+  p.set_num_sampled(1);
+  AddCached(&p, 256, 4, 1, true);
+  ASSERT_TRUE(cache.Apply(p, &batch).ok()) << cache.Apply(p, &batch);
+  ASSERT_EQ(batch.sequences.size(), 2u);
+  EXPECT_EQ(batch.sequences[0].logits_from, 1);  // the cached parent's entry
+  EXPECT_EQ(batch.sequences[1].state->seq_id, 256);
+  // A parent that does not sample in the plan cannot be forked from.
+  StateCache other(4, 8, 100);
+  other.Reset(1);
+  ASSERT_TRUE(other.Apply(NewPlan(1, 256, {1, 2, 3, 4, 5}, 0, 3, {0, 1}), &batch).ok());
+  StepPlan q = p;
+  q.mutable_cached_sequences(0)->set_do_sample(false);
+  q.mutable_cached_sequences(0)->set_num_computed_tokens(3);
+  q.set_num_sampled(1);
+  EXPECT_FALSE(other.Apply(q, &batch).ok());
+}
+
+TEST(StateCacheTest, SamplingSettingsAreValidatedByTheOneRule) {
+  StateCache cache(4, 8, 100);
+  cache.Reset(1);
+  StepBatch batch;
+  StepPlan p = NewPlan(1, 1, {1, 2}, 0, 2, {0});
+  p.mutable_new_sequences(0)->mutable_sampling()->set_repetition_penalty(20);  // > 10
+  EXPECT_FALSE(cache.Apply(p, &batch).ok());
+  p = NewPlan(1, 1, {1, 2}, 0, 2, {0});
+  p.mutable_new_sequences(0)->mutable_sampling()->set_sample_index(2);  // seq 1 is sample 1
+  EXPECT_FALSE(cache.Apply(p, &batch).ok());
+  p = NewPlan(1, 1, {1, 2}, 0, 2, {0});
+  p.mutable_new_sequences(0)->mutable_sampling()->set_temperature(0.5f);
+  ASSERT_TRUE(cache.Apply(p, &batch).ok());
+  EXPECT_EQ(batch.sequences[0].state->sampling.temperature, 0.5f);
+  EXPECT_EQ(batch.sequences[0].state->sample_index, 1);
 }
 
 TEST(StateCacheTest, BlockCopiesChecked) {

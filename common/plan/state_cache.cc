@@ -1,4 +1,4 @@
-#include "worker/plan/state_cache.h"
+#include "common/plan/state_cache.h"
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -36,14 +36,19 @@ absl::Status StateCache::CheckBlocks(const google::protobuf::RepeatedField<int32
 }
 
 // Everything Apply would do, checked without mutating.
-absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
+absl::Status StateCache::Check(const StepPlan& plan) const {
   const int64_t step = plan.step_id();
   if (step != next_step_id_) {
     return PlanError(step, absl::StrCat("expected plan ", next_step_id_, " (missed or repeated)"));
   }
-  absl::flat_hash_set<int64_t> dropped(plan.finished_seq_ids().begin(), plan.finished_seq_ids().end());
+  // Sized once: growing these one insert at a time rehashed them ~8 times a step at
+  // 256 sequences.
+  absl::flat_hash_set<int64_t> dropped;
+  dropped.reserve(plan.finished_seq_ids_size() + plan.preempted_seq_ids_size());
+  dropped.insert(plan.finished_seq_ids().begin(), plan.finished_seq_ids().end());
   dropped.insert(plan.preempted_seq_ids().begin(), plan.preempted_seq_ids().end());
   absl::flat_hash_set<int64_t> scheduled;
+  scheduled.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
   int64_t total = 0;
   for (const auto& c : plan.block_copies()) {
     if (c.src() < 0 || c.src() >= num_blocks_ || c.dst() < 0 || c.dst() >= num_blocks_ ||
@@ -52,6 +57,9 @@ absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
     }
   }
   int64_t sampled = 0;
+  std::vector<std::pair<int64_t, int64_t>> forks;  // (fork, parent)
+  // Entries a fork may sample from; only looked up when the plan has forks.
+  std::vector<int64_t> computing_samplers;
   for (const auto& n : plan.new_sequences()) {
     if (!scheduled.insert(n.seq_id()).second) return PlanError(step, "sequence scheduled twice");
     if (seqs_.contains(n.seq_id()) && !dropped.contains(n.seq_id()) && !n.resumed()) {
@@ -70,20 +78,28 @@ absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " schedules past its tokens"));
     }
     const bool reaches_end = n.num_computed_tokens() + n.num_scheduled_tokens() == len;
-    if (fork && (n.num_scheduled_tokens() != 0 || !n.do_sample() || !reaches_end ||
-                 !scheduled.contains(n.fork_parent_seq_id()))) {
-      return PlanError(step, absl::StrCat("fork ", n.seq_id(), " of ", n.fork_parent_seq_id(),
-                                          " is inconsistent (parent must come first)"));
+    if (fork && (n.num_scheduled_tokens() != 0 || !n.do_sample() || !reaches_end)) {
+      return PlanError(step, absl::StrCat("fork ", n.seq_id(), " computes or does not sample"));
     }
+    if (fork) forks.emplace_back(n.seq_id(), n.fork_parent_seq_id());
     if (n.do_sample() != reaches_end) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " do_sample disagrees"));
     }
+    if (n.do_sample() && !fork) computing_samplers.push_back(n.seq_id());
     sampled += n.do_sample();
     if (n.block_ids_size() < BlocksFor(n.num_computed_tokens() + n.num_scheduled_tokens(), block_size_)) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " has too few blocks"));
     }
     if (n.num_output_tokens() != len - n.num_prompt_tokens()) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " output count mismatch"));
+    }
+    if (absl::Status s = FromSpec(n.sampling()).Validate(); !s.ok()) {
+      return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " sampling ", s.message()));
+    }
+    if (n.seq_id() <= 0 ||
+        n.sampling().sample_index() != SequenceRef::FromSeqId(n.seq_id()).sample_index) {
+      return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " has sample index ",
+                                          n.sampling().sample_index()));
     }
     WEFT_RETURN_IF_ERROR(CheckBlocks(n.block_ids()));
     total += n.num_scheduled_tokens();
@@ -107,12 +123,24 @@ absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
     if (c.do_sample() != (end == static_cast<int64_t>(s.tokens.size()))) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " do_sample disagrees"));
     }
+    if (c.do_sample()) computing_samplers.push_back(c.seq_id());
     sampled += c.do_sample();
     if (static_cast<int64_t>(s.block_ids.size()) + c.new_block_ids_size() < BlocksFor(end, block_size_)) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " has too few blocks"));
     }
     WEFT_RETURN_IF_ERROR(CheckBlocks(c.new_block_ids()));
     total += c.num_scheduled_tokens();
+  }
+  // A fork samples from the logits of its parent's last position in this step: the
+  // parent is a new or cached entry of this plan that computes and samples.
+  const absl::flat_hash_set<int64_t> samplers =
+      forks.empty() ? absl::flat_hash_set<int64_t>()
+                    : absl::flat_hash_set<int64_t>(computing_samplers.begin(), computing_samplers.end());
+  for (const auto& [fork, parent] : forks) {
+    if (!samplers.contains(parent)) {
+      return PlanError(step, absl::StrCat("fork ", fork, " of ", parent,
+                                          ": the parent does not sample in this plan"));
+    }
   }
   if (total != plan.num_scheduled_tokens() || sampled != plan.num_sampled()) {
     return PlanError(step, absl::StrCat("plan says ", plan.num_scheduled_tokens(), " tokens and ",
@@ -122,7 +150,7 @@ absl::Status StateCache::Check(const weft::v1::StepPlan& plan) const {
   return absl::OkStatus();
 }
 
-absl::Status StateCache::Apply(const weft::v1::StepPlan& plan, StepBatch* batch) {
+absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
   WEFT_RETURN_IF_ERROR(Check(plan));
   ++next_step_id_;
   for (int64_t id : plan.finished_seq_ids()) seqs_.erase(id);
@@ -142,30 +170,39 @@ absl::Status StateCache::Apply(const weft::v1::StepPlan& plan, StepBatch* batch)
     s.num_prompt_tokens = n.num_prompt_tokens();
     s.num_computed_tokens = n.num_computed_tokens();
     s.block_ids.assign(n.block_ids().begin(), n.block_ids().end());
-    s.sampling = n.sampling();
+    s.sampling = FromSpec(n.sampling());
+    s.sample_index = n.sampling().sample_index();
     s.num_output_tokens = n.num_output_tokens();
     seqs_[n.seq_id()] = std::move(s);
   }
-  absl::flat_hash_map<int64_t, int32_t> index_of;  // seq id -> entry index
-  auto schedule = [&](WorkerSequence* s, int32_t n, bool sample, int32_t logits_from) {
+  // seq id -> entry index, for forks to find their parents' entries: only kept when
+  // the plan has forks (a map insert per sequence per step otherwise).
+  bool has_forks = false;
+  for (const auto& n : plan.new_sequences()) has_forks |= n.fork_parent_seq_id() != 0;
+  absl::flat_hash_map<int64_t, int32_t> index_of;
+  if (has_forks) index_of.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
+  batch->sequences.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
+  auto schedule = [&](WorkerSequence* s, int32_t n, bool sample) {
     ScheduledSequence sc;
     sc.state = s;
     sc.start_pos = s->num_computed_tokens;
     sc.num_tokens = n;
     sc.sample = sample;
-    sc.logits_from = logits_from;
     s->num_computed_tokens += n;
-    index_of[s->seq_id] = static_cast<int32_t>(batch->sequences.size());
+    if (has_forks) index_of[s->seq_id] = static_cast<int32_t>(batch->sequences.size());
     batch->sequences.push_back(sc);
   };
   for (const auto& n : plan.new_sequences()) {
-    const int32_t from = n.fork_parent_seq_id() != 0 ? index_of.at(n.fork_parent_seq_id()) : -1;
-    schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens(), n.do_sample(), from);
+    schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens(), n.do_sample());
   }
   for (const auto& c : plan.cached_sequences()) {
     WorkerSequence* s = &seqs_[c.seq_id()];
     s->block_ids.insert(s->block_ids.end(), c.new_block_ids().begin(), c.new_block_ids().end());
-    schedule(s, c.num_scheduled_tokens(), c.do_sample(), -1);
+    schedule(s, c.num_scheduled_tokens(), c.do_sample());
+  }
+  for (int i = 0; i < plan.new_sequences_size(); ++i) {  // forks: their parents' entries
+    const int64_t parent = plan.new_sequences(i).fork_parent_seq_id();
+    if (parent != 0) batch->sequences[i].logits_from = index_of.at(parent);
   }
   return absl::OkStatus();
 }
@@ -175,7 +212,7 @@ void StateCache::AppendSampled(WorkerSequence* seq, int32_t token_id) {
   ++seq->num_output_tokens;
 }
 
-void StateCache::Fail(const weft::v1::StepPlan& plan) {
+void StateCache::Fail(const StepPlan& plan) {
   if (plan.step_id() == next_step_id_) ++next_step_id_;
   for (const auto& n : plan.new_sequences()) seqs_.erase(n.seq_id());
   for (const auto& c : plan.cached_sequences()) seqs_.erase(c.seq_id());

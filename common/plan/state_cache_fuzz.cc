@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "worker/plan/state_cache.h"
+#include "common/plan/state_cache.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   weft::StateCache cache(/*block_size=*/4, /*num_blocks=*/16, /*vocab_size=*/64);

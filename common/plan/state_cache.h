@@ -1,7 +1,9 @@
 // StateCache: a worker rank's per-sequence state, kept in step with the scheduler by
-// applying each StepPlan diff (vLLM v1's worker-side "cached request state").
+// applying each StepPlan diff (vLLM v1's worker-side "cached request state") by the
+// rules of step_plan.h.
 //
-// Written once here, not per backend: every backend executes the StepBatch this class
+// Written once here, not per backend or per test: every backend (through the worker's
+// ModelExecutor) and the scheduler's test worker execute the StepBatch this class
 // produces. For each scheduled sequence the step computes token positions
 // [start_pos, start_pos + num_tokens) whose input ids are tokens[start_pos ...]; the KV of
 // position p goes to block block_ids[p / block_size], slot p % block_size. A sequence is
@@ -16,15 +18,16 @@
 // that differs from the scheduler's) is an error: the plan is not applied
 // (state unchanged), the caller reports the step as failed and never guesses.
 // Thread-safety: not thread-safe; owned by the rank's step thread.
-#ifndef WEFT_WORKER_PLAN_STATE_CACHE_H_
-#define WEFT_WORKER_PLAN_STATE_CACHE_H_
+#ifndef WEFT_COMMON_PLAN_STATE_CACHE_H_
+#define WEFT_COMMON_PLAN_STATE_CACHE_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "weft/v1/worker.pb.h"
+#include "common/plan/sampling_params.h"
+#include "common/plan/step_plan.h"
 
 namespace weft {
 
@@ -34,7 +37,8 @@ struct WorkerSequence {
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;
   std::vector<int32_t> block_ids;
-  weft::v1::SamplingSpec sampling;
+  SamplingParams sampling;        // validated
+  int32_t sample_index = 0;       // of its request (Philox counter word 0)
   int32_t num_output_tokens = 0;  // outputs in `tokens` (Philox counter of the next one)
 };
 
@@ -66,7 +70,7 @@ class StateCache {
   void Reset(int64_t first_step_id);
 
   // Validates and applies `plan`, filling `batch`. On error nothing changes.
-  absl::Status Apply(const weft::v1::StepPlan& plan, StepBatch* batch);
+  absl::Status Apply(const StepPlan& plan, StepBatch* batch);
 
   // Records the token sampled for a sequence of the last applied step.
   void AppendSampled(WorkerSequence* seq, int32_t token_id);
@@ -74,14 +78,14 @@ class StateCache {
   // The step of `plan` failed on this rank (or could not be applied): count the plan as
   // consumed when its step id is the expected one, and drop the state of every sequence it
   // names. The scheduler ends those sequences' requests and lists them as finished later.
-  void Fail(const weft::v1::StepPlan& plan);
+  void Fail(const StepPlan& plan);
 
   size_t num_sequences() const { return seqs_.size(); }
   const WorkerSequence* Find(int64_t seq_id) const;
   int64_t next_step_id() const { return next_step_id_; }
 
  private:
-  absl::Status Check(const weft::v1::StepPlan& plan) const;
+  absl::Status Check(const StepPlan& plan) const;
   absl::Status CheckBlocks(const google::protobuf::RepeatedField<int32_t>& ids) const;
 
   const int32_t block_size_;
@@ -93,4 +97,4 @@ class StateCache {
 
 }  // namespace weft
 
-#endif  // WEFT_WORKER_PLAN_STATE_CACHE_H_
+#endif  // WEFT_COMMON_PLAN_STATE_CACHE_H_

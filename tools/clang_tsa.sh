@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tools/clang_tsa.sh [--list | BAZEL_BUILD_FLAGS...] — clang-14's thread-safety analysis (--config=clang_tsa:
+# -Wthread-safety -Werror) over the code that uses the annotations: the C++ rules whose
+# own sources or headers include common/mutex.h or carry an ABSL_* lock annotation
+# (found by grep, so a new user is checked without editing this script), tests included.
+# Only those rules' own translation units are compiled (--output_groups=
+# compilation_outputs: nothing is linked, their dependencies' sources are not compiled):
+# a header-only annotated class is checked in every target that includes it.
+# CUDA-only rules (cuda_cc_*) are left out: they exist only in --config=cuda builds.
+# --list prints the labels and exits; other arguments go to `bazel build` (e.g.
+# --disk_cache= to time it cold). Exit status: the build's.
+# Its own output base (WEFT_TSA_OUTPUT_BASE): switching the C compiler would otherwise
+# throw away the default build's cache.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BASE=${WEFT_TSA_OUTPUT_BASE:-$HOME/.cache/weft/bazel-clang-tsa}
+BAZEL=(bazel --output_base="$BASE")
+QUERY=(bazel)
+if [ -n "${CI:-}" ]; then
+  BAZEL=(bazel --batch --output_base="$BASE")
+  QUERY=(bazel --batch)
+fi
+
+# Sources that use the annotations, as Bazel file labels (//package:path/in/package).
+PATTERN='common/mutex\.h|ABSL_[A-Z_]*(GUARDED_BY|LOCKS_EXCLUDED|LOCKS_REQUIRED|LOCK_FUNCTION|LOCKABLE|LOCK_RETURNED|ACQUIRED_(AFTER|BEFORE)|ASSERT_[A-Z_]*LOCK|NO_THREAD_SAFETY_ANALYSIS)'
+files=$(grep -rlE "$PATTERN" --include='*.h' --include='*.cc' \
+  --exclude-dir='bazel-*' --exclude-dir=.git --exclude-dir=third_party . | sort)
+labels=()
+for f in $files; do
+  f=${f#./}
+  d=$(dirname "$f")
+  while [ "$d" != . ] && [ ! -f "$d/BUILD.bazel" ] && [ ! -f "$d/BUILD" ]; do d=$(dirname "$d"); done
+  if [ "$d" = . ]; then labels+=("//:$f"); else labels+=("//$d:${f#"$d"/}"); fi
+done
+
+# The C++ rules that list one of them in srcs/hdrs, but CUDA-only ones (cuda_cc_*: their
+# target_compatible_with is @platforms//:incompatible outside --config=cuda). Queried with
+# the default server: a //... pattern in another output base would wander into the
+# default base's convenience symlinks.
+targets=$("${QUERY[@]}" query --noshow_progress \
+  "let users = kind('cc_(library|binary|test)', rdeps(//..., set(${labels[*]}), 1)) in
+   \$users except attr(target_compatible_with, 'incompatible', \$users)" 2>/dev/null)
+if [ -z "$targets" ]; then
+  echo "clang_tsa.sh: no targets found (query failed?)" >&2
+  exit 1
+fi
+if [ "${1:-}" = --list ]; then
+  echo "$targets"
+  exit 0
+fi
+echo "clang_tsa.sh: $(echo "$targets" | wc -l) targets" >&2
+# --symlink_prefix=/ keeps bazel-bin & co pointing at the default build.
+"${BAZEL[@]}" build --config=clang_tsa --symlink_prefix=/ --keep_going \
+  --output_groups=compilation_outputs "$@" -- $targets
