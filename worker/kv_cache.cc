@@ -31,7 +31,7 @@ absl::Status KvCacheOptions::Validate() const {
   }
   if (!kernels::KvDtypeSupported(dtype, head_dim)) {
     return absl::InvalidArgumentError(absl::StrCat("a ", kernels::KvDtypeName(dtype),
-                                                   " KV cache needs head_dim % 8 == 0, not ",
+                                                   " KV cache needs head_dim % 4 == 0, not ",
                                                    head_dim));
   }
   const int64_t max_blocks = std::numeric_limits<int64_t>::max() / 4 / BytesPerBlock();

@@ -33,8 +33,8 @@
 
 namespace weft {
 
-// Element type of the pool (kernels/cpu/kv_layout.h): f32, f16, bf16 or int8 (groups of
-// 8 along head_dim with an fp16 scale, as DESIGN.md's contracts say).
+// Element type of the pool (kernels/cpu/kv_layout.h): f32, f16, bf16 or int8 (one fp16
+// scale per token and kv head; kv_layout.h says why not DESIGN.md's groups of 8).
 using KvDtype = kernels::KvDtype;
 
 absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name);

@@ -36,7 +36,7 @@ TEST(KvCacheTest, ValidatesOptions) {
   EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   o = SmallOptions();
   o.dtype = KvDtype::kInt8;
-  o.head_dim = 12;  // int8 groups of 8 must tile head_dim
+  o.head_dim = 10;  // int8 tiles take 4 values of head_dim together
   EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE(KvCache::Create(o).ok());
 }
@@ -51,7 +51,8 @@ TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
   } cases[] = {{"f32", KvDtype::kF32, 4 * values},
                {"f16", KvDtype::kF16, 2 * values},
                {"bf16", KvDtype::kBf16, 2 * values},
-               {"int8", KvDtype::kInt8, values + 2 * values / 8}};
+               // one fp16 scale per token and head
+               {"int8", KvDtype::kInt8, values + 2 * values / o.head_dim}};
   for (const auto& c : cases) {
     auto d = ParseKvDtype(c.name);
     ASSERT_TRUE(d.ok());
@@ -65,17 +66,21 @@ TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
   EXPECT_THAT(ParseKvDtype("fp8").status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-// int8: q and the fp16 group scale land where paged_attention.h says.
+// int8: q and the fp16 scale of each token and head land where kv_layout.h says.
+// head_dim 8 takes the portable write, 64 the AVX-512 one (where the CPU has it).
 TEST(KvCacheTest, Int8LayoutIsTheDocumentedOne) {
+  for (int32_t head_dim : {8, 64}) {
+  SCOPED_TRACE(head_dim);
   KvCacheOptions o = SmallOptions();
   o.dtype = KvDtype::kInt8;
+  o.head_dim = head_dim;
   auto cache_or = KvCache::Create(o);
   ASSERT_TRUE(cache_or.ok());
   KvCache& cache = **cache_or;
   const int64_t H = o.num_kv_heads, D = o.head_dim, B = o.block_size;
   std::vector<float> k(H * D), v(H * D);
   for (int64_t i = 0; i < H * D; ++i) {
-    k[i] = 0.5f * (i + 1);   // group max: 4 (head 0) and 8 (head 1)
+    k[i] = 0.5f * (i + 1);   // head max: 4 (head 0) and 8 (head 1)
     v[i] = -0.25f * (i + 1);
   }
   const int64_t block = 2, slot = 3, slot_id = block * B + slot;
@@ -84,18 +89,28 @@ TEST(KvCacheTest, Int8LayoutIsTheDocumentedOne) {
   for (int32_t h = 0; h < H; ++h) {
     const uint8_t* kt = layer.KTile(block, h);
     const uint8_t* vt = layer.VTile(block, h);
-    uint16_t ks, vs;
-    std::memcpy(&ks, kt + D * B + 2 * slot, 2);           // group 0 of slot `slot`
-    std::memcpy(&vs, vt + D * B + 2 * (slot * (D / 8)), 2);
+    uint16_t ks, vs;  // after D * B bytes (B is a multiple of 4 here)
+    std::memcpy(&ks, kt + D * B + 2 * slot, 2);
+    std::memcpy(&vs, vt + D * B + 2 * slot, 2);
     const float kmax = 0.5f * (h * D + D), vmax = 0.25f * (h * D + D);
     EXPECT_EQ(Fp16ToFp32(ks), Fp16ToFp32(Fp32ToFp16(kmax / 127)));
     EXPECT_EQ(Fp16ToFp32(vs), Fp16ToFp32(Fp32ToFp16(vmax / 127)));
     for (int32_t d = 0; d < D; ++d) {
-      const int8_t kq = static_cast<int8_t>(kt[d * B + slot]);
-      const int8_t vq = static_cast<int8_t>(vt[slot * D + d]);
+      // K biased by 128, 4 dims of a slot together; V 4 slots of a dim together.
+      const int kq = kt[((d / 4) * B + slot) * 4 + d % 4] - 128;
+      const int8_t vq = static_cast<int8_t>(vt[((slot / 4) * D + d) * 4 + slot % 4]);
       EXPECT_EQ(kq, static_cast<int>(std::nearbyint(k[h * D + d] / Fp16ToFp32(ks))));
       EXPECT_EQ(vq, static_cast<int>(std::nearbyint(v[h * D + d] / Fp16ToFp32(vs))));
     }
+    // The other slots' bytes stay as they were (zero).
+    int touched_k = 0, touched_v = 0;
+    for (int64_t i = 0; i < D * B; ++i) {
+      touched_k += kt[i] != 0;
+      touched_v += vt[i] != 0;
+    }
+    EXPECT_LE(touched_k, D);
+    EXPECT_LE(touched_v, D);
+  }
   }
 }
 

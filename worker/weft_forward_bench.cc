@@ -21,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "common/flags.h"
 #include "common/gguf.h"
+#include "kernels/cpu/cpu_features.h"
 #include "worker/kv_cache.h"
 #include "worker/model/llama_model.h"
 #include "worker/sampler.h"
@@ -28,10 +29,10 @@
 
 ABSL_FLAG(std::string, model, "", "GGUF file (default: $WEFT_MODEL_DIR or models/, SmolLM2)");
 ABSL_FLAG(int32_t, threads, 2, "threads of the forward pass");
-ABSL_FLAG(std::string, kernels, "auto", "auto, avx512vnni, avx2, reference, avx512 or packed");
+ABSL_FLAG(std::string, kernels, "auto", "auto, amx, avx512vnni, avx2, reference, avx512 or packed");
 ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
-          "scales) | f32");
+          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (one fp16 scale "
+          "per token and head) | f32");
 ABSL_FLAG(int32_t, context, 128, "tokens in the cache before the timed decode steps");
 ABSL_FLAG(int32_t, decode_tokens, 64, "timed decode steps");
 ABSL_FLAG(int32_t, prefill_tokens, 512, "prompt length of the prefill measurement");
@@ -197,18 +198,17 @@ double MatmulChainRun(const LlamaModel& m, ThreadPool* pool, int steps, double* 
               static_cast<double>(lin->out_features());
   }
   std::vector<float> x(16384, 0.01f), y(1 << 17);
-  Q8Buffer q8;
-  q8.Resize(1, 16384);
+  ActivationBuffer q8;
   const auto start = Clock::now();
   for (int s = 0; s < steps; ++s) {
     for (const Linear* lin : all) {
-      q8.Resize(1, lin->in_features());
-      q8.Quantize(x.data(), lin->in_features(), 0, 1);
+      q8.Resize(lin->input_forms(), 1, lin->in_features());
+      q8.Convert(x.data(), lin->in_features(), 0, 1);
       pool->RunOnAll([&](int t) {
         int64_t b, e;
         ThreadPool::StaticRange(lin->out_features(), 16, pool->num_threads(), t, &b, &e);
-        lin->Compute({x.data(), lin->in_features(), &q8.rows()}, 1, y.data(), lin->out_features(),
-                     b, e);
+        lin->Compute(q8.Input(x.data(), lin->in_features()), 1, y.data(), lin->out_features(), b,
+                     e);
       });
     }
   }
@@ -246,11 +246,13 @@ int Main() {
   auto attn = m->AttentionImplFor(16);
   Check(attn.status());
   std::printf(
-      "cpu: %s\nmodel: %s\n%s\nthreads %d, kernels %s (layer matmuls %s, lm head %s, "
-      "attention %s)\n",
-      CpuName().c_str(), path.c_str(), m->config().DebugString().c_str(), options.num_threads,
+      "cpu: %s (%s)\nmodel: %s\n%s\nthreads %d, kernels %s (layer matmuls %s, lm head %s, "
+      "attention %s), kv %s\n",
+      CpuName().c_str(), kernels::CpuFeatures::Get().ToString().c_str(), path.c_str(),
+      m->config().DebugString().c_str(), options.num_threads,
       KernelChoiceName(options.kernels), m->weights().layers()[0].wq.kernel_name(),
-      m->weights().lm_head().kernel_name(), kernels::AttentionImplName(*attn));
+      m->weights().lm_head().kernel_name(), kernels::AttentionImplName(*attn),
+      kernels::KvDtypeName(options.kv_dtype));
   DecodeRun(m, cache->get(), context, 4);  // warm-up: page in weights
   std::vector<double> decode, prefill_rates;
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {

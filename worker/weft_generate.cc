@@ -38,8 +38,8 @@ ABSL_FLAG(bool, print_token_ids, false, "print one generated token id per line")
 ABSL_FLAG(int32_t, threads, 2, "compute threads");
 ABSL_FLAG(std::string, kernels, "auto", "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed");
 ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
-          "scales) | f32");
+          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (one fp16 scale "
+          "per token and head) | f32");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size");
 
 namespace weft {

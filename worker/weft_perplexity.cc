@@ -30,8 +30,8 @@ ABSL_FLAG(int32_t, chunks, -1, "at most this many chunks (-1: all)");
 ABSL_FLAG(int32_t, threads, 2, "compute threads");
 ABSL_FLAG(std::string, kernels, "auto", "CPU kernels (see weft-worker --help)");
 ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
-          "scales) | f32");
+          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (one fp16 scale "
+          "per token and head) | f32");
 
 namespace weft {
 namespace {

@@ -1,11 +1,21 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 
 namespace weft::kernels {
 namespace {
+
+constexpr long kArchReqXcompPerm = 0x1023;  // arch_prctl code (asm/prctl.h)
+constexpr long kXfeatureXtiledata = 18;
+
+// Asks Linux for the AMX tile data state (once per process; later calls are no-ops).
+bool RequestAmxPermission() {
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
 
 uint64_t Xgetbv0() {
   uint32_t eax = 0, edx = 0;
@@ -24,6 +34,7 @@ CpuFeatures Detect() {
     const uint64_t xcr0 = Xgetbv0();
     f.os_avx = (xcr0 & 0x6) == 0x6;                // SSE + AVX state
     f.os_avx512 = f.os_avx && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM_Hi256, Hi16_ZMM
+    f.os_amx = (xcr0 & 0x60000) == 0x60000;           // TILECFG, TILEDATA
   }
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
@@ -32,12 +43,14 @@ CpuFeatures Detect() {
   f.avx512dq = (b >> 17) & 1;
   f.avx512bw = (b >> 30) & 1;
   f.avx512vl = (b >> 31) & 1;
+  f.avx512_vbmi = (c >> 1) & 1;
   f.avx512_vnni = (c >> 11) & 1;
   f.amx_bf16 = (d >> 22) & 1;
   f.amx_tile = (d >> 24) & 1;
   f.amx_int8 = (d >> 25) & 1;
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = (a >> 5) & 1;
+  if (f.amx_tile && f.os_amx) f.amx_permitted = RequestAmxPermission();
   return f;
 }
 
@@ -64,9 +77,11 @@ std::string CpuFeatures::ToString() const {
   add(avx512dq, "avx512dq");
   add(avx512_vnni, "avx512_vnni");
   add(avx512_bf16, "avx512_bf16");
+  add(avx512_vbmi, "avx512_vbmi");
   add(amx_tile, "amx_tile");
   add(amx_int8, "amx_int8");
   add(amx_bf16, "amx_bf16");
+  if (amx_tile && !(os_amx && amx_permitted)) add(true, "(amx not enabled by the OS)");
   if (s.empty()) s = "none";
   return s;
 }

@@ -3,9 +3,10 @@
 // the machines Weft runs on differ (Sapphire Rapids with AMX; Ice Lake without AMX or
 // AVX-512 BF16).
 //
-// amx_* are the cpuid bits only, for the log: there are no AMX kernels yet. An AMX
-// path must also ask the kernel for the tile state (arch_prctl(ARCH_REQ_XCOMP_PERM,
-// XFEATURE_XTILEDATA)) before its first tile instruction.
+// AMX: besides the cpuid bits and the OS's XCR0 tile state (os_amx), Linux hands the
+// tile data state to a process only on request: Detect() asks once
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) when the CPU and the OS have
+// AMX, and amx_permitted records the answer. HasAmxInt8() is all three.
 // Thread-safety: Get() is thread-safe (a function-local static).
 #ifndef WEFT_KERNELS_CPU_CPU_FEATURES_H_
 #define WEFT_KERNELS_CPU_CPU_FEATURES_H_
@@ -24,12 +25,15 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
+  bool avx512_vbmi = false;
   bool amx_tile = false;
   bool amx_int8 = false;
   bool amx_bf16 = false;
   // The OS saves the AVX (ymm) / AVX-512 (zmm, opmask) state (XCR0).
   bool os_avx = false;
   bool os_avx512 = false;
+  bool os_amx = false;         // XCR0 bits 17 (TILECFG) and 18 (TILEDATA)
+  bool amx_permitted = false;  // the kernel granted this process the tile data state
 
   // AVX2 + FMA + F16C with OS support: the AVX2 kernels can run.
   bool HasAvx2() const { return avx2 && fma && f16c && os_avx; }
@@ -38,6 +42,15 @@ struct CpuFeatures {
     return avx512f && avx512bw && avx512vl && avx512dq && fma && f16c && os_avx512;
   }
   bool HasAvx512Vnni() const { return HasAvx512() && avx512_vnni; }
+  // AVX-512 BF16 (vdpbf16ps) on top of HasAvx512().
+  bool HasAvx512Bf16() const { return HasAvx512() && avx512_bf16; }
+  // AMX int8 tiles usable by this process, with the AVX-512 VNNI the AMX kernels also use.
+  bool HasAmxInt8() const { return HasAvx512Vnni() && amx_tile && amx_int8 && os_amx && amx_permitted; }
+  // AMX bf16 tiles usable by this process, with the AVX-512 BF16 the bf16 AMX kernels
+  // also use.
+  bool HasAmxBf16() const {
+    return HasAvx512Bf16() && amx_tile && amx_bf16 && os_amx && amx_permitted;
+  }
 
   // e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni".
   std::string ToString() const;

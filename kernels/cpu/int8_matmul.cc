@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "glog/logging.h"
 #include "kernels/cpu/cpu_features.h"
@@ -10,6 +11,17 @@
 
 namespace weft::kernels {
 namespace {
+
+constexpr int64_t kAmxTileRows = 16;
+
+// Per-thread scratch of the AMX kernel, 64-byte aligned.
+uint8_t* AmxScratch(int64_t blocks) {
+  thread_local std::vector<uint8_t> buf;
+  const size_t need = static_cast<size_t>(blocks * amx::kAmxScratchBytesPerBlock + 64);
+  if (buf.size() < need) buf.resize(need);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
+}
 
 bool IsQ4(GgmlType t) { return t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1; }
 
@@ -127,6 +139,8 @@ const char* Int8IsaName(Int8Isa isa) {
       return "avx2";
     case Int8Isa::kAvx512Vnni:
       return "avx512vnni";
+    case Int8Isa::kAmx:
+      return "amx_int8";
   }
   return "?";
 }
@@ -140,6 +154,8 @@ bool Int8IsaSupported(Int8Isa isa) {
       return f.HasAvx2();
     case Int8Isa::kAvx512Vnni:
       return f.HasAvx512Vnni();
+    case Int8Isa::kAmx:
+      return f.HasAmxInt8();
   }
   return false;
 }
@@ -187,12 +203,38 @@ void Int8Matmul(Int8Isa isa, const Int8PackedMatrix& w, const Q8Rows& x, int64_t
   DCHECK_EQ(x.k, w.k);
   if (n_begin >= n_end || m <= 0) return;
   switch (isa) {
+    case Int8Isa::kAmx: {
+      // Whole 16-row tiles on AMX, the rest on VNNI: the same bits either way.
+      const int64_t tiled = m / kAmxTileRows * kAmxTileRows;
+      if (tiled > 0) amx::Int8Matmul(w, x, tiled, y, ldy, n_begin, n_end, AmxScratch(w.k / 32));
+      if (tiled == m) return;
+      const int64_t nb = x.blocks();
+      const Q8Rows rest{x.k, x.q + tiled * x.k, x.d + tiled * nb, x.ds + tiled * nb,
+                        x.qsum + tiled * nb};
+      return avx512vnni::Int8Matmul(w, rest, m - tiled, y + tiled * ldy, ldy, n_begin, n_end);
+    }
     case Int8Isa::kAvx512Vnni:
       return avx512vnni::Int8Matmul(w, x, m, y, ldy, n_begin, n_end);
     case Int8Isa::kAvx2:
       return avx2::Int8Matmul(w, x, m, y, ldy, n_begin, n_end);
     case Int8Isa::kScalar:
       return scalar::Int8Matmul(w, x, m, y, ldy, n_begin, n_end);
+  }
+}
+
+}  // namespace weft::kernels
+
+namespace weft::kernels {
+
+int64_t Int8PeakLoop(Int8Isa isa, int64_t iters) {
+  if (!Int8IsaSupported(isa)) return 0;
+  switch (isa) {
+    case Int8Isa::kAvx512Vnni:
+      return avx512vnni::PeakLoop(iters);
+    case Int8Isa::kAmx:
+      return amx::PeakLoop(iters);
+    default:
+      return 0;
   }
 }
 

@@ -1,6 +1,6 @@
 // Int8 matmul: Q4_0 / Q4_1 / Q8_0 weights times activations quantized to int8 on the
 // fly, with integer dot products (AVX-512 VNNI `vpdpbusd`, or AVX2 `vpmaddubsw` +
-// `vpmaddwd`), as llama.cpp computes its quantized matmuls.
+// `vpmaddwd`, or AMX int8 tiles), as llama.cpp computes its quantized matmuls.
 //
 //   Y[i][j] = sum over 32-weight blocks b of  dw[j][b] * dx[i][b] * (q_w . q_x)  (+ Q4 min term)
 //
@@ -45,6 +45,7 @@ enum class Int8Isa {
   kScalar,      // portable C++ (the reference the SIMD paths are tested against)
   kAvx2,        // AVX2 + FMA + F16C
   kAvx512Vnni,  // AVX-512 F/BW/VL + VNNI
+  kAmx,         // AMX int8 tiles for each 16 rows of x, the VNNI kernel for the rest
 };
 
 const char* Int8IsaName(Int8Isa isa);
@@ -92,6 +93,12 @@ struct Int8PackedMatrix {
 // Int8MatmulSupported(w.type, w.k).
 void Int8Matmul(Int8Isa isa, const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y,
                 int64_t ldy, int64_t n_begin, int64_t n_end);
+
+// Benchmark ceiling: runs `iters` rounds of independent integer dot-product instructions
+// of `isa` (kAvx512Vnni: 12 `vpdpbusd` chains; kAmx: 4 TDPBSUD tiles of 16 x 16 x 32,
+// one 32-weight block each, the shape the AMX kernel uses) and returns the multiply-adds
+// done. 0 for an ISA without such a loop or not supported here.
+int64_t Int8PeakLoop(Int8Isa isa, int64_t iters);
 
 }  // namespace weft::kernels
 

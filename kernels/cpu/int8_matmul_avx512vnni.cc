@@ -205,4 +205,22 @@ void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_
   }
 }
 
+int64_t PeakLoop(int64_t iters) {
+  constexpr int kChains = 12;
+  __m512i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(c);
+  const __m512i a = _mm512_set1_epi8(1);
+  __m512i b = _mm512_set1_epi8(2);
+  __asm__ volatile("" : "+v"(b));  // not a constant the compiler can fold
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
+  }
+  __m512i sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm512_add_epi32(sum, acc[c]);
+  volatile int32_t sink = _mm512_reduce_add_epi32(sum);
+  (void)sink;
+  return iters * kChains * 64;
+}
+
 }  // namespace weft::kernels::avx512vnni

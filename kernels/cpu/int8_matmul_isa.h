@@ -20,7 +20,18 @@ namespace avx512vnni {
 void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
                 int64_t n_begin, int64_t n_end);
 void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, Q8Rows* out);
+int64_t PeakLoop(int64_t iters);
 }  // namespace avx512vnni
+
+namespace amx {
+// Rows [0, m - m % 16) only (whole 16-row tiles); requires CpuFeatures::HasAmxInt8().
+// scratch: 64-byte aligned, kAmxScratchBytesPerBlock * (w.k / 32) bytes (Q4 weights'
+// unpacked B tiles).
+inline constexpr int64_t kAmxScratchBytesPerBlock = 512;
+void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
+                int64_t n_begin, int64_t n_end, uint8_t* scratch);
+int64_t PeakLoop(int64_t iters);
+}  // namespace amx
 
 namespace avx2 {
 void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/ggml_types.h"
@@ -14,7 +16,7 @@ namespace weft::kernels {
 namespace {
 
 const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0};
-const Int8Isa kIsas[] = {Int8Isa::kScalar, Int8Isa::kAvx2, Int8Isa::kAvx512Vnni};
+const Int8Isa kIsas[] = {Int8Isa::kScalar, Int8Isa::kAvx2, Int8Isa::kAvx512Vnni, Int8Isa::kAmx};
 
 // Owns the buffers of a Q8Rows.
 struct Q8Buffers {
@@ -116,14 +118,16 @@ TEST(QuantizeRowsQ8Test, DispatchedEqualsScalarBitwise) {
 
 // Every ISA path gives the scalar reference's bits, for any number of rows and any
 // column split (aligned to panels or not), including a partial last panel.
+// m = 37 gives the AMX path two whole 16-row tiles and 5 rows for its VNNI remainder.
 TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
   if (!Int8IsaSupported(Int8Isa::kAvx2)) {
     GTEST_SKIP() << "this CPU runs only the scalar path: nothing to compare with it";
   }
   for (GgmlType type : kTypes) {
-    for (int64_t n : {45, 192}) {
-      SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " n=" + std::to_string(n));
-      const Problem p = Make(type, n, 288, 11, 7);
+    for (auto [n, m] : {std::pair<int64_t, int64_t>{45, 11}, {192, 11}, {45, 37}, {80, 16}}) {
+      SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " n=" + std::to_string(n) +
+                   " m=" + std::to_string(m));
+      const Problem p = Make(type, n, 288, m, 7);
       Q8Buffers q(p.m, p.k);
       QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
       const std::vector<float> want = RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1);
@@ -139,11 +143,11 @@ TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
   }
 }
 
-// A row's outputs do not depend on the other rows of the call (the GEMV and GEMM tiles
-// give the same bits).
+// A row's outputs do not depend on the other rows of the call (the GEMV and GEMM tiles,
+// and AMX tiles vs the VNNI remainder, give the same bits).
 TEST(Int8MatmulTest, BatchInvariant) {
   for (GgmlType type : kTypes) {
-    const Problem p = Make(type, 64, 576, 13, 11);
+    const Problem p = Make(type, 64, 576, 35, 11);
     Q8Buffers q(p.m, p.k);
     QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
     for (Int8Isa isa : kIsas) {
@@ -155,6 +159,22 @@ TEST(Int8MatmulTest, BatchInvariant) {
         ExpectBitwiseEqual(one, std::vector<float>(all.begin() + i * p.n, all.begin() + (i + 1) * p.n));
       }
     }
+  }
+}
+
+// The AMX path's tiles at a larger size than the tests above (several panels per thread
+// split, many blocks), bitwise against the scalar reference.
+TEST(Int8MatmulTest, AmxTilesEqualScalarAtModelShapes) {
+  if (!Int8IsaSupported(Int8Isa::kAmx)) {
+    GTEST_SKIP() << "no usable AMX int8 on this CPU/OS";
+  }
+  for (GgmlType type : kTypes) {
+    SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)));
+    const Problem p = Make(type, 96, 1536, 48, 17);
+    Q8Buffers q(p.m, p.k);
+    QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
+    ExpectBitwiseEqual(RunMatmul(Int8Isa::kAmx, p, q.rows, p.m, 3),
+                       RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1));
   }
 }
 

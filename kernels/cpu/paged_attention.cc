@@ -27,12 +27,14 @@ uint16_t Load16(const uint8_t* p) {
 }
 void Store16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
-// Scale of an int8 group: fp16(max |x| / 127).
-uint16_t GroupScale(const float* x, int64_t stride) {
+// Scale of an int8 token row of n values: fp16(max |x| / 127).
+uint16_t RowScale(const float* x, int32_t n) {
   float amax = 0;
-  for (int i = 0; i < kKvInt8Group; ++i) amax = std::max(amax, std::fabs(x[i * stride]));
+  for (int32_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   return Fp32ToFp16(amax / 127.0f);
 }
+
+int32_t RoundUp4(int32_t n) { return (n + 3) / 4 * 4; }
 int8_t QuantizeInt8(float x, float scale) {
   if (scale == 0) return 0;
   const float q = std::nearbyint(x / scale);
@@ -68,22 +70,20 @@ void WriteHead(KvDtype dtype, const float* ks, const float* vs, int32_t hd, int3
         Store16(vt + 2 * (slot * hd + d), Fp32ToBf16(vs[d]));
       }
       return;
-    case KvDtype::kInt8: {
-      int8_t* kq = reinterpret_cast<int8_t*>(kt);
-      int8_t* vq = reinterpret_cast<int8_t*>(vt);
-      uint8_t* k_scales = kt + int64_t{hd} * bs;
-      uint8_t* v_scales = vt + int64_t{hd} * bs;
-      for (int32_t g = 0; g < hd / kKvInt8Group; ++g) {
-        const uint16_t k16 = GroupScale(ks + g * kKvInt8Group, 1);
-        const uint16_t v16 = GroupScale(vs + g * kKvInt8Group, 1);
-        Store16(k_scales + 2 * (g * bs + slot), k16);
-        Store16(v_scales + 2 * (slot * (hd / kKvInt8Group) + g), v16);
-        const float kscale = Fp16ToFp32(k16), vscale = Fp16ToFp32(v16);
-        for (int32_t i = 0; i < kKvInt8Group; ++i) {
-          const int32_t d = g * kKvInt8Group + i;
-          kq[d * bs + slot] = QuantizeInt8(ks[d], kscale);
-          vq[slot * hd + d] = QuantizeInt8(vs[d], vscale);
-        }
+    case KvDtype::kInt8: {  // kv_layout.h
+      if (CpuFeatures::Get().HasAvx512() && hd % 16 == 0 && hd <= 1024) {  // the same bytes
+        avx512::WriteInt8Slot(ks, vs, hd, bs, static_cast<int32_t>(slot), kt, vt);
+        return;
+      }
+      const int64_t data = int64_t{hd} * RoundUp4(bs);
+      const uint16_t k16 = RowScale(ks, hd), v16 = RowScale(vs, hd);
+      Store16(kt + data + 2 * slot, k16);
+      Store16(vt + data + 2 * slot, v16);
+      const float kscale = Fp16ToFp32(k16), vscale = Fp16ToFp32(v16);
+      for (int32_t d = 0; d < hd; ++d) {
+        kt[((d / 4) * bs + slot) * 4 + d % 4] =
+            static_cast<uint8_t>(QuantizeInt8(ks[d], kscale) + kKvInt8KBias);
+        vt[((slot / 4) * hd + d) * 4 + slot % 4] = static_cast<uint8_t>(QuantizeInt8(vs[d], vscale));
       }
       return;
     }
@@ -111,22 +111,16 @@ void WidenTilesReference(KvDtype dtype, const uint8_t* k, const uint8_t* v, int3
         vt[i] = Bf16ToFp32(Load16(v + 2 * i));
       }
       return;
-    case KvDtype::kInt8: {
-      const int8_t* kq = reinterpret_cast<const int8_t*>(k);
-      const int8_t* vq = reinterpret_cast<const int8_t*>(v);
-      const uint8_t* ks = k + n;
-      const uint8_t* vs = v + n;
-      const int32_t groups = hd / kKvInt8Group;
-      for (int32_t d = 0; d < hd; ++d) {
-        for (int32_t s = 0; s < bs; ++s) {
-          kt[d * bs + s] = static_cast<float>(kq[d * bs + s]) *
-                           Fp16ToFp32(Load16(ks + 2 * ((d / kKvInt8Group) * bs + s)));
-        }
-      }
+    case KvDtype::kInt8: {  // kv_layout.h
+      const int64_t data = int64_t{hd} * RoundUp4(bs);
       for (int32_t s = 0; s < bs; ++s) {
+        const float kscale = Fp16ToFp32(Load16(k + data + 2 * s));
+        const float vscale = Fp16ToFp32(Load16(v + data + 2 * s));
         for (int32_t d = 0; d < hd; ++d) {
-          vt[s * hd + d] = static_cast<float>(vq[s * hd + d]) *
-                           Fp16ToFp32(Load16(vs + 2 * (s * groups + d / kKvInt8Group)));
+          const int32_t kq = k[((d / 4) * bs + s) * 4 + d % 4] - kKvInt8KBias;
+          const int8_t vq = static_cast<int8_t>(v[((s / 4) * hd + d) * 4 + s % 4]);
+          kt[d * bs + s] = static_cast<float>(kq) * kscale;
+          vt[s * hd + d] = static_cast<float>(vq) * vscale;
         }
       }
       return;
@@ -181,16 +175,36 @@ struct Impl {
   WidenTilesFn widen;
   bool reads_16bit;    // attend() reads f16 / bf16 tiles itself (no widening pass)
   int32_t span_slots;  // key slots per softmax update (whole blocks, at least one)
+  bool int8_vnni;      // int8 tiles go to avx512vnni::AttendSpanInt8 (integer products)
 };
 
 // AVX-512: up to 64 key slots per online-softmax update (4 blocks of 16), which spreads
 // each row's per-update reductions and exps over more keys; the grouping depends only on
 // key positions, so decode and (chunked) prefill stay bitwise equal.
 Impl GetImpl(AttentionImpl impl) {
-  if (impl == AttentionImpl::kAvx512) {
-    return {&avx512::AttendBlock, &avx512::WidenTiles, true, 64};
+  if (impl == AttentionImpl::kAvx512 || impl == AttentionImpl::kAvx512Vnni) {
+    return {&avx512::AttendBlock, &avx512::WidenTiles, true, 64,
+            impl == AttentionImpl::kAvx512Vnni};
   }
-  return {&AttendBlockReference, &WidenTilesReference, false, 1};
+  return {&AttendBlockReference, &WidenTilesReference, false, 1, false};
+}
+
+// The query rows of int8 attention: int8 values, scale times the softmax scale, sums.
+struct QueryQ8 {
+  std::vector<int8_t> q;
+  std::vector<float> scale;
+  std::vector<int32_t> sum;
+  const int8_t* rows[kMaxRows];
+};
+
+QueryQ8& QueryBuffer(int32_t rows, int32_t hd) {
+  thread_local QueryQ8 b;
+  if (static_cast<int64_t>(b.q.size()) < int64_t{rows} * hd) b.q.resize(int64_t{rows} * hd);
+  if (static_cast<int32_t>(b.scale.size()) < rows) {
+    b.scale.resize(rows);
+    b.sum.resize(rows);
+  }
+  return b;
 }
 
 // Per-thread fp32 copies of one block's K and V tiles (16-bit and int8 pools).
@@ -234,6 +248,16 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
   const int32_t num_blocks = (last_ctx + bs - 1) / bs;
   const int32_t per_update =
       std::max(1, std::min<int32_t>(kMaxBlocksPerUpdate, impl.span_slots / bs));
+  const bool int8_vnni = impl.int8_vnni && kv.dtype == KvDtype::kInt8;
+  QueryQ8* q8 = nullptr;
+  if (int8_vnni) {
+    q8 = &QueryBuffer(num_rows, hd);
+    for (int32_t r = 0; r < num_rows; ++r) {
+      q8->rows[r] = q8->q.data() + int64_t{r} * hd;
+      avx512vnni::QuantizeQuery(q_rows[r], hd, params.scale, q8->q.data() + int64_t{r} * hd,
+                                &q8->scale[r], &q8->sum[r]);
+    }
+  }
   for (int32_t b = 0; b < num_blocks; b += per_update) {
     const int32_t span_blocks = std::min(per_update, num_blocks - b);
     const int32_t first_t = std::max(t_begin, b * bs - start_pos);
@@ -241,6 +265,26 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
     for (int32_t t = first_t; t < t_end; ++t) {
       const int32_t n = std::min(span_blocks * bs, start_pos + t + 1 - b * bs);
       for (int32_t g = 0; g < group; ++g) num_valid[(t - t_begin) * group + g] = n;
+    }
+    if (int8_vnni) {
+      Int8AttentionRows rows;
+      rows.num_blocks = span_blocks;
+      for (int32_t g = 0; g < span_blocks; ++g) {
+        rows.k[g] = kv.KTile(block_table[b + g], h);
+        rows.v[g] = kv.VTile(block_table[b + g], h);
+      }
+      rows.block_size = bs;
+      rows.head_dim = hd;
+      rows.num_rows = num_rows - first_row;
+      rows.q = q8->rows + first_row;
+      rows.q_scale = q8->scale.data() + first_row;
+      rows.q_sum = q8->sum.data() + first_row;
+      rows.num_valid = num_valid + first_row;
+      rows.m = m + first_row;
+      rows.l = l + first_row;
+      rows.acc = acc_rows + first_row;
+      avx512vnni::AttendSpanInt8(rows);
+      continue;
     }
     AttentionBlockRows rows;
     rows.num_blocks = span_blocks;
@@ -295,7 +339,15 @@ void CheckShapes(const PagedKvLayer& kv, const AttentionParams& params) {
 }  // namespace
 
 const char* AttentionImplName(AttentionImpl impl) {
-  return impl == AttentionImpl::kAvx512 ? "avx512" : "reference";
+  switch (impl) {
+    case AttentionImpl::kReference:
+      return "reference";
+    case AttentionImpl::kAvx512:
+      return "avx512";
+    case AttentionImpl::kAvx512Vnni:
+      return "avx512vnni";
+  }
+  return "?";
 }
 
 const char* KvDtypeName(KvDtype dtype) {
@@ -321,16 +373,16 @@ int64_t KvTileBytes(KvDtype dtype, int32_t head_dim, int32_t block_size) {
     case KvDtype::kBf16:
       return 2 * n;
     case KvDtype::kInt8:
-      return n + 2 * (n / kKvInt8Group);
+      return int64_t{head_dim} * RoundUp4(block_size) + 2 * int64_t{block_size};
   }
   return 0;
 }
 
 bool KvDtypeSupported(KvDtype dtype, int32_t head_dim) {
-  return dtype != KvDtype::kInt8 || (head_dim > 0 && head_dim % kKvInt8Group == 0);
+  return dtype != KvDtype::kInt8 || (head_dim > 0 && head_dim % 4 == 0);
 }
 
-float KvRoundTrip(KvDtype dtype, float x, const float* group) {
+float KvRoundTrip(KvDtype dtype, float x, const float* head, int32_t head_dim) {
   switch (dtype) {
     case KvDtype::kF32:
       return x;
@@ -339,7 +391,7 @@ float KvRoundTrip(KvDtype dtype, float x, const float* group) {
     case KvDtype::kBf16:
       return Bf16ToFp32(Fp32ToBf16(x));
     case KvDtype::kInt8: {
-      const float scale = Fp16ToFp32(GroupScale(group, 1));
+      const float scale = Fp16ToFp32(RowScale(head, head_dim));
       return static_cast<float>(QuantizeInt8(x, scale)) * scale;
     }
   }
@@ -349,13 +401,16 @@ float KvRoundTrip(KvDtype dtype, float x, const float* group) {
 bool AttentionSupported(AttentionImpl impl, int32_t block_size, int32_t head_dim) {
   if (block_size <= 0 || block_size > kMaxBlockSize || head_dim <= 0) return false;
   if (impl == AttentionImpl::kReference) return true;
-  return CpuFeatures::Get().HasAvx512() && block_size % 16 == 0 && head_dim % 16 == 0;
+  const CpuFeatures& f = CpuFeatures::Get();
+  const bool isa = impl == AttentionImpl::kAvx512Vnni ? f.HasAvx512Vnni() : f.HasAvx512();
+  return isa && block_size % 16 == 0 && head_dim % 16 == 0;
 }
 
 AttentionImpl BestAttentionImpl(int32_t block_size, int32_t head_dim) {
-  return AttentionSupported(AttentionImpl::kAvx512, block_size, head_dim)
-             ? AttentionImpl::kAvx512
-             : AttentionImpl::kReference;
+  for (AttentionImpl impl : {AttentionImpl::kAvx512Vnni, AttentionImpl::kAvx512}) {
+    if (AttentionSupported(impl, block_size, head_dim)) return impl;
+  }
+  return AttentionImpl::kReference;
 }
 
 void WritePagedKv(const PagedKvLayer& kv, const float* k_src, const float* v_src,

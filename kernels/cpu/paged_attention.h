@@ -6,11 +6,10 @@
 // KvDtype (kv_layout.h) of e bytes:
 //   K tile of block b, kv-head h at  k + b*block_stride + h*head_stride:
 //       [head_dim][block_size] elements ("K transposed": (d, slot s) at d*block_size + s);
-//       kInt8: then the fp16 scales, [head_dim/8][block_size] ((group g, slot s) at
-//       g*block_size + s).
+//       kInt8: kv_layout.h's K tile (4 values of d per slot together, scales after).
 //   V tile of block b, kv-head h at  v + b*block_stride + h*head_stride:
 //       [block_size][head_dim] elements ((slot s, d) at s*head_dim + d);
-//       kInt8: then the fp16 scales, [block_size][head_dim/8].
+//       kInt8: kv_layout.h's V tile (4 slots per d together, scales after).
 //   head_stride >= KvTileBytes(dtype, head_dim, block_size).
 // Token at position p of a sequence lives in block block_table[p / block_size], slot
 // p % block_size. For 16-bit and int8 pools the kernels read a block's K and V tiles,
@@ -30,9 +29,21 @@
 //   m' = max(m, max_j s_j);  a = exp(m - m');  p_j = exp(s_j - m')
 //   l = l*a + sum_j p_j;  acc[d] = acc[d]*a + sum_j p_j * V[j][d]  (sums in slot order)
 //   out = acc / l.
-// Implementations: kReference (portable C++, separate multiply and add, libm expf) and
-// kAvx512 (FMA and a polynomial exp, needs block_size % 16 == 0 and head_dim % 16 == 0),
+// Implementations: kReference (portable C++, separate multiply and add, libm expf),
+// kAvx512 (FMA and a polynomial exp, needs block_size % 16 == 0 and head_dim % 16 == 0)
+// and kAvx512Vnni (kAvx512, except that int8 KV takes integer dot products, below),
 // chosen once per model: each is batch invariant and chunking invariant on its own.
+//
+// Int8 KV on kAvx512Vnni (kv_layout.h's tiles, spans of up to 64 key slots as kAvx512):
+//   each query row is rounded once per call: amax = max |q|, q8 = rne(q * (127 / amax))
+//   clamped to [-127, 127], qs = (amax / 127) * scale;
+//   s_j = float(sum_d q8[d] * k8_j[d]) * (kscale_j * qs)       (exact int32 sum)
+//   m', a, p_j and l as above (p_j = 0 past the valid slots);
+//   p'_j = p_j * vscale_j, pm = max_j p'_j, pq_j = rne(p'_j * (255 / pm)) (u8; 0 if pm = 0);
+//   acc[d] = fma(float(sum_j pq_j * v8_j[d]), pm / 255, acc[d] * a)   (exact int32 sum)
+//   out = acc / l.
+// Rounding q and p to 8 bits is judged by the model's accuracy criteria
+// (worker/model/llama_accuracy_test), as the int8 matmuls are.
 // Thread-safety: pure functions; concurrent calls must write disjoint outputs/slots.
 #ifndef WEFT_KERNELS_CPU_PAGED_ATTENTION_H_
 #define WEFT_KERNELS_CPU_PAGED_ATTENTION_H_
@@ -46,13 +57,14 @@ namespace weft::kernels {
 enum class AttentionImpl {
   kReference,
   kAvx512,
+  kAvx512Vnni,
 };
 
 const char* AttentionImplName(AttentionImpl impl);
 const char* KvDtypeName(KvDtype dtype);
 // Bytes of one kv head's K (or V) tile of one block, scales included.
 int64_t KvTileBytes(KvDtype dtype, int32_t head_dim, int32_t block_size);
-// kInt8 needs head_dim % 8 == 0; the others take any shape.
+// kInt8 needs head_dim % 4 == 0; the others take any shape.
 bool KvDtypeSupported(KvDtype dtype, int32_t head_dim);
 bool AttentionSupported(AttentionImpl impl, int32_t block_size, int32_t head_dim);
 AttentionImpl BestAttentionImpl(int32_t block_size, int32_t head_dim);
@@ -81,8 +93,9 @@ struct PagedKvLayer {
 };
 
 // The value a pool of `dtype` stores for x (what the kernels read back), e.g. for tests.
-// For kInt8, `group` holds the 8 values of x's group (x among them) along head_dim.
-float KvRoundTrip(KvDtype dtype, float x, const float* group);
+// `head` holds the head_dim values of x's token and kv head (x among them; kInt8 scales
+// by their largest).
+float KvRoundTrip(KvDtype dtype, float x, const float* head, int32_t head_dim);
 
 // Stores token i's K and V rows (k_src/v_src + i*src_stride, num_kv_heads*head_dim
 // floats each) into pool slot slot_mapping[i] = block*block_size + slot, converted to

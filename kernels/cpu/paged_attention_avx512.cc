@@ -183,9 +183,6 @@ inline __m512 Bf16x16(const uint8_t* p) {
 inline __m512 F16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-inline __m512 I8x16(const uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
 
 }  // namespace
 
@@ -199,6 +196,66 @@ void Fp32ToFp16Row(const float* src, int32_t n, uint16_t* dst) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
     _mm256_mask_storeu_epi16(dst + i, m,
                              _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
+namespace {
+
+// fp16(max |x| / 127) of n values (n % 16 == 0) and the int8 values round(x / scale)
+// clamped to [-127, 127] (0 when the scale is 0), as 16-lane int32 vectors.
+uint16_t QuantizeRow(const float* x, int32_t n, __m512i* q) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 vmax = _mm512_setzero_ps();
+  for (int32_t d = 0; d < n; d += 16) vmax = _mm512_max_ps(vmax, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + d)));
+  const float scale32 = _mm512_reduce_max_ps(vmax) / 127.0f;
+  const uint16_t h = _cvtss_sh(scale32, _MM_FROUND_TO_NEAREST_INT);
+  const float scale = _cvtsh_ss(h);
+  const __m512 vs = _mm512_set1_ps(scale);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int32_t d = 0; d < n; d += 16) {
+    // x / scale rounded to nearest even (the MXCSR default), as std::nearbyint.
+    const __m512i v = scale == 0 ? _mm512_setzero_si512()
+                                 : _mm512_cvtps_epi32(_mm512_div_ps(_mm512_loadu_ps(x + d), vs));
+    q[d / 16] = _mm512_min_epi32(hi, _mm512_max_epi32(lo, v));
+  }
+  return h;
+}
+
+}  // namespace
+
+void WriteInt8Slot(const float* k, const float* v, int32_t head_dim, int32_t block_size,
+                   int32_t slot, uint8_t* k_tile, uint8_t* v_tile) {
+  constexpr int32_t kMaxVectors = 64;  // head_dim <= 1024
+  __m512i q[kMaxVectors];
+  const int64_t data = int64_t{head_dim} * ((block_size + 3) / 4 * 4);
+  // K: the 4 bytes of d = 4j..4j+3 (biased) are one dword at ((j * bs + slot) * 4).
+  uint16_t h = QuantizeRow(k, head_dim, q);
+  __builtin_memcpy(k_tile + data + 2 * slot, &h, 2);
+  const __m512i bias = _mm512_set1_epi32(kKvInt8KBias);
+  const __m512i stride = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(block_size * 4));
+  for (int32_t d = 0; d < head_dim; d += 64) {
+    // 64 values -> 64 bytes = 16 dwords (d..d+3, d+4..d+7, ...).
+    alignas(64) uint8_t bytes[64];
+    for (int u = 0; u < 4; ++u) {
+      const __m512i b = d + 16 * u < head_dim ? _mm512_add_epi32(q[d / 16 + u], bias) : bias;
+      _mm_store_si128(reinterpret_cast<__m128i*>(bytes + 16 * u), _mm512_cvtepi32_epi8(b));
+    }
+    const int32_t dwords = head_dim - d < 64 ? (head_dim - d) / 4 : 16;
+    const __mmask16 m = static_cast<__mmask16>((1u << dwords) - 1u);
+    uint8_t* base = k_tile + (int64_t{d / 4} * block_size + slot) * 4;
+    _mm512_mask_i32scatter_epi32(base, m, stride, _mm512_load_si512(bytes), 1);
+  }
+  // V: byte (slot, d) at ((slot / 4) * hd + d) * 4 + slot % 4: one byte of each dword.
+  h = QuantizeRow(v, head_dim, q);
+  __builtin_memcpy(v_tile + data + 2 * slot, &h, 2);
+  const int shift = 8 * (slot % 4);
+  const __mmask64 bytes_mask = 0x1111111111111111ull << (slot % 4);
+  uint8_t* row = v_tile + int64_t{slot / 4} * head_dim * 4;
+  for (int32_t d = 0; d < head_dim; d += 16) {
+    const __m512i b = _mm512_slli_epi32(_mm512_and_si512(q[d / 16], _mm512_set1_epi32(0xFF)), shift);
+    _mm512_mask_storeu_epi8(row + int64_t{d} * 4, bytes_mask, b);
   }
 }
 
@@ -224,27 +281,33 @@ void WidenTiles(KvDtype dtype, const uint8_t* k, const uint8_t* v, int32_t head_
         _mm512_storeu_ps(vt + i, Bf16x16(v + 2 * i));
       }
       return;
-    case KvDtype::kInt8: {
-      const uint8_t* ks = k + n;  // [head_dim/8][block_size] fp16
-      const uint8_t* vs = v + n;  // [block_size][head_dim/8] fp16
-      for (int32_t d = 0; d < head_dim; ++d) {
-        const uint8_t* scale_row = ks + 2 * ((d / kKvInt8Group) * block_size);
+    case KvDtype::kInt8: {  // kv_layout.h (block_size % 16 == 0: no padded slots)
+      const uint8_t* ks = k + n;  // fp16 scale per slot
+      const uint8_t* vs = v + n;
+      const __m512i byte = _mm512_set1_epi32(0xFF), bias = _mm512_set1_epi32(kKvInt8KBias);
+      for (int32_t d4 = 0; d4 < head_dim / 4; ++d4) {
         for (int32_t s = 0; s < block_size; s += 16) {
-          _mm512_storeu_ps(kt + d * block_size + s,
-                           _mm512_mul_ps(I8x16(k + d * block_size + s), F16x16(scale_row + 2 * s)));
+          const __m512i w = _mm512_loadu_si512(k + (int64_t{d4} * block_size + s) * 4);
+          const __m512 scale = F16x16(ks + 2 * s);
+#pragma GCC unroll 4
+          for (int e = 0; e < 4; ++e) {
+            const __m512i q = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(w, 8 * e), byte), bias);
+            _mm512_storeu_ps(kt + (4 * d4 + e) * block_size + s, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale));
+          }
         }
       }
-      const int32_t groups = head_dim / kKvInt8Group;
-      // Lanes 0-7 take the first scale of a 16-value chunk, lanes 8-15 the second.
-      const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-      for (int32_t s = 0; s < block_size; ++s) {
+      for (int32_t s4 = 0; s4 < block_size / 4; ++s4) {
         for (int32_t d = 0; d < head_dim; d += 16) {
-          const uint8_t* sc = vs + 2 * (s * groups + d / kKvInt8Group);
-          uint32_t two;
-          __builtin_memcpy(&two, sc, 4);
-          const __m512 scales = _mm512_permutexvar_ps(
-              pair, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(two)))));
-          _mm512_storeu_ps(vt + s * head_dim + d, _mm512_mul_ps(I8x16(v + s * head_dim + d), scales));
+          const __m512i w = _mm512_loadu_si512(v + (int64_t{s4} * head_dim + d) * 4);
+#pragma GCC unroll 4
+          for (int e = 0; e < 4; ++e) {
+            const int32_t s = 4 * s4 + e;
+            const __m512i q = _mm512_srai_epi32(_mm512_slli_epi32(w, 24 - 8 * e), 24);
+            uint16_t h;
+            __builtin_memcpy(&h, vs + 2 * s, 2);
+            const __m512 scale = _mm512_set1_ps(_cvtsh_ss(h));
+            _mm512_storeu_ps(vt + s * head_dim + d, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale));
+          }
         }
       }
       return;

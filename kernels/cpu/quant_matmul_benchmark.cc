@@ -8,6 +8,7 @@
 
 #include "benchmark/benchmark.h"
 #include "common/ggml_types.h"
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
@@ -129,6 +130,66 @@ void BM_Int8(benchmark::State& state, Int8Isa isa, GgmlType type) {
                                               benchmark::Counter::kIsRate);
 }
 
+// The integer dot-product ceiling of one core: GOPS (2 x multiply-adds per second of
+// thread CPU time) of independent `vpdpbusd` chains / AMX TDPBSUD tiles (K = 32 per tile
+// op, as the AMX kernel runs them). Compare BM_Int8's GOPS with these.
+void BM_Int8Peak(benchmark::State& state, Int8Isa isa) {
+  if (Int8PeakLoop(isa, 1) == 0) {
+    state.SkipWithError("unsupported here");
+    return;
+  }
+  int64_t macs = 0;
+  for (auto _ : state) macs += Int8PeakLoop(isa, 100000);
+  state.counters["GOPS"] = benchmark::Counter(2e-9 * static_cast<double>(macs), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_Int8Peak, vpdpbusd, Int8Isa::kAvx512Vnni);
+BENCHMARK_CAPTURE(BM_Int8Peak, amx_k32, Int8Isa::kAmx);
+
+// The AMX bf16 tile ceiling (GFLOPS: 2 x multiply-adds per second of thread CPU time).
+void BM_Bf16Peak(benchmark::State& state) {
+  if (Bf16PeakLoop(1) == 0) {
+    state.SkipWithError("unsupported here");
+    return;
+  }
+  int64_t macs = 0;
+  for (auto _ : state) macs += Bf16PeakLoop(100000);
+  state.counters["GOPS"] = benchmark::Counter(2e-9 * static_cast<double>(macs), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Bf16Peak);
+
+// Bf16 matmul on AMX (bf16_matmul.h) on the int8 kernels' packed weights.
+void BM_Bf16Amx(benchmark::State& state, GgmlType type) {
+  const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
+  if (!Bf16MatmulSupported() || !Bf16PackSupported(type, k)) {
+    state.SkipWithError("unsupported here");
+    return;
+  }
+  const int64_t row_bytes = RowBytes(type, k);
+  const int64_t bytes = Bf16PackedBytes(type, n, k);
+  const int64_t copies = NumCopies(bytes);
+  std::mt19937 rng(1);
+  const std::vector<uint8_t> src = RandomRows(type, n, k, rng);
+  std::vector<uint8_t> w(copies * bytes);
+  for (int64_t c = 0; c < copies; ++c) {
+    PackBf16Weights(QuantMatrix{type, src.data(), n, k, row_bytes}, w.data() + c * bytes);
+  }
+  std::vector<float> x(m * k);
+  for (float& f : x) f = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+  std::vector<uint16_t> xb(Bf16RowsElements(m, k));
+  Bf16Rows rows{k, xb.data()};
+  ConvertRowsBf16(x.data(), k, 0, m, &rows);
+  std::vector<float> y(m * n);
+  int64_t c = 0;
+  for (auto _ : state) {
+    const Bf16PackedMatrix mat{type, w.data() + (c++ % copies) * bytes, n, k};
+    Bf16Matmul(mat, rows, m, y.data(), n, 0, n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["GOPS"] = benchmark::Counter(2e-9 * static_cast<double>(state.iterations()) * m * n * k,
+                                              benchmark::Counter::kIsRate);
+}
+
 void BM_Quantize(benchmark::State& state) {
   const int64_t k = state.range(0), m = state.range(1);
   std::vector<float> x(m * k, 0.25f);
@@ -145,7 +206,7 @@ void BM_Quantize(benchmark::State& state) {
 BENCHMARK(BM_Quantize)->Args({576, 64})->Args({1536, 64});
 
 void Int8Shapes(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {1, 4, 16, 64, 256}) {
+  for (int64_t m : {1, 4, 16, 64, 128, 256, 512}) {
     b->Args({576, 1536, m});   // ffn gate/up
     b->Args({1536, 576, m});   // ffn down
   }
@@ -154,6 +215,10 @@ void Int8Shapes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK_CAPTURE(BM_Int8, vnni_q4_1, Int8Isa::kAvx512Vnni, GgmlType::kQ4_1)->Apply(Int8Shapes);
+BENCHMARK_CAPTURE(BM_Int8, amx_q4_1, Int8Isa::kAmx, GgmlType::kQ4_1)->Apply(Int8Shapes);
+BENCHMARK_CAPTURE(BM_Bf16Amx, amx_bf16_q4_1, GgmlType::kQ4_1)->Apply(Int8Shapes);
+BENCHMARK_CAPTURE(BM_Bf16Amx, amx_bf16_q8_0, GgmlType::kQ8_0)->Args({576, 49152, 1})->Args({576, 49152, 64});
+BENCHMARK_CAPTURE(BM_Int8, amx_q8_0, Int8Isa::kAmx, GgmlType::kQ8_0)->Args({576, 49152, 16})->Args({576, 49152, 64});
 BENCHMARK_CAPTURE(BM_Int8, vnni_q8_0, Int8Isa::kAvx512Vnni, GgmlType::kQ8_0)->Args({576, 49152, 1})->Args({576, 49152, 64});
 BENCHMARK_CAPTURE(BM_Int8, avx2_q4_1, Int8Isa::kAvx2, GgmlType::kQ4_1)->Args({576, 1536, 1})->Args({576, 1536, 64});
 

@@ -44,6 +44,7 @@ struct Choice {
   kernels::MatmulImpl impl = kernels::MatmulImpl::kReference;
   bool pack = false;                      // fp32 panels
   std::optional<kernels::Int8Isa> int8;   // int8 panels
+  bool amx_bf16 = false;                  // int8 panels, bf16 AMX kernels
 };
 
 absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
@@ -64,7 +65,7 @@ absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
     }
     if (int8) return Choice{kernels::MatmulImpl::kReference, false, isa};
     // Unquantized weights (F32/F16/BF16): fp32 kernels of the same ISA family.
-    return Choice{isa == kernels::Int8Isa::kAvx512Vnni ? kernels::BestMatmulImpl(type, k)
+    return Choice{isa != kernels::Int8Isa::kAvx2 ? kernels::BestMatmulImpl(type, k)
                                                         : kernels::MatmulImpl::kReference,
                   false, std::nullopt};
   };
@@ -72,8 +73,21 @@ absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
     case KernelChoice::kAuto:  // resolved above
     case KernelChoice::kReference:
       return Choice{};
+    case KernelChoice::kAmx:
+      if (!kernels::Bf16MatmulSupported()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "kernels amx need AMX bf16 tiles this machine lacks (",
+            kernels::CpuFeatures::Get().ToString(), ")"));
+      }
+      if (kernels::Bf16PackSupported(type, k)) {
+        return Choice{kernels::MatmulImpl::kReference, false, std::nullopt, true};
+      }
+      return Choice{kernels::BestMatmulImpl(type, k), false, std::nullopt, false};
     case KernelChoice::kAvx512Vnni:
-      return int8_path(kernels::Int8Isa::kAvx512Vnni);
+      // Where AMX int8 tiles exist they take the whole 16-row tiles: the same bits.
+      return int8_path(kernels::Int8IsaSupported(kernels::Int8Isa::kAmx)
+                           ? kernels::Int8Isa::kAmx
+                           : kernels::Int8Isa::kAvx512Vnni);
     case KernelChoice::kAvx2:
       return int8_path(kernels::Int8Isa::kAvx2);
     case KernelChoice::kAvx512:
@@ -92,14 +106,22 @@ absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
 
 KernelChoice ResolveKernelChoice(KernelChoice choice) {
   if (choice != KernelChoice::kAuto) return choice;
+  // AMX only where its tests ran and passed: Sapphire-Rapids-class Xeons (bf16_matmul_test,
+  // llama_accuracy_test, llama_batch_invariance_test).
+  if (kernels::Bf16MatmulSupported()) return KernelChoice::kAmx;
   if (kernels::Int8IsaSupported(kernels::Int8Isa::kAvx512Vnni)) return KernelChoice::kAvx512Vnni;
   if (kernels::Int8IsaSupported(kernels::Int8Isa::kAvx2)) return KernelChoice::kAvx2;
   return KernelChoice::kReference;
 }
 
+KernelChoice LmHeadKernelChoice(KernelChoice choice) {
+  return ResolveKernelChoice(choice) == KernelChoice::kAmx ? KernelChoice::kAvx512Vnni : choice;
+}
+
 std::vector<KernelChoice> SupportedKernelChoices() {
   const kernels::CpuFeatures& f = kernels::CpuFeatures::Get();
   std::vector<KernelChoice> v = {KernelChoice::kReference};
+  if (kernels::Bf16MatmulSupported()) v.push_back(KernelChoice::kAmx);
   if (f.HasAvx512Vnni()) v.push_back(KernelChoice::kAvx512Vnni);
   if (f.HasAvx2()) v.push_back(KernelChoice::kAvx2);
   if (f.HasAvx512()) {
@@ -114,15 +136,36 @@ bool IsInt8KernelChoice(KernelChoice choice) {
   return choice == KernelChoice::kAvx512Vnni || choice == KernelChoice::kAvx2;
 }
 
-void Q8Buffer::Resize(int64_t rows, int64_t k) {
-  const size_t n = static_cast<size_t>(rows * k), nb = static_cast<size_t>(rows * (k / 32));
-  if (q_.size() < n) q_.resize(n);
-  if (d_.size() < nb) {
-    d_.resize(nb);
-    ds_.resize(nb);
-    qsum_.resize(nb);
+bool RoundsActivations(KernelChoice choice) {
+  return IsInt8KernelChoice(choice) || ResolveKernelChoice(choice) == KernelChoice::kAmx;
+}
+
+void ActivationBuffer::Resize(InputForms forms, int64_t rows, int64_t k) {
+  forms_ = forms;
+  if (forms.q8) {
+    const size_t n = static_cast<size_t>(rows * k), nb = static_cast<size_t>(rows * (k / 32));
+    if (q_.size() < n) q_.resize(n);
+    if (d_.size() < nb) {
+      d_.resize(nb);
+      ds_.resize(nb);
+      qsum_.resize(nb);
+    }
+    q8_ = kernels::Q8Rows{k, q_.data(), d_.data(), ds_.data(), qsum_.data()};
   }
-  rows_ = kernels::Q8Rows{k, q_.data(), d_.data(), ds_.data(), qsum_.data()};
+  if (forms.bf16) {
+    const size_t n = static_cast<size_t>(kernels::Bf16RowsElements(rows, k));
+    if (bf16_data_.size() < n) bf16_data_.resize(n);
+    bf16_ = kernels::Bf16Rows{k, bf16_data_.data()};
+  }
+}
+
+void ActivationBuffer::Convert(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end) {
+  if (forms_.q8) kernels::QuantizeRowsQ8(x, ldx, row_begin, row_end, &q8_);
+  if (forms_.bf16) kernels::ConvertRowsBf16(x, ldx, row_begin, row_end, &bf16_);
+}
+
+LinearInput ActivationBuffer::Input(const float* x, int64_t ldx) const {
+  return LinearInput{x, ldx, forms_.q8 ? &q8_ : nullptr, forms_.bf16 ? &bf16_ : nullptr};
 }
 
 absl::StatusOr<KernelChoice> ParseKernelChoice(absl::string_view name) {
@@ -132,13 +175,9 @@ absl::StatusOr<KernelChoice> ParseKernelChoice(absl::string_view name) {
   if (name == "avx2") return KernelChoice::kAvx2;
   if (name == "avx512") return KernelChoice::kAvx512;
   if (name == "packed") return KernelChoice::kPacked;
-  if (name == "amx") {
-    return absl::UnimplementedError(
-        "kernels 'amx': no AMX kernels in this build (on AMX machines avx512vnni runs the int8 "
-        "path)");
-  }
+  if (name == "amx") return KernelChoice::kAmx;
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown kernels '", name, "' (auto, avx512vnni, avx2, reference, avx512, packed)"));
+      "unknown kernels '", name, "' (auto, amx, avx512vnni, avx2, reference, avx512, packed)"));
 }
 
 const char* KernelChoiceName(KernelChoice choice) {
@@ -155,11 +194,14 @@ const char* KernelChoiceName(KernelChoice choice) {
       return "avx512vnni";
     case KernelChoice::kAvx2:
       return "avx2";
+    case KernelChoice::kAmx:
+      return "amx";
   }
   return "?";
 }
 
 const char* Linear::kernel_name() const {
+  if (amx_bf16_) return "amx_bf16";
   if (int8_isa_.has_value()) return kernels::Int8IsaName(*int8_isa_);
   return packed_ != nullptr ? "packed" : kernels::MatmulImplName(impl_);
 }
@@ -175,18 +217,23 @@ absl::StatusOr<Linear> Linear::Prepare(const kernels::QuantMatrix& matrix,
   l.choice_ = choice;
   l.name_ = name;
   l.arena_ = std::move(arena);
-  if (c->pack || c->int8.has_value()) {
+  if (c->pack || c->int8.has_value() || c->amx_bf16) {
     // Without a shared arena, the matrix gets one of its own.
     std::shared_ptr<PackedArena> owner =
         l.arena_ != nullptr ? l.arena_ : std::make_shared<PackedArena>();
-    const int64_t bytes = c->int8.has_value()
+    const int64_t bytes = c->amx_bf16 ? kernels::Bf16PackedBytes(matrix.type, matrix.n, matrix.k)
+                          : c->int8.has_value()
                               ? kernels::Int8PackedBytes(matrix.type, matrix.n, matrix.k)
                               : kernels::PackedBytes(matrix.type, matrix.n, matrix.k);
     uint8_t* dst = owner->Allocate(static_cast<size_t>(bytes));
     if (dst == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat(name, ": cannot map ", bytes, " bytes"));
     }
-    if (c->int8.has_value()) {
+    if (c->amx_bf16) {
+      kernels::PackBf16Weights(matrix, dst);
+      l.amx_bf16_ = true;
+      l.bf16_view_ = kernels::Bf16PackedMatrix{matrix.type, dst, matrix.n, matrix.k};
+    } else if (c->int8.has_value()) {
       kernels::PackInt8Weights(matrix, dst);
       l.int8_isa_ = c->int8;
       l.int8_view_ = kernels::Int8PackedMatrix{matrix.type, dst, matrix.n, matrix.k};

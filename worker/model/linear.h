@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/quant_matmul.h"
@@ -31,12 +32,16 @@
 namespace weft {
 
 // Which kernels the model uses (--kernels):
-//   kAuto        the fastest this CPU runs: kAvx512Vnni, else kAvx2, else kReference;
+//   kAuto        the fastest this CPU runs: kAmx, else kAvx512Vnni, else kAvx2, else
+//                kReference;
 //   kReference   the fp32 reference kernels (exact dequantized weights; what the numpy
 //                accuracy test uses);
 //   kAvx512Vnni  int8: activations quantized in blocks of 32, Q4_0/Q4_1/Q8_0 weights
 //                repacked for `vpdpbusd` (kernels/cpu/int8_matmul.h);
 //   kAvx2        the same int8 arithmetic (bitwise) with AVX2 instructions;
+//   kAmx         bf16 on AMX tiles: activations rounded to bf16, Q4_0/Q4_1/Q8_0 weights
+//                dequantized to bf16 per call (kernels/cpu/bf16_matmul.h), every batch
+//                size on the tiles;
 //   kAvx512      fp32 AVX-512, dequantizing the GGUF's row-major bytes on the fly
 //                (kernels/cpu/quant_matmul.h);
 //   kPacked      fp32 AVX-512 on Q4_0/Q4_1/Q8_0 repacked into 16-row panels
@@ -50,40 +55,62 @@ enum class KernelChoice {
   kPacked,
   kAvx512Vnni,
   kAvx2,
+  kAmx,
 };
 
 // kAuto resolved for this CPU (other choices are returned as they are).
 KernelChoice ResolveKernelChoice(KernelChoice choice);
+
+// The kernels of the LM head under `choice`. The head multiplies one row per sequence
+// that wants logits (m = 1 for a single stream), where the AMX path's per-call
+// dequantization costs most, so under kAmx it runs the int8 kernels (kAvx512Vnni: VNNI,
+// AMX int8 tiles for whole 16-row tiles). The choice is fixed per model, so the head's
+// arithmetic never depends on the batch. Other choices are returned as they are.
+KernelChoice LmHeadKernelChoice(KernelChoice choice);
 
 // Every concrete choice (not kAuto) this CPU can run, reference first.
 std::vector<KernelChoice> SupportedKernelChoices();
 // Whether the choice runs int8 kernels (judged by the statistical accuracy criteria,
 // not by closeness to exact arithmetic).
 bool IsInt8KernelChoice(KernelChoice choice);
+// Whether the choice rounds activations (int8 or bf16): judged by the statistical
+// accuracy criteria (llama_accuracy_test), not by closeness to exact arithmetic.
+bool RoundsActivations(KernelChoice choice);
 
-// Activation rows quantized for the int8 kernels (kernels::Q8Rows) with their storage.
-// Grows, never shrinks. Thread-safety: plain data; Quantize() on disjoint row ranges may
-// run concurrently once Resize() is done.
-class Q8Buffer {
- public:
-  void Resize(int64_t rows, int64_t k);
-  void Quantize(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end) {
-    kernels::QuantizeRowsQ8(x, ldx, row_begin, row_end, &rows_);
-  }
-  const kernels::Q8Rows& rows() const { return rows_; }
-
- private:
-  std::vector<int8_t> q_;
-  std::vector<float> d_, ds_;
-  std::vector<int32_t> qsum_;
-  kernels::Q8Rows rows_;
-};
-
-// What a Linear multiplies: fp32 rows, and their int8 form when the Linear wants it.
+// What a Linear multiplies: fp32 rows, and their rounded forms when the Linear wants one.
 struct LinearInput {
   const float* x = nullptr;
   int64_t ldx = 0;
-  const kernels::Q8Rows* q8 = nullptr;  // required when the Linear's wants_q8()
+  const kernels::Q8Rows* q8 = nullptr;      // required when the Linear's wants_q8()
+  const kernels::Bf16Rows* bf16 = nullptr;  // required when the Linear's wants_bf16()
+};
+
+// Which rounded forms of an input some Linear wants.
+struct InputForms {
+  bool q8 = false;
+  bool bf16 = false;
+};
+
+// One matmul input's rounded forms (kernels::Q8Rows, kernels::Bf16Rows) with their
+// storage; makes only the forms it was sized for. Grows, never shrinks.
+// Thread-safety: plain data; Convert() on disjoint row ranges may run concurrently once
+// Resize() is done.
+class ActivationBuffer {
+ public:
+  void Resize(InputForms forms, int64_t rows, int64_t k);
+  // Rows [row_begin, row_end) of x (ldx floats apart) into every form.
+  void Convert(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end);
+  // x's rows with this buffer's forms (made by Convert from the same x).
+  LinearInput Input(const float* x, int64_t ldx) const;
+
+ private:
+  InputForms forms_;
+  std::vector<int8_t> q_;
+  std::vector<float> d_, ds_;
+  std::vector<int32_t> qsum_;
+  kernels::Q8Rows q8_;
+  std::vector<uint16_t> bf16_data_;
+  kernels::Bf16Rows bf16_;
 };
 
 absl::StatusOr<KernelChoice> ParseKernelChoice(absl::string_view name);
@@ -135,7 +162,10 @@ class Linear {
   bool packed() const { return packed_ != nullptr; }
   // Multiplies int8-quantized activations (LinearInput::q8 must be set).
   bool wants_q8() const { return int8_isa_.has_value(); }
-  // "reference", "avx512", "packed", "avx512vnni" or "avx2".
+  // Multiplies bf16 activations on AMX (LinearInput::bf16 must be set).
+  bool wants_bf16() const { return amx_bf16_; }
+  InputForms input_forms() const { return {wants_q8(), wants_bf16()}; }
+  // "reference", "avx512", "packed", "avx512vnni", "avx2" or "amx_bf16".
   const char* kernel_name() const;
   // The GGUF view (also for packed weights).
   const kernels::QuantMatrix& matrix() const { return matrix_; }
@@ -150,7 +180,9 @@ class Linear {
   // y[i][j] for i < m, j in [n_begin, n_end); y rows ldy floats apart.
   void Compute(const LinearInput& in, int64_t m, float* y, int64_t ldy, int64_t n_begin,
                int64_t n_end) const {
-    if (int8_isa_.has_value()) {
+    if (amx_bf16_) {
+      kernels::Bf16Matmul(bf16_view_, *in.bf16, m, y, ldy, n_begin, n_end);
+    } else if (int8_isa_.has_value()) {
       kernels::Int8Matmul(*int8_isa_, int8_view_, *in.q8, m, y, ldy, n_begin, n_end);
     } else if (packed_ != nullptr) {
       kernels::PackedMatmul(packed_view_, in.x, in.ldx, m, y, ldy, n_begin, n_end);
@@ -174,6 +206,8 @@ class Linear {
   kernels::PackedMatrix packed_view_;    // fp32 panels
   std::optional<kernels::Int8Isa> int8_isa_;
   kernels::Int8PackedMatrix int8_view_;  // int8 panels
+  bool amx_bf16_ = false;
+  kernels::Bf16PackedMatrix bf16_view_;  // bf16 AMX panels
 };
 
 }  // namespace weft

@@ -234,10 +234,14 @@ TEST_P(LlamaAccuracyTest, GreedyContinuationsMatchLlamaCppUpToANearTie) {
               static_cast<double>(total_agreed) / cases.array.size(), dense_ties, tolerance);
 }
 
-// Every fast kernel path, and every KV cache type on the default (int8 VNNI) path.
+// Every fast kernel path, and every KV cache type on the int8 VNNI path and on the AMX
+// path (the default where AMX exists; skipped elsewhere).
 INSTANTIATE_TEST_SUITE_P(
     Paths, LlamaAccuracyTest,
-    ::testing::Values(Path{KernelChoice::kAvx512Vnni, KvDtype::kF16},
+    ::testing::Values(Path{KernelChoice::kAmx, KvDtype::kF16},
+                      Path{KernelChoice::kAmx, KvDtype::kBf16},
+                      Path{KernelChoice::kAmx, KvDtype::kInt8},
+                      Path{KernelChoice::kAvx512Vnni, KvDtype::kF16},
                       Path{KernelChoice::kAvx512Vnni, KvDtype::kF32},
                       Path{KernelChoice::kAvx512Vnni, KvDtype::kBf16},
                       Path{KernelChoice::kAvx512Vnni, KvDtype::kInt8},

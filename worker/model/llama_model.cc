@@ -61,9 +61,11 @@ struct LlamaModel::Workspace {
   std::vector<float> local_logits;      // TP: [rows][this rank's vocabulary slice]
   std::vector<float> gathered_logits;   // TP: [rank][rows][that rank's slice]
   std::vector<size_t> gather_counts;    // TP: floats from each rank
-  // int8 forms of the matmul inputs (int8 kernels only): h, attn, gate (after SwiGLU),
+  // x += proj is still to be done (ProjectAndAdd leaves it to the next token-wise pass).
+  bool residual_pending = false;
+  // Rounded forms (int8 / bf16) of the matmul inputs: h, attn, gate (after SwiGLU),
   // final_h.
-  Q8Buffer q8_h, q8_attn, q8_ffn, q8_final;
+  ActivationBuffer q8_h, q8_attn, q8_ffn, q8_final;
 };
 
 absl::Status LlamaModelOptions::Validate() const {
@@ -108,14 +110,16 @@ LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
                          kernels::ElementwiseSupported(kernels::ElementwiseImpl::kAvx512)
                      ? kernels::ElementwiseImpl::kAvx512
                      : kernels::ElementwiseImpl::kReference;
-  // The int8 kernels take every matmul input quantized; a model whose weights are all of
-  // unquantized types never needs it.
-  q8_ = weights_.lm_head().wants_q8();
+  // The int8 / AMX kernels take every matmul input rounded; a model whose weights are all
+  // of unquantized types never needs it.
+  // The layers' inputs and the LM head's may want different forms (kAmx: bf16 / int8).
   for (const LlamaLayerWeights& w : weights_.layers()) {
     for (const Linear* l : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
-      q8_ = q8_ || l->wants_q8();
+      forms_.q8 = forms_.q8 || l->wants_q8();
+      forms_.bf16 = forms_.bf16 || l->wants_bf16();
     }
   }
+  head_forms_ = weights_.lm_head().input_forms();
 }
 
 LlamaModel::~LlamaModel() = default;
@@ -140,14 +144,20 @@ absl::StatusOr<kernels::AttentionImpl> LlamaModel::AttentionImplFor(int32_t bloc
       return kernels::BestAttentionImpl(block_size, hd);
     case KernelChoice::kAvx2:
       return kernels::AttentionImpl::kReference;
+    case KernelChoice::kAmx:
     case KernelChoice::kAvx512Vnni:
     case KernelChoice::kAvx512:
-    case KernelChoice::kPacked:
-      if (!kernels::AttentionSupported(kernels::AttentionImpl::kAvx512, block_size, hd)) {
+    case KernelChoice::kPacked: {
+      // The int8 paths also take int8 KV as integer products; the fp32 paths stay exact.
+      const kernels::AttentionImpl impl = RoundsActivations(options_.kernels)
+                                              ? kernels::AttentionImpl::kAvx512Vnni
+                                              : kernels::AttentionImpl::kAvx512;
+      if (!kernels::AttentionSupported(impl, block_size, hd)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "AVX-512 attention needs an AVX-512 CPU and block_size, head_dim multiples of 16"));
       }
-      return kernels::AttentionImpl::kAvx512;
+      return impl;
+    }
   }
   return absl::InternalError("bad kernel choice");
 }
@@ -214,12 +224,10 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
   Grow(&ws.up, T * ffn);
   Grow(&ws.cos_sin, T * c.rope_dim);
   Grow(&ws.final_h, ws.logit_tokens.size() * hidden);
-  if (q8_) {
-    ws.q8_h.Resize(T, hidden);
-    ws.q8_attn.Resize(T, qw);
-    ws.q8_ffn.Resize(T, ffn);
-    ws.q8_final.Resize(static_cast<int64_t>(ws.logit_tokens.size()), hidden);
-  }
+  ws.q8_h.Resize(forms_, T, hidden);
+  ws.q8_attn.Resize(forms_, T, qw);
+  ws.q8_ffn.Resize(forms_, T, ffn);
+  ws.q8_final.Resize(head_forms_, static_cast<int64_t>(ws.logit_tokens.size()), hidden);
 }
 
 // With few work items (one decoding sequence has one per KV head), threads would idle:
@@ -274,6 +282,7 @@ absl::Status LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache,
   out->row_sequence.clear();
   if (batch.num_tokens() == 0) return absl::OkStatus();
   PrepareBatch(batch, cache->block_size());
+  ws_->residual_pending = false;
   Embed();
   for (int32_t l = 0; l < config().num_layers; ++l) {
     WEFT_RETURN_IF_ERROR(RunLayer(l, attn, cache));
@@ -291,28 +300,39 @@ absl::Status LlamaModel::RunLayer(int32_t layer, kernels::AttentionImpl attn, Kv
   Attention(attn, kv);
   const int64_t qw = w.wo.in_features();
   QuantizeRows(ws.attn.data(), qw, &ws.q8_attn);
-  WEFT_RETURN_IF_ERROR(ProjectAndAdd(w.wo, {ws.attn.data(), qw, &ws.q8_attn.rows()}));
+  WEFT_RETURN_IF_ERROR(ProjectAndAdd(w.wo, ws.q8_attn.Input(ws.attn.data(), qw)));
   NormAndQuantize(w.ffn_norm);
   GateUp(w);
   const int64_t ffn = w.w_down.in_features();
   QuantizeRows(ws.gate.data(), ffn, &ws.q8_ffn);
-  return ProjectAndAdd(w.w_down, {ws.gate.data(), ffn, &ws.q8_ffn.rows()});
+  return ProjectAndAdd(w.w_down, ws.q8_ffn.Input(ws.gate.data(), ffn));
 }
 
 void LlamaModel::NormAndQuantize(const std::vector<float>& norm) {
   Workspace& ws = *ws_;
   const LlamaConfig& c = config();
   const int64_t H = c.hidden_size;
+  const bool add = ws.residual_pending;
   ForTokens([&](int64_t b, int64_t e) {
+    if (add) AddResidual(b, e);
     kernels::RmsNorm(ws.x.data() + b * H, H, norm.data(), e - b, H, c.rms_norm_eps,
                      ws.h.data() + b * H, H);
-    if (q8_) ws.q8_h.Quantize(ws.h.data(), H, b, e);
+    ws.q8_h.Convert(ws.h.data(), H, b, e);
   });
+  ws.residual_pending = false;
 }
 
-void LlamaModel::QuantizeRows(const float* x, int64_t ldx, Q8Buffer* out) {
-  if (!q8_) return;
-  ForTokens([&](int64_t b, int64_t e) { out->Quantize(x, ldx, b, e); });
+void LlamaModel::AddResidual(int64_t token_begin, int64_t token_end) {
+  Workspace& ws = *ws_;
+  const int64_t H = config().hidden_size;
+  float* x = ws.x.data();
+  const float* y = ws.proj.data();
+  for (int64_t i = token_begin * H; i < token_end * H; ++i) x[i] = x[i] + y[i];
+}
+
+void LlamaModel::QuantizeRows(const float* x, int64_t ldx, ActivationBuffer* out) {
+  if (!forms_.q8 && !forms_.bf16) return;
+  ForTokens([&](int64_t b, int64_t e) { out->Convert(x, ldx, b, e); });
 }
 
 void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv) {
@@ -328,7 +348,7 @@ void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::Page
     for (const auto& [lin, y] : jobs) {
       int64_t b, e;
       ThreadPool::StaticRange(lin->out_features(), kColumnAlign, pool_.num_threads(), t, &b, &e);
-      lin->Compute({ws.h.data(), H, &ws.q8_h.rows()}, T, y, lin->out_features(), b, e);
+      lin->Compute(ws.q8_h.Input(ws.h.data(), H), T, y, lin->out_features(), b, e);
     }
   });
   ForTokens([&](int64_t b, int64_t e) {
@@ -377,18 +397,11 @@ absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const LinearInput& in) {
     int64_t b, e;
     ThreadPool::StaticRange(H, kColumnAlign, pool_.num_threads(), t, &b, &e);
     w.Compute(in, T, ws.proj.data(), H, b, e);
-    if (reduce) return;  // the sum over ranks comes first
-    for (int64_t tok = 0; tok < T; ++tok) {
-      float* x = ws.x.data() + tok * H;
-      const float* y = ws.proj.data() + tok * H;
-      for (int64_t j = b; j < e; ++j) x[j] = x[j] + y[j];
-    }
   });
-  if (!reduce) return absl::OkStatus();
-  WEFT_RETURN_IF_ERROR(options_.all_reducer->AllReduceSum(ws.proj.data(), T * H));
-  ForTokens([&](int64_t b, int64_t e) {
-    for (int64_t i = b * H; i < e * H; ++i) ws.x[i] = ws.x[i] + ws.proj[i];
-  });
+  if (reduce) WEFT_RETURN_IF_ERROR(options_.all_reducer->AllReduceSum(ws.proj.data(), T * H));
+  // x += proj waits for the next token-wise pass (NormAndQuantize or Logits): each thread
+  // then adds the rows it reads next, instead of a column range of every row.
+  ws.residual_pending = true;
   return absl::OkStatus();
 }
 
@@ -401,7 +414,7 @@ void LlamaModel::GateUp(const LlamaLayerWeights& w) {
     int64_t b, e;
     ThreadPool::StaticRange(F, kColumnAlign, pool_.num_threads(), t, &b, &e);
     if (b >= e) return;
-    const LinearInput in{ws.h.data(), H, &ws.q8_h.rows()};
+    const LinearInput in = ws.q8_h.Input(ws.h.data(), H);
     w.w_gate.Compute(in, T, ws.gate.data(), F, b, e);
     w.w_up.Compute(in, T, ws.up.data(), F, b, e);
     for (int64_t tok = 0; tok < T; ++tok) {
@@ -421,10 +434,12 @@ absl::Status LlamaModel::Logits(ForwardOutput* out) {
   out->row_sequence.assign(ws.logit_seqs.begin(), ws.logit_seqs.end());
   if (rows == 0) return absl::OkStatus();
   for (int64_t r = 0; r < rows; ++r) {
-    kernels::RmsNorm(ws.x.data() + ws.logit_tokens[r] * H, H, weights_.output_norm().data(), 1,
+    const int64_t t = ws.logit_tokens[r];
+    if (ws.residual_pending) AddResidual(t, t + 1);
+    kernels::RmsNorm(ws.x.data() + t * H, H, weights_.output_norm().data(), 1,
                      H, c.rms_norm_eps, ws.final_h.data() + r * H, H);
   }
-  if (q8_) ws.q8_final.Quantize(ws.final_h.data(), H, 0, rows);
+  ws.q8_final.Convert(ws.final_h.data(), H, 0, rows);
   float* logits = Grow(&out->logits, rows * V);
   const Linear& head = weights_.lm_head();
   const int64_t Vr = head.out_features();  // this rank's vocabulary slice
@@ -433,7 +448,7 @@ absl::Status LlamaModel::Logits(ForwardOutput* out) {
   pool_.RunOnAll([&](int t) {
     int64_t b, e;
     ThreadPool::StaticRange(Vr, kColumnAlign, pool_.num_threads(), t, &b, &e);
-    head.Compute({ws.final_h.data(), H, &ws.q8_final.rows()}, rows, local, Vr, b, e);
+    head.Compute(ws.q8_final.Input(ws.final_h.data(), H), rows, local, Vr, b, e);
   });
   if (!tp) return absl::OkStatus();
   // Vocab-parallel LM head: gather every rank's [rows][slice] and put the slices side by

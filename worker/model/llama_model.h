@@ -102,11 +102,14 @@ class LlamaModel {
   absl::Status RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache);
   void QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv);
   void Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv);
+  // proj = in W (all-reduced under TP); x += proj happens in the next token-wise pass.
   absl::Status ProjectAndAdd(const Linear& w, const LinearInput& in);
-  // RMSNorm of the residual stream into h (and its int8 form when the kernels want it).
+  // x += proj for tokens [begin, end).
+  void AddResidual(int64_t token_begin, int64_t token_end);
+  // RMSNorm of the residual stream into h (and its rounded forms the kernels want).
   void NormAndQuantize(const std::vector<float>& norm);
-  // Quantizes the first num_tokens rows of x into *out (int8 kernels only).
-  void QuantizeRows(const float* x, int64_t ldx, Q8Buffer* out);
+  // The rounded forms of the first num_tokens rows of x into *out (if any are wanted).
+  void QuantizeRows(const float* x, int64_t ldx, ActivationBuffer* out);
   void GateUp(const LlamaLayerWeights& w);
   absl::Status Logits(ForwardOutput* out);
   // Runs fn(begin, end) over token ranges: inline for a few tokens, else on the pool.
@@ -116,7 +119,8 @@ class LlamaModel {
   const LlamaWeights weights_;
   ThreadPool pool_;
   std::unique_ptr<Workspace> ws_;
-  bool q8_ = false;  // some matmul wants int8 activations
+  InputForms forms_;       // the rounded activation forms some layer matmul wants
+  InputForms head_forms_;  // those the LM head wants
   kernels::ElementwiseImpl elementwise_ = kernels::ElementwiseImpl::kReference;
   // TP: every rank's vocabulary rows [begin, end), in rank order.
   std::vector<std::pair<int64_t, int64_t>> vocab_slices_;

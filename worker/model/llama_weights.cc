@@ -155,9 +155,10 @@ absl::StatusOr<LlamaWeights> LlamaWeights::Load(const GgufFile& file, const Llam
                           LoadLayer(file, config, shard, l, kernels, arena));
     w.layers_.push_back(std::move(layer));
   }
+  const KernelChoice head_kernels = LmHeadKernelChoice(kernels);
   if (shard.world_size == 1) {
     WEFT_ASSIGN_OR_RETURN(w.lm_head_, LoadLinear(file, head, config.hidden_size,
-                                                 config.vocab_size, kernels, arena));
+                                                 config.vocab_size, head_kernels, arena));
     return w;
   }
   // Vocab-parallel: pack only this rank's rows.
@@ -165,7 +166,7 @@ absl::StatusOr<LlamaWeights> LlamaWeights::Load(const GgufFile& file, const Llam
                                                       config.vocab_size, KernelChoice::kReference,
                                                       arena));
   WEFT_ASSIGN_OR_RETURN(const Linear part, full.RowSlice(shard.vocab_begin, shard.vocab_end));
-  WEFT_ASSIGN_OR_RETURN(w.lm_head_, part.WithKernels(kernels));
+  WEFT_ASSIGN_OR_RETURN(w.lm_head_, part.WithKernels(head_kernels));
   return w;
 }
 
