@@ -87,10 +87,16 @@ run_tests() {
   local rc=$?
   local logs
   logs=$("${BAZEL[@]}" info "${flags[@]}" bazel-testlogs 2>/dev/null)
+  # Each run's test.xml files are copied aside: a later run of the same targets in the
+  # same output tree (another --test_env) writes over them.
   for l in $labels; do
     local rel=${l#//}
     rel=${rel/://}
-    printf '%s\t%s\t%s\n' "$name" "$l" "$logs/$rel/test.xml" >>"$RESULTS/xml.tsv"
+    local xml="$RESULTS/xml/$name/$rel/test.xml"
+    mkdir -p "$(dirname "$xml")"
+    rm -f "$xml"
+    [ -f "$logs/$rel/test.xml" ] && cp "$logs/$rel/test.xml" "$xml"
+    printf '%s\t%s\t%s\n' "$name" "$l" "$xml" >>"$RESULTS/xml.tsv"
   done
   return $rc
 }
@@ -128,6 +134,21 @@ if [ "$MODE" != quick ]; then
     echo "CUDA: skipped (no nvcc)"
     extra_result cuda_build skipped "CUDA: skipped (no nvcc)"
   fi
+
+  # The CPU varies between machines (Xeons with and without AMX, AMD Zen 4): the kernel,
+  # model and worker tests run again with the kernel choices of the families below this
+  # one, by turning features off (kernels/cpu/cpu_features.h).
+  CPU_FLAGS=$(grep -m1 '^flags' /proc/cpuinfo || true)
+  for off in amx amx,avx512_bf16; do
+    case $off in
+      amx) has=amx_tile; family="Zen 4 (AVX-512 VNNI + BF16, no AMX)" ;;
+      *) has=avx512_bf16; family="Xeon without AMX or AVX512_BF16" ;;
+    esac
+    [[ " $CPU_FLAGS " == *" $has "* ]] || continue
+    step "kernel choices of a $family: WEFT_CPU_FEATURES_OFF=$off"
+    run_tests "cpu_off_${off/,/_}" --test_env=WEFT_CPU_FEATURES_OFF=$off -- \
+      //kernels/... //worker/model/... //worker:all //worker/backends/...
+  done
 
   step "ASan/UBSan: parser, tokenizer, validation, block pool, planner"
   ASAN_TARGETS=$("${BAZEL[@]}" query --noshow_progress 'attr(tags, "asan", tests(//...))' 2>/dev/null | tr '\n' ' ')

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace weft::kernels {
 namespace {
@@ -50,6 +53,55 @@ CpuFeatures Detect() {
   f.amx_int8 = (d >> 25) & 1;
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = (a >> 5) & 1;
+  return f;
+}
+
+}  // namespace
+
+void TurnOffCpuFeatures(const char* list, CpuFeatures* f) {
+  std::string names(list);
+  size_t start = 0;
+  while (start <= names.size()) {
+    size_t end = names.find(',', start);
+    if (end == std::string::npos) end = names.size();
+    const std::string name = names.substr(start, end - start);
+    start = end + 1;
+    if (name.empty()) continue;
+    if (name == "amx") {
+      f->amx_tile = f->amx_int8 = f->amx_bf16 = false;
+    } else if (name == "avx512_bf16") {
+      f->avx512_bf16 = false;
+    } else if (name == "avx512_vnni") {
+      f->avx512_vnni = false;
+    } else if (name == "avx512") {
+      f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = false;
+      f->avx512_vnni = f->avx512_bf16 = f->avx512_vbmi = false;
+      f->amx_tile = f->amx_int8 = f->amx_bf16 = false;
+    } else if (name == "avx2") {
+      f->avx2 = false;
+      f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = false;
+      f->avx512_vnni = f->avx512_bf16 = f->avx512_vbmi = false;
+      f->amx_tile = f->amx_int8 = f->amx_bf16 = false;
+    } else {
+      std::fprintf(stderr,
+                   "WEFT_CPU_FEATURES_OFF: unknown feature '%s' ignored (known: amx, "
+                   "avx512_bf16, avx512_vnni, avx512, avx2)\n",
+                   name.c_str());
+      continue;
+    }
+    f->turned_off += f->turned_off.empty() ? name : "," + name;
+  }
+}
+
+namespace {
+
+CpuFeatures DetectAndPermit() {
+  CpuFeatures f = Detect();
+  if (const char* off = std::getenv("WEFT_CPU_FEATURES_OFF"); off != nullptr && *off) {
+    TurnOffCpuFeatures(off, &f);
+  }
+  // Asked only for tiles that will be used: a process with AMX turned off never holds
+  // the tile data state.
   if (f.amx_tile && f.os_amx) f.amx_permitted = RequestAmxPermission();
   return f;
 }
@@ -57,7 +109,7 @@ CpuFeatures Detect() {
 }  // namespace
 
 const CpuFeatures& CpuFeatures::Get() {
-  static const CpuFeatures f = Detect();
+  static const CpuFeatures f = DetectAndPermit();
   return f;
 }
 
@@ -83,6 +135,7 @@ std::string CpuFeatures::ToString() const {
   add(amx_bf16, "amx_bf16");
   if (amx_tile && !(os_amx && amx_permitted)) add(true, "(amx not enabled by the OS)");
   if (s.empty()) s = "none";
+  if (!turned_off.empty()) s += " (turned off by WEFT_CPU_FEATURES_OFF: " + turned_off + ")";
   return s;
 }
 

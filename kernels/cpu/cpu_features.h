@@ -7,6 +7,11 @@
 // tile data state to a process only on request: Detect() asks once
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) when the CPU and the OS have
 // AMX, and amx_permitted records the answer. HasAmxInt8() is all three.
+// WEFT_CPU_FEATURES_OFF (read once, at the first Get()): features to treat as absent,
+// comma-separated — amx, avx512_bf16, avx512_vnni, avx512 (with everything above it),
+// avx2 (likewise). It lets one machine run the code another CPU family would: on an AMX
+// Xeon, "amx" gives a Zen 4's choices (AVX-512 with VNNI and BF16, no AMX) and
+// "amx,avx512_bf16" an Ice Lake's. test.sh runs the kernel and model tests that way.
 // Thread-safety: Get() is thread-safe (a function-local static).
 #ifndef WEFT_KERNELS_CPU_CPU_FEATURES_H_
 #define WEFT_KERNELS_CPU_CPU_FEATURES_H_
@@ -34,6 +39,7 @@ struct CpuFeatures {
   bool os_avx512 = false;
   bool os_amx = false;         // XCR0 bits 17 (TILECFG) and 18 (TILEDATA)
   bool amx_permitted = false;  // the kernel granted this process the tile data state
+  std::string turned_off;      // the names WEFT_CPU_FEATURES_OFF turned off, comma-separated
 
   // AVX2 + FMA + F16C with OS support: the AVX2 kernels can run.
   bool HasAvx2() const { return avx2 && fma && f16c && os_avx; }
@@ -57,6 +63,10 @@ struct CpuFeatures {
 
   static const CpuFeatures& Get();
 };
+
+// Applies a WEFT_CPU_FEATURES_OFF list to f (before the AMX permission request, which
+// Get() makes only for tiles left on). An unknown name is reported on stderr and ignored.
+void TurnOffCpuFeatures(const char* list, CpuFeatures* f);
 
 }  // namespace weft::kernels
 
