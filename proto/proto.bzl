@@ -1,8 +1,11 @@
 """grpc_cc_proto: protoc + grpc_cpp_plugin through a genrule, then two cc_libraries:
 <name>_messages (the messages alone: protobuf, no gRPC — what the scheduler core and the
-plan contract link) and <name>_cc_proto (the messages plus the gRPC service stubs)."""
+plan contract link) and <name>_cc_proto (the messages plus the gRPC service stubs).
+`visibility` is <name>_cc_proto's; <name>_messages is visible to those and to
+`messages_visibility` too (who may link the messages but not gRPC). The genrule stays
+private."""
 
-def grpc_cc_proto(name, proto, deps = []):
+def grpc_cc_proto(name, proto, deps = [], visibility = None, messages_visibility = []):
     base = proto[:-len(".proto")]
     outs = [
         base + ".pb.h",
@@ -12,6 +15,7 @@ def grpc_cc_proto(name, proto, deps = []):
     ]
     native.genrule(
         name = name + "_gen",
+        visibility = ["//visibility:private"],
         srcs = [proto],
         outs = outs,
         cmd = ("/usr/bin/protoc --proto_path=proto " +
@@ -24,6 +28,7 @@ def grpc_cc_proto(name, proto, deps = []):
         hdrs = [base + ".pb.h"],
         includes = ["."],
         copts = ["-Wno-unused-parameter"],
+        visibility = ((visibility or []) + messages_visibility) or None,
         deps = ["@protobuf//:lib"] + deps,
     )
     native.cc_library(
@@ -32,5 +37,6 @@ def grpc_cc_proto(name, proto, deps = []):
         hdrs = [base + ".grpc.pb.h"],
         includes = ["."],
         copts = ["-Wno-unused-parameter"],
+        visibility = visibility,
         deps = [":" + name + "_messages", "@grpc//:lib", "@protobuf//:lib"] + deps,
     )

@@ -39,7 +39,7 @@ void UpdateBlockHashes(absl::Span<const int32_t> tokens, int32_t block_size,
   }
 }
 
-absl::Status KvCacheOptions::Validate() const {
+absl::Status KvCacheManagerOptions::Validate() const {
   if (block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("block_size must be > 0, got ", block_size));
   }
@@ -48,7 +48,7 @@ absl::Status KvCacheOptions::Validate() const {
   return pool.Validate();
 }
 
-absl::StatusOr<KvCacheManager> KvCacheManager::Create(const KvCacheOptions& options) {
+absl::StatusOr<KvCacheManager> KvCacheManager::Create(const KvCacheManagerOptions& options) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   BlockPoolOptions pool_options;
   pool_options.num_blocks = options.num_blocks;

@@ -41,7 +41,7 @@ BlockHash HashBlock(BlockHash parent, absl::Span<const int32_t> block_tokens);
 void UpdateBlockHashes(absl::Span<const int32_t> tokens, int32_t block_size,
                        std::vector<BlockHash>* hashes);
 
-struct KvCacheOptions {
+struct KvCacheManagerOptions {
   int32_t num_blocks = 0;
   int32_t block_size = 16;
   bool enable_prefix_caching = true;
@@ -65,7 +65,7 @@ struct PrefixHit {
 
 class KvCacheManager {
  public:
-  static absl::StatusOr<KvCacheManager> Create(const KvCacheOptions& options);
+  static absl::StatusOr<KvCacheManager> Create(const KvCacheManagerOptions& options);
 
   KvCacheManager(KvCacheManager&&) = default;
   KvCacheManager& operator=(KvCacheManager&&) = default;

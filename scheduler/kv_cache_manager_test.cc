@@ -14,7 +14,7 @@ namespace {
 using ::testing::ElementsAre;
 
 KvCacheManager Make(int32_t num_blocks, int32_t block_size, bool prefix_caching = true) {
-  KvCacheOptions o;
+  KvCacheManagerOptions o;
   o.num_blocks = num_blocks;
   o.block_size = block_size;
   o.enable_prefix_caching = prefix_caching;
@@ -51,7 +51,7 @@ TEST(BlockHashTest, ChainedAndIncremental) {
 }
 
 TEST(KvCacheManagerTest, OptionsValidate) {
-  KvCacheOptions o;
+  KvCacheManagerOptions o;
   o.num_blocks = 4;
   o.block_size = 0;
   EXPECT_FALSE(KvCacheManager::Create(o).ok());

@@ -49,7 +49,7 @@ absl::StatusOr<ReplicaId> Scheduler::AddReplica(const ReplicaOptions& options) {
                                                    " != scheduler block size ",
                                                    options_.block_size));
   }
-  KvCacheOptions kv;
+  KvCacheManagerOptions kv;
   kv.num_blocks = options.num_blocks;
   kv.block_size = options.block_size;
   kv.enable_prefix_caching = options_.enable_prefix_caching;

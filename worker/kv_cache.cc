@@ -16,7 +16,7 @@ bool ValidBlock(BlockId b, int32_t num_blocks) { return b.value() >= 0 && b.valu
 
 }  // namespace
 
-absl::Status KvCacheOptions::Validate() const {
+absl::Status KvPoolOptions::Validate() const {
   if (num_layers <= 0 || num_kv_heads <= 0 || head_dim <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV cache shape must be positive: layers ", num_layers, ", kv heads ", num_kv_heads,
@@ -39,11 +39,11 @@ absl::Status KvCacheOptions::Validate() const {
   return absl::OkStatus();
 }
 
-int64_t KvCacheOptions::BytesPerBlock() const {
+int64_t KvPoolOptions::BytesPerBlock() const {
   return int64_t{num_layers} * 2 * num_kv_heads * kernels::KvTileBytes(dtype, head_dim, block_size);
 }
 
-absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& options) {
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvPoolOptions& options) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   const size_t bytes = static_cast<size_t>(options.BytesPerBlock()) * options.num_blocks;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheOptions& o
   return std::unique_ptr<KvCache>(new KvCache(options, static_cast<uint8_t*>(p), bytes));
 }
 
-absl::StatusOr<std::unique_ptr<KvCache>> KvCache::CreateWithBudget(KvCacheOptions options,
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::CreateWithBudget(KvPoolOptions options,
                                                                    int64_t budget_bytes) {
   options.num_blocks = 1;
   if (absl::Status s = options.Validate(); !s.ok()) return s;
@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::CreateWithBudget(KvCacheOption
   return Create(options);
 }
 
-KvCache::KvCache(const KvCacheOptions& options, uint8_t* pool, size_t mapped_bytes)
+KvCache::KvCache(const KvPoolOptions& options, uint8_t* pool, size_t mapped_bytes)
     : options_(options),
       bytes_per_block_(options.BytesPerBlock()),
       pool_(pool),

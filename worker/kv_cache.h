@@ -39,7 +39,7 @@ using KvDtype = kernels::KvDtype;
 
 absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name);
 
-struct KvCacheOptions {
+struct KvPoolOptions {
   int32_t num_layers = 0;
   int32_t num_kv_heads = 0;  // this rank's
   int32_t head_dim = 0;
@@ -54,15 +54,15 @@ struct KvCacheOptions {
 
 class KvCache {
  public:
-  static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvCacheOptions& options);
+  static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvPoolOptions& options);
   // As Create, with num_blocks = floor(budget_bytes / BytesPerBlock()) (at least 1).
-  static absl::StatusOr<std::unique_ptr<KvCache>> CreateWithBudget(KvCacheOptions options,
+  static absl::StatusOr<std::unique_ptr<KvCache>> CreateWithBudget(KvPoolOptions options,
                                                                    int64_t budget_bytes);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
-  const KvCacheOptions& options() const { return options_; }
+  const KvPoolOptions& options() const { return options_; }
   int32_t num_blocks() const { return options_.num_blocks; }
   int32_t block_size() const { return options_.block_size; }
   int64_t bytes_per_block() const { return bytes_per_block_; }
@@ -84,9 +84,9 @@ class KvCache {
   absl::Status CopyBlock(BlockId src, BlockId dst);
 
  private:
-  KvCache(const KvCacheOptions& options, uint8_t* pool, size_t mapped_bytes);
+  KvCache(const KvPoolOptions& options, uint8_t* pool, size_t mapped_bytes);
 
-  const KvCacheOptions options_;
+  const KvPoolOptions options_;
   const int64_t bytes_per_block_;
   uint8_t* const pool_;
   const size_t mapped_bytes_;

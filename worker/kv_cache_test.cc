@@ -13,8 +13,8 @@ namespace {
 
 using ::weft::testing::StatusIs;
 
-KvCacheOptions SmallOptions() {
-  KvCacheOptions o;
+KvPoolOptions SmallOptions() {
+  KvPoolOptions o;
   o.num_layers = 3;
   o.num_kv_heads = 2;
   o.head_dim = 8;
@@ -25,7 +25,7 @@ KvCacheOptions SmallOptions() {
 
 TEST(KvCacheTest, ValidatesOptions) {
   EXPECT_TRUE(SmallOptions().Validate().ok());
-  KvCacheOptions o = SmallOptions();
+  KvPoolOptions o = SmallOptions();
   o.num_blocks = 0;
   EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   o = SmallOptions();
@@ -42,7 +42,7 @@ TEST(KvCacheTest, ValidatesOptions) {
 }
 
 TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
-  KvCacheOptions o = SmallOptions();  // 3 layers, 2 heads, head_dim 8, blocks of 4
+  KvPoolOptions o = SmallOptions();  // 3 layers, 2 heads, head_dim 8, blocks of 4
   const int64_t values = int64_t{o.num_layers} * 2 * o.num_kv_heads * o.head_dim * o.block_size;
   const struct {
     const char* name;
@@ -71,7 +71,7 @@ TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
 TEST(KvCacheTest, Int8LayoutIsTheDocumentedOne) {
   for (int32_t head_dim : {8, 64}) {
   SCOPED_TRACE(head_dim);
-  KvCacheOptions o = SmallOptions();
+  KvPoolOptions o = SmallOptions();
   o.dtype = KvDtype::kInt8;
   o.head_dim = head_dim;
   auto cache_or = KvCache::Create(o);
@@ -115,7 +115,7 @@ TEST(KvCacheTest, Int8LayoutIsTheDocumentedOne) {
 }
 
 TEST(KvCacheTest, BlocksFromByteBudget) {
-  const KvCacheOptions o = SmallOptions();
+  const KvPoolOptions o = SmallOptions();
   EXPECT_EQ(o.BytesPerBlock(), 3 * 2 * 2 * 8 * 4 * 4);
   auto cache = KvCache::CreateWithBudget(o, o.BytesPerBlock() * 7 + 100);
   ASSERT_TRUE(cache.ok()) << cache.status();
@@ -127,7 +127,7 @@ TEST(KvCacheTest, BlocksFromByteBudget) {
 // Layer views and WritePagedKv put K[b, l, h, s][d] and V[b, l, h, s][d] where the header
 // says; the pool starts zeroed.
 TEST(KvCacheTest, LayoutIsTheDocumentedOne) {
-  const KvCacheOptions o = SmallOptions();
+  const KvPoolOptions o = SmallOptions();
   auto cache_or = KvCache::Create(o);
   ASSERT_TRUE(cache_or.ok());
   KvCache& cache = **cache_or;

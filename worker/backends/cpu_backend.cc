@@ -86,7 +86,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const GgufFile& f
     mo.all_reducer = b->reducer_.get();
   }
   WEFT_ASSIGN_OR_RETURN(b->model_, LlamaModel::Create(file, mo));
-  const KvCacheOptions kv =
+  const KvPoolOptions kv =
       b->model_->KvOptions(options.block_size, std::max(options.num_kv_blocks, 1));
   if (options.num_kv_blocks > 0) {
     WEFT_ASSIGN_OR_RETURN(b->kv_, KvCache::Create(kv));

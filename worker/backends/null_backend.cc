@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<NullBackend>> NullBackend::Create(
                           ComputeShardLayout(config.num_heads, config.num_kv_heads,
                                              config.ffn_size, config.vocab_size,
                                              options.world_size, options.rank));
-    KvCacheOptions kv;
+    KvPoolOptions kv;
     kv.num_layers = config.num_layers;
     kv.num_kv_heads = layout.num_kv_heads();
     kv.head_dim = config.head_dim;

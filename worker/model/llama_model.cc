@@ -124,8 +124,8 @@ LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
 
 LlamaModel::~LlamaModel() = default;
 
-KvCacheOptions LlamaModel::KvOptions(int32_t block_size, int32_t num_blocks) const {
-  KvCacheOptions o;
+KvPoolOptions LlamaModel::KvOptions(int32_t block_size, int32_t num_blocks) const {
+  KvPoolOptions o;
   o.num_layers = config().num_layers;
   o.num_kv_heads = shard().num_kv_heads();
   o.head_dim = config().head_dim;
@@ -163,8 +163,8 @@ absl::StatusOr<kernels::AttentionImpl> LlamaModel::AttentionImplFor(int32_t bloc
 }
 
 absl::Status LlamaModel::ValidateBatch(const ForwardBatch& batch, const KvCache& cache) const {
-  const KvCacheOptions& co = cache.options();
-  const KvCacheOptions want = KvOptions(co.block_size, co.num_blocks);
+  const KvPoolOptions& co = cache.options();
+  const KvPoolOptions want = KvOptions(co.block_size, co.num_blocks);
   if (co.num_layers != want.num_layers || co.num_kv_heads != want.num_kv_heads ||
       co.head_dim != want.head_dim || co.dtype != want.dtype) {
     return absl::FailedPreconditionError("KV cache shape does not match the model");

@@ -78,7 +78,7 @@ class LlamaModel {
   const LlamaWeights& weights() const { return weights_; }
 
   // KV cache options for this rank's shard (options().kv_dtype elements).
-  KvCacheOptions KvOptions(int32_t block_size, int32_t num_blocks) const;
+  KvPoolOptions KvOptions(int32_t block_size, int32_t num_blocks) const;
   // The attention kernel Forward() uses with a cache of this block size.
   absl::StatusOr<kernels::AttentionImpl> AttentionImplFor(int32_t block_size) const;
 

@@ -201,7 +201,7 @@ TEST_F(LlamaModelTest, KvBlocksUsedExactlyAsTablesSay) {
     EXPECT_EQ(poisoned[i], clean[i]) << "logits row " << i;
   }
   // Slot-level check of the pool through the documented layout.
-  const KvCacheOptions& o = cache->options();
+  const KvPoolOptions& o = cache->options();
   const int64_t half = int64_t{o.num_kv_heads} * o.head_dim * o.block_size;
   const int32_t lengths[] = {37, 16, 5};
   std::vector<int32_t> owner_len(40, -1), owner_first(40, -1);

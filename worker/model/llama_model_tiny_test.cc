@@ -271,7 +271,7 @@ TEST(LlamaModelTinyTest, RejectsMalformedBatchesWithoutWriting) {
     for (int64_t i = 0; i < t->cache->floats_per_block(); ++i) ASSERT_EQ(data[i], 0.0f);
   }
   // A cache of another shape is refused.
-  KvCacheOptions other = t->model->KvOptions(16, 4);
+  KvPoolOptions other = t->model->KvOptions(16, 4);
   other.num_kv_heads = 1;
   auto wrong = KvCache::Create(other);
   ASSERT_TRUE(wrong.ok());
