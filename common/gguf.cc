@@ -98,7 +98,7 @@ absl::Status ReadScalar(Reader& r, GgufValueType t, GgufValue* v) {
   switch (t) {
 #define WEFT_GGUF_INT_CASE(TAG, CTYPE)                   \
   case GgufValueType::TAG: {                             \
-    CTYPE x;                                             \
+    CTYPE x{};                                           \
     WEFT_RETURN_IF_ERROR(r.Read(&x, "metadata value"));  \
     v->i = static_cast<int64_t>(x);                      \
     v->u = static_cast<uint64_t>(x);                     \
@@ -113,7 +113,7 @@ absl::Status ReadScalar(Reader& r, GgufValueType t, GgufValue* v) {
     WEFT_GGUF_INT_CASE(kInt64, int64_t)
 #undef WEFT_GGUF_INT_CASE
     case GgufValueType::kUint64: {
-      uint64_t x;
+      uint64_t x = 0;
       WEFT_RETURN_IF_ERROR(r.Read(&x, "metadata value"));
       v->u = x;
       v->i = x > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
@@ -122,7 +122,7 @@ absl::Status ReadScalar(Reader& r, GgufValueType t, GgufValue* v) {
       return absl::OkStatus();
     }
     case GgufValueType::kBool: {
-      uint8_t x;
+      uint8_t x = 0;
       WEFT_RETURN_IF_ERROR(r.Read(&x, "metadata bool"));
       if (x > 1) return absl::InvalidArgumentError("GGUF: bool metadata value is not 0 or 1");
       v->i = x;
@@ -130,13 +130,13 @@ absl::Status ReadScalar(Reader& r, GgufValueType t, GgufValue* v) {
       return absl::OkStatus();
     }
     case GgufValueType::kFloat32: {
-      float x;
+      float x = 0;
       WEFT_RETURN_IF_ERROR(r.Read(&x, "metadata value"));
       v->f = x;
       return absl::OkStatus();
     }
     case GgufValueType::kFloat64: {
-      double x;
+      double x = 0;
       WEFT_RETURN_IF_ERROR(r.Read(&x, "metadata value"));
       v->f = x;
       return absl::OkStatus();

@@ -181,7 +181,9 @@ TEST_F(TokenizerCorpusTest, IncrementalDetokenizationIsSanitizedDecode) {
     whole.Append(bytes, &want);
     whole.Flush(&want);
     EXPECT_EQ(streamed, want) << "entry " << e.Get("i")->number;
-    if (e.Get("text") != nullptr && dec == nullptr) EXPECT_EQ(streamed, bytes);
+    if (e.Get("text") != nullptr && dec == nullptr) {
+      EXPECT_EQ(streamed, bytes);
+    }
   }
 }
 

@@ -80,7 +80,9 @@ TEST(SamplerTest, GreedyShortcutAgreesWithTheGeneralPath) {
       const absl::Status sa = s.Sample(Greedy(), logits, {}, {}, &a);
       const absl::Status sb = s.Sample(general, logits, {}, {}, &b);
       ASSERT_EQ(sa.ok(), sb.ok()) << "vocab " << vocab << " trial " << trial;
-      if (sa.ok()) ASSERT_EQ(a.token, b.token) << "vocab " << vocab << " trial " << trial;
+      if (sa.ok()) {
+        ASSERT_EQ(a.token, b.token) << "vocab " << vocab << " trial " << trial;
+      }
     }
   }
 }

@@ -1,7 +1,8 @@
 // weft_forward_bench: single-sequence decode and prefill throughput of LlamaModel.
 //
-//   bazel run -c opt //worker:weft_forward_bench -- \
+//   bazel run -c opt //worker:weft_forward_bench --
 //       --model=$WEFT_MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf --threads=2
+//   (one command line)
 //
 // Decode: prefills --context tokens (untimed), then runs --decode_tokens steps of one
 // token each (greedy, the argmax fed back) and reports tokens/s. Prefill: one forward

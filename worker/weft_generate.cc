@@ -1,7 +1,7 @@
 // weft-generate: single-process generation over the same model runtime the workers use
 // (no scheduler, no gRPC) — for users checking a model file, and for tests.
 //
-//   weft-generate --model=models/X.gguf --prompt="The capital of France is" \
+//   weft-generate --model=models/X.gguf --prompt="The capital of France is"
 //                 [--max_tokens=64 --temperature=0 --seed=1 --top_k --top_p --min_p
 //                  --ignore_eos --print_token_ids --threads=2 --kernels=auto]
 // --prompt is tokenized as llama.cpp does: BOS only if the file asks for it, special

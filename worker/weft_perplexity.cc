@@ -2,7 +2,7 @@
 // `llama-perplexity` does (worker/model/perplexity.h), so a model file or a kernel path
 // can be checked against llama.cpp number for number.
 //
-//   weft-perplexity --model=models/X.gguf --file=tests/testdata/ppl_text.txt \
+//   weft-perplexity --model=models/X.gguf --file=tests/testdata/ppl_text.txt
 //                   [--ctx=512 --chunks=-1 --threads=2 --kernels=auto --kv_dtype=f32]
 // The file is read as llama-perplexity -f reads it (one trailing newline dropped) and
 // tokenized as it does (BOS only if the GGUF asks for it; special-token texts not

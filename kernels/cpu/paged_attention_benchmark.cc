@@ -127,7 +127,7 @@ void BM_PrefillAttention(benchmark::State& state, KvDtype dtype, AttentionImpl i
   }
   // Causal: token t attends to t + 1 keys.
   state.counters["GFLOP/s"] = benchmark::Counter(
-      1e-9 * state.iterations() * 4.0 * kHeads * kHeadDim * (double{context} * (context + 1) / 2),
+      1e-9 * state.iterations() * 4.0 * kHeads * kHeadDim * (static_cast<double>(context) * (context + 1) / 2),
       benchmark::Counter::kIsRate);
   state.SetLabel(std::string(AttentionImplName(impl)) + " " + KvDtypeName(dtype));
 }

@@ -317,7 +317,9 @@ TEST_F(WorkerClientTest, RequestDrainWhileServingEndsRunWhenTheSchedulerReleases
   int drains = 0, results = 0;
   for (const weft::v1::WorkerMessage& m : call->messages()) {
     drains += m.has_drain();
-    if (m.has_result()) EXPECT_EQ(m.result().step_id(), ++results);
+    if (m.has_result()) {
+      EXPECT_EQ(m.result().step_id(), ++results);
+    }
   }
   EXPECT_EQ(drains, 1);
   EXPECT_EQ(results, kPlans);
