@@ -236,4 +236,21 @@ void Sampler::Logprobs(const SamplerParams& p, absl::Span<const float> logits,
   }
 }
 
+kernels::cuda::RowSamplingParams ToRowSamplingParams(const SamplerParams& p, int32_t num_prompt,
+                                                     int32_t num_output) {
+  kernels::cuda::RowSamplingParams d;
+  d.temperature = p.temperature;
+  d.top_k = p.top_k;
+  d.top_p = p.top_p;
+  d.min_p = p.min_p;
+  d.repetition_penalty = p.repetition_penalty;
+  d.presence_penalty = p.presence_penalty;
+  d.frequency_penalty = p.frequency_penalty;
+  d.sample_index = p.sample_index;
+  d.seed = p.seed;
+  d.output_index = num_output;
+  d.num_prompt = num_prompt;
+  return d;
+}
+
 }  // namespace weft

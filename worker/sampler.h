@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/plan/sampling_params.h"
+#include "kernels/cuda/sampling_types.h"
 
 namespace weft {
 
@@ -50,6 +51,11 @@ namespace weft {
 struct SamplerParams : SamplingParams {
   int32_t sample_index = 0;
 };
+
+// The CUDA sampling kernel's row settings for p, whose history holds num_prompt prompt
+// tokens then num_output output tokens (the one place the fields are copied).
+kernels::cuda::RowSamplingParams ToRowSamplingParams(const SamplerParams& p, int32_t num_prompt,
+                                                     int32_t num_output);
 
 struct TokenLogprob {
   int32_t token = 0;

@@ -75,19 +75,8 @@ struct Row {
 };
 
 RowSamplingParams DeviceParams(const Row& r) {
-  RowSamplingParams p;
-  p.temperature = r.params.temperature;
-  p.top_k = r.params.top_k;
-  p.top_p = r.params.top_p;
-  p.min_p = r.params.min_p;
-  p.repetition_penalty = r.params.repetition_penalty;
-  p.presence_penalty = r.params.presence_penalty;
-  p.frequency_penalty = r.params.frequency_penalty;
-  p.sample_index = r.params.sample_index;
-  p.seed = r.params.seed;
-  p.output_index = static_cast<int32_t>(r.output.size());
-  p.num_prompt = static_cast<int32_t>(r.prompt.size());
-  return p;
+  return ToRowSamplingParams(r.params, static_cast<int32_t>(r.prompt.size()),
+                             static_cast<int32_t>(r.output.size()));
 }
 
 const std::vector<SamplerParams>& Kinds() {

@@ -45,19 +45,8 @@ std::vector<int32_t> GpuTokens(const std::vector<Row>& rows, int32_t vocab) {
   std::vector<int64_t> offsets = {0};
   for (const Row& r : rows) {
     logits.insert(logits.end(), r.logits.begin(), r.logits.end());
-    RowSamplingParams p;
-    p.temperature = r.params.temperature;
-    p.top_k = r.params.top_k;
-    p.top_p = r.params.top_p;
-    p.min_p = r.params.min_p;
-    p.repetition_penalty = r.params.repetition_penalty;
-    p.presence_penalty = r.params.presence_penalty;
-    p.frequency_penalty = r.params.frequency_penalty;
-    p.sample_index = r.params.sample_index;
-    p.seed = r.params.seed;
-    p.output_index = static_cast<int32_t>(r.output.size());
-    p.num_prompt = static_cast<int32_t>(r.prompt.size());
-    params.push_back(p);
+    params.push_back(ToRowSamplingParams(r.params, static_cast<int32_t>(r.prompt.size()),
+                                         static_cast<int32_t>(r.output.size())));
     history.insert(history.end(), r.prompt.begin(), r.prompt.end());
     history.insert(history.end(), r.output.begin(), r.output.end());
     offsets.push_back(static_cast<int64_t>(history.size()));

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "worker/model/forward_batch.h"
@@ -33,6 +34,25 @@
 #include "worker/sampler.h"
 
 namespace weft {
+
+// The KV pool and rank rules the CPU and null backends' options share (messages name the
+// worker's flags): block size 1..1024, a pool from --num_kv_blocks or a positive
+// --kv_memory_bytes, 0 <= rank < world_size.
+inline absl::Status ValidatePoolAndRank(int32_t block_size, int32_t num_kv_blocks,
+                                        int64_t kv_memory_bytes, int32_t world_size,
+                                        int32_t rank) {
+  if (block_size < 1 || block_size > 1024) {
+    return absl::InvalidArgumentError("block size must be in 1..1024");
+  }
+  if (num_kv_blocks < 0) return absl::InvalidArgumentError("--num_kv_blocks must be >= 0");
+  if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
+    return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
+  }
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of world size ", world_size));
+  }
+  return absl::OkStatus();
+}
 
 class Backend {
  public:

@@ -60,16 +60,8 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {}
 CpuBackend::~CpuBackend() { LeaveGroup(); }
 
 absl::Status CpuBackendOptions::Validate() const {
-  if (block_size < 1 || block_size > 1024) {
-    return absl::InvalidArgumentError("block size must be in 1..1024");
-  }
-  if (num_kv_blocks < 0) return absl::InvalidArgumentError("--num_kv_blocks must be >= 0");
-  if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
-    return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
-  }
-  if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of world size ", world_size));
-  }
+  WEFT_RETURN_IF_ERROR(
+      ValidatePoolAndRank(block_size, num_kv_blocks, kv_memory_bytes, world_size, rank));
   if (model.all_reducer != nullptr) {
     return absl::InvalidArgumentError("CpuBackend makes its own all-reducer");
   }

@@ -40,16 +40,8 @@ timespec MonotonicAfter(absl::Duration d) {
 }  // namespace
 
 absl::Status NullBackendOptions::Validate() const {
-  if (block_size < 1 || block_size > 1024) {
-    return absl::InvalidArgumentError("block size must be in 1..1024");
-  }
-  if (num_kv_blocks < 0) return absl::InvalidArgumentError("--num_kv_blocks must be >= 0");
-  if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
-    return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
-  }
-  if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of world size ", world_size));
-  }
+  WEFT_RETURN_IF_ERROR(
+      ValidatePoolAndRank(block_size, num_kv_blocks, kv_memory_bytes, world_size, rank));
   if (step_time < absl::ZeroDuration() || step_time > absl::Seconds(60)) {
     return absl::InvalidArgumentError("--null_step_ms must be in [0, 60000]");
   }

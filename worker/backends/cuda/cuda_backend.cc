@@ -447,19 +447,8 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
     if (q.row < 0 || q.row >= static_cast<int32_t>(rows.size()) || q.params == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("no logits row ", q.row));
     }
-    const SamplerParams& p = *q.params;
-    kc::RowSamplingParams& d = params[i];
-    d.temperature = p.temperature;
-    d.top_k = p.top_k;
-    d.top_p = p.top_p;
-    d.min_p = p.min_p;
-    d.repetition_penalty = p.repetition_penalty;
-    d.presence_penalty = p.presence_penalty;
-    d.frequency_penalty = p.frequency_penalty;
-    d.sample_index = p.sample_index;
-    d.seed = p.seed;
-    d.output_index = static_cast<int32_t>(q.output.size());
-    d.num_prompt = static_cast<int32_t>(q.prompt.size());
+    params[i] = ToRowSamplingParams(*q.params, static_cast<int32_t>(q.prompt.size()),
+                                    static_cast<int32_t>(q.output.size()));
     logits_rows[i] = rows[q.row].logits_row;
     for (absl::Span<const int32_t> part : {q.prompt, q.output}) {
       for (int32_t t : part) {
