@@ -118,7 +118,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   WEFT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   WEFT_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
 
-  WEFT_ASSIGN_OR_RETURN(config_, LlamaConfig::FromGguf(file));
+  WEFT_ASSIGN_OR_RETURN(config_, ModelConfig::FromGguf(file));
   WEFT_ASSIGN_OR_RETURN(shard_,
                         ShardSpec::Compute(config_, options_.world_size, options_.rank));
   if (!kc::AttentionHeadDimSupported(config_.head_dim)) {

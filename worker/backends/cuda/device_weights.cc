@@ -133,7 +133,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     const GgufFile& file, const LlamaWeights& host, const DeviceWeightsOptions& options,
     cudaStream_t stream) {
   std::unique_ptr<DeviceWeights> w(new DeviceWeights());
-  const LlamaConfig& c = host.config();
+  const ModelConfig& c = host.config();
   const GgufTensor* embd = file.FindTensor("token_embd.weight");
   if (embd == nullptr) return absl::InvalidArgumentError("tensor token_embd.weight is missing");
   const QuantMatrix embd_matrix{embd->type, embd->data, c.vocab_size, c.hidden_size,

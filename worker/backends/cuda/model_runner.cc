@@ -35,7 +35,7 @@ absl::Status Grow(DeviceBuffer* b, size_t bytes, bool* moved) {
 
 }  // namespace
 
-ModelRunner::ModelRunner(const LlamaConfig& config, const ShardSpec& shard,
+ModelRunner::ModelRunner(const ModelConfig& config, const ShardSpec& shard,
                          const DeviceWeights* weights, DeviceKvCache* kv, cublasHandle_t cublas,
                          const RunnerOptions& options)
     : config_(config),

@@ -46,7 +46,7 @@
 #include "worker/backends/cuda/device_weights.h"
 #include "worker/backends/cuda/step_inputs.h"
 #include "worker/comm/nccl_communicator.h"
-#include "worker/model/llama_config.h"
+#include "common/model_config.h"
 #include "worker/model/llama_weights.h"
 
 namespace weft::cuda_backend {
@@ -72,7 +72,7 @@ struct StepArgs {
 
 class ModelRunner {
  public:
-  ModelRunner(const LlamaConfig& config, const ShardSpec& shard, const DeviceWeights* weights,
+  ModelRunner(const ModelConfig& config, const ShardSpec& shard, const DeviceWeights* weights,
               DeviceKvCache* kv, cublasHandle_t cublas, const RunnerOptions& options);
 
   // Uploads the RoPE frequencies and gives cuBLAS a fixed workspace (graph capture
@@ -104,7 +104,7 @@ class ModelRunner {
                        NcclCommunicator* comm, cudaStream_t stream);
   absl::Status Norm(const float* weight, int32_t tokens, const int32_t* rows, cudaStream_t stream);
 
-  const LlamaConfig config_;
+  const ModelConfig config_;
   const ShardSpec shard_;
   const DeviceWeights* const weights_;
   DeviceKvCache* const kv_;
