@@ -240,8 +240,9 @@ def tensor_plan(p, mix):
     def vec(name, size, lo, hi):
         return (name, Q.F32, (size,), lambda rng: vector(rng, size, lo, hi))
 
-    # A tied table is the LM head too: logits of O(1) need rows of about 1/sqrt(hidden).
-    se = 3.5 / math.sqrt(h) if tied else 1.0
+    # A tied table is the LM head too: logits of O(1) need rows of about 1/sqrt(hidden)
+    # (smaller for gemma3, whose embeddings are also scaled up by sqrt(hidden) on input).
+    se = (1.5 if arch == "gemma3" else 3.5) / math.sqrt(h) if tied else 1.0
     plan = [mat("token_embd.weight", "embd", 0, vocab, h, se),
             vec("output_norm.weight", h, 0.8, 1.2)]
     if not tied:
