@@ -283,7 +283,9 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
                                  cudaStream_t stream) {
   if (kv.num_kv_heads <= 0 || args.num_heads % kv.num_kv_heads != 0 || args.num_items < 0 ||
       args.num_items > 65535 || args.partition_size <= 0 || args.max_splits < 1 ||
-      args.max_splits > 65535 || (args.max_splits > 1 && args.workspace == nullptr)) {
+      args.max_splits > 65535 || (args.max_splits > 1 && args.workspace == nullptr) ||
+      (args.kernel == DecodeKernel::kPipelined && args.max_splits > 1 &&
+       args.split_counters == nullptr)) {
     return cudaErrorInvalidValue;
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -11,8 +11,13 @@
 
 namespace weft::kernels::cuda::testing {
 
-void SharedWorkspace::Reserve(int64_t floats) {
-  if (static_cast<int64_t>(ws.size()) < floats) ws.assign(static_cast<size_t>(floats), 0.0f);
+void SharedWorkspace::Reserve(int64_t floats, int64_t num_counters) {
+  if (static_cast<int64_t>(ws.size()) < floats) {
+    ws.assign(static_cast<size_t>(floats), std::numeric_limits<float>::quiet_NaN());
+  }
+  if (static_cast<int64_t>(counters.size()) < num_counters) {
+    counters.assign(static_cast<size_t>(num_counters), 0);
+  }
 }
 
 std::unique_ptr<DecodeCase> MakeDecodeCase(const CaseShape& shape,
@@ -99,8 +104,9 @@ void RunDecodeCase(const DecodeCase& c, int32_t partition, int32_t max_splits,
   a.kernel = k.kernel;
   const int64_t ws_floats =
       DecodeWorkspaceFloats(c.items, c.heads, c.shape.head_dim, a.max_splits);
-  shared->Reserve(ws_floats);
+  shared->Reserve(ws_floats, DecodeSplitCounters(c.items, c.shape.num_kv_heads));
   a.workspace = shared->ws.data();
+  a.split_counters = shared->counters.data();
   const PagedKvView kv = c.host->View(c.host->data().data(), c.host->scales().data());
   for (int run = 0; run < runs; ++run) {  // on one workspace, as graph replays do
     std::fill(out.begin(), out.end(), 7.0f);
@@ -110,12 +116,8 @@ void RunDecodeCase(const DecodeCase& c, int32_t partition, int32_t max_splits,
           << "run " << run << " item " << e / c.qw << " head " << (e % c.qw) / c.shape.head_dim
           << " dim " << e % c.shape.head_dim;
     }
-    if (k.kernel != DecodeKernel::kPipelined) continue;  // kSplitV1 keeps no counters
-    const int64_t counters = int64_t{c.items} * c.heads;
-    for (int64_t i = 0; i < counters; ++i) {
-      int32_t n;
-      std::memcpy(&n, &shared->ws[ws_floats - counters + i], 4);
-      ASSERT_EQ(n, 0) << "split counter " << i;
+    for (size_t i = 0; i < shared->counters.size(); ++i) {
+      ASSERT_EQ(shared->counters[i], 0) << "split counter " << i;
     }
   }
 }

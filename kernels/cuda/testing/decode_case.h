@@ -26,11 +26,13 @@ struct CaseShape {
   KvDtype dtype;
 };
 
-// The decode workspace as the ModelRunner keeps it: one buffer for every plan, grown
-// (and then zeroed) only when a plan needs more than it holds, never cleared otherwise.
+// The decode workspace and split counters as the ModelRunner keeps them: one of each for
+// every plan, grown only when a plan needs more than they hold (the workspace then
+// filled with NaNs, the counters zeroed), never cleared otherwise.
 struct SharedWorkspace {
   std::vector<float> ws;
-  void Reserve(int64_t floats);
+  std::vector<int32_t> counters;
+  void Reserve(int64_t floats, int64_t num_counters);
 };
 
 // One decode batch: item i decodes at context contexts[i] (0: graph padding) over a
@@ -59,8 +61,7 @@ struct DecodeKernelUnderTest {
 
 // Runs kernel `k` on `c` with splits of `partition` tokens and a grid of `max_splits` (the
 // plan) on the workspace `shared` reserves, `runs` times; every run's output (pre-filled
-// with 7) must match the reference, and (kPipelined) the plan's split counters be zero
-// after it.
+// with 7) must match the reference, and every split counter be zero after it.
 void RunDecodeCase(const DecodeCase& c, int32_t partition, int32_t max_splits,
                    SharedWorkspace* shared, int runs, const DecodeKernelUnderTest& k);
 
