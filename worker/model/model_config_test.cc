@@ -69,6 +69,39 @@ TEST(ModelConfigTest, ReadsTheDefaultModel) {
   EXPECT_EQ(c->Tensors().size(), (*file)->tensors().size());
 }
 
+// The real Gemma 3 270M (tools/bootstrap.sh --model gemma3-270m), as llama.cpp reads it:
+// 18 layers, a global one after every five local ones with a 512-token window.
+TEST(ModelConfigTest, ReadsGemma3_270m) {
+  const std::string path = testing::FindModelFile("gemma-3-270m-q4_k_m.gguf");
+  if (path.empty()) GTEST_SKIP() << "gemma-3-270m-q4_k_m.gguf not found (tools/bootstrap.sh --model gemma3-270m)";
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto c = ModelConfig::FromGguf(**file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, "gemma3");
+  EXPECT_EQ(c->num_layers, 18);
+  EXPECT_EQ(c->hidden_size, 640);
+  EXPECT_EQ(c->ffn_size, 2048);
+  EXPECT_EQ(c->num_heads, 4);
+  EXPECT_EQ(c->num_kv_heads, 1);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->rope_dim, 256);
+  EXPECT_EQ(c->vocab_size, 262144);
+  EXPECT_TRUE(c->tied_embeddings);
+  EXPECT_EQ(c->rope_pairing, RopePairing::kHalves);
+  EXPECT_EQ(c->embedding_scale, std::sqrt(640.0f));
+  EXPECT_EQ(c->attention_scale, 1.0f / 16.0f);
+  EXPECT_EQ(c->final_logit_softcap, 0.0f);
+  EXPECT_NEAR(c->rms_norm_eps, 1e-6f, 1e-12f);
+  for (int32_t l = 0; l < 18; ++l) {
+    const bool global = l % 6 == 5;
+    EXPECT_EQ(c->layers[l].sliding_window, global ? 0 : 512) << l;
+    EXPECT_EQ(c->layers[l].rope.freq_base, global ? 1e6f : 10000.0f) << l;
+    EXPECT_TRUE(c->layers[l].qk_norm && c->layers[l].post_ffn_norm);
+  }
+  EXPECT_EQ(c->Tensors().size(), (*file)->tensors().size());  // every tensor is read
+}
+
 TEST(ModelConfigTest, ReadsTinyModelsAndDefaults) {
   testing::TinyLlamaSpec spec;
   spec.tied = true;
