@@ -10,7 +10,8 @@
 #                        30 s on its corpus; the Kubernetes overlays validated strictly
 #                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests only (for iterating)
-#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
+#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench), the
+#                        real Gemma 3 270M against llama.cpp (worker/model:gemma3_accuracy_test) and
 #                        the container images: built daemonless (debootstrap, umoci) and
 #                        run chroot'ed (deploy/image/image_test.py; needs root and the
 #                        Debian mirror; about 2-3 minutes cold, see deploy/README.md)
@@ -182,6 +183,21 @@ if [ "$MODE" = full ]; then
       if "$t"; then extra_result "$t" passed ""; else extra_result "$t" failed ""; fi
     fi
   done
+
+  step "full: Gemma 3 270M against llama.cpp (greedy continuations, perplexity)"
+  if tools/bootstrap.sh --no-model --model gemma3-270m; then
+    # Tagged manual (it needs the optional model): named here, outside run_tests' filter.
+    "${BAZEL[@]}" test "${CACHE_FLAGS[@]}" --test_output=all //worker/model:gemma3_accuracy_test
+    g_logs=$("${BAZEL[@]}" info bazel-testlogs 2>/dev/null)
+    g_xml="$RESULTS/xml/full/worker/model/gemma3_accuracy_test/test.xml"
+    mkdir -p "$(dirname "$g_xml")"
+    rm -f "$g_xml"
+    [ -f "$g_logs/worker/model/gemma3_accuracy_test/test.xml" ] &&
+      cp "$g_logs/worker/model/gemma3_accuracy_test/test.xml" "$g_xml"
+    printf '%s\t%s\t%s\n' full //worker/model:gemma3_accuracy_test "$g_xml" >>"$RESULTS/xml.tsv"
+  else
+    extra_result gemma3_accuracy_test failed "tools/bootstrap.sh --model gemma3-270m failed"
+  fi
 
   step "full: container images (deploy/image/image_test.py: build daemonless, run chroot'ed)"
   img_start=$(date +%s)

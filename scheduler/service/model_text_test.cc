@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/gguf.h"
+#include "common/testing/gguf_builder.h"
 #include "common/testing/model_path.h"
 
 namespace weft {
@@ -47,6 +48,34 @@ TEST(ModelTextTest, SpecialTokensDisplayTheirTextOrdinaryTokensTheirBytes) {
   ASSERT_EQ(hello.size(), 1u);
   EXPECT_EQ(source.DisplayBytes(hello[0]), "hello");
   EXPECT_EQ(source.DisplayBytes(hello[0]), source.TokenBytes(hello[0]));
+}
+
+// The scheduler reads the same model description as the workers (common/model_config.h):
+// a file they would refuse is refused here, naming what is wrong, before any port opens.
+TEST(ModelTextTest, RefusesWhatTheWorkersWouldRefuse) {
+  testing::GgufBuilder other;
+  other.AddString("general.architecture", "mamba");
+  std::vector<uint8_t> bytes = other.Build();
+  auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto text = ModelText::Load(**file, "m");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(std::string(text.status().message()).find("mamba"), std::string::npos);
+
+  testing::GgufBuilder no_tensors;  // llama metadata, no weights at all
+  no_tensors.AddString("general.architecture", "llama");
+  for (const char* key : {"llama.block_count", "llama.embedding_length",
+                          "llama.feed_forward_length", "llama.attention.head_count",
+                          "llama.context_length"}) {
+    no_tensors.AddUint32(key, 64);
+  }
+  no_tensors.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  bytes = no_tensors.Build();
+  file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  text = ModelText::Load(**file, "m");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(text.status().message()).find("token_embd.weight"), std::string::npos);
 }
 
 }  // namespace
