@@ -75,6 +75,7 @@ def main():
     }
     cases = []
     for p in PROMPTS:
+        print("greedy: %r" % p[:40], file=sys.stderr, flush=True)
         case = make_llama_ref.greedy(runner, p)
         case["margins"] = [round(t[0] - t[1], 5) for t in case["top_logits"]]
         cases.append(case)
@@ -89,7 +90,9 @@ def main():
         text = f.read()
     if text.endswith("\n"):
         text = text[:-1]  # llama-perplexity -f drops one trailing newline
+    print("tokenizing %s" % text_path, file=sys.stderr, flush=True)
     tokens = runner.tokenize(text, add_special=True, parse_special=False)
+    print("llama-perplexity on %d tokens" % len(tokens), file=sys.stderr, flush=True)
     ppl = make_llama_ref.run_llama_perplexity(args.llama_bin, args.model, text_path,
                                               args.threads)
     bos = runner.L.llama_vocab_bos(runner.vocab)
