@@ -9,7 +9,7 @@ namespace {
 constexpr uint32_t kTableSize = 0x10000;  // direct lookup for the BMP
 
 struct BmpTable {
-  std::array<CodepointClass, kTableSize> cls;
+  std::array<uint8_t, kTableSize> flags;
   BmpTable() {
     for (int i = 0; i < kNumCodepointRanges; ++i) {
       const uint32_t first = kCodepointRanges[i].first;
@@ -17,7 +17,7 @@ struct BmpTable {
       const uint32_t end = i + 1 < kNumCodepointRanges
                                ? std::min(kCodepointRanges[i + 1].first, kTableSize)
                                : kTableSize;
-      std::fill(cls.begin() + first, cls.begin() + end, kCodepointRanges[i].cls);
+      std::fill(flags.begin() + first, flags.begin() + end, kCodepointRanges[i].flags);
     }
   }
 };
@@ -51,14 +51,22 @@ inline bool IsCont(unsigned char c) { return (c & 0xC0) == 0x80; }
 
 }  // namespace
 
-CodepointClass ClassOf(uint32_t cp) {
-  if (cp < kTableSize) return Bmp().cls[cp];
-  if (cp > kMaxCodepoint) return CodepointClass::kOther;
+CodepointFlags FlagsOf(uint32_t cp) {
+  if (cp < kTableSize) return CodepointFlags{Bmp().flags[cp]};
+  if (cp > kMaxCodepoint) return CodepointFlags{static_cast<uint8_t>(Category::kUndefined)};
   const CodepointRange* end = kCodepointRanges + kNumCodepointRanges;
   const CodepointRange* it = std::upper_bound(
       kCodepointRanges, end, cp,
       [](uint32_t v, const CodepointRange& r) { return v < r.first; });
-  return (it - 1)->cls;
+  return CodepointFlags{(it - 1)->flags};
+}
+
+CodepointClass ClassOf(uint32_t cp) {
+  const CodepointFlags f = FlagsOf(cp);
+  if (f.whitespace()) return CodepointClass::kWhitespace;
+  if (f.letter()) return CodepointClass::kLetter;
+  if (f.number()) return CodepointClass::kNumber;
+  return CodepointClass::kOther;
 }
 
 uint32_t DecodeCodepoint(absl::string_view s, size_t* pos) {
