@@ -6,7 +6,7 @@ folder (offline; it fails with a clear message when tools/bootstrap.sh has not r
 declares:
   @llama_cpp//:jinja      llama.cpp's Jinja engine (common/jinja, MIT), with the two
                           common/ files it needs (json, unicode) and the vendored
-                          nlohmann/json; headers as "jinja/runtime.h" etc.
+                          nlohmann/json; headers as "jinja/runtime.h" etc. and "json.h"
   @llama_cpp//:vocabs     models/ggml-vocab-*.gguf and their .inp/.out test pairs
   @llama_cpp//:templates  models/templates/*.jinja (real models' chat templates)
 Tests find the data through the runfiles path of @llama_cpp//:LICENSE (see
@@ -35,12 +35,11 @@ cc_library(
     name = "jinja",
     srcs = glob(["common/jinja/*.cpp"]) + [
         "common/json.cpp",
-        "common/json.h",
         "common/unicode.cpp",
         "common/unicode.h",
         "shim/ggml.h",
     ] + glob(["vendor/nlohmann/*.hpp"]),
-    hdrs = glob(["common/jinja/*.h"]),
+    hdrs = glob(["common/jinja/*.h"]) + ["common/json.h"],
     copts = [
         "-fexceptions",
         "-w",
