@@ -32,7 +32,7 @@ import jinja2.ext
 import jinja2.nodes
 import jinja2.sandbox
 
-FIXED_TIME = 1785150000  # 2026-07-27 10:20:00 UTC
+FIXED_TIME = 1785150000  # 2026-07-27 11:00:00 UTC
 BOS = "<bos>"
 EOS = "<eos>"
 
