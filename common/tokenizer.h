@@ -29,8 +29,13 @@
 // Bytes with no token are dropped as llama.cpp drops them (byte-level BPE: a byte whose
 // GPT-2 character is not in the vocabulary; SentencePiece: a byte with neither <0xHH>
 // nor a one-byte token becomes UNK, where llama.cpp throws).
-// Divergence: bytes that llama.cpp decodes to a code point above U+10FFFF (F4 90..,
-// F5-F7 leads) make llama.cpp abort; here they become one U+FFFD (BPE).
+// Divergences: bytes that llama.cpp decodes to a code point above U+10FFFF (F4 90..,
+// F5-F7 leads) make llama.cpp abort; here they become one U+FFFD (BPE). Where a GGUF
+// names no EOT (or FIM) token and several tokens have the well-known texts, llama.cpp
+// takes the first in its hash map's order and Weft the lowest id (e.g. Llama 3:
+// llama.cpp <|eot_id|>, Weft <|end_of_text|>): eot_id() differs; the ids of texts, the
+// control and EOG sets are the same on every vocabulary tested (a vocabulary with two
+// FIM-looking tokens of one kind could get a different one marked control).
 //
 // Decoding: TokenBytes(id) is the bytes a token stands for in generated text, as
 // llama_token_to_piece(special=false) gives them: control and unknown tokens contribute
