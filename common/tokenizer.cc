@@ -424,12 +424,24 @@ void Tokenizer::PartitionSpecial(absl::string_view text, const EncodeOptions& op
                                });
     return it != literal.end() && it->first < e;
   };
+  // A cheap filter before searching the text for each of the (up to thousands of)
+  // special tokens: the byte pairs the text has.
+  std::vector<uint64_t> pairs(1 << 10, 0);  // 65536 bits
+  for (size_t i = 0; i + 1 < text.size(); ++i) {
+    const uint32_t p = static_cast<uint8_t>(text[i]) << 8 | static_cast<uint8_t>(text[i + 1]);
+    pairs[p >> 6] |= uint64_t{1} << (p & 63);
+  }
+  auto may_contain = [&](const std::string& special) {
+    if (special.size() < 2) return true;
+    const uint32_t p = static_cast<uint8_t>(special[0]) << 8 | static_cast<uint8_t>(special[1]);
+    return ((pairs[p >> 6] >> (p & 63)) & 1) != 0;
+  };
   std::vector<Fragment> next;
   for (int32_t id : special_tokens_) {
     const uint32_t a = attrs_[id];
     if (!options.parse_special && (a & (kAttrControl | kAttrUnknown))) continue;
     const std::string& special = tokens_[id];
-    if (text.find(special) == absl::string_view::npos) continue;
+    if (!may_contain(special) || text.find(special) == absl::string_view::npos) continue;
     next.clear();
     for (const Fragment& f : *fragments) {
       if (f.token >= 0) {
