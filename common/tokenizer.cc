@@ -426,13 +426,14 @@ void Tokenizer::PartitionSpecial(absl::string_view text, const EncodeOptions& op
   };
   // A cheap filter before searching the text for each of the (up to thousands of)
   // special tokens: the byte pairs the text has.
-  std::vector<uint64_t> pairs(1 << 10, 0);  // 65536 bits
-  for (size_t i = 0; i + 1 < text.size(); ++i) {
+  const bool filter = special_tokens_.size() > 64;
+  std::vector<uint64_t> pairs(filter ? 1 << 10 : 0, 0);  // 65536 bits
+  for (size_t i = 0; filter && i + 1 < text.size(); ++i) {
     const uint32_t p = static_cast<uint8_t>(text[i]) << 8 | static_cast<uint8_t>(text[i + 1]);
     pairs[p >> 6] |= uint64_t{1} << (p & 63);
   }
   auto may_contain = [&](const std::string& special) {
-    if (special.size() < 2) return true;
+    if (!filter || special.size() < 2) return true;
     const uint32_t p = static_cast<uint8_t>(special[0]) << 8 | static_cast<uint8_t>(special[1]);
     return ((pairs[p >> 6] >> (p & 63)) & 1) != 0;
   };

@@ -159,6 +159,23 @@ class Llama3Pass : public SplitPass {
   bool with_marks_;
 };
 
+// \p{N}: every number code point alone (the PatternPass of "\\p{N}", specialised: it
+// runs before GPT-2 on the default model's every prompt).
+class DigitsPass : public SplitPass {
+ public:
+  void Split(const PreTokenizeScratch& s, uint32_t begin, uint32_t end,
+             std::vector<uint32_t>* ends) const override {
+    uint32_t run = begin;
+    for (uint32_t i = begin; i < end; ++i) {
+      if (s.cls[i] != CodepointClass::kNumber) continue;
+      if (i > run) ends->push_back(i);
+      ends->push_back(i + 1);
+      run = i + 1;
+    }
+    if (end > run) ends->push_back(end);
+  }
+};
+
 // [^\n]+|[\n]+
 class NewlinesPass : public SplitPass {
  public:
@@ -185,7 +202,7 @@ std::vector<std::shared_ptr<const SplitPass>> PassesFor(PreTokenizerKind kind) {
     case PreTokenizerKind::kGpt2:
       return {gpt2};
     case PreTokenizerKind::kDigitsGpt2:
-      return {pattern("\\p{N}"), gpt2};
+      return {std::make_shared<DigitsPass>(), gpt2};
     case PreTokenizerKind::kLlama3:
       return {std::make_shared<Llama3Pass>(3, false)};
     case PreTokenizerKind::kQwen2:
@@ -248,10 +265,16 @@ void PreTokenizer::Split(absl::string_view text, PreTokenizeScratch* scratch,
   s.cls.clear();
   s.offsets.clear();
   size_t pos = 0;
+  // GPT-2-only pre-tokenizers (the default model's) read the class alone.
+  const bool gpt2_only = kind_ == PreTokenizerKind::kGpt2 || kind_ == PreTokenizerKind::kDigitsGpt2;
   while (pos < text.size()) {
     s.offsets.push_back(static_cast<uint32_t>(pos));
     const uint32_t cp = DecodeCodepoint(text, &pos);
     s.cps.push_back(cp);
+    if (gpt2_only) {
+      s.cls.push_back(ClassOf(cp));
+      continue;
+    }
     const CodepointFlags f = FlagsOf(cp);
     s.flags.push_back(f);
     s.cls.push_back(f.whitespace() ? CodepointClass::kWhitespace

@@ -35,7 +35,7 @@ namespace weft::tokenizer_internal {
 // Reusable per-call memory for PreTokenizer::Split (keeps allocations out of the loop).
 struct PreTokenizeScratch {
   std::vector<uint32_t> cps;
-  std::vector<CodepointFlags> flags;
+  std::vector<CodepointFlags> flags;  // empty for kGpt2 and kDigitsGpt2 (they read cls)
   std::vector<CodepointClass> cls;
   std::vector<uint32_t> offsets;  // byte offset of code point i; offsets[n] = size
   std::vector<uint32_t> ends;     // code point index where each piece ends

@@ -62,12 +62,20 @@ CodepointFlags FlagsOf(uint32_t cp) {
 }
 
 CodepointClass ClassOf(uint32_t cp) {
-  const CodepointFlags f = FlagsOf(cp);
-  if (f.whitespace()) return CodepointClass::kWhitespace;
-  if (f.letter()) return CodepointClass::kLetter;
-  if (f.number()) return CodepointClass::kNumber;
-  return CodepointClass::kOther;
+  static const std::array<CodepointClass, 256>* const kByFlags = [] {
+    auto* t = new std::array<CodepointClass, 256>();
+    for (int b = 0; b < 256; ++b) {
+      const CodepointFlags f{static_cast<uint8_t>(b)};
+      (*t)[b] = f.whitespace() ? CodepointClass::kWhitespace
+                : f.letter()   ? CodepointClass::kLetter
+                : f.number()   ? CodepointClass::kNumber
+                               : CodepointClass::kOther;
+    }
+    return t;
+  }();
+  return (*kByFlags)[FlagsOf(cp).bits];
 }
+
 
 uint32_t DecodeCodepoint(absl::string_view s, size_t* pos) {
   const size_t i = *pos;
