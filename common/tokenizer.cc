@@ -63,13 +63,16 @@ constexpr absl::string_view kEotTexts[] = {
     "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", WEFT_DEEPSEEK_EOS, "<end_of_utterance>"};
 constexpr absl::string_view kEomTexts[] = {"<|eom_id|>"};
 constexpr absl::string_view kFimPreTexts[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
     "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"};
 constexpr absl::string_view kFimSufTexts[] = {
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>",
     "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"};
 constexpr absl::string_view kFimMidTexts[] = {
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
     "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
 constexpr absl::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
                                               "[PAD]"};

@@ -152,7 +152,10 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
-  bool is_spm() const { return config_.algorithm == tokenizer_internal::TokenizerConfig::Algorithm::kSpm; }
+  // SentencePiece (tokenizer.ggml.model = llama).
+  bool is_spm() const {
+    return config_.algorithm == tokenizer_internal::TokenizerConfig::Algorithm::kSpm;
+  }
   const std::string& model() const { return model_; }
   const std::string& pre() const { return config_.pre_name; }
 

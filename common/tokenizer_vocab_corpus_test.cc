@@ -107,7 +107,8 @@ TEST_P(VocabCorpusTest, MatchesLlamaCpp) {
 
   const std::vector<JsonValue> ref =
       ReadJsonLines(testing::TestDataPath(absl::StrCat("tokenizer_vocab/", name, ".jsonl")));
-  const std::vector<JsonValue> base = ReadJsonLines(testing::TestDataPath("tokenizer_corpus.jsonl"));
+  const std::vector<JsonValue> base =
+      ReadJsonLines(testing::TestDataPath("tokenizer_corpus.jsonl"));
   ASSERT_GE(ref.size(), 300u);
   const JsonValue& m = *ref[0].Get("meta");
   ASSERT_EQ(m.Get("num_base")->number + 1, base.size());
@@ -138,7 +139,8 @@ TEST_P(VocabCorpusTest, MatchesLlamaCpp) {
   for (size_t k = 1; k < ref.size(); ++k) {
     const JsonValue& e = ref[k];
     const size_t i = static_cast<size_t>(e.Get("i")->number);
-    const std::string text = e.Get("text") != nullptr ? e.Get("text")->str : EntryBytes(base[i + 1]);
+    const std::string text =
+        e.Get("text") != nullptr ? e.Get("text")->str : EntryBytes(base[i + 1]);
     const std::vector<int32_t> want = e.Get("ids")->Ints();
     EncodeOptions o = no_bos_eos;
     const std::vector<int32_t> got = tok.Encode(text, o);

@@ -56,7 +56,9 @@ class TokenizerEncoder : public PromptEncoder {
 
 absl::StatusOr<std::string> ReadTemplateFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--chat_template ", path, ": cannot read"));
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("--chat_template ", path, ": cannot read"));
+  }
   std::ostringstream data;
   data << in.rdbuf();
   return data.str();
