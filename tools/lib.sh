@@ -21,14 +21,15 @@ if [ -n "${CI:-}" ]; then WEFT_BAZEL_STARTUP=(--max_idle_secs=600); fi
 # A progress line at least this often (seconds) on long steps.
 WEFT_PROGRESS_SECONDS=${WEFT_PROGRESS_SECONDS:-25}
 
-# weft_check_platform PROG: Debian 12 on x86-64 is what Weft builds and runs on (Debian's
-# packages, Bazel 4.2.3, the ISA kernels); elsewhere one line and exit status 1.
+# weft_check_platform PROG [OS_RELEASE]: Debian 12 on x86-64 is what Weft builds and runs
+# on (Debian's packages, Bazel 4.2.3, the ISA kernels); elsewhere one line and exit status
+# 1. OS_RELEASE: the os-release file (default /etc/os-release).
 weft_check_platform() {
-  local id="" ver="" arch
+  local release=${2:-/etc/os-release} id="" ver="" arch
   arch=$(uname -m)
-  if [ -r /etc/os-release ]; then
-    id=$(. /etc/os-release && echo "${ID:-}")
-    ver=$(. /etc/os-release && echo "${VERSION_ID:-}")
+  if [ -r "$release" ]; then
+    id=$(. "$release" && echo "${ID:-}")
+    ver=$(. "$release" && echo "${VERSION_ID:-}")
   fi
   if [ "$id" != debian ] || [ "$ver" != 12 ] || [ "$arch" != x86_64 ]; then
     echo "$1: Weft builds and runs on Debian 12 (x86-64) only; this is ${id:-an unknown OS}${ver:+ $ver} on $arch" >&2
