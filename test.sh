@@ -56,6 +56,7 @@ cleanup() {
   rm -rf "$RESULTS"
   if [ -n "${CI:-}" ]; then
     for base in "" "$WEFT_CLANG_OUTPUT_BASE"; do
+      [ -z "$base" ] || [ -d "$base" ] || continue
       "${BAZEL[@]}" ${base:+--output_base="$base"} shutdown >/dev/null 2>&1
     done
   fi
