@@ -12,6 +12,8 @@
 #                        tools/run_fuzzers.sh); the Kubernetes overlays validated strictly
 #                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests only (for iterating)
+#   ./test.sh --only=cuda,fuzz   the bootstrap and the phases named (ids: default k8s cuda
+#                        cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak image)
 #   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
 #                        the container images: built daemonless (debootstrap, umoci) and
 #                        run chroot'ed (deploy/image/image_test.py; needs root and the
@@ -21,17 +23,26 @@
 # comes before the last line, which is "N passed, N failed, N skipped", counting gtest
 # cases from Bazel's test.xml files (Bazel itself reports a skipped gtest as passed), plus
 # one entry per fuzzer run and per extra check (CUDA build, k8s, thread safety). Exit
-# status 0 only when nothing failed. A new phase is a function and one `phase` line below.
+# status 0 only when nothing failed. A new phase is a function and one `phase` line below
+# (and its id in PHASE_IDS).
 set -uo pipefail
 
 cd "$(dirname "$0")"
 ROOT=$PWD
 MODE=ci
+ONLY=""
+PHASE_IDS=" default k8s cuda cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak image "
 for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --only=*)
+      MODE=only
+      ONLY=${arg#--only=}
+      for id in ${ONLY//,/ }; do
+        [[ $PHASE_IDS == *" $id "* ]] || { echo "test.sh: no phase '$id' (phases:$PHASE_IDS)" >&2; exit 2; }
+      done ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -132,6 +143,7 @@ bootstrap_phase() {
 }
 
 default_phase() {
+  weft_trim_disk_cache
   run_tests default -- //...
 }
 
@@ -228,31 +240,38 @@ image_phase() {
 
 # --- the suite ----------------------------------------------------------------------------
 
-phase() { weft_phase "$@"; }  # phase NAME FUNCTION [ARGS...]: timed, in the table
+# phase ID NAME FUNCTION [ARGS...]: runs FUNCTION as a timed phase (in the table), unless
+# --only leaves ID out. ID: a short name for --only (add it to PHASE_IDS).
+phase() {
+  local id=$1
+  shift
+  [ -z "$ONLY" ] || [ "$id" = bootstrap ] || [[ ",$ONLY," == *",$id,"* ]] || return 0
+  weft_phase "$@"
+}
 
-phase "bootstrap (packages, model)" bootstrap_phase
-phase "default build and all tests" default_phase
+phase bootstrap "bootstrap (packages, model)" bootstrap_phase
+phase default "default build and all tests" default_phase
 
 if [ "$MODE" != quick ]; then
-  phase "Kubernetes manifests (deploy/k8s/validate.sh)" k8s_phase
-  phase "CUDA build (--config=cuda_ci) and its tests" cuda_phase
+  phase k8s "Kubernetes manifests (deploy/k8s/validate.sh)" k8s_phase
+  phase cuda "CUDA build (--config=cuda_ci) and its tests" cuda_phase
   CPU_FLAGS=$(grep -m1 '^flags' /proc/cpuinfo || true)
   if [[ " $CPU_FLAGS " == *" amx_tile "* ]]; then
-    phase "kernel choices of a Zen 4 (WEFT_CPU_FEATURES_OFF=amx)" cpu_off_phase amx
+    phase cpu_off_amx "kernel choices of a Zen 4 (WEFT_CPU_FEATURES_OFF=amx)" cpu_off_phase amx
   fi
   if [[ " $CPU_FLAGS " == *" avx512_bf16 "* ]]; then
-    phase "kernel choices of a Xeon without AMX/BF16 (off=amx,avx512_bf16)" \
+    phase cpu_off_bf16 "kernel choices of a Xeon without AMX/BF16 (off=amx,avx512_bf16)" \
       cpu_off_phase amx,avx512_bf16
   fi
-  phase "ASan/UBSan (tests tagged asan)" sanitizer_phase asan
-  phase "TSan (tests tagged tsan)" sanitizer_phase tsan
-  phase "clang-14 thread-safety analysis (tools/clang_tsa.sh)" clang_tsa_phase
-  phase "fuzzers (tools/run_fuzzers.sh)" fuzz_phase
+  phase asan "ASan/UBSan (tests tagged asan)" sanitizer_phase asan
+  phase tsan "TSan (tests tagged tsan)" sanitizer_phase tsan
+  phase clang_tsa "clang-14 thread-safety analysis (tools/clang_tsa.sh)" clang_tsa_phase
+  phase fuzz "fuzzers (tools/run_fuzzers.sh)" fuzz_phase
 fi
 
-if [ "$MODE" = full ]; then
-  phase "full: soak and long benchmarks" soak_phase
-  phase "full: container images (deploy/image/image_test.py)" image_phase
+if [ "$MODE" = full ] || [ "$MODE" = only ]; then
+  phase soak "full: soak and long benchmarks" soak_phase
+  phase image "full: container images (deploy/image/image_test.py)" image_phase
 fi
 
 summary=$("$PY" tools/count_tests.py "$RESULTS/xml.tsv" "$RESULTS/extra.tsv")

@@ -9,6 +9,18 @@ WEFT_CACHE_DIR=${WEFT_CACHE_DIR:-$HOME/.cache/weft}
 # build; Bazel does not expand ~ in rc files, so the scripts pass it.
 WEFT_DISK_CACHE=${WEFT_DISK_CACHE-$WEFT_CACHE_DIR/bazel-disk}
 WEFT_BAZEL_BUILD_FLAGS=(--disk_cache="$WEFT_DISK_CACHE")
+# Bazel 4 never trims the disk cache: weft_trim_disk_cache (test.sh, before building)
+# deletes the entries nobody read for 14 days once it holds more than
+# WEFT_DISK_CACHE_MAX_MB (default 20000; a cold ./test.sh adds about 1 GB).
+weft_trim_disk_cache() {
+  local max=${WEFT_DISK_CACHE_MAX_MB:-20000} mb
+  [ -n "$WEFT_DISK_CACHE" ] && [ -d "$WEFT_DISK_CACHE" ] || return 0
+  mb=$(du -sm "$WEFT_DISK_CACHE" | cut -f1)
+  if [ "$mb" -gt "$max" ]; then
+    echo "disk cache $WEFT_DISK_CACHE: $mb MB > $max MB: deleting entries unread for 14 days" >&2
+    find "$WEFT_DISK_CACHE" -type f -atime +14 -delete
+  fi
+}
 # The output base of the clang-14 builds (tools/clang_tsa.sh, tools/run_fuzzers.sh): not
 # the default one, where switching the C compiler would discard the gcc build's analysis
 # and toolchain; one for both (same compiler), so one server and one repository setup.
@@ -44,9 +56,9 @@ weft_duration() {
 
 # weft_bazel LABEL BAZEL_COMMAND...: runs it. When stderr is not a terminal (CI, a log)
 # Bazel spaces its progress lines by 15 % of the time elapsed (minutes apart late in a long
-# build): its stderr then passes through a filter that adds "LABEL: N s so far; <Bazel's
-# last progress line>" whenever WEFT_PROGRESS_SECONDS pass without a line. On a terminal
-# Bazel's own progress bar is left alone. Returns the command's exit status.
+# build): its stderr then passes through a filter that adds "LABEL: N s so far; last
+# Bazel progress line (N s ago): ..." whenever WEFT_PROGRESS_SECONDS pass without a line.
+# On a terminal Bazel's own progress bar is left alone. Returns the command's exit status.
 weft_bazel() {
   local label=$1 rc
   shift
@@ -59,7 +71,7 @@ weft_bazel() {
 }
 
 _weft_progress_filter() {
-  local label=$1 line pending="" last="" rc start=$SECONDS
+  local label=$1 line pending="" last="" last_at=0 rc start=$SECONDS
   while :; do
     IFS= read -r -t "$WEFT_PROGRESS_SECONDS" line
     rc=$?
@@ -67,11 +79,11 @@ _weft_progress_filter() {
       line=$pending$line
       pending=""
       printf '%s\n' "$line" >&2
-      case $line in \[*) last=$line ;; esac
+      case $line in \[*) last=$line; last_at=$SECONDS ;; esac
     elif [ "$rc" -gt 128 ]; then  # no line for a while (a partial one is kept)
       pending+=$line
       printf '%s: %s so far%s\n' "$label" "$(weft_duration $((SECONDS - start)))" \
-        "${last:+; last progress: $last}" >&2
+        "${last:+; last Bazel progress line ($(weft_duration $((SECONDS - last_at))) ago): $last}" >&2
     else
       [ -z "$pending$line" ] || printf '%s\n' "$pending$line" >&2
       return 0

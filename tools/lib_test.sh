@@ -31,7 +31,7 @@ rc=$?
 [ "$(cat "$TMP/out")" = "result on stdout" ] || fail "weft_bazel's stdout: $(cat "$TMP/out")"
 expect_grep "$TMP/err" '^\[1 / 2\] compiling$' "stderr passes through"
 expect_grep "$TMP/err" '^half a line$' "a partial line is kept whole"
-expect_grep "$TMP/err" '^label: [0-9]+ s so far; last progress: \[1 / 2\] compiling$' "progress line"
+expect_grep "$TMP/err" "^label: [0-9]+ s so far; last Bazel progress line \([0-9]+ s ago\): \[1 / 2\] compiling$" "progress line"
 weft_bazel "label" true >"$TMP/out" 2>&1 || fail "weft_bazel true failed"
 
 # weft_with_progress: status, and progress lines with the status function's words.
