@@ -15,7 +15,15 @@
 namespace weft::kernels {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0};
+const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
+                           GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
+                           GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+// A row length near `k` that the type takes (K-quants: whole 256-weight super-blocks).
+int64_t RowLength(GgmlType type, int64_t k) {
+  const int64_t block = GetGgmlTypeTraits(static_cast<uint32_t>(type))->block_size;
+  return block == 32 ? k : (k + 255) / 256 * 256;
+}
 const Int8Isa kIsas[] = {Int8Isa::kScalar, Int8Isa::kAvx2, Int8Isa::kAvx512Vnni, Int8Isa::kAmx};
 
 // Owns the buffers of a Q8Rows.
@@ -127,7 +135,7 @@ TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
     for (auto [n, m] : {std::pair<int64_t, int64_t>{45, 11}, {192, 11}, {45, 37}, {80, 16}}) {
       SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " n=" + std::to_string(n) +
                    " m=" + std::to_string(m));
-      const Problem p = Make(type, n, 288, m, 7);
+      const Problem p = Make(type, n, RowLength(type, 288), m, 7);
       Q8Buffers q(p.m, p.k);
       QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
       const std::vector<float> want = RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1);
@@ -147,7 +155,7 @@ TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
 // and AMX tiles vs the VNNI remainder, give the same bits).
 TEST(Int8MatmulTest, BatchInvariant) {
   for (GgmlType type : kTypes) {
-    const Problem p = Make(type, 64, 576, 35, 11);
+    const Problem p = Make(type, 64, RowLength(type, 576), 35, 11);
     Q8Buffers q(p.m, p.k);
     QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
     for (Int8Isa isa : kIsas) {
@@ -184,7 +192,7 @@ TEST(Int8MatmulTest, AmxTilesEqualScalarAtModelShapes) {
 TEST(Int8MatmulTest, WithinTheActivationQuantizationBound) {
   for (GgmlType type : kTypes) {
     SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)));
-    const Problem p = Make(type, 40, 320, 5, 13);
+    const Problem p = Make(type, 40, RowLength(type, 320), 5, 13);
     Q8Buffers q(p.m, p.k);
     QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
     const std::vector<float> y = RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1);
@@ -202,6 +210,36 @@ TEST(Int8MatmulTest, WithinTheActivationQuantizationBound) {
       }
     }
   }
+}
+
+// The K formats keep about the file's bytes per weight (what a decode step streams).
+TEST(Int8MatmulTest, KFormatsKeepTheFilesBytesPerWeight) {
+  for (GgmlType type : kTypes) {
+    if (!IsInt8KFormat(type)) continue;
+    SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)));
+    const int64_t n = 64, k = 1536;
+    const double file = static_cast<double>(n * RowBytes(type, k));
+    const double packed = static_cast<double>(Int8PackedBytes(type, n, k));
+    EXPECT_GE(packed, file);
+    EXPECT_LE(packed, 1.03 * file);
+  }
+}
+
+// No AVX-512 VNNI / AMX code reads the K formats: those ISAs hand them to AVX2.
+TEST(Int8MatmulTest, KFormatsRunOnAvx2WhereAvx512IsAskedFor) {
+  for (GgmlType type : kTypes) {
+    SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)));
+    for (Int8Isa isa : kIsas) {
+      const Int8Isa want = IsInt8KFormat(type) && (isa == Int8Isa::kAvx512Vnni || isa == Int8Isa::kAmx)
+                               ? Int8Isa::kAvx2
+                               : isa;
+      EXPECT_EQ(Int8IsaFor(isa, type), want) << Int8IsaName(isa);
+    }
+  }
+  EXPECT_FALSE(Int8MatmulSupported(GgmlType::kQ4_K, 288));
+  EXPECT_TRUE(Int8MatmulSupported(GgmlType::kQ4_K, 512));
+  EXPECT_TRUE(Int8MatmulSupported(GgmlType::kQ5_0, 288));
+  EXPECT_FALSE(Int8MatmulSupported(GgmlType::kQ2_K, 512));
 }
 
 }  // namespace
