@@ -82,7 +82,7 @@ inline void Quants(const uint8_t* blk, int h, __m256i* lo, __m256i* hi) {
 }
 
 // isum[t][0] += the products of vector J's low-nibble weights, isum[t][H] of its high
-// ones (H = 1 for Q6_K, whose halves have their own scales; else 0).
+// ones (H = 1 for Q6_K, whose halves have their own scales; else 0), for panel half h.
 template <int F, int MR, int J>
 inline void DotVector(const uint8_t* blk, int h, const int8_t* const* xb, __m256i (*isum)[2]) {
   constexpr int H = F == kformat::kQ6K ? 1 : 0;
@@ -92,6 +92,22 @@ inline void DotVector(const uint8_t* blk, int h, const int8_t* const* xb, __m256
   for (int t = 0; t < MR; ++t) {
     isum[t][0] = Dot4(isum[t][0], lo, _mm256_set1_epi32(LoadI32(xb[t] + 4 * J)), ones16);
     isum[t][H] = Dot4(isum[t][H], hi, _mm256_set1_epi32(LoadI32(xb[t] + 16 + 4 * J)), ones16);
+  }
+}
+
+// The same for both halves of the panel and one row of x (the decode case: the
+// activation broadcasts are shared by the halves). isum[h][0..1] as above.
+template <int F, int J>
+inline void DotVectorBothHalves(const uint8_t* blk, const int8_t* xb, __m256i (*isum)[2]) {
+  constexpr int H = F == kformat::kQ6K ? 1 : 0;
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i xlo = _mm256_set1_epi32(LoadI32(xb + 4 * J));
+  const __m256i xhi = _mm256_set1_epi32(LoadI32(xb + 16 + 4 * J));
+  for (int h = 0; h < 2; ++h) {
+    __m256i lo, hi;
+    Quants<F, J>(blk, h, &lo, &hi);
+    isum[h][0] = Dot4(isum[h][0], lo, xlo, ones16);
+    isum[h][H] = Dot4(isum[h][H], hi, xhi, ones16);
   }
 }
 
@@ -171,6 +187,35 @@ void Tile(const uint8_t* panel, int64_t groups, const Rows& rows, int h, float* 
   for (int t = 0; t < MR; ++t) Store(y + (rows.i0 + t) * ldy, acc[t], col0 + 8 * h, n_begin, n_end);
 }
 
+// One row i of x times a whole panel (both halves in one pass over its bytes: the
+// decode case, where the weights stream from memory once).
+template <int F>
+void RowPanel(const uint8_t* panel, int64_t groups, const Rows& rows, float* y, int64_t ldy,
+              int64_t col0, int64_t n_begin, int64_t n_end) {
+  constexpr Layout L = kformat::kLayouts[F];
+  constexpr int64_t kGroupBytes = kformat::GroupBytes(L);
+  constexpr int64_t kBlockBytes = kformat::BlockBytes(L);
+  const Q8Rows& x = *rows.x;
+  __m256 acc[2][1] = {{_mm256_setzero_ps()}, {_mm256_setzero_ps()}};
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* grp = panel + g * kGroupBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(grp) + 2 * kGroupBytes, _MM_HINT_T0);
+    for (int64_t tb = 0; tb < L.blocks; ++tb) {
+      const int64_t b = g * L.blocks + tb;
+      const uint8_t* blk = grp + L.header_bytes + tb * kBlockBytes;
+      const int8_t* xb = x.q + rows.i0 * x.k + 32 * b;
+      __m256i isum[2][2];
+      for (int h = 0; h < 2; ++h) isum[h][0] = isum[h][1] = _mm256_setzero_si256();
+      DotVectorBothHalves<F, 0>(blk, xb, isum);
+      DotVectorBothHalves<F, 1>(blk, xb, isum);
+      DotVectorBothHalves<F, 2>(blk, xb, isum);
+      DotVectorBothHalves<F, 3>(blk, xb, isum);
+      for (int h = 0; h < 2; ++h) Epilogue<F, 1>(grp, blk, h, b, rows, &isum[h], acc[h]);
+    }
+  }
+  for (int h = 0; h < 2; ++h) Store(y + rows.i0 * ldy, acc[h][0], col0 + 8 * h, n_begin, n_end);
+}
+
 template <int F>
 void Run(const Int8PackedMatrix& w, const Q8Rows& x, const int32_t* s16, int64_t m, float* y,
          int64_t ldy, int64_t n_begin, int64_t n_end) {
@@ -180,18 +225,19 @@ void Run(const Int8PackedMatrix& w, const Q8Rows& x, const int32_t* s16, int64_t
   const int64_t panel_bytes = groups * kformat::GroupBytes(L);
   for (int64_t p = n_begin / kPanel; p * kPanel < n_end; ++p) {
     const uint8_t* panel = w.data + p * panel_bytes;
-    for (int h = 0; h < 2; ++h) {
+    // Whole tiles of kMr rows one half at a time (4 rows share each unpacked vector),
+    // then the rest one row at a time over the whole panel.
+    const int64_t tiled = m / kMr * kMr;
+    for (int h = 0; h < 2 && tiled > 0; ++h) {
       const int64_t col0 = p * kPanel + 8 * h;
       if (col0 + 8 <= n_begin || col0 >= n_end) continue;  // no column of this half wanted
-      int64_t i = 0;
-      for (; i + kMr <= m; i += kMr) {
+      for (int64_t i = 0; i < tiled; i += kMr) {
         Tile<F, kMr>(panel, groups, Rows{&x, s16, i, x.k / 32}, h, y, ldy, p * kPanel, n_begin,
                      n_end);
       }
-      for (; i < m; ++i) {
-        Tile<F, 1>(panel, groups, Rows{&x, s16, i, x.k / 32}, h, y, ldy, p * kPanel, n_begin,
-                   n_end);
-      }
+    }
+    for (int64_t i = tiled; i < m; ++i) {
+      RowPanel<F>(panel, groups, Rows{&x, s16, i, x.k / 32}, y, ldy, p * kPanel, n_begin, n_end);
     }
   }
 }
