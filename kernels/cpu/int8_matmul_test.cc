@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "common/ggml_types.h"
+#include "common/testing/ggml_quant_ref.h"
+#include "common/tokenizer_test_util.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/testing/random_weights.h"
 #include "kernels/cpu/int8_matmul_isa.h"
 
@@ -207,6 +210,61 @@ TEST(Int8MatmulTest, WithinTheActivationQuantizationBound) {
           bound += std::fabs(double{row[c]}) * q.d[i * (p.k / 32) + c / 32] / 2;
         }
         ASSERT_NEAR(y[i * p.n + j], exact, bound + 1e-5 * mag + 1e-6) << "row " << j << " x " << i;
+      }
+    }
+  }
+}
+
+// On tensors quantized by llama.cpp's ggml (tests/testdata/ggml_quant_ref.bin), every
+// ISA against ggml's own quantized dot products (vec_dot: activations in Q8_0 / Q8_1 /
+// Q8_K) and against the exact product: each side's error is what rounding its
+// activations allows (Weft: blocks of 32; ggml's Q8_K: blocks of 256), plus fp32 /
+// fp16-scale rounding. The fp32 reference kernel is exact up to fp32 rounding.
+TEST(Int8MatmulTest, AgreesWithLlamaCppOnItsQuantizedTensors) {
+  ::weft::testing::GgmlQuantRef ref;
+  std::string error;
+  ASSERT_TRUE(::weft::testing::ReadGgmlQuantRef(::weft::testing::TestDataPath("ggml_quant_ref.bin"), &ref,
+                                        &error))
+      << error;
+  ASSERT_EQ(ref.cases.size(), 8u);
+  for (const ::weft::testing::GgmlQuantCase& c : ref.cases) {
+    const auto type = static_cast<GgmlType>(c.type);
+    SCOPED_TRACE(GgmlTypeName(c.type));
+    ASSERT_TRUE(Int8MatmulSupported(type, c.k));
+    const QuantMatrix raw{type, c.bytes.data(), c.n, c.k, RowBytes(type, c.k)};
+    std::vector<uint8_t> packed(Int8PackedBytes(type, c.n, c.k));
+    PackInt8Weights(raw, packed.data());
+    const Int8PackedMatrix w{type, packed.data(), c.n, c.k};
+    Q8Buffers q(c.m, c.k);
+    QuantizeRowsQ8(c.x.data(), c.k, 0, c.m, &q.rows);
+    std::vector<float> fp32(c.m * c.n);
+    MatmulReference(raw, c.x.data(), c.k, c.m, fp32.data(), c.n, 0, c.n);
+    for (Int8Isa isa : kIsas) {
+      if (!Int8IsaSupported(isa)) continue;
+      SCOPED_TRACE(Int8IsaName(isa));
+      std::vector<float> y(c.m * c.n, NAN);
+      Int8Matmul(isa, w, q.rows, c.m, y.data(), c.n, 0, c.n);
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double exact = 0, mag = 0, ours = 0, theirs = 0;
+          for (int64_t e = 0; e < c.k; ++e) {
+            const double wv = c.dequant[j * c.k + e], xv = c.x[i * c.k + e];
+            exact += wv * xv;
+            mag += std::fabs(wv * xv);
+            ours += std::fabs(wv) * q.d[i * (c.k / 32) + e / 32] / 2;
+            float amax = 0;  // ggml's Q8_K block of 256 (or Q8_0 / Q8_1 of 32)
+            const int64_t blk = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K ||
+                                type == GgmlType::kQ6_K ? 256 : 32;
+            for (int64_t t = e / blk * blk; t < (e / blk + 1) * blk; ++t) {
+              amax = std::max(amax, std::fabs(c.x[i * c.k + t]));
+            }
+            theirs += std::fabs(wv) * amax / 127 / 2;
+          }
+          const float got = y[i * c.n + j], llama = c.y[i * c.n + j];
+          ASSERT_NEAR(got, exact, ours + 1e-5 * mag + 1e-6) << i << "," << j;
+          ASSERT_NEAR(got, llama, ours + theirs + 2e-3 * mag + 1e-6) << i << "," << j;
+          ASSERT_NEAR(fp32[i * c.n + j], exact, 1e-5 * mag + 1e-6) << i << "," << j;
+        }
       }
     }
   }
