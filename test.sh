@@ -10,7 +10,9 @@
 #                        30 s on its corpus; the Kubernetes overlays validated strictly
 #                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests only (for iterating)
-#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
+#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench), the
+#                        default model re-quantized by llama-quantize to Q4_K_M / Q6_K /
+#                        Q5_0 against llama.cpp (tools/quant/full.sh), and
 #                        the container images: built daemonless (debootstrap, umoci) and
 #                        run chroot'ed (deploy/image/image_test.py; needs root and the
 #                        Debian mirror; about 2-3 minutes cold, see deploy/README.md)
@@ -27,7 +29,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -182,6 +184,16 @@ if [ "$MODE" = full ]; then
       if "$t"; then extra_result "$t" passed ""; else extra_result "$t" failed ""; fi
     fi
   done
+
+  step "full: re-quantized models (Q4_K_M, Q6_K, Q5_0) vs llama.cpp (tools/quant/full.sh)"
+  # Builds llama-quantize from the pinned sdist once (cached under ~/.cache/weft, 15-25
+  # minutes cold), re-quantizes once, checks each file's sha256, then
+  # //worker/model:requant_accuracy_test (greedy and perplexity against llama.cpp).
+  if tools/quant/full.sh; then
+    extra_result requant_accuracy passed "re-quantized models agree with llama.cpp"
+  else
+    extra_result requant_accuracy failed "tools/quant/full.sh failed (output above)"
+  fi
 
   step "full: container images (deploy/image/image_test.py: build daemonless, run chroot'ed)"
   img_start=$(date +%s)
