@@ -5,7 +5,9 @@
 // super-blocks or are refused.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -224,6 +226,52 @@ TEST(QuantTypesTest, ColumnSlicesOfKQuantsFallOnSuperBlocks) {
       << refused.status();
   EXPECT_NE(refused.status().message().find("Q4_K blocks of 256"), std::string::npos)
       << refused.status();
+}
+
+// Every matrix of a real GGUF (e.g. Gemma 3 270M Q4_K_M: Q5_0, Q4_K, Q6_K, Q8_0 as
+// llama.cpp's quantizer wrote them), named by WEFT_QUANT_CHECK_GGUF: its first 64 rows
+// on each kernel path this CPU runs, against the reference kernels. Skips when unset
+// (the file is not in the repository).
+TEST(QuantTypesTest, EveryMatrixOfARealFileComputes) {
+  const char* path = std::getenv("WEFT_QUANT_CHECK_GGUF");
+  if (path == nullptr || *path == '\0') {
+    GTEST_SKIP() << "set WEFT_QUANT_CHECK_GGUF to a GGUF file to check all its matrices";
+  }
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  int checked = 0;
+  for (const GgufTensor& t : (*file)->tensors()) {
+    if (t.ne.size() != 2) continue;
+    SCOPED_TRACE(t.name + " " + GgmlTypeName(static_cast<uint32_t>(t.type)));
+    auto full = Linear::FromTensor(t, t.ne[0], t.ne[1], KernelChoice::kReference);
+    ASSERT_TRUE(full.ok()) << full.status();
+    auto ref = full->RowSlice(0, std::min<int64_t>(64, t.ne[1]));
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const int64_t k = t.ne[0], n = ref->out_features(), m = 3;
+    std::vector<float> x(m * k);
+    for (float& v : x) v = val(rng);
+    std::vector<float> want(m * n), got(m * n);
+    ref->Compute(LinearInput{x.data(), k}, m, want.data(), n, 0, n);
+    float scale = 0;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    for (KernelChoice c : SupportedKernelChoices()) {
+      SCOPED_TRACE(KernelChoiceName(c));
+      auto lin = ref->WithKernels(c);
+      ASSERT_TRUE(lin.ok()) << lin.status();
+      ActivationBuffer buf;
+      buf.Resize(lin->input_forms(), m, k);
+      buf.Convert(x.data(), k, 0, m);
+      lin->Compute(buf.Input(x.data(), k), m, got.data(), n, 0, n);
+      float diff = 0;
+      for (int64_t i = 0; i < m * n; ++i) diff = std::max(diff, std::fabs(got[i] - want[i]));
+      EXPECT_LE(diff, (RoundsActivations(c) ? 3e-2f : 1e-4f) * scale) << lin->kernel_name();
+    }
+    ++checked;
+  }
+  std::printf("%d matrices of %s checked\n", checked, path);
+  EXPECT_GT(checked, 0);
 }
 
 }  // namespace
