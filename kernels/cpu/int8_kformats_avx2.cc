@@ -2,8 +2,8 @@
 // per-output arithmetic in int8_matmul.h, byte offsets in int8_kformats.h). It is also
 // what AVX-512 VNNI and AMX machines run for these types (Int8IsaFor). As in
 // int8_matmul_avx2.cc, a 16-row panel is two 8-lane halves and `vpdpbusd` is emulated
-// exactly by vpmaddubsw + vpmaddwd: quants are unsigned (at most 63), so an int16 pair
-// sum is at most 2 * 63 * 127 < 32767. The 5th and 6th bits come from the high-bit
+// exactly by vpmaddubsw + vpmaddwd: quants are unsigned (at most 63) and the int16 sums
+// stay below 32767 (DotVectorPair). The 5th and 6th bits come from the high-bit
 // planes by a shift, a mask and an or per 32 bytes. The integer sums are exact and the
 // fp32 steps those of the contract, so the outputs are bitwise the scalar reference's.
 #include <immintrin.h>
@@ -25,10 +25,6 @@ inline int32_t LoadI32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
-}
-
-inline __m256i Dot4(__m256i acc, __m256i u8, __m256i s8, __m256i ones16) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), ones16));
 }
 
 // v shifted so that bit `From` of each byte lands on bit `To` (16-bit shifts: the bits
@@ -81,33 +77,58 @@ inline void Quants(const uint8_t* blk, int h, __m256i* lo, __m256i* hi) {
   }
 }
 
-// isum[t][0] += the products of vector J's low-nibble weights, isum[t][H] of its high
-// ones (H = 1 for Q6_K, whose halves have their own scales; else 0), for panel half h.
+// Products of quants q (u8) and activations x (s8) of one 4-byte group per lane, summed
+// in pairs to int16 (vpmaddubsw). Two of them (a vector pair J, J+1) are added in int16
+// before vpmaddwd widens them: at most 2 * 2 * 63 * 127 = 32004 per lane for the 6-bit
+// quants, 4 * 2 * 31 * 127 = 31496 where low and high nibbles share a sum (5 bits and
+// fewer), so nothing saturates or wraps and the int32 sums stay exact.
+inline __m256i Pairs(__m256i q, const int8_t* x) {
+  return _mm256_maddubs_epi16(q, _mm256_set1_epi32(LoadI32(x)));
+}
+
+// isum[t][0] += the products of vectors J and J+1's low-nibble weights, isum[t][H] of
+// their high ones (H = 1 for Q6_K, whose halves have their own scales; else 0), for
+// panel half h.
 template <int F, int MR, int J>
-inline void DotVector(const uint8_t* blk, int h, const int8_t* const* xb, __m256i (*isum)[2]) {
-  constexpr int H = F == kformat::kQ6K ? 1 : 0;
+inline void DotVectorPair(const uint8_t* blk, int h, const int8_t* const* xb, __m256i (*isum)[2]) {
   const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256i lo, hi;
-  Quants<F, J>(blk, h, &lo, &hi);
+  __m256i lo0, hi0, lo1, hi1;
+  Quants<F, J>(blk, h, &lo0, &hi0);
+  Quants<F, J + 1>(blk, h, &lo1, &hi1);
   for (int t = 0; t < MR; ++t) {
-    isum[t][0] = Dot4(isum[t][0], lo, _mm256_set1_epi32(LoadI32(xb[t] + 4 * J)), ones16);
-    isum[t][H] = Dot4(isum[t][H], hi, _mm256_set1_epi32(LoadI32(xb[t] + 16 + 4 * J)), ones16);
+    const __m256i plo = _mm256_add_epi16(Pairs(lo0, xb[t] + 4 * J), Pairs(lo1, xb[t] + 4 * J + 4));
+    const __m256i phi =
+        _mm256_add_epi16(Pairs(hi0, xb[t] + 16 + 4 * J), Pairs(hi1, xb[t] + 20 + 4 * J));
+    if constexpr (F == kformat::kQ6K) {
+      isum[t][0] = _mm256_add_epi32(isum[t][0], _mm256_madd_epi16(plo, ones16));
+      isum[t][1] = _mm256_add_epi32(isum[t][1], _mm256_madd_epi16(phi, ones16));
+    } else {
+      isum[t][0] = _mm256_add_epi32(isum[t][0], _mm256_madd_epi16(_mm256_add_epi16(plo, phi), ones16));
+    }
   }
 }
 
 // The same for both halves of the panel and one row of x (the decode case: the
 // activation broadcasts are shared by the halves). isum[h][0..1] as above.
 template <int F, int J>
-inline void DotVectorBothHalves(const uint8_t* blk, const int8_t* xb, __m256i (*isum)[2]) {
-  constexpr int H = F == kformat::kQ6K ? 1 : 0;
+inline void DotVectorPairBothHalves(const uint8_t* blk, const int8_t* xb, __m256i (*isum)[2]) {
   const __m256i ones16 = _mm256_set1_epi16(1);
-  const __m256i xlo = _mm256_set1_epi32(LoadI32(xb + 4 * J));
-  const __m256i xhi = _mm256_set1_epi32(LoadI32(xb + 16 + 4 * J));
+  const __m256i x0 = _mm256_set1_epi32(LoadI32(xb + 4 * J));
+  const __m256i x1 = _mm256_set1_epi32(LoadI32(xb + 4 * J + 4));
+  const __m256i x2 = _mm256_set1_epi32(LoadI32(xb + 16 + 4 * J));
+  const __m256i x3 = _mm256_set1_epi32(LoadI32(xb + 20 + 4 * J));
   for (int h = 0; h < 2; ++h) {
-    __m256i lo, hi;
-    Quants<F, J>(blk, h, &lo, &hi);
-    isum[h][0] = Dot4(isum[h][0], lo, xlo, ones16);
-    isum[h][H] = Dot4(isum[h][H], hi, xhi, ones16);
+    __m256i lo0, hi0, lo1, hi1;
+    Quants<F, J>(blk, h, &lo0, &hi0);
+    Quants<F, J + 1>(blk, h, &lo1, &hi1);
+    const __m256i plo = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, x0), _mm256_maddubs_epi16(lo1, x1));
+    const __m256i phi = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, x2), _mm256_maddubs_epi16(hi1, x3));
+    if constexpr (F == kformat::kQ6K) {
+      isum[h][0] = _mm256_add_epi32(isum[h][0], _mm256_madd_epi16(plo, ones16));
+      isum[h][1] = _mm256_add_epi32(isum[h][1], _mm256_madd_epi16(phi, ones16));
+    } else {
+      isum[h][0] = _mm256_add_epi32(isum[h][0], _mm256_madd_epi16(_mm256_add_epi16(plo, phi), ones16));
+    }
   }
 }
 
@@ -177,10 +198,8 @@ void Tile(const uint8_t* panel, int64_t groups, const Rows& rows, int h, float* 
         xb[t] = x.q + (rows.i0 + t) * x.k + 32 * b;
         isum[t][0] = isum[t][1] = _mm256_setzero_si256();
       }
-      DotVector<F, MR, 0>(blk, h, xb, isum);
-      DotVector<F, MR, 1>(blk, h, xb, isum);
-      DotVector<F, MR, 2>(blk, h, xb, isum);
-      DotVector<F, MR, 3>(blk, h, xb, isum);
+      DotVectorPair<F, MR, 0>(blk, h, xb, isum);
+      DotVectorPair<F, MR, 2>(blk, h, xb, isum);
       Epilogue<F, MR>(grp, blk, h, b, rows, isum, acc);
     }
   }
@@ -206,10 +225,8 @@ void RowPanel(const uint8_t* panel, int64_t groups, const Rows& rows, float* y, 
       const int8_t* xb = x.q + rows.i0 * x.k + 32 * b;
       __m256i isum[2][2];
       for (int h = 0; h < 2; ++h) isum[h][0] = isum[h][1] = _mm256_setzero_si256();
-      DotVectorBothHalves<F, 0>(blk, xb, isum);
-      DotVectorBothHalves<F, 1>(blk, xb, isum);
-      DotVectorBothHalves<F, 2>(blk, xb, isum);
-      DotVectorBothHalves<F, 3>(blk, xb, isum);
+      DotVectorPairBothHalves<F, 0>(blk, xb, isum);
+      DotVectorPairBothHalves<F, 2>(blk, xb, isum);
       for (int h = 0; h < 2; ++h) Epilogue<F, 1>(grp, blk, h, b, rows, &isum[h], acc[h]);
     }
   }
