@@ -219,7 +219,7 @@ fetch_parts() {  # name
   read -r _ file size sha _ <<<"$(head -n1 <<<"$lines")"
   local dest="$ROOT/models/$file" stamp="$ROOT/models/.$file.verified" cached="$CACHE/models/$file"
   mkdir -p "$ROOT/models"
-  if [ -f "$dest" ] && [ "$(stat -c %s "$dest")" = "$size" ] && [ -f "$stamp" ] &&
+  if [ -f "$dest" ] && [ "$(stat -L -c %s "$dest")" = "$size" ] && [ -f "$stamp" ] &&
      [ "$(cat "$stamp")" = "$sha" ] && [ "$stamp" -nt "$dest" ]; then
     return 0
   fi
