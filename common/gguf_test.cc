@@ -239,7 +239,8 @@ TEST(GgmlTypesTest, DequantizeQ8_0AndFloats) {
   ASSERT_TRUE(DequantizeRow(GgmlType::kBF16, bf, out, 2).ok());
   EXPECT_EQ(out[0], 3.0f);
   EXPECT_EQ(out[1], -2.5f);
-  EXPECT_FALSE(DequantizeRow(GgmlType::kQ4_K, &blk, out, 256).ok());
+  EXPECT_FALSE(DequantizeRow(GgmlType::kQ2_K, &blk, out, 256).ok());  // no dequantizer
+  EXPECT_FALSE(DequantizeRow(GgmlType::kQ4_K, &blk, out, 32).ok());   // half a super-block
   EXPECT_FALSE(DequantizeRow(GgmlType::kQ8_0, &blk, out, 31).ok());
 }
 
