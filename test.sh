@@ -46,7 +46,7 @@ for arg in "$@"; do
       for id in ${ONLY//,/ }; do
         [[ $PHASE_IDS == *" $id "* ]] || { echo "test.sh: no phase '$id' (phases:$PHASE_IDS)" >&2; exit 2; }
       done ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -184,6 +184,14 @@ cuda_phase() {
     0|3) echo "CUDA: built"; extra_result cuda_build passed "CUDA (--config=cuda_ci): built" ;;
     *) echo "CUDA: FAILED"; extra_result cuda_build failed "CUDA build failed (--config=cuda_ci)" ;;
   esac
+  # PTX beside the SASS (third_party/cuda.bzl): the CUDA weft-worker built just now.
+  local worker
+  worker="$("${BAZEL[@]}" info --config=cuda_ci bazel-bin 2>/dev/null)/worker/service/weft-worker"
+  if tools/ptx_check.sh "$worker" >&2; then
+    extra_result ptx_check passed "CUDA weft-worker embeds PTX for its newest architecture"
+  else
+    extra_result ptx_check failed "tools/ptx_check.sh: the CUDA weft-worker lacks PTX (above)"
+  fi
   if [ -z "${CI:-}" ]; then
     # The CUDA weft-worker replaced the default one in bazel-bin: put the CPU one back.
     weft_bazel "test.sh: cuda" "${BAZEL[@]}" build "${WEFT_BAZEL_BUILD_FLAGS[@]}" \
@@ -231,7 +239,7 @@ soak_phase() {
   done
 }
 
-# The default model re-quantized to Q4_K_M, Q6_K and Q5_0 against llama.cpp. Builds
+# The default model re-quantized to Q4_K_M, Q6_K and Q5_0 against llama.cpp: builds
 # llama-quantize from the pinned sdist once (cached under ~/.cache/weft, 15-25 minutes
 # cold), re-quantizes once, checks each file's sha256, then
 # //worker/model:requant_accuracy_test (greedy and perplexity against llama.cpp).

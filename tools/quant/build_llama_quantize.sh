@@ -5,35 +5,29 @@
 # 2 cores the first time, nothing afterwards). Prints the binary's path on stdout.
 #
 #   tools/quant/build_llama_quantize.sh            # uses/fills the cache
-#   LLAMA_SDIST=/path/to/llama_cpp_python-0.3.36.tar.gz tools/quant/build_llama_quantize.sh
 #
-# The sdist is fetched with pip (the package index must be reachable once) unless
-# LLAMA_SDIST names a local copy; either way its sha256 is checked. GGML_NATIVE=OFF: the
-# quantizer is ggml-base's portable C either way, so the files it writes do not depend
-# on the machine (tools/quant/full.sh checks their sha256).
+# The sdist is the one tools/bootstrap.sh fetched and checked against its pinned sha256
+# (the pin lives there): this script builds only from a tarball whose sha256 equals the
+# one bootstrap recorded for it. GGML_NATIVE=OFF: the quantizer is ggml-base's portable C
+# either way, so the files it writes do not depend on the machine (tools/quant/full.sh
+# checks their sha256).
 set -euo pipefail
+cd "$(dirname "$0")/../.."
+source tools/lib.sh
 VERSION=0.3.36
-SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-CACHE=${WEFT_CACHE:-$HOME/.cache/weft}
-DIR=$CACHE/llama-quantize-$VERSION
+DIR=$WEFT_CACHE_DIR/llama-quantize-$VERSION
 BIN=$DIR/build/bin/llama-quantize
 log() { echo "build_llama_quantize: $*" >&2; }
 if [ -x "$BIN" ]; then
   echo "$BIN"
   exit 0
 fi
-mkdir -p "$CACHE/sdist" "$DIR"
-SDIST=${LLAMA_SDIST:-$CACHE/sdist/llama_cpp_python-$VERSION.tar.gz}
-if [ ! -f "$SDIST" ]; then
-  log "fetching llama-cpp-python==$VERSION (sdist)"
-  tmp=$(mktemp -d)
-  python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
-    --dest "$tmp" "llama-cpp-python==$VERSION" >&2 ||
-    { rm -rf "$tmp"; log "pip download failed: is the package index reachable?"; exit 1; }
-  mv "$tmp"/llama_cpp_python-$VERSION.tar.gz "$SDIST"
-  rm -rf "$tmp"
-fi
-echo "$SHA256  $SDIST" | sha256sum -c --quiet - || { log "sha256 mismatch: $SDIST"; exit 1; }
+SDIST=$WEFT_CACHE_DIR/sdist/llama_cpp_python-$VERSION.tar.gz
+STAMP=$WEFT_CACHE_DIR/llama-cpp-python-$VERSION/.weft-sha256
+[ -f "$SDIST" ] && [ -f "$STAMP" ] || { log "no checked $SDIST: run tools/bootstrap.sh"; exit 1; }
+[ "$(sha256sum "$SDIST" | cut -d' ' -f1)" = "$(cat "$STAMP")" ] ||
+  { log "$SDIST is not the sdist tools/bootstrap.sh checked: run tools/bootstrap.sh"; exit 1; }
+mkdir -p "$DIR"
 rm -rf "$DIR/src" "$DIR/build"
 mkdir -p "$DIR/src"
 tar -xzf "$SDIST" -C "$DIR/src"

@@ -38,7 +38,7 @@ while read -r type file sha; do
     { log "$out does not have the sha256 of $REF ($sha)"; exit 1; }
   log "$file: sha256 ok"
 done <<<"$entries"
-BAZEL=(bazel)
-[ -n "${CI:-}" ] && BAZEL=(bazel --batch)
-"${BAZEL[@]}" test --nocache_test_results --test_output=all --test_env=WEFT_REQUANT_DIR="$DIR" \
+source tools/lib.sh
+BAZEL=(bazel "${WEFT_BAZEL_STARTUP[@]}")
+"${BAZEL[@]}" test "${WEFT_BAZEL_BUILD_FLAGS[@]}" --nocache_test_results --test_output=all --test_env=WEFT_REQUANT_DIR="$DIR" \
   //worker/model:requant_accuracy_test
