@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import jsonschema
 import kubernetes_validate.utils as kv
@@ -27,12 +28,16 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 import render  # noqa: E402
+import testlib  # noqa: E402
 
 # Every kustomization a user applies: the overlays, the secure ones (the edge's tls and
-# auth components on each), the edge's routing and development CA.
+# auth components on each), the example Gateway and development CA, and deploy/README.md's
+# "Another model" overlay (routing, TLS and tokens for a second model), which main()
+# writes into a copy of deploy/k8s.
 OVERLAYS = ["cpu", "gpu", "lws", "monitoring", "cpu-secure", "gpu-secure", "lws-secure",
-            "edge/routing", "edge/tls/dev-ca"]
+            "edge/gateway", "edge/tls/dev-ca"]
 
 
 def crd_schemas():
@@ -59,6 +64,12 @@ def validate_crd(obj, schema, version):
     jsonschema.validators.Draft202012Validator(schema, registry=registry).validate(obj)
 
 
+def kubectl_version():
+    r = subprocess.run(["kubectl", "version", "--client"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    return " ".join(l.strip() for l in r.stdout.splitlines() if "Kustomize" in l) or "?"
+
+
 def kubectl_matches(directory):
     """None if kubectl renders `directory` as render.py does, else the difference."""
     r = subprocess.run(["kubectl", "kustomize", directory], stdout=subprocess.PIPE,
@@ -74,15 +85,15 @@ def kubectl_matches(directory):
     return "objects differ: %s (kubectl %d objects, render.py %d)" % (diff, len(theirs), len(ours))
 
 
-def self_test(crds, version):
+def self_test(crds, version, another):
     """The checks can fail: a misspelt field in a Deployment's container, in a
     LeaderWorkerSet's pod template, in a ServiceMonitor endpoint, in the edge's routes,
     Gateway, Certificate and Issuer, and a wrong type in an HPA, must each be rejected.
     Returns the problems (empty when all were caught)."""
     import copy
-    objs = {(o["kind"]): o for d in ("cpu", "lws", "monitoring", "edge/routing", "cpu-secure",
-                                      "edge/tls/dev-ca")
-            for o in render.render(os.path.join(HERE, d))}
+    dirs = [os.path.join(HERE, d) for d in ("cpu", "lws", "monitoring", "edge/gateway",
+                                            "cpu-secure", "edge/tls/dev-ca")] + [another]
+    objs = {(o["kind"]): o for d in dirs for o in render.render(d)}
     cases = []
     d = copy.deepcopy(objs["Deployment"])
     d["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}
@@ -134,6 +145,10 @@ def main():
                     help="Kubernetes versions, comma-separated ('newest': the newest bundled)")
     ap.add_argument("dirs", nargs="*", default=[os.path.join(HERE, o) for o in OVERLAYS])
     a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="weft-validate-")
+    another = testlib.another_model_overlay(tmp)
+    if a.dirs == ap.get_default("dirs"):
+        a.dirs.append(another)
     versions = []
     for v in a.k8s.split(","):
         v = kv.latest_version() if v == "newest" else v
@@ -141,12 +156,12 @@ def main():
             versions.append(kv.major_minor(v))
     crds = crd_schemas()
     failures = 0
-    for problem in self_test(crds, versions[0]):
+    for problem in self_test(crds, versions[0], another):
         print("FAIL " + problem)
         failures += 1
     checked = {}
     for d in a.dirs:
-        name = os.path.relpath(d, HERE)
+        name = ("README's another-model overlay" if d == another else os.path.relpath(d, HERE))
         try:
             objs = render.render(d)
         except render.RenderError as e:
@@ -179,12 +194,14 @@ def main():
                 print("FAIL %s: kubectl kustomize and render.py disagree: %s" % (name, problem))
                 failures += 1
             else:
-                print("ok %s: kubectl kustomize renders the same %d objects" % (name, len(objs)))
+                print("ok %s: kubectl kustomize (%s) renders the same %d objects"
+                      % (name, kubectl_version(), len(objs)))
         print("%s %s: %d objects" % ("ok" if not failures else "..", name, len(objs)))
     for (version, how), n in sorted(checked.items()):
         print("validated %d objects against Kubernetes %s (%s)" % (n, version, how))
     if not shutil.which("kubectl"):
         print("note: no kubectl here; render.py was compared with kubectl kustomize where one was")
+    shutil.rmtree(tmp, ignore_errors=True)
     print("FAIL: %d problems" % failures if failures else "PASS")
     return 1 if failures else 0
 
