@@ -47,7 +47,7 @@ K8S = os.path.join(HERE, "k8s")
 # deploy/README.md's "Another model" overlay (a second model, with routing, TLS and
 # tokens), written by setUpModule into a copy of deploy/k8s: checked as the shipped ones.
 ANOTHER = "models/beta"
-OVERLAYS = ["cpu", "gpu", "lws", "cpu-secure", "gpu-secure", "lws-secure", ANOTHER]
+OVERLAYS = ["cpu", "gpu", "lws", "cpu-secure", "gpu-secure", "lws-secure", "cpu-keda", ANOTHER]
 SECURE = ["cpu-secure", "gpu-secure", "lws-secure", ANOTHER]
 WORKER_STARTUP_BUDGET_S = 300  # a GPU model's load must fit in the startupProbe's window
 ARGS = None
@@ -276,21 +276,45 @@ class ManifestsTest(unittest.TestCase):
             for _, t, c in containers(objs):
                 self.assertEqual(t["metadata"]["labels"]["model"], model)
             hpas = [o for o in objs if o["kind"] == "HorizontalPodAutoscaler"]
-            self.assertEqual(len(hpas), 1, overlay)
-            ref = hpas[0]["spec"]["scaleTargetRef"]
+            keda = [o for o in objs if o["kind"] == "ScaledObject"]
+            self.assertEqual(len(hpas) + len(keda), 1, "one autoscaler per workload: " + overlay)
+            ref = (hpas or keda)[0]["spec"]["scaleTargetRef"]
             self.assertTrue(any(o["kind"] == ref["kind"] and o["metadata"]["name"] == ref["name"]
-                                for o in objs))
-            for m in hpas[0]["spec"]["metrics"]:
-                self.assertEqual(m["type"], "External")
-                self.assertEqual(m["external"]["metric"]["selector"]["matchLabels"],
-                                 {"model": model})
-                self.assertIn(m["external"]["metric"]["name"], served)
+                                and o["apiVersion"] == ref["apiVersion"] for o in objs), overlay)
+            for h in hpas:
+                for m in h["spec"]["metrics"]:
+                    self.assertEqual(m["type"], "External")
+                    self.assertEqual(m["external"]["metric"]["selector"]["matchLabels"],
+                                     {"model": model})
+                    self.assertIn(m["external"]["metric"]["name"], served)
+            for k in keda:
+                queries = [t["metadata"]["query"] for t in k["spec"]["triggers"]]
+                self.assertEqual(queries, ['sum(weft_requests_waiting{model="%s"})' % model,
+                                           'max(weft_kv_usage_ratio{model="%s"})' % model])
+
+    def test_keda_scales_what_the_flavour_scaled(self):
+        """autoscaling/keda on the lws flavour: the ScaledObject targets the
+        LeaderWorkerSet (copied from the HPA it replaces), and no HPA is left."""
+        d = os.path.join(TMP, "k8s", "lws-keda")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+            f.write("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                    "resources: [../flavors/lws]\ncomponents: [../autoscaling/keda]\n"
+                    "transformers: [../model]\n")
+        objs = render.render(d)
+        self.assertEqual([o for o in objs if o["kind"] == "HorizontalPodAutoscaler"], [])
+        (so,) = [o for o in objs if o["kind"] == "ScaledObject"]
+        self.assertEqual(so["spec"]["scaleTargetRef"],
+                         {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                          "name": "weft-workers-smollm2"})
 
     def test_pdbs_let_nodes_drain_beside_the_hpa_minimum(self):
         for overlay in OVERLAYS:
             objs = objects(overlay)
-            hpa_min = min(o["spec"].get("minReplicas", 1) for o in objs
-                          if o["kind"] == "HorizontalPodAutoscaler")
+            hpa_min = min([o["spec"].get("minReplicas", 1) for o in objs
+                           if o["kind"] == "HorizontalPodAutoscaler"] +
+                          [o["spec"].get("minReplicaCount", 0) for o in objs
+                           if o["kind"] == "ScaledObject"])
             pdbs = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
             self.assertEqual(len(pdbs), 2, overlay)
             for pdb in pdbs:

@@ -28,8 +28,9 @@ CI checks and launches exactly what `kubectl apply -k DIR` would apply:
   images               name -> newName / newTag / digest in every container and
                        initContainer list of every object
   replacements         inline or from a `path` file; and `transformers:` directories whose
-                       resources are builtin ReplacementTransformer configs (run after this
-                       kustomization's own transformers, in the order listed). Source:
+                       resources are builtin ReplacementTransformer or PatchTransformer
+                       configs (run after this kustomization's own transformers, in the
+                       order listed). Source:
                        group/version/kind/name/namespace + fieldPath (+ options delimiter,
                        index); targets: select/reject (group, version, kind, name,
                        namespace, labelSelector, annotationSelector) + fieldPaths, options
@@ -229,7 +230,8 @@ def _check_selector(where, sel):
     extra = set(sel) - SELECTOR_FIELDS
     if extra:
         raise RenderError("%s: selector fields not implemented: %s" % (where, sorted(extra)))
-    if "name" in sel and not re.fullmatch(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?", str(sel["name"])):
+    if "name" in sel and not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?",
+                                          str(sel["name"])):
         raise RenderError("%s: name %r: only exact names are implemented (kustomize reads it "
                           "as a regular expression)" % (where, sel["name"]))
     for k in ("labelSelector", "annotationSelector"):
@@ -572,7 +574,9 @@ def _slots(node, parts, create=False):
 
 
 def _replacement_value(where, source, objects):
-    extra = set(source) - SELECTOR_FIELDS - {"fieldPath", "options"}
+    # kustomize's source is an object id (no label or annotation selectors).
+    extra = set(source) - {"group", "version", "kind", "name", "namespace", "fieldPath",
+                           "options"}
     if extra:
         raise RenderError("%s: replacement source fields not implemented: %s"
                           % (where, sorted(extra)))
@@ -661,15 +665,21 @@ def _transformers(kfile, directory, k, objects, seen):
     for entry in k.get("transformers") or []:
         path = _relative_dir(kfile, directory, entry, "transformers entry (a directory)")
         for cfg in _accumulate(path, [], KUSTOMIZATION, seen, {"references": []}):
-            if (cfg.get("apiVersion"), cfg.get("kind")) != ("builtin", "ReplacementTransformer"):
+            kind = (cfg.get("apiVersion"), cfg.get("kind"))
+            name = cfg.get("metadata", {}).get("name")
+            if kind == ("builtin", "ReplacementTransformer"):
+                if set(cfg) - {"apiVersion", "kind", "metadata", "replacements"}:
+                    raise RenderError("%s: ReplacementTransformer fields: %s" % (path, sorted(cfg)))
+                for i, r in enumerate(cfg.get("replacements") or []):
+                    apply_replacement("%s: %s replacement %d" % (path, name, i), r, objects)
+            elif kind == ("builtin", "PatchTransformer"):
+                if set(cfg) - {"apiVersion", "kind", "metadata", "patch", "target"}:
+                    raise RenderError("%s: PatchTransformer fields: %s" % (path, sorted(cfg)))
+                _patch(os.path.join(path, "kustomization.yaml"), path,
+                       {"patch": cfg.get("patch", ""), "target": cfg.get("target")}, objects)
+            else:
                 raise RenderError("%s: transformer %s/%s is not implemented (only builtin "
-                                  "ReplacementTransformer)" % (path, cfg.get("apiVersion"),
-                                                               cfg.get("kind")))
-            if set(cfg) - {"apiVersion", "kind", "metadata", "replacements"}:
-                raise RenderError("%s: ReplacementTransformer fields: %s" % (path, sorted(cfg)))
-            for i, r in enumerate(cfg.get("replacements") or []):
-                apply_replacement("%s: %s replacement %d" % (path, cfg["metadata"]["name"], i),
-                                  r, objects)
+                                  "ReplacementTransformer and PatchTransformer)" % ((path,) + kind))
 
 
 # --- accumulation ---------------------------------------------------------------------------

@@ -5,13 +5,14 @@
 
 Built-in kinds: PyPI's kubernetes-validate (strict: an unknown field is an error) for each
 Kubernetes version given ("newest" = the newest that kubernetes-validate bundles).
-Custom resources (LeaderWorkerSet, ServiceMonitor, PodMonitor; the edge's Gateway,
-GRPCRoute, HTTPRoute, Certificate, Issuer): the CRD schemas vendored in schemas/ (made
-strict by schemas/vendor_crd.py), embedded pod templates checked against the same
-version's PodTemplateSpec. A kind with no schema is an error.
-A self-test first makes sure misspelt fields are rejected (the check can fail).
-When kubectl is on PATH (not in CI), also checks that `kubectl kustomize DIR` gives the
-same objects as render.py. Exit 0 when everything validates.
+Custom resources (LeaderWorkerSet, ServiceMonitor, PodMonitor, PrometheusRule, KEDA's
+ScaledObject; the edge's Gateway, GRPCRoute, HTTPRoute, Certificate, Issuer): the CRD
+schemas vendored in schemas/ (made strict by schemas/vendor_crd.py), embedded pod
+templates checked against the same version's PodTemplateSpec. A kind with no schema is an
+error. A self-test first makes sure misspelt fields are rejected (the check can fail).
+When kubectl is on PATH (not in CI; this machine has one, with kustomize v5.5.0), also
+checks that `kubectl kustomize DIR` gives the same objects as render.py. Exit 0 when
+everything validates.
 """
 import argparse
 import json
@@ -37,7 +38,7 @@ import testlib  # noqa: E402
 # "Another model" overlay (routing, TLS and tokens for a second model), which main()
 # writes into a copy of deploy/k8s.
 OVERLAYS = ["cpu", "gpu", "lws", "monitoring", "cpu-secure", "gpu-secure", "lws-secure",
-            "edge/gateway", "edge/tls/dev-ca"]
+            "cpu-keda", "edge/gateway", "edge/tls/dev-ca"]
 
 
 def crd_schemas():
@@ -92,7 +93,7 @@ def self_test(crds, version, another):
     Returns the problems (empty when all were caught)."""
     import copy
     dirs = [os.path.join(HERE, d) for d in ("cpu", "lws", "monitoring", "edge/gateway",
-                                            "cpu-secure", "edge/tls/dev-ca")] + [another]
+                                            "cpu-secure", "edge/tls/dev-ca", "cpu-keda")] + [another]
     objs = {(o["kind"]): o for d in dirs for o in render.render(d)}
     cases = []
     d = copy.deepcopy(objs["Deployment"])
@@ -125,6 +126,15 @@ def self_test(crds, version, another):
     i = copy.deepcopy(objs["Issuer"])
     i["spec"]["selfsigned"] = {}
     cases.append(("Issuer field selfsigned", i))
+    k = copy.deepcopy(objs["ScaledObject"])
+    k["spec"]["triggers"][0]["threshhold"] = "8"
+    cases.append(("ScaledObject trigger field threshhold", k))
+    k = copy.deepcopy(objs["ScaledObject"])
+    k["spec"]["maxReplicaCount"] = "8"
+    cases.append(("ScaledObject maxReplicaCount as a string", k))
+    r = copy.deepcopy(objs["PrometheusRule"])
+    r["spec"]["groups"][0]["rules"][0]["recorded"] = "x"
+    cases.append(("PrometheusRule rule field recorded", r))
     problems = []
     for what, o in cases:
         try:
