@@ -538,6 +538,27 @@ class ManifestsTest(unittest.TestCase):
                 if a in t:  # only the model file's source (a package name) and the script
                     self.assertTrue(o["kind"] == "ConfigMap" or "llm-%s" % a in t, (o["kind"], t))
 
+    def test_model_volumes_outlive_the_scheduler_and_fit_the_model(self):
+        """The scheduler's model volume is a claim of the overlay (a restarted scheduler
+        finds the file in place, no new download); every model volume (that claim, the
+        workers' claim or emptyDir) is sized from the model's values."""
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            claims = {o["metadata"]["name"]: o for o in objs
+                      if o["kind"] == "PersistentVolumeClaim"}
+            sizes = {o["spec"]["resources"]["requests"]["storage"] for o in claims.values()}
+            for name, t, c in containers(objs):
+                vol = next(v for v in t["spec"]["volumes"] if v["name"] == "models")
+                if binary(c) == "weft-scheduler":
+                    self.assertIn("persistentVolumeClaim", vol, overlay)
+                    claim = claims[vol["persistentVolumeClaim"]["claimName"]]
+                    self.assertEqual(claim["spec"]["accessModes"], ["ReadWriteOnce"])
+                if "emptyDir" in vol:
+                    sizes.add(vol["emptyDir"]["sizeLimit"])
+                else:
+                    self.assertIn(vol["persistentVolumeClaim"]["claimName"], claims, overlay)
+            self.assertEqual(sizes, {"1Gi"}, overlay)  # base/model.yaml's (and README's) volume
+
     def test_a_changed_script_rolls_the_pods(self):
         """The model-fetch script's ConfigMap has kustomize's content hash in its name, and
         every pod template that mounts it names it: a change renames it everywhere (the
