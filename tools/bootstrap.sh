@@ -43,7 +43,7 @@ PACKAGES=(
   prometheus python3 python3-grpcio python3-protobuf python3-venv nlohmann-json3-dev libcpp-httplib-dev yamllint
   gnuplot-nox haproxy openssl
   python3-yaml python3-pip
-  debootstrap umoci skopeo
+  debootstrap umoci skopeo python3-jsonschema
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
