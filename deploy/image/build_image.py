@@ -29,7 +29,9 @@ How an image is made:
   4. Layers: that base, then the binaries (and CUDA libraries); every file's time clamped
      to SOURCE_DATE_EPOCH (the environment's, else the last commit's time), written with
      umoci with that time as the image's and history's creation time, the config set
-     (user 65532, entrypoint weft-scheduler, env), checked with skopeo. The same package
+     (user 65532, entrypoint weft-scheduler, env, the labels
+     org.opencontainers.image.version and .revision from the binaries' own --version),
+     checked with skopeo. The same package
      set and binaries give the same image digest (./test.sh --full builds twice).
   5. An SPDX 2.3 SBOM beside each image (DIR/sbom-<image>.spdx.json): every Debian
      package in the image (from its dpkg database: name, version, architecture, source
@@ -95,6 +97,12 @@ def out(cmd, **kw):
 
 
 # --- binaries -----------------------------------------------------------------------------
+
+def binaries_from(images, previous):
+    """Each image's binaries as a previous build (its --out) staged them."""
+    return {img: [(path, os.path.join(previous, "context-" + img, "payload", path.lstrip("/")))
+                  for path, _, _ in BINARIES[img]] for img in images}
+
 
 def build_binaries(images, stage, no_build):
     """Builds (unless no_build) and copies each image's binaries to stage/<image>/."""
@@ -503,9 +511,25 @@ def dockerfile(img, packages, codename):
 
 # --- OCI ----------------------------------------------------------------------------------
 
-def oci_images(layout, plan, epoch):
-    """plan: {img: (base rootfs, payload dir)}. Writes tags base-<key> and <img>, every
-    creation time `epoch`."""
+def identity(binaries):
+    """(version, revision) the binaries report (`--version`: common/build_info.h); every
+    binary of a build reports the same, else the build fails."""
+    seen = set()
+    for _, path in binaries:
+        out = subprocess.run([path, "--version"], stdout=subprocess.PIPE, text=True).stdout
+        m = re.fullmatch(r"\S+ (\S+) \(revision (\S+)\)\n?", out)
+        if not m:
+            raise SystemExit("build_image: %s --version printed %r" % (path, out))
+        seen.add(m.groups())
+    if len(seen) != 1:
+        raise SystemExit("build_image: the binaries report different builds: %s" % sorted(seen))
+    return seen.pop()
+
+
+def oci_images(layout, plan, epoch, identities):
+    """plan: {img: (base rootfs, payload dir)}; identities: {img: (version, revision)}.
+    Writes tags base-<key> and <img>, every creation time `epoch`, the OCI version and
+    revision labels from the binaries' own --version."""
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
     if not os.path.isdir(layout):
         run(["umoci", "init", "--layout", layout])
@@ -532,6 +556,8 @@ def oci_images(layout, plan, epoch):
                "--config.entrypoint", "/usr/local/bin/weft-scheduler",
                "--config.label", "org.opencontainers.image.title=weft-" + img,
                "--config.label", "org.opencontainers.image.source=deploy/image/build_image.py",
+               "--config.label", "org.opencontainers.image.version=" + identities[img][0],
+               "--config.label", "org.opencontainers.image.revision=" + identities[img][1],
                "--clear", "config.env"]
         for e in ENV[img]:
             cfg += ["--config.env", e]
@@ -635,6 +661,8 @@ def main():
     ap.add_argument("--update-lock", action="store_true",
                     help="pin the derived packages to the mirror's versions now "
                          "(deploy/image/packages.lock) and rewrite the Dockerfiles")
+    ap.add_argument("--binaries-from", metavar="OUT",
+                    help="the binaries a previous build staged in OUT (no Bazel at all)")
     ap.add_argument("--no-cache", action="store_true",
                     help="make the base root filesystem afresh (debootstrap), not from the cache")
     args = ap.parse_args()
@@ -648,7 +676,8 @@ def main():
     epoch = source_date_epoch()
     report = {"source_date_epoch": epoch}
     try:
-        binaries = build_binaries(images, os.path.join(work, "stage"), args.no_build)
+        binaries = (binaries_from(images, args.binaries_from) if args.binaries_from else
+                    build_binaries(images, os.path.join(work, "stage"), args.no_build))
         report["build_s"] = round(time.time() - t0, 1)
         derived, report["images"] = prepare(images, binaries, args.out, args.write_dockerfiles,
                                             args.update_lock)
@@ -674,7 +703,9 @@ def main():
         layout = os.path.join(args.out, "oci")
         shutil.rmtree(layout, ignore_errors=True)
         t1 = time.time()
-        oci_images(layout, plan, epoch)
+        identities = {img: identity(binaries[img]) for img in images}
+        report["identity"] = identities
+        oci_images(layout, plan, epoch, identities)
         report["oci_s"] = round(time.time() - t1, 1)
         for img in images:
             r = report["images"][img]

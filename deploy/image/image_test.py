@@ -18,12 +18,14 @@
    same scheduler as a second replica with --metrics_port=0 (its /metrics, /startupz and
    /readyz are scraped) and serves a generation too. Everything stops on SIGTERM with exit
    code 0.
-4. Each image's SPDX SBOM (DIR/sbom-<image>.spdx.json) validates against SPDX 2.3's JSON
+4. The labels org.opencontainers.image.version and .revision are what each binary's
+   --version prints inside the image. Each image's SPDX SBOM (DIR/sbom-<image>.spdx.json) validates against SPDX 2.3's JSON
    schema (spdx-2.3-schema.json, python3-jsonschema) and lists every Debian package of
    the unpacked image's dpkg database with its version, and every Weft binary with the
    sha256 of the file in the image.
-5. Reproducible: build_image.py again, the binaries reused and the base root filesystem
-   made afresh (--no-cache: debootstrap and apt from the mirror again), into DIR-again:
+5. Reproducible: build_image.py again, with the first build's binaries and
+   SOURCE_DATE_EPOCH and the base root filesystem made afresh (--no-cache: debootstrap
+   and apt from the mirror again), into DIR-again:
    the same package set must give the same manifest digest for every image, and the
    same SBOM.
 Needs root, debootstrap, umoci, skopeo, the Debian mirror, and the default model (skips,
@@ -198,14 +200,32 @@ def check_sbom(img, fs, path):
         % (img, len(installed), len(listed) - len(installed) - 1))
 
 
+def check_labels(img, fs):
+    """The image's version and revision labels are what its binaries' --version says."""
+    labels = fs.image_config.get("Labels") or {}
+    for b in ("weft-scheduler", "weft-worker", "weft"):
+        out = fs.run_as_user(["/usr/local/bin/" + b, "--version"], 60,
+                             stderr=subprocess.DEVNULL).stdout.strip()
+        want = "%s %s (revision %s)" % (b, labels.get("org.opencontainers.image.version"),
+                                        labels.get("org.opencontainers.image.revision"))
+        if out != want:
+            fail("%s: %s --version says %r, the labels %r" % (img, b, out, want))
+    log("%s: labels version %s, revision %s, as every binary's --version says"
+        % (img, labels["org.opencontainers.image.version"],
+           labels["org.opencontainers.image.revision"]))
+
+
 def check_reproducible(a, images, report):
     """A second build (same binaries, base root filesystem made afresh) gives the same
     digest for each image: returns its report."""
     again = a.out.rstrip("/") + "-again"
     shutil.rmtree(again, ignore_errors=True)
+    # The same inputs: the first build's binaries and SOURCE_DATE_EPOCH (a commit or a
+    # rebuild meanwhile must not pass for irreproducibility).
+    env = dict(os.environ, SOURCE_DATE_EPOCH=str(report["source_date_epoch"]))
     r = subprocess.call([sys.executable, os.path.join(ROOT, "deploy/image/build_image.py"),
-                         "--out", again, "--images", ",".join(images), "--no-build",
-                         "--no-cache"])
+                         "--out", again, "--images", ",".join(images), "--binaries-from",
+                         a.out, "--no-cache"], env=env)
     if r != 0:
         fail("the second build_image.py failed (exit %d)" % r)
     second = json.load(open(os.path.join(again, "report.json")))
@@ -359,6 +379,7 @@ def main():
                 fail("cpu: %s links CUDA" % b)
         check_dockerfile(img, fs)
         check_sbom(img, fs, report["images"][img]["sbom"])
+        check_labels(img, fs)
         if not os.path.isdir(os.path.join(fs.root, "usr/share/doc")):
             fail("%s: no /usr/share/doc (copyright files)" % img)
         if img == "gpu" and not os.listdir(os.path.join(fs.root, "usr/share/doc/nvidia-cuda")):
