@@ -4,8 +4,9 @@
 # Idempotent and fast when everything is there (a few dpkg queries and a size check).
 #   tools/bootstrap.sh            Debian packages + default model into models/
 #   tools/bootstrap.sh --ref      also a venv with PyPI gguf+numpy (reference-data scripts)
-#   tools/bootstrap.sh --no-model packages only
-# Environment: WEFT_CACHE_DIR (default ~/.cache/weft) holds the venv and a model copy.
+#   tools/bootstrap.sh --no-model packages (and the llama.cpp source subset) only
+# Environment: WEFT_CACHE_DIR (default ~/.cache/weft) holds the venv, a model copy and
+# the llama-cpp-python source package (see fetch_llama_cpp_sdist below).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ for arg in "$@"; do
   case "$arg" in
     --ref) WANT_REF=1 ;;
     --no-model) WANT_MODEL=0 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "bootstrap: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -42,7 +43,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   prometheus python3 python3-grpcio python3-protobuf python3-venv nlohmann-json3-dev libcpp-httplib-dev yamllint
   gnuplot-nox haproxy openssl
-  python3-yaml python3-pip
+  python3-yaml python3-pip python3-jinja2
   debootstrap umoci skopeo python3-jsonschema
 )
 missing=()
@@ -60,6 +61,52 @@ if [ ${#missing[@]} -gt 0 ]; then
       die "apt-get install failed (see /tmp/weft-apt.log): ${missing[*]}"
   fi
 fi
+
+# --- llama-cpp-python source package ------------------------------------------------------
+# PyPI's llama-cpp-python 0.3.36 sdist vendors llama.cpp (build 0c1e570). Weft uses, from
+# it and never from the repository: llama.cpp's Jinja engine (common/jinja, built by Bazel
+# through third_party/llama_cpp.bzl), and as test data the vocabulary-only GGUFs with
+# their .inp/.out pairs (models/ggml-vocab-*) and the chat templates (models/templates).
+# Downloaded once into $CACHE/sdist (sha256-pinned), and only those parts are extracted
+# into $CACHE/llama-cpp-python-0.3.36 (a stamp holds the sha256 they came from).
+LLAMA_SDIST_VERSION=0.3.36
+LLAMA_SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+LLAMA_SDIST_PARTS=(
+  LICENSE common/jinja common/json.h common/json.cpp common/unicode.h common/unicode.cpp
+  vendor/nlohmann models/templates 'models/ggml-vocab-*'
+)
+
+fetch_llama_cpp_sdist() {
+  local dest="$CACHE/llama-cpp-python-$LLAMA_SDIST_VERSION"
+  local stamp="$dest/.weft-sha256"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$LLAMA_SDIST_SHA" ]; then
+    return 0
+  fi
+  local tarball="$CACHE/sdist/llama_cpp_python-$LLAMA_SDIST_VERSION.tar.gz"
+  mkdir -p "$CACHE/sdist"
+  if [ ! -f "$tarball" ] || [ "$(sha_of "$tarball")" != "$LLAMA_SDIST_SHA" ]; then
+    log "downloading the llama-cpp-python $LLAMA_SDIST_VERSION source package (about 77 MB)"
+    rm -f "$tarball"
+    python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
+      --dest "$CACHE/sdist" "llama-cpp-python==$LLAMA_SDIST_VERSION" >&2 ||
+      die "pip download llama-cpp-python==$LLAMA_SDIST_VERSION failed: is the package index reachable?"
+    [ -f "$tarball" ] || die "pip download did not produce $tarball"
+  fi
+  local got
+  got=$(sha_of "$tarball")
+  [ "$got" = "$LLAMA_SDIST_SHA" ] ||
+    die "$tarball: sha256 $got does not match the expected $LLAMA_SDIST_SHA"
+  local top="llama_cpp_python-$LLAMA_SDIST_VERSION/vendor/llama.cpp"
+  local tmp="$dest.tmp.$$"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  local members=()
+  for part in "${LLAMA_SDIST_PARTS[@]}"; do members+=("$top/$part"); done
+  tar -xzf "$tarball" -C "$tmp" --strip-components=3 --wildcards "${members[@]}" ||
+    { rm -rf "$tmp"; die "extracting $tarball failed"; }
+  echo "$LLAMA_SDIST_SHA" >"$tmp/.weft-sha256"
+  rm -rf "$dest" && mv "$tmp" "$dest"
+  log "llama.cpp source subset ready: $dest"
+}
 
 # --- Default model ----------------------------------------------------------------------
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
@@ -110,6 +157,8 @@ fetch_model() {  # name size sha256 source
   rm -rf "$tmp"
   log "model $name: ok ($size bytes, sha256 verified)"
 }
+
+fetch_llama_cpp_sdist
 
 if [ "$WANT_MODEL" = 1 ]; then
   while read -r name size sha src; do

@@ -10,7 +10,8 @@
 // written as JSON {"port":..,"worker_port":..,"metrics_port":..,"http_port":..}
 // (-1: off). --http_port serves the OpenAI-compatible HTTP API (http_server.h).
 // The model is served as --model_name, by default the file's stem in lower case
-// (DefaultModelName). The public port serves weft.v1.Generation, grpc.health.v1.Health
+// (DefaultModelName). Chat prompts use the model's chat template, or --chat_template FILE
+// (required for chat with a model file that has none). The public port serves weft.v1.Generation, grpc.health.v1.Health
 // (services "", weft.v1.Generation and the model name) and server reflection; with
 // --tls_cert/--tls_key it speaks TLS only (client certificates required when
 // --tls_client_ca is given), with --auth_tokens_file Generate and ListModels need a
@@ -55,6 +56,9 @@
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model file");
 ABSL_FLAG(std::string, model_name, "",
           "served model name, routable by x-weft-model (default: the file's stem, lower case)");
+ABSL_FLAG(std::string, chat_template, "",
+          "Jinja chat template file replacing the model's tokenizer.chat_template (for "
+          "models without one)");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind (gRPC ports and /metrics)");
 ABSL_FLAG(int32_t, port, 50051, "public Generate port (0 = ephemeral)");
 ABSL_FLAG(int32_t, worker_port, 50052, "port workers attach to (0 = ephemeral)");
@@ -213,7 +217,7 @@ int Main() {
     LOG(ERROR) << "--model_name: " << s.message();
     return 2;
   }
-  auto text = ModelText::Load(**file, model_name);
+  auto text = ModelText::Load(**file, model_name, absl::GetFlag(FLAGS_chat_template));
   if (!text.ok()) {
     LOG(ERROR) << "cannot load the model's tokenizer/metadata: " << text.status().message();
     return 1;
