@@ -5,20 +5,25 @@
 #   tools/bootstrap.sh            Debian packages + default model into models/
 #   tools/bootstrap.sh --ref      also a venv with PyPI gguf+numpy (reference-data scripts)
 #   tools/bootstrap.sh --no-model packages (and the llama.cpp source subset) only
+#   tools/bootstrap.sh --no-packages the model (and the llama.cpp source subset) only
 # Environment: WEFT_CACHE_DIR (default ~/.cache/weft) holds the venv, a model copy and
 # the llama-cpp-python source package (see fetch_llama_cpp_sdist below).
+# Installs and downloads print a progress line at least every 25 s (tools/lib.sh).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-CACHE=${WEFT_CACHE_DIR:-$HOME/.cache/weft}
+source tools/lib.sh
+CACHE=$WEFT_CACHE_DIR
 WANT_REF=0
 WANT_MODEL=1
+WANT_PACKAGES=1
 for arg in "$@"; do
   case "$arg" in
     --ref) WANT_REF=1 ;;
     --no-model) WANT_MODEL=0 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --no-packages) WANT_PACKAGES=0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "bootstrap: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -27,7 +32,7 @@ log() { echo "bootstrap: $*" >&2; }
 die() { echo "bootstrap: ERROR: $*" >&2; exit 1; }
 
 SUDO=""
-if [ "$(id -u)" != 0 ]; then
+if [ "$WANT_PACKAGES" = 1 ] && [ "$(id -u)" != 0 ]; then
   command -v sudo >/dev/null || die "not root and no sudo: install the packages listed in tools/bootstrap.sh by hand"
   SUDO="sudo"
 fi
@@ -47,19 +52,38 @@ PACKAGES=(
   debootstrap umoci skopeo python3-jsonschema
 )
 missing=()
-for p in "${PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [ "$status" = "install ok installed" ] || missing+=("$p")
-done
+if [ "$WANT_PACKAGES" = 1 ]; then
+  for p in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [ "$status" = "install ok installed" ] || missing+=("$p")
+  done
+fi
+APT_LOG=/tmp/weft-apt.log
+# apt's machine-readable progress (APT::Status-Fd) goes to the log with the rest; the last
+# status line makes the progress line.
+apt_status() {
+  local kind item pct msg
+  IFS=: read -r kind item pct msg < <(grep -E '^(dl|pm)status:' "$APT_LOG" | tail -n 1) || return 0
+  case $kind in
+    dlstatus) echo "downloading ${pct%%.*} %: $msg" ;;
+    pmstatus) echo "installing ${pct%%.*} %: $msg" ;;
+  esac
+}
+apt_get() {
+  weft_with_progress "bootstrap: apt-get $1" apt_status \
+    $SUDO apt-get "$@" -o APT::Status-Fd=1 >>"$APT_LOG" 2>&1
+}
 if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${#missing[@]} Debian packages: ${missing[*]}"
+  log "installing ${#missing[@]} Debian packages (log: $APT_LOG): ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/weft-apt.log 2>&1; then
+  : >"$APT_LOG"
+  if ! apt_get install -y --no-install-recommends "${missing[@]}"; then
     log "apt-get install failed; refreshing package lists and retrying"
-    $SUDO apt-get update >>/tmp/weft-apt.log 2>&1 || die "apt-get update failed (see /tmp/weft-apt.log)"
-    $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >>/tmp/weft-apt.log 2>&1 ||
-      die "apt-get install failed (see /tmp/weft-apt.log): ${missing[*]}"
+    apt_get update || die "apt-get update failed (see $APT_LOG)"
+    apt_get install -y --no-install-recommends "${missing[@]}" ||
+      die "apt-get install failed (see $APT_LOG): ${missing[*]}"
   fi
+  log "installed ${#missing[@]} Debian packages"
 fi
 
 # --- llama-cpp-python source package ------------------------------------------------------
@@ -87,9 +111,15 @@ fetch_llama_cpp_sdist() {
   if [ ! -f "$tarball" ] || [ "$(sha_of "$tarball")" != "$LLAMA_SDIST_SHA" ]; then
     log "downloading the llama-cpp-python $LLAMA_SDIST_VERSION source package (about 77 MB)"
     rm -f "$tarball"
-    python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
+    local pip_tmp
+    pip_tmp=$(mktemp -d)
+    # pip downloads into $TMPDIR: the bytes there are the progress.
+    sdist_status() { echo "$(du -sm "$pip_tmp" | cut -f1) MB downloaded"; }
+    TMPDIR=$pip_tmp weft_with_progress "bootstrap: llama-cpp-python sdist" sdist_status \
+      python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
       --dest "$CACHE/sdist" "llama-cpp-python==$LLAMA_SDIST_VERSION" >&2 ||
-      die "pip download llama-cpp-python==$LLAMA_SDIST_VERSION failed: is the package index reachable?"
+      { rm -rf "$pip_tmp"; die "pip download llama-cpp-python==$LLAMA_SDIST_VERSION failed: is the package index reachable?"; }
+    rm -rf "$pip_tmp"
     [ -f "$tarball" ] || die "pip download did not produce $tarball"
   fi
   local got
@@ -137,8 +167,12 @@ fetch_model() {  # name size sha256 source
   local inner=${spec#*:}
   local tmp
   tmp=$(mktemp -d)
-  log "model $name: downloading $pkg (about 93 MB)"
-  python3 -m pip download --no-deps --progress-bar off --dest "$tmp" "$pkg" >&2 ||
+  log "model $name: downloading $pkg (about $((size / 1000000)) MB)"
+  # pip downloads into $TMPDIR: the bytes under $tmp are the progress.
+  mkdir -p "$tmp/pip-tmp"
+  download_status() { echo "$(du -sm "$tmp" | cut -f1) MB downloaded"; }
+  TMPDIR=$tmp/pip-tmp weft_with_progress "bootstrap: model $name" download_status \
+    python3 -m pip download --no-deps --progress-bar off --dest "$tmp" "$pkg" >&2 ||
     { rm -rf "$tmp"; die "pip download $pkg failed: is the package index reachable?"; }
   local whl
   whl=$(ls "$tmp"/*.whl 2>/dev/null | head -n1)
