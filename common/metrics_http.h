@@ -3,7 +3,8 @@
 // bound port is logged and returned by port()).
 //
 //   GET /metrics   the registry in Prometheus text format 0.0.4 (prometheus-cpp's
-//                  serializer), always 200
+//                  serializer), always 200; every process's endpoint adds
+//                  weft_build_info{version, revision} 1 (common/build_info.h)
 //   GET /livez     200 "ok" for as long as the process runs: start the server first
 //                  thing, so liveness never kills a process that is still loading
 //   GET /startupz  200 once `started()` holds, else 503

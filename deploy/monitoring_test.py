@@ -14,6 +14,8 @@ scheduler and worker export (the real binaries and model: one generation, then
   recorded buckets equals the one over Weft's); every source metric exists.
 * The autoscalers' metrics exist: the HPA's External metrics (served by the adapter
   rules), KEDA's ScaledObject queries.
+* Both binaries export weft_build_info{version, revision} 1 with the identity their
+  --version prints.
 * The monitors carry the release label kube-prometheus-stack selects on, as the
   kustomization sets it (and a changed value reaches every object).
 Skips without the default model or without Debian's promtool (the prometheus package).
@@ -149,6 +151,15 @@ class MonitoringTest(unittest.TestCase):
     def assertExported(self, names, where):
         missing = sorted(n for n in names if n.startswith("weft_") and n not in self.exported)
         self.assertEqual(missing, [], "%s names series no Weft process exports" % where)
+
+    def test_both_binaries_export_their_build_info(self):
+        for name in ("scheduler", "worker"):
+            line = subprocess.run([getattr(ARGS, name), "--version"], stdout=subprocess.PIPE,
+                                  text=True, check=True, timeout=60).stdout
+            m = re.match(r"^\S+ (\S+) \(revision (\S+)\)$", line.strip())
+            self.assertIsNotNone(m, "--version of the %s: %r" % (name, line))
+            want = 'weft_build_info{revision="%s",version="%s"} 1' % (m.group(2), m.group(1))
+            self.assertIn(want, PAGES[name].splitlines(), "%s /metrics" % name)
 
     def test_dashboard(self):
         d = json.load(open(os.path.join(MONITORING, "weft-dashboard.json")))

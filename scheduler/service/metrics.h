@@ -54,6 +54,9 @@ class ServiceMetrics {
   // Worker hellos refused (fingerprint, shard layout, world size ...; the reason is
   // logged and sent to the worker).
   prometheus::Counter& workers_rejected;
+  // Of those, the ones refused for their Attach protocol version (a worker older or newer
+  // than this scheduler supports: common/protocol_version.h).
+  prometheus::Counter& worker_protocol_mismatches;
   // Step overhead (BENCHMARKS.md): the workers' forward time and execute time (rank 0,
   // from each StepResult), and the planning thread's time planning, encoding plans and
   // applying results. Share of a step outside the forward pass =
