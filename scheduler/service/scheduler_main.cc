@@ -206,7 +206,9 @@ int Main() {
     LOG(ERROR) << policy.status().message();
     return 2;
   }
-  auto file = GgufFile::Open(absl::GetFlag(FLAGS_model));
+  // Metadata only (header, vocabulary, tensor table): no weight page is mapped or read,
+  // so the scheduler's memory and its pod's download do not grow with the model.
+  auto file = GgufFile::OpenMetadata(absl::GetFlag(FLAGS_model));
   if (!file.ok()) {
     LOG(ERROR) << "cannot load the model: " << file.status().message();
     return 1;
