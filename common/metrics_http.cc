@@ -28,12 +28,13 @@ void Probe(const std::function<bool()>& holds, const char* what, httplib::Respon
 
 // weft_build_info{version, revision} 1: the build's identity (common/build_info.h), the
 // Prometheus convention for versions (join on it, or count distinct revisions in a rollout).
-std::shared_ptr<prometheus::Registry> BuildInfoRegistry() {
+std::shared_ptr<prometheus::Registry> BuildInfoRegistry(const prometheus::Labels& constant) {
   auto r = std::make_shared<prometheus::Registry>();
   prometheus::BuildGauge()
       .Name("weft_build_info")
       .Help("1, labelled with the release version and the source revision this binary was "
             "built from (the same as its --version).")
+      .Labels(constant)
       .Register(*r)
       .Add({{"version", std::string(BuildVersion())}, {"revision", std::string(BuildRevision())}})
       .Set(1);
@@ -70,7 +71,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   server.set_keep_alive_timeout(2);
   server.set_read_timeout(5, 0);
   server.set_write_timeout(5, 0);
-  server.Get("/metrics", [registry = o.registry, build_info = BuildInfoRegistry()](
+  server.Get("/metrics", [registry = o.registry, build_info = BuildInfoRegistry(o.constant_labels)](
                              const httplib::Request&, httplib::Response& res) {
     std::vector<prometheus::MetricFamily> families = registry->Collect();
     for (prometheus::MetricFamily& f : build_info->Collect()) families.push_back(std::move(f));

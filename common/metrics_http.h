@@ -45,6 +45,9 @@ struct MetricsHttpOptions {
   std::string host = "0.0.0.0";
   int port = 0;  // 0: any free port
   std::shared_ptr<prometheus::Registry> registry;  // required
+  // Labels weft_build_info carries besides version and revision: those every series of
+  // `registry` carries (the scheduler's model="<served name>").
+  prometheus::Labels constant_labels;
   std::function<bool()> started;  // /startupz; null: always started
   std::function<bool()> ready;    // /readyz; null: ready once started
   int num_threads = 4;            // request handlers (a scrape, probes, a keep-alive)

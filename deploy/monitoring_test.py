@@ -15,7 +15,7 @@ scheduler and worker export (the real binaries and model: one generation, then
 * The autoscalers' metrics exist: the HPA's External metrics (served by the adapter
   rules), KEDA's ScaledObject queries.
 * Both binaries export weft_build_info{version, revision} 1 with the identity their
-  --version prints.
+  --version prints (the scheduler's with its model label, as all its series).
 * The monitors carry the release label kube-prometheus-stack selects on, as the
   kustomization sets it (and a changed value reaches every object).
 Skips without the default model or without Debian's promtool (the prometheus package).
@@ -158,7 +158,10 @@ class MonitoringTest(unittest.TestCase):
                                   text=True, check=True, timeout=60).stdout
             m = re.match(r"^\S+ (\S+) \(revision (\S+)\)$", line.strip())
             self.assertIsNotNone(m, "--version of the %s: %r" % (name, line))
-            want = 'weft_build_info{revision="%s",version="%s"} 1' % (m.group(2), m.group(1))
+            # The scheduler's carries its model label, like every series of its page.
+            model = 'model="m1",' if name == "scheduler" else ""
+            want = 'weft_build_info{%srevision="%s",version="%s"} 1' % (model, m.group(2),
+                                                                        m.group(1))
             self.assertIn(want, PAGES[name].splitlines(), "%s /metrics" % name)
 
     def test_dashboard(self):

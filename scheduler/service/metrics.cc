@@ -100,6 +100,7 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       step_duration(H(*r, l, "weft_step_duration_seconds", "Plan sent to all results received.",
                       kLatency)),
       registry_(r),
+      constant_labels_(l),
       steps_family_(BuildCounter().Name("weft_steps_total").Help("Steps completed, per replica.").Labels(l).Register(*r)),
       finished_family_(BuildCounter()
                            .Name("weft_requests_finished_total")

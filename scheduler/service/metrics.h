@@ -26,6 +26,8 @@ class ServiceMetrics {
   explicit ServiceMetrics(const std::string& model);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // The labels every family carries (model="<served name>", or none).
+  const prometheus::Labels& constant_labels() const { return constant_labels_; }
 
   // Gauges (set each iteration).
   prometheus::Gauge& requests_running;
@@ -89,6 +91,7 @@ class ServiceMetrics {
   ServiceMetrics(std::shared_ptr<prometheus::Registry> registry, const prometheus::Labels& labels);
 
   std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Labels constant_labels_;
   prometheus::Family<prometheus::Counter>& steps_family_;
   prometheus::Family<prometheus::Counter>& finished_family_;
   prometheus::Family<prometheus::Counter>& status_family_;

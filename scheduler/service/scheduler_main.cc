@@ -261,6 +261,7 @@ int Main() {
     ho.host = absl::GetFlag(FLAGS_host);
     ho.port = absl::GetFlag(FLAGS_metrics_port);
     ho.registry = metrics.registry();
+    ho.constant_labels = metrics.constant_labels();  // weft_build_info's too
     ho.started = [&started] { return started.load(); };
     ho.ready = [&serving] { return serving.load(); };
     auto m = MetricsHttp::Start(std::move(ho));
