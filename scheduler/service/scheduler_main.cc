@@ -206,7 +206,9 @@ int Main() {
     LOG(ERROR) << policy.status().message();
     return 2;
   }
-  auto file = GgufFile::Open(absl::GetFlag(FLAGS_model));
+  // Metadata only (header, vocabulary, tensor table): no weight page is mapped or read,
+  // so the scheduler's memory and its pod's download do not grow with the model.
+  auto file = GgufFile::OpenMetadata(absl::GetFlag(FLAGS_model));
   if (!file.ok()) {
     LOG(ERROR) << "cannot load the model: " << file.status().message();
     return 1;
@@ -259,6 +261,7 @@ int Main() {
     ho.host = absl::GetFlag(FLAGS_host);
     ho.port = absl::GetFlag(FLAGS_metrics_port);
     ho.registry = metrics.registry();
+    ho.constant_labels = metrics.constant_labels();  // weft_build_info's too
     ho.started = [&started] { return started.load(); };
     ho.ready = [&serving] { return serving.load(); };
     auto m = MetricsHttp::Start(std::move(ho));
