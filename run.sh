@@ -9,7 +9,11 @@
 #            [--kernels auto|avx512vnni|avx2|reference]
 #            [--kv_dtype f16|bf16|int8|f32]
 #            [--policy decode-first|prefill-first|static] [--threads N] [--kv_memory_mb MB]
+#            [--chat_template FILE.jinja]
 #
+#   --chat_template the scheduler's chat template instead of the model file's (a model
+#                   without one, e.g. Gemma 3 270M's GGUF, serves completions only: start
+#                   it with --prompt TEXT, or give it a template for chat)
 #   --serve         keep serving after the generation (Ctrl-C stops everything cleanly);
 #                   ports default to 50051 (public), 50052 (workers), 9090 (metrics),
 #                   8000 (the OpenAI-compatible HTTP API; --http_port -1 turns it off)
@@ -44,8 +48,9 @@ KV_DTYPE=f16
 POLICY=decode-first
 THREADS=0
 KV_MB=512
+SCHED_EXTRA=()
 
-usage() { sed -n '2,19p' "$0"; }
+usage() { sed -n '2,24p' "$0"; }
 die() { echo "run.sh: ERROR: $*" >&2; exit 1; }
 need() { [ $# -ge 2 ] || die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
@@ -70,6 +75,7 @@ while [ $# -gt 0 ]; do
     --policy) need "$@"; POLICY=$2; shift 2 ;;
     --threads) need "$@"; THREADS=$2; shift 2 ;;
     --kv_memory_mb) need "$@"; KV_MB=$2; shift 2 ;;
+    --chat_template) need "$@"; SCHED_EXTRA+=(--chat_template="$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown flag $1" ;;
   esac
@@ -128,7 +134,7 @@ trap 'exit 130' INT TERM
 weft_phase_begin start
 "$SCHED" --model="$MODEL" --port="$PORT" --worker_port="$WORKER_PORT" \
   --metrics_port="$METRICS_PORT" --http_port="$HTTP_PORT" --policy="$POLICY" --ports_file="$RUN/ports.json" \
-  >"$RUN/scheduler.log" 2>&1 &
+  "${SCHED_EXTRA[@]}" >"$RUN/scheduler.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 300); do
   [ -f "$RUN/ports.json" ] && break

@@ -13,10 +13,12 @@
 #                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests only (for iterating)
 #   ./test.sh --only=cuda,fuzz   the bootstrap and the phases named (ids: default k8s cuda
-#                        cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak requant image)
+#                        cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak requant
+#                        gemma3 image)
 #   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench), the
 #                        default model re-quantized by llama-quantize to Q4_K_M / Q6_K /
-#                        Q5_0 against llama.cpp (tools/quant/full.sh), and
+#                        Q5_0 against llama.cpp (tools/quant/full.sh), the real Gemma 3
+#                        270M against llama.cpp (worker/model:gemma3_accuracy_test) and
 #                        the container images: built daemonless (debootstrap, umoci) and
 #                        run chroot'ed (deploy/image/image_test.py; needs root and the
 #                        Debian mirror; about 2-3 minutes cold, see deploy/README.md)
@@ -33,7 +35,7 @@ cd "$(dirname "$0")"
 ROOT=$PWD
 MODE=ci
 ONLY=""
-PHASE_IDS=" default k8s cuda cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak requant image "
+PHASE_IDS=" default k8s cuda cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak requant gemma3 image "
 for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
@@ -44,7 +46,7 @@ for arg in "$@"; do
       for id in ${ONLY//,/ }; do
         [[ $PHASE_IDS == *" $id "* ]] || { echo "test.sh: no phase '$id' (phases:$PHASE_IDS)" >&2; exit 2; }
       done ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -249,6 +251,25 @@ requant_phase() {
   fi
 }
 
+# The real Gemma 3 270M against llama.cpp (greedy continuations, perplexity). Tagged manual
+# (it needs the optional model): named here, outside run_tests' tag filter.
+gemma3_phase() {
+  if ! tools/bootstrap.sh --no-packages --model gemma3-270m; then
+    extra_result gemma3_accuracy_test failed "tools/bootstrap.sh --model gemma3-270m failed"
+    return 1
+  fi
+  local target=//worker/model:gemma3_accuracy_test rel=worker/model/gemma3_accuracy_test
+  weft_bazel "test.sh: gemma3" "${BAZEL[@]}" test "${TEST_FLAGS[@]}" --test_output=errors \
+    -- "$target"
+  local rc=$? logs xml="$RESULTS/xml/full/$rel/test.xml"
+  logs=$("${BAZEL[@]}" info bazel-testlogs 2>/dev/null)
+  mkdir -p "$(dirname "$xml")"
+  rm -f "$xml"
+  [ -f "$logs/$rel/test.xml" ] && cp "$logs/$rel/test.xml" "$xml"
+  printf '%s\t%s\t%s\n' full "$target" "$xml" >>"$RESULTS/xml.tsv"
+  return $rc
+}
+
 image_phase() {
   local start=$SECONDS rc
   WEFT_BAZEL="${BAZEL[*]}" "$PY" deploy/image/image_test.py --out "$ROOT/out/image"
@@ -294,6 +315,7 @@ fi
 if [ "$MODE" = full ] || [ "$MODE" = only ]; then
   phase soak "full: soak and long benchmarks" soak_phase
   phase requant "full: re-quantized models (Q4_K_M, Q6_K, Q5_0) vs llama.cpp" requant_phase
+  phase gemma3 "full: Gemma 3 270M against llama.cpp" gemma3_phase
   phase image "full: container images (deploy/image/image_test.py)" image_phase
 fi
 

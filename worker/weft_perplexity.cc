@@ -62,6 +62,8 @@ int Main() {
   if (!file.ok()) return Fail("cannot load the model", file.status());
   auto tokenizer = Tokenizer::FromGguf(**file);
   if (!tokenizer.ok()) return Fail("cannot load the tokenizer", tokenizer.status());
+  // llama-perplexity puts BOS first in every chunk of an add_bos vocabulary (Gemma).
+  if ((*tokenizer)->add_bos()) po.bos_token = (*tokenizer)->bos_id();
   CpuBackendOptions bo;
   bo.model.num_threads = absl::GetFlag(FLAGS_threads);
   bo.model.kernels = *kernels;

@@ -135,22 +135,24 @@ void AttendBlockReference(const AttentionBlockRows& rows) {
   float s[kMaxBlockSize];
   for (int32_t r = 0; r < rows.num_rows; ++r) {
     const int32_t n = rows.num_valid[r];
+    const int32_t f = rows.first_valid != nullptr ? rows.first_valid[r] : 0;
+    DCHECK(0 <= f && f < n);
     const float* q = rows.q[r];
-    for (int32_t j = 0; j < n; ++j) s[j] = 0.0f;
+    for (int32_t j = f; j < n; ++j) s[j] = 0.0f;
     for (int32_t d = 0; d < hd; ++d) {
       const float qd = q[d];
       const float* kt = rows.kt[0] + d * bs;
-      for (int32_t j = 0; j < n; ++j) s[j] = s[j] + qd * kt[j];
+      for (int32_t j = f; j < n; ++j) s[j] = s[j] + qd * kt[j];
     }
     float block_max = kNegInf;
-    for (int32_t j = 0; j < n; ++j) {
+    for (int32_t j = f; j < n; ++j) {
       s[j] = s[j] * rows.scale;
       block_max = std::max(block_max, s[j]);
     }
     const float m_new = std::max(rows.m[r], block_max);
     const float alpha = std::exp(rows.m[r] - m_new);
     float sum = 0.0f;
-    for (int32_t j = 0; j < n; ++j) {
+    for (int32_t j = f; j < n; ++j) {
       s[j] = std::exp(s[j] - m_new);
       sum = sum + s[j];
     }
@@ -158,7 +160,7 @@ void AttendBlockReference(const AttentionBlockRows& rows) {
     rows.m[r] = m_new;
     float* acc = rows.acc[r];
     for (int32_t d = 0; d < hd; ++d) acc[d] = acc[d] * alpha;
-    for (int32_t j = 0; j < n; ++j) {
+    for (int32_t j = f; j < n; ++j) {
       const float p = s[j];
       const float* v = rows.v[0] + j * hd;
       for (int32_t d = 0; d < hd; ++d) acc[d] = acc[d] + p * v[d];
@@ -215,11 +217,13 @@ float* WidenBuffer(int which, int64_t floats) {
 }
 
 // Query tokens [t_begin, t_end) at positions start_pos + t against kv head `h`: every
-// query head of the group, block by block. Writes the group's output rows.
+// query head of the group, block by block. Writes the group's output rows. With
+// window > 0 (the portable kernel only), token t sees keys [lo(t), start_pos + t],
+// lo(t) = max(0, start_pos + t - window + 1).
 void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t start_pos,
                   int32_t t_begin, int32_t t_end, const PagedKvLayer& kv,
-                  const int32_t* block_table, const AttentionParams& params, int32_t h,
-                  float* out, int64_t out_stride) {
+                  const int32_t* block_table, const AttentionParams& params, int32_t window,
+                  int32_t h, float* out, int64_t out_stride) {
   const int32_t group_size = params.num_heads / kv.num_kv_heads;
   const int32_t g0 = params.group_begin;
   const int32_t group = (params.group_end < 0 ? group_size : params.group_end) - g0;
@@ -230,6 +234,7 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
   float m[kMaxRows];
   float l[kMaxRows];
   int32_t num_valid[kMaxRows];
+  int32_t first_valid[kMaxRows];
   const int32_t num_rows = (t_end - t_begin) * group;
   for (int32_t t = t_begin; t < t_end; ++t) {
     for (int32_t g = 0; g < group; ++g) {
@@ -242,12 +247,16 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
       l[r] = 0.0f;
     }
   }
-  // Token t sees keys [0, start_pos + t]; later tokens see more, so the rows still
-  // active in block b are a suffix of the tile.
+  // Token t sees keys [lo(t), start_pos + t]; both ends grow with t, so the rows active
+  // in a span are a contiguous range of the tile: a suffix without a window.
+  auto lo = [&](int32_t t) { return window > 0 ? std::max(0, start_pos + t - window + 1) : 0; };
+  DCHECK(window == 0 || impl.attend == &AttendBlockReference);
   const int32_t last_ctx = start_pos + t_end;
   const int32_t num_blocks = (last_ctx + bs - 1) / bs;
   const int32_t per_update =
       std::max(1, std::min<int32_t>(kMaxBlocksPerUpdate, impl.span_slots / bs));
+  // Spans start at multiples of per_update blocks (from block 0 without a window).
+  const int32_t first_block = lo(t_begin) / bs / per_update * per_update;
   const bool int8_vnni = impl.int8_vnni && kv.dtype == KvDtype::kInt8;
   QueryQ8* q8 = nullptr;
   if (int8_vnni) {
@@ -258,14 +267,23 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
                                 &q8->scale[r], &q8->sum[r]);
     }
   }
-  for (int32_t b = 0; b < num_blocks; b += per_update) {
+  for (int32_t b = first_block; b < num_blocks; b += per_update) {
     const int32_t span_blocks = std::min(per_update, num_blocks - b);
     const int32_t first_t = std::max(t_begin, b * bs - start_pos);
+    // Tokens from end_t on start their window past this span.
+    const int32_t end_t =
+        window > 0 ? std::min(t_end, (b + span_blocks) * bs - start_pos + window - 1) : t_end;
+    if (first_t >= end_t) continue;
     const int32_t first_row = (first_t - t_begin) * group;
-    for (int32_t t = first_t; t < t_end; ++t) {
+    for (int32_t t = first_t; t < end_t; ++t) {
       const int32_t n = std::min(span_blocks * bs, start_pos + t + 1 - b * bs);
-      for (int32_t g = 0; g < group; ++g) num_valid[(t - t_begin) * group + g] = n;
+      const int32_t f = std::max(0, lo(t) - b * bs);
+      for (int32_t g = 0; g < group; ++g) {
+        num_valid[(t - t_begin) * group + g] = n;
+        first_valid[(t - t_begin) * group + g] = f;
+      }
     }
+    const int32_t span_rows = (end_t - first_t) * group;
     if (int8_vnni) {
       Int8AttentionRows rows;
       rows.num_blocks = span_blocks;
@@ -275,7 +293,7 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
       }
       rows.block_size = bs;
       rows.head_dim = hd;
-      rows.num_rows = num_rows - first_row;
+      rows.num_rows = span_rows;
       rows.q = q8->rows + first_row;
       rows.q_scale = q8->scale.data() + first_row;
       rows.q_sum = q8->sum.data() + first_row;
@@ -312,9 +330,10 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
     rows.block_size = bs;
     rows.head_dim = hd;
     rows.scale = params.scale;
-    rows.num_rows = num_rows - first_row;
+    rows.num_rows = span_rows;
     rows.q = q_rows + first_row;
     rows.num_valid = num_valid + first_row;
+    if (window > 0) rows.first_valid = first_valid + first_row;
     rows.m = m + first_row;
     rows.l = l + first_row;
     rows.acc = acc_rows + first_row;
@@ -325,6 +344,26 @@ void AttendTokens(const Impl& impl, const float* q, int64_t q_stride, int32_t st
   }
 }
 
+// Tokens [t_begin, t_end) of a chunk at start_pos: those whose window cuts their context
+// go to the portable kernel with the window, the others to `fns` without one
+// (paged_attention.h: the choice depends on the position alone).
+void AttendTokensWindowed(const Impl& fns, const float* q, int64_t q_stride, int32_t start_pos,
+                          int32_t t_begin, int32_t t_end, const PagedKvLayer& kv,
+                          const int32_t* block_table, const AttentionParams& params,
+                          int32_t h, float* out, int64_t out_stride) {
+  const int32_t w = params.window;
+  // Token t's window cuts its context when start_pos + t - w + 1 > 0.
+  const int32_t t_cut = w > 0 ? std::clamp(w - start_pos, t_begin, t_end) : t_end;
+  if (t_begin < t_cut) {
+    AttendTokens(fns, q, q_stride, start_pos, t_begin, t_cut, kv, block_table, params, 0, h,
+                 out, out_stride);
+  }
+  if (t_cut < t_end) {
+    AttendTokens(GetImpl(AttentionImpl::kReference), q, q_stride, start_pos, t_cut, t_end, kv,
+                 block_table, params, w, h, out, out_stride);
+  }
+}
+
 void CheckShapes(const PagedKvLayer& kv, const AttentionParams& params) {
   DCHECK_GT(kv.num_kv_heads, 0);
   DCHECK_EQ(params.num_heads % kv.num_kv_heads, 0);
@@ -332,6 +371,7 @@ void CheckShapes(const PagedKvLayer& kv, const AttentionParams& params) {
   DCHECK(kv.block_size > 0 && kv.block_size <= kMaxBlockSize);
   DCHECK(0 <= params.kv_head_begin && params.kv_head_begin <= params.kv_head_end &&
          params.kv_head_end <= kv.num_kv_heads);
+  DCHECK_GE(params.window, 0);
   DCHECK(params.group_end < 0 || (0 <= params.group_begin && params.group_begin < params.group_end &&
                                   params.group_end <= params.num_heads / kv.num_kv_heads));
 }
@@ -438,7 +478,7 @@ void PagedDecodeAttention(AttentionImpl impl, const float* q, const PagedKvLayer
   DCHECK_GT(context_len, 0);
   const Impl fns = GetImpl(impl);
   for (int32_t h = params.kv_head_begin; h < params.kv_head_end; ++h) {
-    AttendTokens(fns, q, 0, context_len - 1, 0, 1, kv, block_table, params, h, out, 0);
+    AttendTokensWindowed(fns, q, 0, context_len - 1, 0, 1, kv, block_table, params, h, out, 0);
   }
 }
 
@@ -452,8 +492,8 @@ void PagedPrefillAttention(AttentionImpl impl, const float* q, int64_t q_stride,
   for (int32_t h = params.kv_head_begin; h < params.kv_head_end; ++h) {
     for (int32_t t0 = q_begin; t0 < q_end; t0 += kQueryTile) {
       const int32_t t1 = std::min(q_end, t0 + kQueryTile);
-      AttendTokens(fns, q, q_stride, start_pos, t0, t1, kv, block_table, params, h, out,
-                   out_stride);
+      AttendTokensWindowed(fns, q, q_stride, start_pos, t0, t1, kv, block_table, params, h, out,
+                           out_stride);
     }
   }
 }

@@ -22,8 +22,10 @@
 //
 // Arithmetic (one definition for decode and prefill, so a token's output is bitwise the
 // same whether it is decoded, prefilled in one shot or in chunks of any size): the query
-// at position p attends to keys 0..p, visited block by block in block-table order with
-// a running-max ("online") softmax:
+// at position p attends to keys lo(p)..p (lo = 0, or with a sliding window W,
+// lo = max(0, p - W + 1): llama.cpp's standard SWA masks keys with p - key >= W), visited
+// block by block in block-table order from lo's block on, with a running-max ("online")
+// softmax:
 //   s_j = (sum_d q[d] * K[d][j]) * scale    for the valid slots j (reference: sequential
 //         over d; AVX-512: four interleaved chains, paged_attention_avx512.cc)
 //   m' = max(m, max_j s_j);  a = exp(m - m');  p_j = exp(s_j - m')
@@ -33,6 +35,13 @@
 // kAvx512 (FMA and a polynomial exp, needs block_size % 16 == 0 and head_dim % 16 == 0)
 // and kAvx512Vnni (kAvx512, except that int8 KV takes integer dot products, below),
 // chosen once per model: each is batch invariant and chunking invariant on its own.
+// Sliding windows: only the portable kernel starts a block part-way (its first valid
+// slot per row). A row whose window cuts its context (lo(p) > 0) is computed by the
+// portable kernel whatever the implementation; the others by the chosen one, exactly as
+// without a window (lo = 0 either way). Which kernel a row gets depends on its position
+// alone, so batch and chunking invariance hold, and the AVX-512 kernels' arithmetic is
+// unchanged (they never see a window). Cost on AVX-512 CPUs: rows past the window run
+// the scalar kernel over window-many keys (work bounded by W per row, not by p).
 //
 // Int8 KV on kAvx512Vnni (kv_layout.h's tiles, spans of up to 64 key slots as kAvx512):
 //   each query row is rounded once per call: amax = max |q|, q8 = rne(q * (127 / amax))
@@ -112,18 +121,21 @@ struct AttentionParams {
   int32_t kv_head_end = 0;        //   query heads that share them,
   int32_t group_begin = 0;        //   or only query heads [begin, end) of each group
   int32_t group_end = -1;         //   (-1 = the whole group). Results do not change.
+  int32_t window = 0;             // > 0: sliding window (keys p - window + 1 .. p only)
 };
 
 // Decode: one query token at position context_len - 1, attending to keys
-// [0, context_len) through block_table (ceil(context_len / block_size) entries).
+// [0, context_len) (the window's part of them) through block_table
+// (ceil(context_len / block_size) entries; those before the window's block are not read).
 // q, out: [num_heads * head_dim].
 void PagedDecodeAttention(AttentionImpl impl, const float* q, const PagedKvLayer& kv,
                           const int32_t* block_table, int32_t context_len,
                           const AttentionParams& params, float* out);
 
 // Prefill (causal, chunked-prefill aware): query tokens i in [q_begin, q_end) of a chunk
-// at positions start_pos + i; query i attends to keys [0, start_pos + i] through
-// block_table, whose K/V (including this chunk's) must already be written.
+// at positions start_pos + i; query i attends to keys [0, start_pos + i] (the window's
+// part of them) through block_table, whose K/V (including this chunk's) must already be
+// written.
 // q: rows of num_heads*head_dim floats at q + i*q_stride; out likewise with out_stride.
 void PagedPrefillAttention(AttentionImpl impl, const float* q, int64_t q_stride,
                            int32_t start_pos, int32_t q_begin, int32_t q_end,

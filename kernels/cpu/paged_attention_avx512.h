@@ -17,10 +17,11 @@ namespace weft::kernels {
 // Up to kMaxBlocksPerUpdate consecutive K/V blocks of one kv head (in block-table
 // order), taken as one span of num_blocks * block_size key slots for one online-softmax
 // update, against `num_rows` query rows (the rows of the query heads sharing that kv
-// head, for one or more tokens). Row r sees slots [0, num_valid[r]) of the span
-// (1 <= num_valid[r] <= num_blocks * block_size) and carries its running max m[r],
-// running sum l[r] and accumulator acc[r][0, head_dim). The portable kernel takes one
-// block per call.
+// head, for one or more tokens). Row r sees slots [first_valid[r], num_valid[r]) of the
+// span (0 <= first_valid[r] < num_valid[r] <= num_blocks * block_size; first_valid null:
+// all 0) and carries its running max m[r], running sum l[r] and accumulator
+// acc[r][0, head_dim). The portable kernel takes one block per call and is the only one
+// given a first_valid (a sliding window starting inside the block; paged_attention.h).
 inline constexpr int kMaxBlocksPerUpdate = 4;
 
 struct AttentionBlockRows {
@@ -38,6 +39,7 @@ struct AttentionBlockRows {
   int32_t num_rows = 0;
   const float* const* q = nullptr;
   const int32_t* num_valid = nullptr;
+  const int32_t* first_valid = nullptr;  // portable kernel only (see above)
   float* m = nullptr;
   float* l = nullptr;
   float* const* acc = nullptr;

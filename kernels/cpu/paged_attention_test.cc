@@ -91,27 +91,46 @@ class Fixture {
                  slots.data(), 0, static_cast<int64_t>(slots.size()));
   }
 
-  AttentionParams Params() const {
+  AttentionParams Params(int32_t window = 0) const {
     AttentionParams p;
     p.num_heads = shape_.num_heads;
     p.scale = 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
     p.kv_head_begin = 0;
     p.kv_head_end = shape_.num_kv_heads;
+    p.window = window;
     return p;
+  }
+
+  // Overwrites block b of sequence s (every kv head's K and V) with NaN / all-ones bytes:
+  // a kernel that reads it produces NaN.
+  void PoisonBlock(size_t s, int32_t b) {
+    const int64_t block = tables_[s][b];
+    for (int32_t h = 0; h < shape_.num_kv_heads; ++h) {
+      const int64_t bytes = KvTileBytes(kv_.dtype, shape_.head_dim, shape_.block_size);
+      for (uint8_t* tile : {kv_.KTile(block, h), kv_.VTile(block, h)}) {
+        if (kv_.dtype == KvDtype::kF32) {
+          std::fill_n(reinterpret_cast<float*>(tile), bytes / 4, kNaN);
+        } else {
+          std::fill_n(tile, bytes, 0xFF);
+        }
+      }
+    }
   }
   int32_t q_width() const { return shape_.num_heads * shape_.head_dim; }
 
-  // Naive causal attention of sequence s's query token t, in double.
-  std::vector<double> Naive(size_t s, int32_t t) const {
+  // Naive causal attention of sequence s's query token t, in double (keys
+  // t - window + 1 .. t with a window).
+  std::vector<double> Naive(size_t s, int32_t t, int32_t window = 0) const {
+    const int32_t lo = window > 0 ? std::max(0, t - window + 1) : 0;
     const int32_t hd = shape_.head_dim;
     const int32_t group = shape_.num_heads / shape_.num_kv_heads;
     const int32_t kvw = shape_.num_kv_heads * hd;
     std::vector<double> out(q_width());
     for (int32_t h = 0; h < shape_.num_heads; ++h) {
       const int32_t kh = h / group;
-      std::vector<double> sc(t + 1);
+      std::vector<double> sc(t + 1, 0.0);
       double mx = -1e300;
-      for (int32_t j = 0; j <= t; ++j) {
+      for (int32_t j = lo; j <= t; ++j) {
         double dot = 0;
         for (int32_t d = 0; d < hd; ++d) {
           dot += double{qs_[s][t * q_width() + h * hd + d]} * ks_rt_[s][j * kvw + kh * hd + d];
@@ -120,27 +139,28 @@ class Fixture {
         mx = std::max(mx, sc[j]);
       }
       double sum = 0;
-      for (double& x : sc) sum += (x = std::exp(x - mx));
+      for (int32_t j = lo; j <= t; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
       for (int32_t d = 0; d < hd; ++d) {
         double acc = 0;
-        for (int32_t j = 0; j <= t; ++j) acc += sc[j] * vs_rt_[s][j * kvw + kh * hd + d];
+        for (int32_t j = lo; j <= t; ++j) acc += sc[j] * vs_rt_[s][j * kvw + kh * hd + d];
         out[h * hd + d] = acc / sum;
       }
     }
     return out;
   }
 
-  std::vector<float> Prefill(AttentionImpl impl, size_t s, int32_t start, int32_t count) const {
+  std::vector<float> Prefill(AttentionImpl impl, size_t s, int32_t start, int32_t count,
+                             int32_t window = 0) const {
     std::vector<float> out(count * q_width(), kNaN);
     PagedPrefillAttention(impl, qs_[s].data() + start * q_width(), q_width(), start, 0, count,
-                          kv_, tables_[s].data(), Params(), out.data(), q_width());
+                          kv_, tables_[s].data(), Params(window), out.data(), q_width());
     return out;
   }
 
-  std::vector<float> Decode(AttentionImpl impl, size_t s, int32_t t) const {
+  std::vector<float> Decode(AttentionImpl impl, size_t s, int32_t t, int32_t window = 0) const {
     std::vector<float> out(q_width(), kNaN);
     PagedDecodeAttention(impl, qs_[s].data() + t * q_width(), kv_, tables_[s].data(), t + 1,
-                         Params(), out.data());
+                         Params(window), out.data());
     return out;
   }
 
@@ -171,6 +191,7 @@ const Shape kShapes[] = {
     {4, 4, 16, 32},   // MHA, larger blocks
     {8, 1, 48, 16},   // MQA, head_dim not a multiple of 64
     {3, 3, 8, 5},     // odd sizes: reference only
+    {4, 1, 256, 16},  // Gemma 3 270M: head_dim 256, MQA 4:1
 };
 const std::vector<int32_t> kLengths = {1, 5, 16, 17, 40, 63};
 
@@ -298,6 +319,89 @@ TEST(PagedAttentionTest, HeadAndQuerySplitsAreBitwiseEqual) {
     }
     for (size_t i = 0; i < dec.size(); ++i) ASSERT_EQ(split[i], dec[i]);
   }
+  }
+}
+
+// Sliding windows (keys p - W + 1 .. p) of sizes around the block size, against naive
+// loops over the same keys, on every implementation (rows the window cuts run the
+// portable kernel there) and KV type.
+const int32_t kWindows[] = {1, 5, 16, 17, 33};
+
+TEST(PagedAttentionTest, WindowedPrefillMatchesNaiveLoops) {
+  for (KvDtype dtype : kDtypes) {
+    for (const Shape& shape : {Shape{6, 2, 32, 16}, Shape{4, 1, 256, 16}, Shape{3, 3, 8, 5}}) {
+      if (!KvDtypeSupported(dtype, shape.head_dim)) continue;
+      const Fixture f(shape, kLengths, 19, dtype);
+      for (AttentionImpl impl : Impls(shape)) {
+        for (int32_t w : kWindows) {
+          SCOPED_TRACE(std::string(AttentionImplName(impl)) + " " + KvDtypeName(dtype) +
+                       " window " + std::to_string(w) + " head_dim " +
+                       std::to_string(shape.head_dim));
+          const double tolerance =
+              impl == AttentionImpl::kAvx512Vnni && dtype == KvDtype::kInt8 ? 3e-2 : 2e-5;
+          for (size_t s = 0; s < kLengths.size(); ++s) {
+            const std::vector<float> out = f.Prefill(impl, s, 0, kLengths[s], w);
+            for (int32_t t = 0; t < kLengths[s]; ++t) {
+              const std::vector<double> want = f.Naive(s, t, w);
+              for (int32_t i = 0; i < f.q_width(); ++i) {
+                ASSERT_NEAR(out[t * f.q_width() + i], want[i], tolerance)
+                    << "seq " << s << " token " << t << " i " << i;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// With a window, decode, one-shot prefill and chunked prefill (chunks of 7 and 3) give the
+// same bits; blocks wholly before every query's window are never read (poisoned here).
+// Rows whose window does not cut their context equal the unwindowed kernel's bits, rows
+// it cuts the portable kernel's (on every implementation).
+TEST(PagedAttentionTest, WindowedDecodeAndChunkedPrefillAreBitwiseOneShot) {
+  for (KvDtype dtype : kDtypes) {
+    for (const Shape& shape : {Shape{6, 2, 32, 16}, Shape{4, 1, 256, 16}, Shape{3, 3, 8, 5}}) {
+      if (!KvDtypeSupported(dtype, shape.head_dim)) continue;
+      for (int32_t w : kWindows) {
+        for (AttentionImpl impl : Impls(shape)) {
+          Fixture f(shape, kLengths, 23, dtype);  // fresh: PoisonBlock below
+          SCOPED_TRACE(std::string(AttentionImplName(impl)) + " " + KvDtypeName(dtype) +
+                       " window " + std::to_string(w));
+          for (size_t s = 0; s < kLengths.size(); ++s) {
+            const int32_t len = kLengths[s];
+            const std::vector<float> one_shot = f.Prefill(impl, s, 0, len, w);
+            const std::vector<float> plain = f.Prefill(impl, s, 0, len, 0);
+            const std::vector<float> portable =
+                f.Prefill(AttentionImpl::kReference, s, 0, len, w);
+            for (int32_t t = 0; t < len; ++t) {
+              const std::vector<float>& same = t < w ? plain : portable;
+              for (int32_t i = 0; i < f.q_width(); ++i) {
+                ASSERT_EQ(one_shot[t * f.q_width() + i], same[t * f.q_width() + i]) << t;
+              }
+            }
+            for (int32_t chunk : {7, 3}) {
+              for (int32_t start = 0; start < len; start += chunk) {
+                const int32_t count = std::min(chunk, len - start);
+                const std::vector<float> part = f.Prefill(impl, s, start, count, w);
+                for (int32_t i = 0; i < count * f.q_width(); ++i) {
+                  ASSERT_EQ(part[i], one_shot[start * f.q_width() + i]) << "seq " << s;
+                }
+              }
+            }
+            // Poison the blocks before the last token's window, then decode it.
+            const int32_t last = len - 1;
+            const int32_t lo = std::max(0, last - w + 1);
+            for (int32_t b = 0; b < lo / shape.block_size; ++b) f.PoisonBlock(s, b);
+            const std::vector<float> dec = f.Decode(impl, s, last, w);
+            for (int32_t i = 0; i < f.q_width(); ++i) {
+              ASSERT_FALSE(std::isnan(dec[i]));
+              ASSERT_EQ(dec[i], one_shot[last * f.q_width() + i]) << "seq " << s;
+            }
+          }
+        }
+      }
+    }
   }
 }
 

@@ -1,22 +1,28 @@
 #include "kernels/cpu/rope.h"
 
 #include <cmath>
+#include <vector>
 
 namespace weft::kernels {
 
 void RopeCosSin(const int32_t* positions, int64_t num_tokens, int32_t rot_dim,
-                float freq_base, float* cos_sin) {
+                const double* inv_freq, float* cos_sin) {
   const int32_t half = rot_dim / 2;
   for (int64_t t = 0; t < num_tokens; ++t) {
     float* row = cos_sin + t * rot_dim;
     for (int32_t i = 0; i < half; ++i) {
-      const double inv_freq =
-          std::pow(static_cast<double>(freq_base), -2.0 * i / static_cast<double>(rot_dim));
-      const double theta = static_cast<double>(positions[t]) * inv_freq;
+      const double theta = static_cast<double>(positions[t]) * inv_freq[i];
       row[i] = static_cast<float>(std::cos(theta));
       row[half + i] = static_cast<float>(std::sin(theta));
     }
   }
+}
+
+void RopeCosSin(const int32_t* positions, int64_t num_tokens, int32_t rot_dim,
+                float freq_base, float* cos_sin) {
+  std::vector<double> inv_freq(rot_dim / 2);
+  RopeInvFreq(freq_base, rot_dim, 1.0f, nullptr, inv_freq.data());
+  RopeCosSin(positions, num_tokens, rot_dim, inv_freq.data(), cos_sin);
 }
 
 void ApplyRope(RopeStyle style, const float* cos_sin, int32_t rot_dim, float* x,

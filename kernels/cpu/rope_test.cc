@@ -68,5 +68,30 @@ TEST(RopeTest, NormalOnPermutedEqualsNeoxOnUnpermuted) {
   }
 }
 
+// Linear scaling multiplies every angle by freq_scale; Llama 3's factors divide pair i's
+// frequency by factor[i]. Without either, the table is the plain one bit for bit.
+TEST(RopeTest, ScalingAndFrequencyFactors) {
+  const int32_t rot = 8;
+  const std::vector<int32_t> pos = {0, 5, 1000};
+  const float factors[rot / 2] = {1.0f, 2.0f, 4.5f, 8.0f};
+  double plain[rot / 2], scaled[rot / 2], with_factors[rot / 2];
+  RopeInvFreq(kBase, rot, 1.0f, nullptr, plain);
+  RopeInvFreq(kBase, rot, 0.25f, nullptr, scaled);
+  RopeInvFreq(kBase, rot, 1.0f, factors, with_factors);
+  for (int32_t i = 0; i < rot / 2; ++i) {
+    EXPECT_EQ(plain[i], std::pow(double{kBase}, -2.0 * i / rot));
+    EXPECT_EQ(scaled[i], plain[i] * 0.25);
+    EXPECT_EQ(with_factors[i], plain[i] / factors[i]);
+  }
+  std::vector<float> a(pos.size() * rot), b(pos.size() * rot), c(pos.size() * rot);
+  RopeCosSin(pos.data(), pos.size(), rot, kBase, a.data());
+  RopeCosSin(pos.data(), pos.size(), rot, plain, b.data());
+  EXPECT_EQ(a, b);
+  RopeCosSin(pos.data(), pos.size(), rot, with_factors, c.data());
+  const double th = 1000.0 * plain[3] / 8.0;
+  EXPECT_EQ(c[2 * rot + 3], static_cast<float>(std::cos(th)));
+  EXPECT_EQ(c[2 * rot + rot / 2 + 3], static_cast<float>(std::sin(th)));
+}
+
 }  // namespace
 }  // namespace weft::kernels

@@ -26,4 +26,13 @@ void SwiGlu(const float* gate, const float* up, int64_t count, float* out) {
   }
 }
 
+void GeluTanhGlu(const float* gate, const float* up, int64_t count, float* out) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + kCoef * g * g))) * up[i];
+  }
+}
+
 }  // namespace weft::kernels

@@ -1,6 +1,7 @@
 // Device helpers shared by the decode and prefill attention kernels: reading eight
 // consecutive K/V elements of one row of the paged pool as fp32 (int8 groups scaled by
-// their fp16 scale), and the kernels' dispatch over (KV dtype, head_dim).
+// their fp16 scale), the kernels' dispatch over (KV dtype, head_dim), and the first key
+// of a sliding window.
 // Included only by .cu files. Thread-safety: device functions without state.
 #ifndef WEFT_KERNELS_CUDA_ATTENTION_COMMON_CUH_
 #define WEFT_KERNELS_CUDA_ATTENTION_COMMON_CUH_
@@ -24,6 +25,12 @@ __device__ __forceinline__ void LoadKvRow8(const void* base, const uint16_t* sca
 #pragma unroll
     for (int i = 0; i < 8; ++i) out[i] = out[i] * s;
   }
+}
+
+// The first key position a query at position `pos` sees: 0, or with a sliding window
+// max(0, pos - window + 1).
+__device__ __forceinline__ int WindowStart(int pos, int window) {
+  return window > 0 ? max(0, pos - window + 1) : 0;
 }
 
 // The kPipelined decode kernel (decode_attention_pipelined.cu): InvalidValue for K/V,
@@ -57,14 +64,17 @@ cudaError_t DispatchKv(KvDtype dtype, int32_t head_dim, F&& f) {
     case KvDtype::kF16:
       if (head_dim == 64) return f.template operator()<__half, 64>();
       if (head_dim == 128) return f.template operator()<__half, 128>();
+      if (head_dim == 256) return f.template operator()<__half, 256>();
       break;
     case KvDtype::kBf16:
       if (head_dim == 64) return f.template operator()<__nv_bfloat16, 64>();
       if (head_dim == 128) return f.template operator()<__nv_bfloat16, 128>();
+      if (head_dim == 256) return f.template operator()<__nv_bfloat16, 256>();
       break;
     case KvDtype::kInt8:
       if (head_dim == 64) return f.template operator()<int8_t, 64>();
       if (head_dim == 128) return f.template operator()<int8_t, 128>();
+      if (head_dim == 256) return f.template operator()<int8_t, 256>();
       break;
   }
   return cudaErrorInvalidValue;

@@ -5,7 +5,8 @@
 // lane li of a group holds dims [8*li, 8*li + 8) of a token's K or V row (one 16-byte
 // load for fp16/bf16, 8 bytes + one scale for int8 — exactly one int8 group), so a warp
 // reads 32/kTpg whole rows per instruction. Query heads of the group are processed
-// kChunk at a time with their q slices in registers:
+// kChunk (8; 4 at head_dim 256) at a time with their q slices in registers. With a
+// sliding window the splits cut [lo, context), lo = max(0, context - window):
 //   pass 1: scores[g][t] = (q_g . K_t) * scale for the split's tokens (shared memory)
 //   pass 2: per head, m = max_t, p_t = expf(s_t - m), l = sum_t p_t (one warp per head)
 //   pass 3: acc_g = sum_t p_t V_t, reduced over token groups (shuffles, then warps)
@@ -22,19 +23,23 @@ namespace {
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeWarps = kDecodeThreads / 32;
 constexpr int kVec = 8;
-constexpr int kChunk = 8;                // query heads with q in registers at once
 constexpr int kMaxScoreFloats = 4096;    // group_size * partition_size (16 KB)
 
+// Query heads with q in registers at once (the reduction buffer holds kChunk x head_dim
+// floats per warp: 16 KB at most, so the kernel stays under 48 KB of shared memory).
+constexpr int ChunkHeads(int head_dim) { return head_dim > 128 ? 4 : 8; }
+
 int64_t DecodeSmemBytes(int32_t group, int32_t partition, int32_t head_dim) {
-  return (int64_t{group} * partition + int64_t{kDecodeWarps} * kChunk * head_dim) *
+  return (int64_t{group} * partition + int64_t{kDecodeWarps} * ChunkHeads(head_dim) * head_dim) *
          static_cast<int64_t>(sizeof(float));
 }
 
 template <typename KvT, int kHeadDim>
 __global__ void __launch_bounds__(kDecodeThreads)
     DecodeSplitKernel(DecodeAttentionArgs a, PagedKvView kv) {
-  constexpr int kTpg = kHeadDim / kVec;          // lanes per token row: 8 or 16
-  constexpr int kTokPerWarp = 32 / kTpg;         // 4 or 2
+  constexpr int kTpg = kHeadDim / kVec;          // lanes per token row: 8, 16 or 32
+  constexpr int kTokPerWarp = 32 / kTpg;         // 4, 2 or 1
+  constexpr int kChunk = ChunkHeads(kHeadDim);
   constexpr int kGroups = kDecodeWarps * kTokPerWarp;
   WEFT_DYNAMIC_SMEM(float, smem);
   __shared__ float head_max[kMaxGroupSize];
@@ -56,10 +61,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
     return;
   }
-  const int start = split * part;
+  const int lo = WindowStart(ctx - 1, a.window);  // first key (0 without a window)
+  const int start = lo + split * part;
   if (start >= ctx) return;
   const int n = min(part, ctx - start);
-  const int num_splits = min((ctx + part - 1) / part, a.max_splits);
+  const int num_splits = min((ctx - lo + part - 1) / part, a.max_splits);
 
   float* scores = smem;                                   // [group][part]
   float* red = smem + group * part;                        // [warps][kChunk][kHeadDim]
@@ -188,8 +194,9 @@ __global__ void __launch_bounds__(kHeadDim) DecodeReduceKernel(DecodeAttentionAr
   const int head = blockIdx.x;
   const int item = blockIdx.y;
   const int ctx = a.context_lens[item];
-  if (ctx <= a.partition_size) return;  // one split (or padding) wrote the output itself
-  const int ns = min((ctx + a.partition_size - 1) / a.partition_size, a.max_splits);
+  const int len = ctx - WindowStart(ctx - 1, a.window);  // keys the splits cut
+  if (ctx <= 0 || len <= a.partition_size) return;  // padding, or one split wrote the output
+  const int ns = min((len + a.partition_size - 1) / a.partition_size, a.max_splits);
   const int64_t base = (int64_t{item} * a.num_heads + head) * a.max_splits;
   const float* lse =
       a.workspace + int64_t{a.num_items} * a.num_heads * a.max_splits * kHeadDim + base;
@@ -289,7 +296,8 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
     return cudaErrorInvalidValue;
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;
-  if (group < 1 || group > kMaxGroupSize || !AttentionHeadDimSupported(kv.head_dim)) {
+  if (group < 1 || !AttentionHeadDimSupported(kv.head_dim) ||
+      group > MaxAttentionGroup(kv.head_dim) || args.window < 0) {
     return cudaErrorInvalidValue;
   }
   if (args.kernel == DecodeKernel::kPipelined) {

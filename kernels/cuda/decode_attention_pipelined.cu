@@ -9,8 +9,11 @@
 //   ty < kGroup                query head h * group + ty (kGroup = group rounded up to a
 //                              power of two; heads ty >= group compute on zeros, unused)
 //   tz < kBdz                  token lane: tokens tz, tz + kBdz, ... of every tile
-// kBdz = max(1, 128 / (kBdx * kGroup)), so kThreads is 128 for groups up to 8 (hd 128) or
-// 16 (hd 64), and 256/512 for larger groups.
+// kBdz = max(1, 128 / (kBdx * kGroup)), so kThreads is 128 for groups up to 4 (hd 256), 8
+// (hd 128) or 16 (hd 64), and 256/512 for larger groups (at most 16 at hd 256).
+// With a sliding window the item's keys are [lo, ctx), lo = max(0, ctx - window): the
+// splits cut that range (split z covers lo + z * partition_size ...), the rest is as
+// without one.
 //
 // K/V of the split stream through shared memory in tiles of kTile = 32 token rows (K rows,
 // V rows, then for int8 the K and V scale rows), kStages = 3 stages deep: every thread
@@ -31,7 +34,8 @@
 // zero, so every launch leaves the counters as it found them.
 //
 // Shared memory: kStages * kTile * (2 * row bytes + 2 * scale-row bytes), e.g. 48 KB for
-// bf16 head_dim 128 (4 CTAs per SM), 30 KB for int8 (7 per SM).
+// bf16 head_dim 128 (4 CTAs per SM), 30 KB for int8 (7 per SM), 96 KB for bf16 head_dim
+// 256 (2 per SM).
 // Bank conflicts: a warp reads 16-byte chunks of one or two (contiguous) rows, and
 // writes consecutive chunks: none beyond the minimum wavefronts.
 // Alignment (checked at launch): K/V rows, int8 scale rows and block strides are
@@ -121,10 +125,11 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
     }
     return;
   }
-  const int start = split * part;
+  const int lo = WindowStart(ctx - 1, a.window);  // first key (0 without a window)
+  const int start = lo + split * part;
   if (start >= ctx) return;
   const int n = min(part, ctx - start);
-  const int num_splits = min((ctx + part - 1) / part, a.max_splits);
+  const int num_splits = min((ctx - lo + part - 1) / part, a.max_splits);
   const int head = h * group + ty;
   const bool active = ty < group;
 
@@ -375,7 +380,10 @@ struct PipelinedLauncher {
     if (group <= 4) return LaunchPipelined<KvT, kHeadDim, 4>(a, kv, stream);
     if (group <= 8) return LaunchPipelined<KvT, kHeadDim, 8>(a, kv, stream);
     if (group <= 16) return LaunchPipelined<KvT, kHeadDim, 16>(a, kv, stream);
-    return LaunchPipelined<KvT, kHeadDim, 32>(a, kv, stream);
+    if constexpr (kHeadDim / kVec * 32 <= 512) {
+      return LaunchPipelined<KvT, kHeadDim, 32>(a, kv, stream);
+    }
+    return cudaErrorInvalidValue;  // > MaxAttentionGroup(head_dim)
   }
 };
 
@@ -407,7 +415,13 @@ struct OccupancyQuery {
       case 4: *out = Occupancy<KvT, kHeadDim, 4>(); break;
       case 8: *out = Occupancy<KvT, kHeadDim, 8>(); break;
       case 16: *out = Occupancy<KvT, kHeadDim, 16>(); break;
-      default: *out = Occupancy<KvT, kHeadDim, 32>(); break;
+      default:
+        if constexpr (kHeadDim / kVec * 32 <= 512) {
+          *out = Occupancy<KvT, kHeadDim, 32>();
+        } else {
+          *out = Occupancy<KvT, kHeadDim, 16>();  // larger groups are refused at launch
+        }
+        break;
     }
     return cudaSuccess;
   }
@@ -438,8 +452,9 @@ cudaError_t LaunchPipelinedDecode(const DecodeAttentionArgs& args, const PagedKv
 
 cudaError_t PreparePipelinedDecode() {
   for (KvDtype dt : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
-    for (int32_t hd : {64, 128}) {
+    for (int32_t hd : {64, 128, 256}) {
       for (int32_t g : {1, 2, 4, 8, 16, 32}) {
+        if (g > MaxAttentionGroup(hd)) continue;
         int32_t n = 0;
         const cudaError_t e = DispatchKv(dt, hd, OccupancyQuery{g, &n});  // sets the limit
         if (e != cudaSuccess) return e;
@@ -454,10 +469,10 @@ int32_t PipelinedDecodeCtasPerSm(KvDtype dtype, int32_t head_dim, int32_t group_
   const int32_t g = NextPow2(std::max(1, std::min(group_size, kMaxGroupSize)));
   const int gi = __builtin_ctz(static_cast<unsigned>(g));  // 0..5
   const int di = static_cast<int>(dtype);
-  const int hi = head_dim == 64 ? 0 : 1;
+  const int hi = head_dim == 64 ? 0 : head_dim == 128 ? 1 : 2;
   // The runtime's occupancy calculator (registers included) when a device is present,
   // cached per kernel; otherwise an estimate from shared memory and threads.
-  static std::atomic<int32_t> cache[3][2][6] = {};
+  static std::atomic<int32_t> cache[3][3][6] = {};
   if (di >= 0 && di < 3 && AttentionHeadDimSupported(head_dim)) {
     int32_t n = cache[di][hi][gi].load(std::memory_order_relaxed);
     if (n == 0) {

@@ -10,23 +10,40 @@ constexpr int kRopeThreads = 128;
 constexpr int kMaxRopeHalf = 512;  // rot_dim <= 1024
 constexpr int kEltThreads = 256;
 
+// 1 / sqrt(mean + eps) of a row's sum of squares (RmsNorm's factor).
+__device__ __forceinline__ float RmsFactor(float sum, int64_t dim, float eps) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps)));
+}
+
 __global__ void __launch_bounds__(kNormThreads) RmsNormKernel(RmsNormArgs a) {
   __shared__ float scratch[32];
   const int64_t i = blockIdx.x;
   const int64_t r = a.rows != nullptr ? a.rows[i] : i;
   float* x = a.x + r * a.x_stride;
+  const float* delta = a.delta != nullptr ? a.delta + i * a.delta_stride : nullptr;
+  float inv_d = 1.0f;
+  if (delta != nullptr && a.delta_weight != nullptr) {  // post-norm of the delta row
+    float dss = 0.0f;
+    for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
+      dss = __fadd_rn(dss, __fmul_rn(delta[c], delta[c]));
+    }
+    inv_d = RmsFactor(BlockSum(dss, scratch), a.dim, a.eps);
+    __syncthreads();  // scratch is reused below
+  }
   float ss = 0.0f;
   for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
     float v = x[c];
-    if (a.delta != nullptr) {
-      v = __fadd_rn(v, a.delta[i * a.delta_stride + c]);
+    if (delta != nullptr) {
+      const float dv = a.delta_weight != nullptr
+                           ? __fmul_rn(__fmul_rn(delta[c], inv_d), a.delta_weight[c])
+                           : delta[c];
+      v = __fadd_rn(v, dv);
       x[c] = v;
     }
     ss = __fadd_rn(ss, __fmul_rn(v, v));
   }
   const float sum = BlockSum(ss, scratch);
-  const float inv =
-      __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, static_cast<float>(a.dim)), a.eps)));
+  const float inv = RmsFactor(sum, a.dim, a.eps);
   for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
     // Each thread reads back only the values it stored itself.
     StoreAct(a.out, i * a.out_stride + c, __fmul_rn(__fmul_rn(x[c], inv), a.weight[c]),
@@ -68,17 +85,66 @@ __global__ void __launch_bounds__(kRopeThreads)
   }
 }
 
+// One warp per (token, head) row of head_dim values.
+constexpr int kHeadNormWarps = 8;
+__global__ void __launch_bounds__(kHeadNormWarps * 32)
+    HeadRmsNormKernel(float* x, int64_t stride, int64_t num_rows, int32_t num_heads,
+                      int32_t head_dim, const float* __restrict__ weight, float eps) {
+  const int64_t r = int64_t{blockIdx.x} * kHeadNormWarps + threadIdx.x / 32;
+  if (r >= num_rows) return;  // a whole warp leaves together
+  const int lane = threadIdx.x % 32;
+  float* row = x + (r / num_heads) * stride + (r % num_heads) * int64_t{head_dim};
+  float ss = 0.0f;
+  for (int c = lane; c < head_dim; c += 32) ss = __fadd_rn(ss, __fmul_rn(row[c], row[c]));
+  const float inv = RmsFactor(WarpSum(ss), head_dim, eps);
+  for (int c = lane; c < head_dim; c += 32) {
+    row[c] = __fmul_rn(__fmul_rn(row[c], inv), weight[c]);
+  }
+}
+
 __global__ void __launch_bounds__(kEltThreads)
-    SwiGluKernel(const float* __restrict__ gate, const float* __restrict__ up, int64_t in_stride,
-                 int64_t num_tokens, int64_t width, void* out, ActDtype out_dtype,
-                 int64_t out_stride) {
+    AddRowBiasKernel(float* x, int64_t stride, int64_t num_rows, const float* __restrict__ bias,
+                     int64_t width) {
+  const int64_t total = num_rows * width;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    float* p = x + (e / width) * stride + e % width;
+    *p = __fadd_rn(*p, bias[e % width]);
+  }
+}
+
+__global__ void __launch_bounds__(kEltThreads)
+    SoftCapKernel(float* x, int64_t stride, int64_t num_rows, int64_t width, float cap) {
+  const int64_t total = num_rows * width;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    float* p = x + (e / width) * stride + e % width;
+    *p = __fmul_rn(cap, tanhf(__fdiv_rn(*p, cap)));
+  }
+}
+
+enum class GatedAct { kSilu, kGeluTanh };
+
+template <GatedAct kAct>
+__global__ void __launch_bounds__(kEltThreads)
+    GatedKernel(const float* __restrict__ gate, const float* __restrict__ up, int64_t in_stride,
+                int64_t num_tokens, int64_t width, void* out, ActDtype out_dtype,
+                int64_t out_stride) {
   const int64_t total = num_tokens * width;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = e / width, i = e % width;
     const float g = gate[t * in_stride + i];
     const float u = up[t * in_stride + i];
-    const float y = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+    float y;
+    if constexpr (kAct == GatedAct::kSilu) {
+      y = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+    } else {  // GeluTanhGlu's expression, operation by operation
+      constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+      const float inner = __fmul_rn(__fmul_rn(kSqrt2OverPi, g),
+                                    __fadd_rn(1.0f, __fmul_rn(__fmul_rn(0.044715f, g), g)));
+      y = __fmul_rn(__fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, tanhf(inner))), u);
+    }
     StoreAct(out, t * out_stride + i, y, out_dtype);
   }
 }
@@ -86,13 +152,15 @@ __global__ void __launch_bounds__(kEltThreads)
 template <typename T>
 __global__ void __launch_bounds__(kEltThreads)
     EmbeddingKernel(const T* __restrict__ table, int64_t vocab, int64_t dim,
-                    const int32_t* __restrict__ ids, float* out, int64_t out_stride) {
+                    const int32_t* __restrict__ ids, float* out, int64_t out_stride,
+                    float scale) {
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   const bool valid = id >= 0 && id < vocab;
   const T* row = table + (valid ? int64_t{id} * dim : 0);
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-    out[t * out_stride + c] = valid ? ToFloat(row[c]) : 0.0f;
+    const float v = valid ? ToFloat(row[c]) : 0.0f;
+    out[t * out_stride + c] = scale == 1.0f ? v : __fmul_rn(v, scale);
   }
 }
 
@@ -134,23 +202,63 @@ cudaError_t SwiGlu(const float* gate, const float* up, int64_t in_stride, int64_
                    cudaStream_t stream) {
   if (num_tokens < 0 || width < 0) return cudaErrorInvalidValue;
   if (num_tokens == 0 || width == 0) return cudaSuccess;
-  SwiGluKernel<<<GridFor(num_tokens * width), kEltThreads, 0, stream>>>(
+  GatedKernel<GatedAct::kSilu><<<GridFor(num_tokens * width), kEltThreads, 0, stream>>>(
       gate, up, in_stride, num_tokens, width, out, out_dtype, out_stride);
+  return cudaGetLastError();
+}
+
+cudaError_t GeGlu(const float* gate, const float* up, int64_t in_stride, int64_t num_tokens,
+                  int64_t width, void* out, ActDtype out_dtype, int64_t out_stride,
+                  cudaStream_t stream) {
+  if (num_tokens < 0 || width < 0) return cudaErrorInvalidValue;
+  if (num_tokens == 0 || width == 0) return cudaSuccess;
+  GatedKernel<GatedAct::kGeluTanh><<<GridFor(num_tokens * width), kEltThreads, 0, stream>>>(
+      gate, up, in_stride, num_tokens, width, out, out_dtype, out_stride);
+  return cudaGetLastError();
+}
+
+cudaError_t HeadRmsNorm(float* x, int64_t stride, int64_t num_tokens, int32_t num_heads,
+                        int32_t head_dim, const float* weight, float eps, cudaStream_t stream) {
+  if (num_tokens < 0 || num_heads < 0 || head_dim <= 0) return cudaErrorInvalidValue;
+  const int64_t rows = num_tokens * num_heads;
+  if (rows == 0) return cudaSuccess;
+  const int64_t blocks = (rows + kHeadNormWarps - 1) / kHeadNormWarps;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  HeadRmsNormKernel<<<static_cast<unsigned>(blocks), kHeadNormWarps * 32, 0, stream>>>(
+      x, stride, rows, num_heads, head_dim, weight, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t AddRowBias(float* x, int64_t stride, int64_t num_rows, const float* bias,
+                       int64_t width, cudaStream_t stream) {
+  if (num_rows < 0 || width < 0) return cudaErrorInvalidValue;
+  if (num_rows == 0 || width == 0) return cudaSuccess;
+  AddRowBiasKernel<<<GridFor(num_rows * width), kEltThreads, 0, stream>>>(x, stride, num_rows,
+                                                                           bias, width);
+  return cudaGetLastError();
+}
+
+cudaError_t SoftCap(float* x, int64_t stride, int64_t num_rows, int64_t width, float cap,
+                    cudaStream_t stream) {
+  if (num_rows < 0 || width < 0 || !(cap > 0.0f)) return cudaErrorInvalidValue;
+  if (num_rows == 0 || width == 0) return cudaSuccess;
+  SoftCapKernel<<<GridFor(num_rows * width), kEltThreads, 0, stream>>>(x, stride, num_rows,
+                                                                       width, cap);
   return cudaGetLastError();
 }
 
 cudaError_t EmbeddingGather(const void* table, WeightDtype dtype, int64_t vocab, int64_t dim,
                             const int32_t* ids, int64_t num_tokens, float* out,
-                            int64_t out_stride, cudaStream_t stream) {
+                            int64_t out_stride, cudaStream_t stream, float scale) {
   if (num_tokens < 0 || num_tokens > 0x7fffffff || dim <= 0) return cudaErrorInvalidValue;
   if (num_tokens == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>(num_tokens);
   if (dtype == WeightDtype::kBf16) {
     EmbeddingKernel<<<grid, kEltThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(table), vocab, dim, ids, out, out_stride);
+        static_cast<const __nv_bfloat16*>(table), vocab, dim, ids, out, out_stride, scale);
   } else {
     EmbeddingKernel<<<grid, kEltThreads, 0, stream>>>(static_cast<const __half*>(table), vocab,
-                                                      dim, ids, out, out_stride);
+                                                      dim, ids, out, out_stride, scale);
   }
   return cudaGetLastError();
 }

@@ -41,7 +41,8 @@ struct EmuLauncher {
     if (group <= 4) return Run<KvT, kHeadDim, 4>();
     if (group <= 8) return Run<KvT, kHeadDim, 8>();
     if (group <= 16) return Run<KvT, kHeadDim, 16>();
-    return Run<KvT, kHeadDim, 32>();
+    if constexpr (kHeadDim / 8 * 32 <= 512) return Run<KvT, kHeadDim, 32>();
+    return cudaErrorInvalidValue;
   }
 };
 
@@ -80,6 +81,22 @@ TEST(EmulatedDecodeAttentionTest, LargeGroupsOddBlocksAndPadding) {
   Check({2, 3, 128, 7, KvDtype::kInt8}, {6, 7, 8, 50}, {6, 7, 8, 50}, 32, 9);  // block size 7
   // Item 1 is graph padding (context 0): zeros; item 2 decodes short of its length.
   Check({2, 4, 64, 16, KvDtype::kF16}, {20, 16, 90}, {20, 0, 61}, 32, 10);
+}
+
+// Head dim 256 (Gemma 3: 4 query heads per KV head, 1 KV head) and sliding windows shorter
+// than, equal to and longer than the contexts, cut inside tiles and splits: the splits
+// cover [context - window, context).
+TEST(EmulatedDecodeAttentionTest, HeadDim256AndSlidingWindows) {
+  const std::vector<int32_t> lens = {1, 31, 33, 100, 250};
+  for (KvDtype dt : {KvDtype::kBf16, KvDtype::kF16, KvDtype::kInt8}) {
+    Check({1, 4, 256, 16, dt}, lens, lens, 64, 11);
+    Check({1, 4, 256, 16, dt, 40}, lens, lens, 32, 12);
+  }
+  Check({2, 16, 256, 16, KvDtype::kBf16, 100}, {70, 130}, {70, 130}, 64, 13);  // 512 threads
+  for (int32_t w : {1, 17, 32, 33, 64, 250}) {
+    Check({2, 4, 128, 16, KvDtype::kBf16, w}, lens, lens, 64, 14);   // several splits
+    Check({3, 3, 64, 7, KvDtype::kInt8, w}, lens, lens, 256, 15);    // one split, block 7
+  }
 }
 
 // Issue 24: plans of different shapes on the one workspace the runner keeps (the first

@@ -55,6 +55,21 @@ TEST(EmulatedDecodeAttentionV1Test, OneSplitSeveralAndPadding) {
                             kSplitV1);
 }
 
+// Head dim 256 (4 query heads per chunk) and sliding windows, as the pipelined kernel.
+TEST(EmulatedDecodeAttentionV1Test, HeadDim256AndSlidingWindows) {
+  const std::vector<int32_t> lens = {1, 31, 33, 100, 250};
+  for (KvDtype dt : {KvDtype::kBf16, KvDtype::kInt8}) {
+    testing::CheckDecodeFresh({1, 4, 256, 16, dt}, lens, lens, 64, 11, kSplitV1);
+    testing::CheckDecodeFresh({1, 4, 256, 16, dt, 40}, lens, lens, 32, 12, kSplitV1);
+  }
+  testing::CheckDecodeFresh({1, 16, 256, 16, KvDtype::kF16, 100}, {70, 130}, {70, 130}, 256,
+                            13, kSplitV1);  // 16 heads x 256 = the 4096 scores
+  for (int32_t w : {1, 17, 64, 250}) {
+    testing::CheckDecodeFresh({2, 4, 128, 16, KvDtype::kBf16, w}, lens, lens, 64, 14,
+                              kSplitV1);
+  }
+}
+
 // Its partials and log-sum-exps share the runner's one workspace too.
 // (int8 KV: in the mixed shapes.)
 TEST(EmulatedDecodeAttentionV1Test, PlansOfDifferentShapesShareOneWorkspace) {

@@ -3,7 +3,7 @@
 // CPU twins:
 //   RopeKvKernel (rope_kv.cu) == RopeKernel (elementwise.cu) on q and k, then
 //     WritePagedKvKernel (paged_kv.cu): the same q bits and KV pool bytes;
-//   GemvKernel<kSwiGlu> (quant.cu) == GemvKernel into fp32 then SwiGluKernel
+//   GemvKernel<kSwiGlu> (quant.cu) == GemvKernel into fp32 then GatedKernel<kSilu>
 //     (elementwise.cu): the same activation bits; and close to GemvReference.
 // The GPU tests (rope_kv_test, quant_test) repeat the comparisons on the hardware,
 // whose expf/sincos differ from the host's.
@@ -140,7 +140,8 @@ void RunGemvSwiGlu(GgmlType type, int64_t n, int64_t k, int32_t m) {
     GemvKernel<kType, false>(w, x.data(), k, m, gu.data(), n, false, nullptr, 0);
   });
   EmulateLaunch(dim3(1), dim3(kEltThreads), 0, [&] {
-    SwiGluKernel(gu.data(), gu.data() + ffn, n, m, ffn, want.data(), ActDtype::kBf16, ffn);
+    GatedKernel<GatedAct::kSilu>(gu.data(), gu.data() + ffn, n, m, ffn, want.data(),
+                                 ActDtype::kBf16, ffn);
   });
   EmulateLaunch(dim3(grid_half), dim3(kGemvWarps * 32), 0, [&] {
     GemvKernel<kType, true>(w, x.data(), k, m, nullptr, 0, false, got.data(), ffn);

@@ -2,32 +2,24 @@
 // by the host emulation (testing/host_emulation.h: mma.sync and ldmatrix emulated from
 // their PTX fragment layouts, cp.async groups landing at their waits) against the CPU
 // reference (kernels/cpu/paged_attention.h) on queries rounded as the kernel rounds them
-// — no GPU needed for the fragment bookkeeping, causal masking, chunk offsets, the
-// online softmax and the double buffering. The GPU test (paged_attention_test) checks
-// the real tensor cores.
+// — no GPU needed for the fragment bookkeeping, causal and sliding-window masking, chunk
+// offsets, the online softmax and the double buffering (testing/prefill_case.h). The GPU
+// test (paged_attention_test) checks the real tensor cores.
 #define WEFT_CUDA_HOST_EMULATION 1
 #include "kernels/cuda/testing/host_emulation.h"
 // The kernel under test, textually (its launch code is compiled out).
 #include "kernels/cuda/prefill_attention_tc.cu"
 
-#include <algorithm>
-#include <numeric>
-#include <random>
 #include <utility>
 #include <vector>
 
-#include "common/ggml_types.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/paged_attention.h"
-#include "kernels/cuda/testing/kv_reference.h"
+#include "kernels/cuda/testing/prefill_case.h"
 
 namespace weft::kernels::cuda {
 namespace {
 
-struct Shape {
-  int32_t num_kv_heads, group, head_dim, block_size;
-  KvDtype dtype;
-};
+using testing::PrefillShape;
 
 struct EmuLauncher {
   const PrefillAttentionArgs& a;
@@ -41,100 +33,18 @@ struct EmuLauncher {
   }
 };
 
-// Chunks (cached prefix, chunk length) of several sequences in one launch.
-void Check(const Shape& shape, const std::vector<std::pair<int32_t, int32_t>>& chunks,
+const testing::PrefillKernelUnderTest kTc{
+    [](const PrefillShape& s) { return PrefillTcTileTokens(s.group); },
+    /*rounds_q=*/true,
+    // The softmax weights are rounded to the MMA type (as on the GPU).
+    [](const PrefillShape& s) { return s.dtype == KvDtype::kBf16 ? 5e-3 : 2e-3; },
+    [](const PrefillAttentionArgs& a, const PagedKvView& kv) {
+      ASSERT_EQ(DispatchKv(kv.dtype, kv.head_dim, EmuLauncher{a, kv}), cudaSuccess);
+    }};
+
+void Check(const PrefillShape& shape, const std::vector<std::pair<int32_t, int32_t>>& chunks,
            uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << KvDtypeName(shape.dtype) << " hd " << shape.head_dim
-                                    << " group " << shape.group << " bs " << shape.block_size);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  const int32_t bs = shape.block_size;
-  int32_t needed = 0;
-  for (const auto& [start, n] : chunks) needed += (start + n + bs - 1) / bs;
-  const int32_t num_blocks = needed + 2;
-  testing::HostPagedKv host(shape.dtype, num_blocks, bs, shape.num_kv_heads, shape.head_dim);
-  std::vector<int32_t> ids(num_blocks);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);
-  std::vector<int32_t> tables, offsets, q_start, start_pos, num_tokens;
-  const int32_t kvw = shape.num_kv_heads * shape.head_dim;
-  size_t next = 0;
-  int32_t rows = 0;
-  for (const auto& [start, n] : chunks) {
-    offsets.push_back(static_cast<int32_t>(tables.size()));
-    for (int32_t b = 0; b < (start + n + bs - 1) / bs; ++b) tables.push_back(ids[next++]);
-    std::vector<float> k(kvw), v(kvw);
-    for (int32_t p = 0; p < start + n; ++p) {
-      for (float& x : k) x = val(rng);
-      for (float& x : v) x = val(rng);
-      host.Write(k.data(), v.data(), int64_t{tables[offsets.back() + p / bs]} * bs + p % bs);
-    }
-    q_start.push_back(rows);
-    start_pos.push_back(start);
-    num_tokens.push_back(n);
-    rows += n;
-  }
-  std::vector<float> cpu_pool;
-  PagedKvLayer cpu_kv;
-  host.CpuPool(&cpu_pool, &cpu_kv);
-  if (host.scales().empty()) host.scales().resize(8);
-
-  const int32_t heads = shape.num_kv_heads * shape.group;
-  const int32_t qw = heads * shape.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  std::vector<float> q(static_cast<size_t>(rows) * qw);
-  for (float& x : q) x = val(rng);
-  // The reference sees q as the kernel rounds it (q * scale * log2 e to the MMA type).
-  const float qs = scale * kLog2e;
-  std::vector<float> q_ref(q.size());
-  for (size_t i = 0; i < q.size(); ++i) {
-    const float x = q[i] * qs;
-    q_ref[i] = (shape.dtype == KvDtype::kBf16 ? Bf16ToFp32(Fp32ToBf16(x))
-                                              : Fp16ToFp32(Fp32ToFp16(x))) /
-               qs;
-  }
-  AttentionParams cp;
-  cp.num_heads = heads;
-  cp.scale = scale;
-  cp.kv_head_begin = 0;
-  cp.kv_head_end = shape.num_kv_heads;
-  std::vector<float> want(q.size());
-  for (size_t s = 0; s < chunks.size(); ++s) {
-    ::weft::kernels::PagedPrefillAttention(
-        AttentionImpl::kReference, q_ref.data() + int64_t{q_start[s]} * qw, qw, start_pos[s], 0,
-        num_tokens[s], cpu_kv, tables.data() + offsets[s], cp,
-        want.data() + int64_t{q_start[s]} * qw, qw);
-  }
-
-  std::vector<int32_t> tile_seq, tile_q;
-  BuildPrefillTiles(num_tokens.data(), static_cast<int32_t>(chunks.size()),
-                    PrefillTcTileTokens(shape.group), &tile_seq, &tile_q);
-  std::vector<float> out(q.size(), 7.0f);
-  PrefillAttentionArgs a;
-  a.q = q.data();
-  a.q_stride = qw;
-  a.out = out.data();
-  a.out_stride = qw;
-  a.out_dtype = ActDtype::kF32;
-  a.seq_q_start = q_start.data();
-  a.seq_start_pos = start_pos.data();
-  a.seq_num_tokens = num_tokens.data();
-  a.block_tables = tables.data();
-  a.block_table_offsets = offsets.data();
-  a.tile_seq = tile_seq.data();
-  a.tile_q_begin = tile_q.data();
-  a.num_tiles = static_cast<int32_t>(tile_seq.size());
-  a.num_heads = heads;
-  a.scale = scale;
-  const PagedKvView kv = host.View(host.data().data(), host.scales().data());
-  ASSERT_EQ(DispatchKv(kv.dtype, kv.head_dim, EmuLauncher{a, kv}), cudaSuccess);
-  // The softmax weights are rounded to the MMA type (as on the GPU).
-  const double tol = shape.dtype == KvDtype::kBf16 ? 5e-3 : 2e-3;
-  for (size_t e = 0; e < want.size(); ++e) {
-    ASSERT_NEAR(out[e], want[e], tol + 2 * tol * std::fabs(want[e]))
-        << "row " << e / qw << " head " << (e % qw) / shape.head_dim << " dim "
-        << e % shape.head_dim;
-  }
+  testing::CheckPrefill(shape, chunks, seed, kTc);
 }
 
 TEST(EmulatedPrefillTcTest, GqaChunksAfterCachedPrefixes) {
@@ -147,12 +57,23 @@ TEST(EmulatedPrefillTcTest, EveryKvTypeAndHeadSize) {
   for (KvDtype dt : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kBf16}) {
     Check({1, 3, 64, 16, dt}, {{0, 45}, {64, 20}}, 2);  // the default model's shape
     Check({1, 1, 128, 16, dt}, {{0, 66}}, 3);            // MHA: 64 tokens per tile
+    Check({1, 4, 256, 16, dt}, {{0, 40}, {50, 20}}, 6);  // Gemma 3: 32-key tiles
   }
 }
 
 TEST(EmulatedPrefillTcTest, LargeGroupsAndOddBlocks) {
   Check({1, 32, 64, 16, KvDtype::kBf16}, {{10, 5}}, 4);      // 2 tokens per tile
   Check({2, 3, 64, 7, KvDtype::kInt8}, {{0, 23}, {6, 9}}, 5);  // block size 7
+}
+
+// Sliding windows cut inside key tiles and blocks, shorter and longer than the chunks,
+// after cached prefixes (the key tiles start at the tile's first row's window).
+TEST(EmulatedPrefillTcTest, SlidingWindows) {
+  for (int32_t w : {1, 20, 64, 100}) {
+    Check({2, 4, 128, 16, KvDtype::kBf16, w}, {{0, 70}, {37, 30}, {100, 40}, {5, 1}}, 7);
+    Check({1, 4, 256, 16, KvDtype::kF16, w}, {{0, 50}, {90, 17}}, 8);
+    Check({2, 3, 64, 7, KvDtype::kInt8, w}, {{0, 23}, {60, 9}}, 9);
+  }
 }
 
 }  // namespace

@@ -2,15 +2,21 @@
 // flash-decoding split-K) and the prefill kernels (causal, many query tokens per
 // sequence, variable lengths in one launch, chunked-prefill aware; on CUDA cores, and on
 // tensor cores for long chunks). CPU twin: kernels/cpu/paged_attention.h (same math:
-// softmax(q.K * scale) V over keys 0..p of the query at position p, read through the
-// block table). Each kernel's design, layout and preconditions are at the top of its
+// softmax(q.K * scale) V over keys 0..p of the query at position p — or, with a
+// sliding window W > 0, keys max(0, p - W + 1)..p — read through the block table). Each kernel's design, layout and preconditions are at the top of its
 // .cu file: decode_attention_pipelined.cu, decode_attention.cu, prefill_attention.cu,
 // prefill_attention_tc.cu. Besides the GPU test (paged_attention_test), the pipelined
 // decode and tensor-core prefill kernels run on the CPU under the host emulation
 // (emulated_*_test, testing/host_emulation.h).
 //
 // KV: one layer's PagedKvView (kernels/cuda/paged_kv.h), fp16, bf16 or int8 groups;
-// head_dim 64 or 128; num_heads / num_kv_heads <= 32 (kMaxGroupSize).
+// head_dim 64, 128 or 256; num_heads / num_kv_heads <= MaxAttentionGroup(head_dim) (32,
+// or 16 at head_dim 256).
+// Sliding windows (`window` in the arguments, 0 = none): every kernel starts a row's keys
+// at max(0, p - window + 1) — the decode kernels split [lo, context) instead of
+// [0, context), the prefill kernels start at the tile's first row's lo and mask the keys
+// before each row's — so blocks before a window are never read (the scheduler still
+// allocates them).
 // GQA: a thread block owns one KV head and the query heads that share it, so each K/V
 // block is read from memory once per (sequence, KV head, split) whatever the group size.
 // Activations: q is fp32 (the QKV GEMM output after RoPE), rows of num_heads*head_dim
@@ -43,12 +49,18 @@ inline constexpr int32_t kMaxGroupSize = 32;  // query heads per KV head
 cudaError_t PrepareAttentionKernels();
 
 inline bool AttentionHeadDimSupported(int32_t head_dim) {
-  return head_dim == 64 || head_dim == 128;
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+// Query heads per KV head the kernels take at this head_dim (the pipelined decode kernel
+// runs head_dim / 8 x group threads, at most 512).
+inline int32_t MaxAttentionGroup(int32_t head_dim) {
+  return head_dim > 128 ? kMaxGroupSize / 2 : kMaxGroupSize;
 }
 
 // ---- Decode ----------------------------------------------------------------------------
-// Item i (a sequence with one query token) attends to keys [0, context_lens[i]) through
-// its block table (block_tables + block_table_offsets[i]). The context is cut into
+// Item i (a sequence with one query token) attends to keys [lo, context_lens[i]) through
+// its block table (block_tables + block_table_offsets[i]); lo = 0, or
+// max(0, context_lens[i] - window) with a window. The splits below cut [lo, context). The context is cut into
 // splits of partition_size tokens; grid.z = max_splits must cover the longest context
 // (max_splits * partition_size >= every context_len). With one split the result is
 // written directly; otherwise each split writes its normalized partial output and
@@ -92,6 +104,7 @@ struct DecodeAttentionArgs {
   int32_t num_items = 0;
   int32_t num_heads = 0;
   float scale = 1.0f;
+  int32_t window = 0;  // > 0: sliding window (keys context - window .. context - 1)
   int32_t partition_size = 0;
   int32_t max_splits = 1;
   // DecodeWorkspaceFloats(...) floats of partial outputs and log-sum-exps (unused with 1
@@ -165,7 +178,8 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
 // ---- Prefill ---------------------------------------------------------------------------
 // Sequence s's chunk has seq_num_tokens[s] query tokens at flattened rows
 // seq_q_start[s] + i and positions seq_start_pos[s] + i (num_computed_tokens + i); query
-// i attends to keys [0, seq_start_pos[s] + i] through the sequence's block table, whose
+// i attends to keys [lo, seq_start_pos[s] + i] (lo = 0, or with a window W,
+// max(0, seq_start_pos[s] + i - W + 1)) through the sequence's block table, whose
 // K/V (this chunk's included) must already be written. The work is a list of tiles, each
 // PrefillTileTokens(group, head_dim) query tokens of one sequence starting at
 // tile_q_begin[j] (relative to the chunk); the host builds it (BuildPrefillTiles below).
@@ -185,6 +199,7 @@ struct PrefillAttentionArgs {
   int32_t num_tiles = 0;
   int32_t num_heads = 0;
   float scale = 1.0f;
+  int32_t window = 0;  // > 0: sliding window (as DecodeAttentionArgs::window)
 };
 
 // Query tokens per prefill tile (all query heads of a KV head's group ride along).

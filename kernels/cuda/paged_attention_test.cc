@@ -32,6 +32,7 @@ struct Shape {
   int32_t head_dim;
   int32_t block_size;
   KvDtype dtype;
+  int32_t window = 0;  // sliding window (0: none), for the kernels and the CPU
 };
 
 // Sequences of the given total lengths written through shuffled block tables, their
@@ -73,6 +74,7 @@ class World {
   }
 
   int32_t num_heads() const { return shape_.num_kv_heads * shape_.group; }
+  int32_t window() const { return shape_.window; }
   int32_t q_width() const { return num_heads() * shape_.head_dim; }
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(shape_.head_dim)); }
   PagedKvView view() const { return host_->View(data_->get(), scales_->get()); }
@@ -91,6 +93,7 @@ class World {
     p.scale = scale();
     p.kv_head_begin = 0;
     p.kv_head_end = shape_.num_kv_heads;
+    p.window = shape_.window;
     return p;
   }
 
@@ -179,6 +182,7 @@ void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_
   a.num_items = items;
   a.num_heads = w.num_heads();
   a.scale = w.scale();
+  a.window = w.window();
   a.kernel = kernel;
   DecodeShape ds;
   ds.num_items = items;
@@ -230,6 +234,9 @@ std::vector<Shape> AllShapes() {
       out.push_back({3, 3, hd, 16, dtype});  // the default model's GQA 3:1
       out.push_back({2, 8, hd, 16, dtype});  // GQA 8:1
     }
+    out.push_back({1, 4, 256, 16, dtype});       // Gemma 3 270M: head_dim 256, MQA 4:1
+    out.push_back({1, 4, 256, 16, dtype, 512});  // its local layers' 512-token window
+    out.push_back({2, 4, 128, 16, dtype, 40});   // a window cut inside blocks and splits
   }
   return out;
 }
@@ -237,7 +244,8 @@ std::vector<Shape> AllShapes() {
 std::string ShapeName(const ::testing::TestParamInfo<Shape>& info) {
   const Shape& s = info.param;
   return std::string(KvDtypeName(s.dtype)) + "_hd" + std::to_string(s.head_dim) + "_kv" +
-         std::to_string(s.num_kv_heads) + "_g" + std::to_string(s.group);
+         std::to_string(s.num_kv_heads) + "_g" + std::to_string(s.group) +
+         (s.window > 0 ? "_w" + std::to_string(s.window) : "");
 }
 
 class AttentionTest : public ::testing::TestWithParam<Shape> {};
@@ -348,6 +356,7 @@ void CheckPrefill(const Shape& shape, const std::vector<std::pair<int32_t, int32
   a.num_tiles = static_cast<int32_t>(tile_seq.size());
   a.num_heads = w.num_heads();
   a.scale = w.scale();
+  a.window = w.window();
   if (tc) {
     WEFT_EXPECT_CUDA_OK(PagedPrefillAttentionTc(a, w.view(), nullptr));
     // The softmax weights go to the tensor cores as bf16 (fp16): ~2^-9 (2^-11) each.
@@ -481,6 +490,14 @@ TEST(AttentionArgsTest, RejectsBadShapes) {
   EXPECT_EQ(PagedDecodeAttention(a, kv, nullptr), cudaErrorInvalidValue);
   a.num_heads = 2 * 33;  // group of 33
   EXPECT_EQ(PagedDecodeAttention(a, kv, nullptr), cudaErrorInvalidValue);
+  kv.head_dim = 256;
+  a.num_heads = 2 * 32;  // group 32 at head_dim 256: past MaxAttentionGroup (16)
+  EXPECT_EQ(PagedDecodeAttention(a, kv, nullptr), cudaErrorInvalidValue);
+  a.num_heads = 2 * 4;
+  a.window = -1;
+  EXPECT_EQ(PagedDecodeAttention(a, kv, nullptr), cudaErrorInvalidValue);
+  kv.head_dim = 64;
+  a.window = 0;
   PrefillAttentionArgs p;
   p.num_heads = 4;
   kv.head_dim = 96;  // unsupported head size

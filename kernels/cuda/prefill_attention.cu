@@ -5,23 +5,29 @@
 // Thread block = (tile, KV head): kRows = 128 / kTpr rows, each row one (query token,
 // query head of the group) owned by kTpr = head_dim/32 adjacent lanes; lane li of a row
 // holds 32 dims, the float4 chunks c = li, li + kTpr, ... (conflict-free shared reads).
-// Keys are visited in tiles of kKeys positions, K and V staged in shared memory as fp32
+// Keys are visited in tiles of kKeys positions (32; 16 at head_dim 256, keeping the
+// static K and V tiles under 48 KB), K and V staged in shared memory as fp32
 // (dequantized once for all rows of the tile); per tile and row:
-//   s_j = (q . K_j) * scale (masked to -inf past the row's position), m' = max(m, s_j),
+//   s_j = (q . K_j) * scale (masked to -inf past the row's position, and before its
+//   window's start), m' = max(m, s_j),
 //   acc = acc * expf(m - m') + sum_j expf(s_j - m') V_j,  l likewise;  out = acc / l.
+// With a window the key tiles start at the tile's first row's window start.
+// The kernel also runs on the CPU under the host emulation (emulated_prefill_attention_test).
 #include "kernels/cuda/attention_common.cuh"
 
 namespace weft::kernels::cuda {
 namespace {
 
 constexpr int kPrefillThreads = 128;
-constexpr int kKeys = 32;
 constexpr int kPad = 4;  // floats of padding per shared row
+
+constexpr int KeysPerTile(int head_dim) { return head_dim > 128 ? 16 : 32; }
 
 template <typename KvT, int kHeadDim>
 __global__ void __launch_bounds__(kPrefillThreads)
     PrefillKernel(PrefillAttentionArgs a, PagedKvView kv) {
-  constexpr int kTpr = kHeadDim / 32;          // lanes per row: 2 or 4
+  constexpr int kTpr = kHeadDim / 32;          // lanes per row: 2, 4 or 8
+  constexpr int kKeys = KeysPerTile(kHeadDim);
   constexpr int kRows = kPrefillThreads / kTpr;
   constexpr int kChunks = 32 / 4;              // float4 chunks per lane
   __shared__ __align__(16) float ks[kKeys][kHeadDim + kPad];
@@ -43,6 +49,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
   const int head = h * group + r % group;
   const bool active = r < tile_tokens * group && tq < q_end;
   const int pos = active ? start_pos + tq : -1;  // inactive rows mask every key
+  const int lo = WindowStart(pos, a.window);     // the row's first key
   const int64_t row = int64_t{a.seq_q_start[s]} + tq;
 
   float q[32], acc[32];
@@ -60,8 +67,10 @@ __global__ void __launch_bounds__(kPrefillThreads)
   float m = -INFINITY, l = 0.0f;
 
   const int num_keys = start_pos + q_end;  // keys [0, last position]
+  // The first key tile holds the tile's first row's first key (uniform over the block).
+  const int k_first = WindowStart(start_pos + q_begin, a.window) / kKeys * kKeys;
   const int64_t row0 = int64_t{h} * kv.block_size;
-  for (int k0 = 0; k0 < num_keys; k0 += kKeys) {
+  for (int k0 = k_first; k0 < num_keys; k0 += kKeys) {
     __syncthreads();  // the previous tile has been consumed
     for (int gi = tid; gi < kKeys * (kHeadDim / 8); gi += kPrefillThreads) {
       const int j = gi / (kHeadDim / 8);
@@ -98,7 +107,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
         p = fmaf(q[4 * c + 3], k4.w, p);
       }
       p = GroupSum<kTpr>(p);
-      sc[j] = k0 + j <= pos ? p * a.scale : -INFINITY;
+      sc[j] = k0 + j <= pos && k0 + j >= lo ? p * a.scale : -INFINITY;
       tile_max = fmaxf(tile_max, sc[j]);
     }
     const float m_new = fmaxf(m, tile_max);
@@ -134,6 +143,12 @@ __global__ void __launch_bounds__(kPrefillThreads)
   }
 }
 
+}  // namespace
+
+// Launch code and host helpers (not part of the host emulation build).
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+namespace {
+
 struct PrefillLauncher {
   const PrefillAttentionArgs& a;
   const PagedKvView& kv;
@@ -162,11 +177,13 @@ cudaError_t PagedPrefillAttention(const PrefillAttentionArgs& args, const PagedK
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;
   if (!AttentionHeadDimSupported(kv.head_dim) || group < 1 ||
-      group > kPrefillThreads / (kv.head_dim / 32)) {
+      group > kPrefillThreads / (kv.head_dim / 32) || args.window < 0) {
     return cudaErrorInvalidValue;
   }
   if (args.num_tiles == 0) return cudaSuccess;
   return DispatchKv(kv.dtype, kv.head_dim, PrefillLauncher{args, kv, stream});
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

@@ -6,18 +6,21 @@
 // (rows past tile_tokens * group, or past the chunk, are inactive: masked, not stored).
 // Warp w owns rows [16 w, 16 w + 16): its q rows live in registers as A fragments
 // (q * scale * log2 e, rounded to the MMA type), its output O (16 x head_dim fp32) as C
-// fragments. Keys go in tiles of 64 rows: K and V tiles are staged in shared memory as
+// fragments. Keys go in tiles of kKeys = 64 rows (32 at head_dim 256, where the O
+// fragments alone take 128 registers): K and V tiles are staged in shared memory as
 // the MMA type (bf16 for bf16 KV; fp16 for fp16 KV and for int8 KV, dequantized on the
 // way in), two buffers deep (cp.async for bf16/fp16, plain loads for int8). Per key
 // tile and warp:
 //   S = Q K^T       8 n-tiles of 8 keys x head_dim/16 k-steps (B from ldmatrix on K rows)
-//   causal mask (key > the row's position: -inf), row max over the quad (shuffles),
+//   causal mask (key > the row's position, or before its sliding window: -inf; the key
+//   tiles start at the tile's first row's window), row max over the quad (shuffles),
 //   P = 2^(S - m'), l = l 2^(m - m') + rowsum P, O = O 2^(m - m') + P V
 //   (P's C fragments re-packed as A fragments; V's B fragments from ldmatrix.trans).
 // Finally O / l (l summed over the quad) is written as ActDtype.
 // Shared memory rows are padded by 16 bytes (pitch head_dim + 8 elements), so the 8 rows
 // of every ldmatrix and the cp.async stores hit distinct banks. 2 x 2 x 64 x (hd + 8)
-// x 2 bytes: 68 KB for head_dim 128 (3 CTAs per SM), 36 KB for 64.
+// x 2 bytes: 68 KB for head_dim 128 (3 CTAs per SM), 36 KB for 64; 2 x 2 x 32 x 264 x 2 =
+// 68 KB for 256.
 // Precision: q and P are rounded to bf16 (fp16) before the tensor cores (as in
 // FlashAttention); scores, softmax and accumulation are fp32. Int8 K/V are dequantized
 // to fp16 (one rounding of the exact int8 x scale product).
@@ -33,7 +36,6 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = kWarps * 16;
-constexpr int kKeys = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kRows == kPrefillTcRows, "one warp per 16 rows of the tile");
 
@@ -49,6 +51,7 @@ struct MmaType<__nv_bfloat16> {
 
 template <int kHeadDim>
 struct TcCfg {
+  static constexpr int kKeys = kHeadDim > 128 ? 32 : 64;    // keys per tile
   static constexpr int kPitch = kHeadDim + 8;               // elements per smem row
   static constexpr int kTileElems = kKeys * kPitch;         // one K or V tile
   static constexpr int kSmemBytes = 2 * 2 * kTileElems * 2;  // 2 buffers x (K, V) x 2 B
@@ -63,6 +66,7 @@ __global__ void __launch_bounds__(kThreads)
     PrefillTcKernel(PrefillAttentionArgs a, PagedKvView kv) {
   using C = TcCfg<kHeadDim>;
   using T = typename MmaType<KvT>::T;
+  constexpr int kKeys = C::kKeys;
   WEFT_DYNAMIC_SMEM(uint8_t, smem_raw);
   T* smem = reinterpret_cast<T*>(smem_raw);  // [buf][K|V][kKeys][kPitch]
 
@@ -77,12 +81,14 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t* table = a.block_tables + a.block_table_offsets[s];
   const int num_keys = start_pos + q_end;  // keys [0, the last row's position]
   const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
+  // The first key tile holds the tile's first row's first key (uniform over the CTA).
+  const int first_key_tile = WindowStart(start_pos + q_begin, a.window) / kKeys;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
 
   // This thread's two rows: r = 16 warp + g (+ 8).
-  int pos[2];
+  int pos[2], lo[2];
   bool active[2];
   int64_t out_off[2];
   uint32_t qf[C::kKSteps][4];
@@ -95,6 +101,7 @@ __global__ void __launch_bounds__(kThreads)
       const int head = h * group + r % group;
       active[i] = r < tile_tokens * group && tq < q_end;
       pos[i] = active[i] ? start_pos + tq : -1;  // inactive rows see no key
+      lo[i] = WindowStart(pos[i], a.window);
       const int64_t row = int64_t{a.seq_q_start[s]} + tq;
       qrow[i] = a.q + row * a.q_stride + int64_t{head} * kHeadDim;
       out_off[i] = row * a.out_stride + int64_t{head} * kHeadDim;
@@ -166,9 +173,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < C::kDimTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-  if (num_key_tiles > 0) load_tile(0, 0);
+  if (first_key_tile < num_key_tiles) load_tile(first_key_tile, first_key_tile & 1);
   CpAsyncCommit();
-  for (int kt = 0; kt < num_key_tiles; ++kt) {
+  for (int kt = first_key_tile; kt < num_key_tiles; ++kt) {
     if (kt + 1 < num_key_tiles) load_tile(kt + 1, (kt + 1) & 1);
     CpAsyncCommit();
     CpAsyncWait<1>();
@@ -199,7 +206,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + 8 * j + 2 * t4 + (e & 1);
         const int i = e >> 1;
-        if (key > pos[i]) sc[j][e] = -INFINITY;
+        if (key > pos[i] || key < lo[i]) sc[j][e] = -INFINITY;
         tile_max[i] = fmaxf(tile_max[i], sc[j][e]);
       }
     }
@@ -307,7 +314,7 @@ struct TcPrepare {
 
 cudaError_t PrepareTcPrefill() {
   for (KvDtype dt : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
-    for (int32_t hd : {64, 128}) {
+    for (int32_t hd : {64, 128, 256}) {
       const cudaError_t e = DispatchKv(dt, hd, TcPrepare{});
       if (e != cudaSuccess) return e;
     }
@@ -326,7 +333,8 @@ cudaError_t PagedPrefillAttentionTc(const PrefillAttentionArgs& args, const Page
     return cudaErrorInvalidValue;
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;
-  if (!AttentionHeadDimSupported(kv.head_dim) || group < 1 || group > kPrefillTcRows) {
+  if (!AttentionHeadDimSupported(kv.head_dim) || group < 1 || group > kPrefillTcRows ||
+      args.window < 0) {
     return cudaErrorInvalidValue;
   }
   if (kv.dtype != KvDtype::kInt8 &&

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/chat_prompt.h"
+#include "common/model_config.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -97,21 +98,14 @@ absl::Status CheckModelName(absl::string_view name) {
 absl::StatusOr<std::unique_ptr<ModelText>> ModelText::Load(
     const GgufFile& file, const std::string& model_name, const std::string& chat_template_path) {
   std::unique_ptr<ModelText> m(new ModelText());
+  // The description the workers compute from: a file they would refuse (an unknown
+  // architecture, a missing or unused tensor) is refused here, before any port opens.
+  WEFT_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromGguf(file));
   WEFT_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(file));
-  WEFT_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
-  auto get = [&](const std::string& key) -> absl::StatusOr<int64_t> {
-    auto v = file.GetInt(absl::StrCat(arch, ".", key));
-    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat("model file lacks ", arch, ".", key));
-    return *v;
-  };
-  WEFT_ASSIGN_OR_RETURN(int64_t ctx, get("context_length"));
-  WEFT_ASSIGN_OR_RETURN(int64_t heads, get("attention.head_count"));
-  WEFT_ASSIGN_OR_RETURN(int64_t ff, get("feed_forward_length"));
-  auto kv = file.GetInt(absl::StrCat(arch, ".attention.head_count_kv"));
-  m->context_length_ = static_cast<int32_t>(ctx);
-  m->n_head_ = static_cast<int32_t>(heads);
-  m->n_head_kv_ = kv.ok() ? static_cast<int32_t>(*kv) : m->n_head_;
-  m->n_ff_ = ff;
+  m->context_length_ = config.context_length;
+  m->n_head_ = config.num_heads;
+  m->n_head_kv_ = config.num_kv_heads;
+  m->n_ff_ = config.ffn_size;
   m->fingerprint_ = file.Fingerprint();
   WEFT_RETURN_IF_ERROR(CheckModelName(model_name));
   m->name_ = model_name;

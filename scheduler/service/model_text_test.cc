@@ -57,13 +57,62 @@ TEST(ModelTextTest, SpecialTokensDisplayTheirTextOrdinaryTokensTheirBytes) {
   EXPECT_EQ(source.DisplayBytes(hello[0]), source.TokenBytes(hello[0]));
 }
 
+// The scheduler reads the same model description as the workers (common/model_config.h):
+// a file they would refuse is refused here, naming what is wrong, before any port opens.
+TEST(ModelTextTest, RefusesWhatTheWorkersWouldRefuse) {
+  testing::GgufBuilder other;
+  other.AddString("general.architecture", "mamba");
+  std::vector<uint8_t> bytes = other.Build();
+  auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto text = ModelText::Load(**file, "m");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(std::string(text.status().message()).find("mamba"), std::string::npos);
+
+  testing::GgufBuilder no_tensors;  // llama metadata, no weights at all
+  no_tensors.AddString("general.architecture", "llama");
+  for (const char* key : {"llama.block_count", "llama.embedding_length",
+                          "llama.feed_forward_length", "llama.attention.head_count",
+                          "llama.context_length"}) {
+    no_tensors.AddUint32(key, 64);
+  }
+  no_tensors.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  bytes = no_tensors.Build();
+  file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  text = ModelText::Load(**file, "m");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(text.status().message()).find("token_embd.weight"), std::string::npos);
+}
+
+// A one-layer llama of hidden size 8 (one head), FFN 8, F32 zeros: what ModelConfig
+// accepts, so that a test of the tokenizer side loads.
+void AddTinyLlama(testing::GgufBuilder* b, uint64_t vocab) {
+  b->AddString("general.architecture", "llama");
+  b->AddUint32("llama.context_length", 64);
+  b->AddUint32("llama.block_count", 1);
+  b->AddUint32("llama.embedding_length", 8);
+  b->AddUint32("llama.attention.head_count", 1);
+  b->AddUint32("llama.feed_forward_length", 8);
+  b->AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  const auto f32 = [&](const std::string& name, const std::vector<uint64_t>& ne) {
+    uint64_t n = 1;
+    for (uint64_t d : ne) n *= d;
+    b->AddTensor(name, ne, /*F32=*/0, std::vector<uint8_t>(n * 4, 0));
+  };
+  f32("token_embd.weight", {8, vocab});
+  f32("output_norm.weight", {8});
+  for (const char* t : {"attn_norm", "ffn_norm"}) f32(std::string("blk.0.") + t + ".weight", {8});
+  for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                        "ffn_down"}) {
+    f32(std::string("blk.0.") + t + ".weight", {8, 8});
+  }
+}
+
 // A SentencePiece model file without tokenizer.chat_template (as Gemma 3 270M's GGUF).
 std::vector<uint8_t> NoTemplateModel() {
   testing::GgufBuilder b;
-  b.AddString("general.architecture", "llama");
-  b.AddUint32("llama.context_length", 64);
-  b.AddUint32("llama.attention.head_count", 1);
-  b.AddUint32("llama.feed_forward_length", 8);
+  AddTinyLlama(&b, 9);
   b.AddString("tokenizer.ggml.model", "llama");
   b.AddStringArray("tokenizer.ggml.tokens",
                    {"<unk>", "<s>", "</s>", "\xE2\x96\x81Hi", "[", "]", "\xE2\x96\x81", "user",

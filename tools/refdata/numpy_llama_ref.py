@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Independent numpy reference for Weft's Llama forward pass.
+"""Independent numpy reference for Weft's forward pass.
 
-Runs an fp32 forward pass of a Llama-family GGUF in plain numpy, using the PyPI `gguf`
-package's reader and dequantization (`gguf.quants.dequantize`) -- no code shared with
-Weft -- and writes the last-position logits of a few fixed prompts (token ids below).
+Runs an fp32 forward pass of a GGUF in plain numpy, using the PyPI `gguf` package's
+reader and dequantization (`gguf.quants.dequantize`) -- no code shared with Weft -- and
+writes the last-position logits of a few fixed prompts (token ids below).
 `//worker/model:llama_model_test` compares Weft's reference kernels against them.
+Architectures: llama (with Llama 3's rope_freqs.weight and linear RoPE scaling), qwen2
+(QKV biases), qwen3 (QK norms), gemma3 (embedding scale, QK norms, post-norms, GELU-tanh,
+sliding-window layers with their own RoPE base), as llama.cpp's src/models/*.cpp compute
+them; tools/refdata/make_arch_ref.py uses this forward pass as the exact reference of the
+synthetic models (tools/synth/make_model.py).
 
 Outputs (in --out_dir):
   numpy_ref_logits.bin   little-endian binary, read by the C++ test:
@@ -60,23 +65,48 @@ PROMPTS = [
 ]
 
 
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+
+
 class Model:
     """Reads hyperparameters and dequantizes tensors on demand (fp32, numpy layout)."""
 
     def __init__(self, path):
         self.reader = GGUFReader(path)
         self.tensors = {t.name: t for t in self.reader.tensors}
-        arch = self.field("general.architecture")
-        if arch != "llama":
+        arch = self.arch = self.field("general.architecture")
+        if arch not in ARCHS:
             raise SystemExit(f"unsupported architecture {arch!r}")
-        self.n_layer = int(self.field("llama.block_count"))
-        self.n_embd = int(self.field("llama.embedding_length"))
-        self.n_head = int(self.field("llama.attention.head_count"))
-        self.n_head_kv = int(self.field("llama.attention.head_count_kv"))
-        self.head_dim = self.n_embd // self.n_head
-        self.rope_dim = int(self.field("llama.rope.dimension_count", self.head_dim))
-        self.rope_base = float(self.field("llama.rope.freq_base", 10000.0))
-        self.eps = float(self.field("llama.attention.layer_norm_rms_epsilon"))
+        a = arch + "."
+        self.n_layer = int(self.field(a + "block_count"))
+        self.n_embd = int(self.field(a + "embedding_length"))
+        self.n_head = int(self.field(a + "attention.head_count"))
+        self.n_head_kv = int(self.field(a + "attention.head_count_kv"))
+        self.head_dim = int(self.field(a + "attention.key_length", self.n_embd // self.n_head))
+        self.rope_dim = int(self.field(a + "rope.dimension_count", self.head_dim))
+        self.rope_base = float(self.field(a + "rope.freq_base", 10000.0))
+        self.eps = float(self.field(a + "attention.layer_norm_rms_epsilon"))
+        self.gemma = arch == "gemma3"
+        self.halves = arch != "llama"  # NEOX RoPE
+        self.rope_scale = 1.0 / float(self.field(a + "rope.scaling.factor", 1.0))
+        self.rope_factors = (self.weight("rope_freqs.weight")
+                             if "rope_freqs.weight" in self.tensors else None)
+        # Per layer: sliding window (0 = global) and RoPE base (gemma3's local layers).
+        self.window = [0] * self.n_layer
+        self.layer_base = [self.rope_base] * self.n_layer
+        self.layer_scale = [self.rope_scale] * self.n_layer
+        self.attn_scale = 1.0 / np.sqrt(self.head_dim)
+        if self.gemma:
+            if self.n_layer == 62:
+                self.attn_scale = 1.0 / np.sqrt(self.n_embd // self.n_head)
+            w = int(self.field(a + "attention.sliding_window", 0))
+            pattern = int(self.field(a + "attention.sliding_window_pattern", 6))
+            base_swa = float(self.field(a + "rope.freq_base_swa", 10000.0))
+            for l in range(self.n_layer):
+                if w > 0 and (pattern == 0 or l % pattern < pattern - 1):
+                    self.window[l] = w
+                    self.layer_base[l] = base_swa
+                    self.layer_scale[l] = 1.0
 
     def field(self, key, default=None):
         f = self.reader.fields.get(key)
@@ -101,9 +131,13 @@ def rms_norm(x, w, eps):
     return (x / np.sqrt(ms + np.float32(eps))) * w
 
 
-def rope_angles(n_tokens, rope_dim, base):
+def rope_angles(n_tokens, rope_dim, base, scale=1.0, factors=None):
     i = np.arange(rope_dim // 2, dtype=np.float64)
     inv_freq = base ** (-2.0 * i / rope_dim)
+    if scale != 1.0:
+        inv_freq = inv_freq * scale
+    if factors is not None:
+        inv_freq = inv_freq / factors.astype(np.float64)
     ang = np.arange(n_tokens, dtype=np.float64)[:, None] * inv_freq[None, :]
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
@@ -139,13 +173,16 @@ def unpermute(w, n_head):
     return w.reshape(n_head, rows // n_head // 2, 2, -1).swapaxes(1, 2).reshape(w.shape)
 
 
-def attention(q, k, v, n_head, n_head_kv):
-    """q: [T, Hq, D], k/v: [T, Hkv, D]; causal; returns [T, Hq*D]."""
+def attention(q, k, v, n_head, n_head_kv, scale=None, window=0):
+    """q: [T, Hq, D], k/v: [T, Hkv, D]; causal (keys p - window + 1 .. p with a window);
+    returns [T, Hq*D]."""
     t, _, d = q.shape
     group = n_head // n_head_kv
     out = np.empty((t, n_head, d), dtype=np.float32)
     mask = np.triu(np.full((t, t), -np.inf, dtype=np.float32), k=1)
-    scale = np.float32(1.0 / np.sqrt(d))
+    if window > 0:
+        mask = mask + np.tril(np.full((t, t), -np.inf, dtype=np.float32), k=-window)
+    scale = np.float32(1.0 / np.sqrt(d) if scale is None else scale)
     for h in range(n_head):
         kh = h // group
         s = (q[:, h, :] @ k[:, kh, :].T) * scale + mask
@@ -156,24 +193,51 @@ def attention(q, k, v, n_head, n_head_kv):
     return out.reshape(t, n_head * d)
 
 
-def forward(m, prompts, rope="adjacent", check_rope=False):
+def gelu_tanh(g):
+    c = np.float32(np.sqrt(2.0 / np.pi))
+    return np.float32(0.5) * g * (np.float32(1) + np.tanh(c * (g + np.float32(0.044715) * g ** 3)))
+
+
+def forward(m, prompts, rope=None, check_rope=False):
     """Runs every prompt through the model, one layer at a time (weights dequantized
     once per layer). Returns the final hidden states (after output_norm), [T, n_embd]."""
+    rope = rope or ("halves" if m.halves else "adjacent")
     emb = m.weight("token_embd.weight")
     xs = [emb[np.array(p)] for p in prompts]
-    angles = [rope_angles(len(p), m.rope_dim, m.rope_base) for p in prompts]
+    if m.gemma:
+        xs = [x * np.float32(np.sqrt(np.float32(m.n_embd))) for x in xs]
+    tables = {}
     hd = m.head_dim
+    names = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
+             "ffn_gate", "ffn_up", "ffn_down"]
+    if m.arch in ("qwen3", "gemma3"):
+        names += ["attn_q_norm", "attn_k_norm"]
+    if m.gemma:
+        names += ["post_attention_norm", "post_ffw_norm"]
     for l in range(m.n_layer):
-        w = {n: m.weight(f"blk.{l}.{n}.weight") for n in (
-            "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
-            "ffn_gate", "ffn_up", "ffn_down")}
+        w = {n: m.weight(f"blk.{l}.{n}.weight") for n in names}
+        if m.arch == "qwen2":
+            w.update({n + "_b": m.weight(f"blk.{l}.{n}.bias")
+                      for n in ("attn_q", "attn_k", "attn_v")})
+        key = (m.layer_base[l], m.layer_scale[l])
         for i, x in enumerate(xs):
-            cos, sin = angles[i]
+            if (key, i) not in tables:
+                tables[(key, i)] = rope_angles(len(prompts[i]), m.rope_dim, key[0], key[1],
+                                               m.rope_factors)
+            cos, sin = tables[(key, i)]
             t = x.shape[0]
             h = rms_norm(x, w["attn_norm"], m.eps)
-            q = (h @ w["attn_q"].T).reshape(t, m.n_head, hd)
-            k = (h @ w["attn_k"].T).reshape(t, m.n_head_kv, hd)
-            v = (h @ w["attn_v"].T).reshape(t, m.n_head_kv, hd)
+            q = h @ w["attn_q"].T
+            k = h @ w["attn_k"].T
+            v = h @ w["attn_v"].T
+            if m.arch == "qwen2":
+                q, k, v = q + w["attn_q_b"], k + w["attn_k_b"], v + w["attn_v_b"]
+            q = q.reshape(t, m.n_head, hd)
+            k = k.reshape(t, m.n_head_kv, hd)
+            v = v.reshape(t, m.n_head_kv, hd)
+            if "attn_q_norm" in w:
+                q = rms_norm(q, w["attn_q_norm"], m.eps)
+                k = rms_norm(k, w["attn_k_norm"], m.eps)
             if rope == "adjacent":
                 qr = rope_adjacent(q, cos, sin, m.rope_dim)
                 kr = rope_adjacent(k, cos, sin, m.rope_dim)
@@ -182,13 +246,19 @@ def forward(m, prompts, rope="adjacent", check_rope=False):
                 kr = rope_halves(k, cos, sin, m.rope_dim)
             if check_rope and l == 0 and i == 0:
                 check_rope_equivalence(m, h, qr, kr, w, cos, sin)
-            a = attention(qr, kr, v, m.n_head, m.n_head_kv)
-            x = x + a @ w["attn_output"].T
+            a = attention(qr, kr, v, m.n_head, m.n_head_kv, m.attn_scale, m.window[l])
+            o = a @ w["attn_output"].T
+            if m.gemma:
+                o = rms_norm(o, w["post_attention_norm"], m.eps)
+            x = x + o
             h = rms_norm(x, w["ffn_norm"], m.eps)
             g = h @ w["ffn_gate"].T
             u = h @ w["ffn_up"].T
-            act = (g / (np.float32(1) + np.exp(-g))) * u
-            xs[i] = x + act @ w["ffn_down"].T
+            act = (gelu_tanh(g) if m.gemma else g / (np.float32(1) + np.exp(-g))) * u
+            f = act @ w["ffn_down"].T
+            if m.gemma:
+                f = rms_norm(f, w["post_ffw_norm"], m.eps)
+            xs[i] = x + f
     norm = m.weight("output_norm.weight")
     return [rms_norm(x, norm, m.eps) for x in xs]
 

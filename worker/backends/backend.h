@@ -30,7 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "worker/model/forward_batch.h"
-#include "worker/model/llama_config.h"
+#include "common/model_config.h"
 #include "worker/sampler.h"
 
 namespace weft {
@@ -62,7 +62,7 @@ class Backend {
   virtual const char* name() const = 0;
   // The kernels in use, e.g. "avx512vnni" or "cublas-bf16" (logged, sent in the hello).
   virtual std::string kernels() const = 0;
-  virtual const LlamaConfig& config() const = 0;
+  virtual const ModelConfig& config() const = 0;
   virtual int32_t block_size() const = 0;
   virtual int32_t num_kv_blocks() const = 0;
   virtual int64_t kv_pool_bytes() const = 0;

@@ -52,7 +52,7 @@ class CpuBackend : public Backend {
 
   const char* name() const override { return "cpu"; }
   std::string kernels() const override;
-  const LlamaConfig& config() const override { return model_->config(); }
+  const ModelConfig& config() const override { return model_->config(); }
   int32_t block_size() const override { return kv_->block_size(); }
   int32_t num_kv_blocks() const override { return kv_->num_blocks(); }
   int64_t kv_pool_bytes() const override { return kv_->pool_bytes(); }

@@ -51,7 +51,7 @@ absl::Status NullBackendOptions::Validate() const {
   return absl::OkStatus();
 }
 
-NullBackend::NullBackend(const NullBackendOptions& options, const LlamaConfig& config,
+NullBackend::NullBackend(const NullBackendOptions& options, const ModelConfig& config,
                          int32_t num_kv_blocks, std::vector<int32_t> eog)
     : options_(options), config_(config), num_kv_blocks_(num_kv_blocks), eog_(std::move(eog)) {
   is_eog_.assign(config_.vocab_size, false);
@@ -61,7 +61,7 @@ NullBackend::NullBackend(const NullBackendOptions& options, const LlamaConfig& c
 absl::StatusOr<std::unique_ptr<NullBackend>> NullBackend::Create(
     const GgufFile& file, const NullBackendOptions& options) {
   WEFT_RETURN_IF_ERROR(options.Validate());
-  WEFT_ASSIGN_OR_RETURN(const LlamaConfig config, LlamaConfig::FromGguf(file));
+  WEFT_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromGguf(file));
   std::vector<int32_t> eog;
   if (options.eog_token_ids.has_value()) {
     eog = *options.eog_token_ids;

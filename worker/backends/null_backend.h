@@ -58,7 +58,7 @@
 #include "common/gguf.h"
 #include "worker/backends/backend.h"
 #include "worker/kv_cache.h"
-#include "worker/model/llama_config.h"
+#include "common/model_config.h"
 
 namespace weft {
 
@@ -92,7 +92,7 @@ class NullBackend : public Backend {
 
   const char* name() const override { return "null"; }
   std::string kernels() const override;
-  const LlamaConfig& config() const override { return config_; }
+  const ModelConfig& config() const override { return config_; }
   int32_t block_size() const override { return options_.block_size; }
   int32_t num_kv_blocks() const override { return num_kv_blocks_; }
   int64_t kv_pool_bytes() const override { return 0; }
@@ -112,13 +112,13 @@ class NullBackend : public Backend {
   int64_t num_block_copies() const { return num_block_copies_; }
 
  private:
-  NullBackend(const NullBackendOptions& options, const LlamaConfig& config,
+  NullBackend(const NullBackendOptions& options, const ModelConfig& config,
               int32_t num_kv_blocks, std::vector<int32_t> eog);
   // Makes out->logits rows [0, row_tokens_.size()) one-hot at row_tokens_.
   void WriteLogits(ForwardOutput* out);
 
   const NullBackendOptions options_;
-  const LlamaConfig config_;
+  const ModelConfig config_;
   const int32_t num_kv_blocks_;
   const std::vector<int32_t> eog_;
   std::vector<bool> is_eog_;  // by token id

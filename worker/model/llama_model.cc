@@ -56,13 +56,15 @@ struct LlamaModel::Workspace {
   std::vector<float> k, v;              // [T][kv_width]
   std::vector<float> proj;              // [T][hidden] O / down output
   std::vector<float> gate, up;          // [T][ffn]
-  std::vector<float> cos_sin;           // [T][rope_dim]
+  std::vector<std::vector<float>> cos_sin;  // per RoPE of the model: [T][rope_dim]
   std::vector<float> final_h;           // [rows][hidden]
   std::vector<float> local_logits;      // TP: [rows][this rank's vocabulary slice]
   std::vector<float> gathered_logits;   // TP: [rank][rows][that rank's slice]
   std::vector<size_t> gather_counts;    // TP: floats from each rank
-  // x += proj is still to be done (ProjectAndAdd leaves it to the next token-wise pass).
+  // x += proj is still to be done (ProjectAndAdd leaves it to the next token-wise pass),
+  // after an RMSNorm of proj with pending_norm when that is set (post-norms).
   bool residual_pending = false;
+  const float* pending_norm = nullptr;
   // Rounded forms (int8 / bf16) of the matmul inputs: h, attn, gate (after SwiGLU),
   // final_h.
   ActivationBuffer q8_h, q8_attn, q8_ffn, q8_final;
@@ -79,7 +81,7 @@ absl::Status LlamaModelOptions::Validate() const {
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(
     const GgufFile& file, const LlamaModelOptions& options) {
   WEFT_RETURN_IF_ERROR(options.Validate());
-  WEFT_ASSIGN_OR_RETURN(const LlamaConfig config, LlamaConfig::FromGguf(file));
+  WEFT_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromGguf(file));
   const int32_t world = options.all_reducer ? options.all_reducer->world_size() : 1;
   const int32_t rank = options.all_reducer ? options.all_reducer->rank() : 0;
   WEFT_ASSIGN_OR_RETURN(const ShardSpec shard, ShardSpec::Compute(config, world, rank));
@@ -96,14 +98,29 @@ LlamaModel::LlamaModel(const LlamaModelOptions& options, LlamaWeights weights)
       weights_(std::move(weights)),
       pool_(options.num_threads),
       ws_(std::make_unique<Workspace>()) {
+  const ModelConfig& c = weights_.config();
   if (options_.all_reducer != nullptr) {
-    const LlamaConfig& c = weights_.config();
     for (int32_t r = 0; r < shard().world_size; ++r) {
       auto l = ComputeShardLayout(c.num_heads, c.num_kv_heads, c.ffn_size, c.vocab_size,
                                   shard().world_size, r);
       CHECK(l.ok()) << l.status();  // this rank's own layout was computed the same way
       vocab_slices_.emplace_back(l->vocab_begin, l->vocab_end);
     }
+  }
+  rope_style_ = c.rope_pairing == RopePairing::kAdjacent ? kernels::RopeStyle::kNormal
+                                                         : kernels::RopeStyle::kNeox;
+  std::vector<RopeSpec> distinct;
+  for (const LayerSpec& l : c.layers) {
+    size_t i = std::find(distinct.begin(), distinct.end(), l.rope) - distinct.begin();
+    if (i == distinct.size()) {
+      distinct.push_back(l.rope);
+      std::vector<double> inv(c.rope_dim / 2);
+      kernels::RopeInvFreq(l.rope.freq_base, c.rope_dim, l.rope.freq_scale,
+                           l.rope.freq_factors ? weights_.rope_freqs().data() : nullptr,
+                           inv.data());
+      rope_inv_freq_.push_back(std::move(inv));
+    }
+    layer_rope_.push_back(static_cast<int32_t>(i));
   }
   // Vectorized elementwise math on every fast path (chosen once: batch invariant).
   elementwise_ = options_.kernels != KernelChoice::kReference &&
@@ -175,7 +192,7 @@ absl::Status LlamaModel::ValidateBatch(const ForwardBatch& batch, const KvCache&
 
 void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
   Workspace& ws = *ws_;
-  const LlamaConfig& c = config();
+  const ModelConfig& c = config();
   const int64_t T = batch.num_tokens();
   ws.batch = &batch;
   ws.num_tokens = T;
@@ -222,7 +239,8 @@ void LlamaModel::PrepareBatch(const ForwardBatch& batch, int32_t block_size) {
   Grow(&ws.v, T * kvw);
   Grow(&ws.gate, T * ffn);
   Grow(&ws.up, T * ffn);
-  Grow(&ws.cos_sin, T * c.rope_dim);
+  ws.cos_sin.resize(rope_inv_freq_.size());
+  for (std::vector<float>& cs : ws.cos_sin) Grow(&cs, T * c.rope_dim);
   Grow(&ws.final_h, ws.logit_tokens.size() * hidden);
   ws.q8_h.Resize(forms_, T, hidden);
   ws.q8_attn.Resize(forms_, T, qw);
@@ -264,11 +282,17 @@ void LlamaModel::ForTokens(absl::FunctionRef<void(int64_t, int64_t)> fn) {
 
 void LlamaModel::Embed() {
   Workspace& ws = *ws_;
-  const LlamaConfig& c = config();
+  const ModelConfig& c = config();
+  const int64_t H = c.hidden_size;
   ForTokens([&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) weights_.Embed(ws.token_ids[t], ws.x.data() + t * c.hidden_size);
-    kernels::RopeCosSin(ws.positions.data() + b, e - b, c.rope_dim, c.rope_freq_base,
-                        ws.cos_sin.data() + b * c.rope_dim);
+    for (int64_t t = b; t < e; ++t) weights_.Embed(ws.token_ids[t], ws.x.data() + t * H);
+    if (c.embedding_scale != 1.0f) {
+      for (int64_t i = b * H; i < e * H; ++i) ws.x[i] = ws.x[i] * c.embedding_scale;
+    }
+    for (size_t r = 0; r < rope_inv_freq_.size(); ++r) {
+      kernels::RopeCosSin(ws.positions.data() + b, e - b, c.rope_dim, rope_inv_freq_[r].data(),
+                          ws.cos_sin[r].data() + b * c.rope_dim);
+    }
   });
 }
 
@@ -283,6 +307,7 @@ absl::Status LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache,
   if (batch.num_tokens() == 0) return absl::OkStatus();
   PrepareBatch(batch, cache->block_size());
   ws_->residual_pending = false;
+  ws_->pending_norm = nullptr;
   Embed();
   for (int32_t l = 0; l < config().num_layers; ++l) {
     WEFT_RETURN_IF_ERROR(RunLayer(l, attn, cache));
@@ -294,23 +319,25 @@ absl::Status LlamaModel::Forward(const ForwardBatch& batch, KvCache* cache,
 absl::Status LlamaModel::RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache) {
   Workspace& ws = *ws_;
   const LlamaLayerWeights& w = weights_.layers()[layer];
+  const LayerSpec& spec = config().layers[layer];
   NormAndQuantize(w.attn_norm);
   const kernels::PagedKvLayer kv = cache->Layer(layer);
-  QkvRopeAndWrite(w, kv);
-  Attention(attn, kv);
+  QkvRopeAndWrite(layer, w, kv);
+  Attention(attn, kv, spec.sliding_window);
   const int64_t qw = w.wo.in_features();
   QuantizeRows(ws.attn.data(), qw, &ws.q8_attn);
-  WEFT_RETURN_IF_ERROR(ProjectAndAdd(w.wo, ws.q8_attn.Input(ws.attn.data(), qw)));
+  WEFT_RETURN_IF_ERROR(
+      ProjectAndAdd(w.wo, ws.q8_attn.Input(ws.attn.data(), qw), w.post_attn_norm));
   NormAndQuantize(w.ffn_norm);
-  GateUp(w);
+  GateUp(w, spec.activation);
   const int64_t ffn = w.w_down.in_features();
   QuantizeRows(ws.gate.data(), ffn, &ws.q8_ffn);
-  return ProjectAndAdd(w.w_down, ws.q8_ffn.Input(ws.gate.data(), ffn));
+  return ProjectAndAdd(w.w_down, ws.q8_ffn.Input(ws.gate.data(), ffn), w.post_ffn_norm);
 }
 
 void LlamaModel::NormAndQuantize(const std::vector<float>& norm) {
   Workspace& ws = *ws_;
-  const LlamaConfig& c = config();
+  const ModelConfig& c = config();
   const int64_t H = c.hidden_size;
   const bool add = ws.residual_pending;
   ForTokens([&](int64_t b, int64_t e) {
@@ -326,7 +353,11 @@ void LlamaModel::AddResidual(int64_t token_begin, int64_t token_end) {
   Workspace& ws = *ws_;
   const int64_t H = config().hidden_size;
   float* x = ws.x.data();
-  const float* y = ws.proj.data();
+  float* y = ws.proj.data();
+  if (ws.pending_norm != nullptr) {
+    kernels::RmsNorm(y + token_begin * H, H, ws.pending_norm, token_end - token_begin, H,
+                     config().rms_norm_eps, y + token_begin * H, H);
+  }
   for (int64_t i = token_begin * H; i < token_end * H; ++i) x[i] = x[i] + y[i];
 }
 
@@ -335,9 +366,11 @@ void LlamaModel::QuantizeRows(const float* x, int64_t ldx, ActivationBuffer* out
   ForTokens([&](int64_t b, int64_t e) { out->Convert(x, ldx, b, e); });
 }
 
-void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv) {
+void LlamaModel::QkvRopeAndWrite(int32_t layer, const LlamaLayerWeights& w,
+                                 const kernels::PagedKvLayer& kv) {
   Workspace& ws = *ws_;
-  const LlamaConfig& c = config();
+  const ModelConfig& c = config();
+  const std::vector<float>& cos_sin = ws.cos_sin[layer_rope_[layer]];
   const int64_t T = ws.num_tokens;
   const int64_t H = c.hidden_size;
   const int64_t qw = w.wq.out_features();
@@ -351,20 +384,39 @@ void LlamaModel::QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::Page
       lin->Compute(ws.q8_h.Input(ws.h.data(), H), T, y, lin->out_features(), b, e);
     }
   });
+  const int64_t hd = c.head_dim;
+  const int64_t nq = shard().num_heads(), nk = shard().num_kv_heads();
   ForTokens([&](int64_t b, int64_t e) {
-    const float* cs = ws.cos_sin.data() + b * c.rope_dim;
-    kernels::ApplyRope(c.rope_style, cs, c.rope_dim, ws.q.data() + b * qw, qw, e - b,
-                       shard().num_heads(), c.head_dim);
-    kernels::ApplyRope(c.rope_style, cs, c.rope_dim, ws.k.data() + b * kvw, kvw, e - b,
-                       shard().num_kv_heads(), c.head_dim);
+    if (!w.q_bias.empty()) {
+      const std::pair<const std::vector<float>*, float*> biases[] = {
+          {&w.q_bias, ws.q.data()}, {&w.k_bias, ws.k.data()}, {&w.v_bias, ws.v.data()}};
+      for (const auto& [bias, y] : biases) {
+        const int64_t n = static_cast<int64_t>(bias->size());  // = the row width
+        for (int64_t t = b; t < e; ++t) {
+          for (int64_t j = 0; j < n; ++j) y[t * n + j] = y[t * n + j] + (*bias)[j];
+        }
+      }
+    }
+    if (!w.q_norm.empty()) {  // each head is a row of head_dim floats
+      kernels::RmsNorm(ws.q.data() + b * qw, hd, w.q_norm.data(), (e - b) * nq, hd,
+                       c.rms_norm_eps, ws.q.data() + b * qw, hd);
+      kernels::RmsNorm(ws.k.data() + b * kvw, hd, w.k_norm.data(), (e - b) * nk, hd,
+                       c.rms_norm_eps, ws.k.data() + b * kvw, hd);
+    }
+    const float* cs = cos_sin.data() + b * c.rope_dim;
+    kernels::ApplyRope(rope_style_, cs, c.rope_dim, ws.q.data() + b * qw, qw, e - b, nq,
+                       c.head_dim);
+    kernels::ApplyRope(rope_style_, cs, c.rope_dim, ws.k.data() + b * kvw, kvw, e - b, nk,
+                       c.head_dim);
     kernels::WritePagedKv(kv, ws.k.data(), ws.v.data(), kvw, ws.slots.data(), b, e);
   });
 }
 
-void LlamaModel::Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv) {
+void LlamaModel::Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv,
+                           int32_t window) {
   Workspace& ws = *ws_;
   const int64_t qw = int64_t{shard().num_heads()} * config().head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(config().head_dim));
+  const float scale = config().attention_scale;
   pool_.ParallelForDynamic(static_cast<int64_t>(ws.items.size()), [&](int64_t i) {
     const AttentionItem& item = ws.items[i];
     const SequenceChunk& seq = ws.batch->sequences[item.seq];
@@ -376,6 +428,7 @@ void LlamaModel::Attention(kernels::AttentionImpl impl, const kernels::PagedKvLa
     p.kv_head_end = item.kv_head + 1;
     p.group_begin = item.group_begin;
     p.group_end = item.group_end;
+    p.window = window;
     const float* q = ws.q.data() + off * qw;
     float* out = ws.attn.data() + off * qw;
     if (seq.token_ids.size() == 1) {
@@ -388,7 +441,8 @@ void LlamaModel::Attention(kernels::AttentionImpl impl, const kernels::PagedKvLa
   });
 }
 
-absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const LinearInput& in) {
+absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const LinearInput& in,
+                                       const std::vector<float>& post_norm) {
   Workspace& ws = *ws_;
   const int64_t T = ws.num_tokens;
   const int64_t H = config().hidden_size;
@@ -402,10 +456,11 @@ absl::Status LlamaModel::ProjectAndAdd(const Linear& w, const LinearInput& in) {
   // x += proj waits for the next token-wise pass (NormAndQuantize or Logits): each thread
   // then adds the rows it reads next, instead of a column range of every row.
   ws.residual_pending = true;
+  ws.pending_norm = post_norm.empty() ? nullptr : post_norm.data();
   return absl::OkStatus();
 }
 
-void LlamaModel::GateUp(const LlamaLayerWeights& w) {
+void LlamaModel::GateUp(const LlamaLayerWeights& w, FfnActivation activation) {
   Workspace& ws = *ws_;
   const int64_t T = ws.num_tokens;
   const int64_t H = config().hidden_size;
@@ -419,14 +474,19 @@ void LlamaModel::GateUp(const LlamaLayerWeights& w) {
     w.w_up.Compute(in, T, ws.up.data(), F, b, e);
     for (int64_t tok = 0; tok < T; ++tok) {
       float* g = ws.gate.data() + tok * F + b;
-      kernels::SwiGlu(elementwise_, g, ws.up.data() + tok * F + b, e - b, g);
+      const float* u = ws.up.data() + tok * F + b;
+      if (activation == FfnActivation::kGeluTanh) {
+        kernels::GeluTanhGlu(g, u, e - b, g);
+      } else {
+        kernels::SwiGlu(elementwise_, g, u, e - b, g);
+      }
     }
   });
 }
 
 absl::Status LlamaModel::Logits(ForwardOutput* out) {
   Workspace& ws = *ws_;
-  const LlamaConfig& c = config();
+  const ModelConfig& c = config();
   const int64_t H = c.hidden_size;
   const int64_t V = c.vocab_size;
   const int64_t rows = static_cast<int64_t>(ws.logit_tokens.size());
@@ -450,9 +510,20 @@ absl::Status LlamaModel::Logits(ForwardOutput* out) {
     ThreadPool::StaticRange(Vr, kColumnAlign, pool_.num_threads(), t, &b, &e);
     head.Compute(ws.q8_final.Input(ws.final_h.data(), H), rows, local, Vr, b, e);
   });
-  if (!tp) return absl::OkStatus();
-  // Vocab-parallel LM head: gather every rank's [rows][slice] and put the slices side by
-  // side, so every rank holds the same full logits.
+  if (tp) WEFT_RETURN_IF_ERROR(GatherLogits(rows, local, logits));
+  if (c.final_logit_softcap > 0.0f) {
+    const float cap = c.final_logit_softcap;
+    for (int64_t i = 0; i < rows * V; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
+  return absl::OkStatus();
+}
+
+// Vocab-parallel LM head: gather every rank's [rows][slice] and put the slices side by
+// side, so every rank holds the same full logits.
+absl::Status LlamaModel::GatherLogits(int64_t rows, const float* local, float* logits) {
+  Workspace& ws = *ws_;
+  const int64_t V = config().vocab_size;
+  const int64_t Vr = weights_.lm_head().out_features();
   std::vector<size_t>& counts = ws.gather_counts;
   counts.resize(vocab_slices_.size());
   for (size_t r = 0; r < counts.size(); ++r) {

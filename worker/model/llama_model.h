@@ -1,15 +1,22 @@
-// LlamaModel: the Llama-family forward pass on CPU over a flattened batch with a paged
-// KV cache (Orca-style selective batching).
+// LlamaModel: the forward pass on CPU of every architecture common/model_config.h
+// describes (Llama, Qwen 2/3, Gemma 3), over a flattened batch with a paged KV cache
+// (Orca-style selective batching). The ModelConfig is data the pass follows; there is
+// one pass, not one per architecture.
 //
 // One Forward() call runs every scheduled sequence at once: token-wise work
-// (embedding, RMSNorm, the Q/K/V/O and FFN projections, SwiGLU, the LM head) runs over
-// all tokens of the batch together; attention runs per sequence (and per KV head) through
-// its block table, with the paged decode kernel for one-token chunks and the paged
-// prefill kernel otherwise. Per layer:
-//   h = RMSNorm(x); q,k,v = h Wq, h Wk, h Wv; RoPE(q, k); write k, v to the cache;
-//   a = attention(q, cache); x += AllReduce(a Wo); h = RMSNorm(x);
-//   x += AllReduce((silu(h Wgate) * h Wup) Wdown)
-// then logits = RMSNorm(x_last) Wlm for the sequences that asked for them.
+// (embedding, RMSNorm, the Q/K/V/O and FFN projections, the gated activation, the LM
+// head) runs over all tokens of the batch together; attention runs per sequence (and per
+// KV head) through its block table, with the paged decode kernel for one-token chunks and
+// the paged prefill kernel otherwise. x = embedding * embedding_scale; per layer l (the
+// bracketed steps where LayerSpec l asks for them):
+//   h = RMSNorm(x); q,k,v = h Wq [+ bq], h Wk [+ bk], h Wv [+ bv];
+//   [q, k = RMSNorm of each head (QK norm)]; RoPE(q, k) with layer l's RopeSpec;
+//   write k, v to the cache; a = attention(q, cache) over all keys or layer l's sliding
+//   window, scale attention_scale; o = AllReduce(a Wo); [o = RMSNorm(o)]; x += o;
+//   h = RMSNorm(x); f = AllReduce((act(h Wgate) * h Wup) Wdown), act = SiLU or
+//   GELU-tanh; [f = RMSNorm(f)]; x += f
+// then logits = RMSNorm(x_last) Wlm for the sequences that asked for them,
+// [soft-capped: c * tanh(logits / c)].
 //
 // Guarantees:
 //   * Batch invariance: a sequence's logits are bitwise the same whatever else is in
@@ -39,12 +46,13 @@
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 #include "worker/kv_cache.h"
 #include "worker/model/all_reducer.h"
 #include "worker/model/forward_batch.h"
 #include "worker/model/linear.h"
-#include "worker/model/llama_config.h"
+#include "common/model_config.h"
 #include "worker/model/llama_weights.h"
 #include "worker/thread_pool.h"
 
@@ -72,7 +80,7 @@ class LlamaModel {
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
-  const LlamaConfig& config() const { return weights_.config(); }
+  const ModelConfig& config() const { return weights_.config(); }
   const ShardSpec& shard() const { return weights_.shard(); }
   const LlamaModelOptions& options() const { return options_; }
   const LlamaWeights& weights() const { return weights_; }
@@ -100,18 +108,23 @@ class LlamaModel {
   void SplitSmallAttention();
   void Embed();
   absl::Status RunLayer(int32_t layer, kernels::AttentionImpl attn, KvCache* cache);
-  void QkvRopeAndWrite(const LlamaLayerWeights& w, const kernels::PagedKvLayer& kv);
-  void Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv);
-  // proj = in W (all-reduced under TP); x += proj happens in the next token-wise pass.
-  absl::Status ProjectAndAdd(const Linear& w, const LinearInput& in);
-  // x += proj for tokens [begin, end).
+  void QkvRopeAndWrite(int32_t layer, const LlamaLayerWeights& w,
+                       const kernels::PagedKvLayer& kv);
+  void Attention(kernels::AttentionImpl impl, const kernels::PagedKvLayer& kv, int32_t window);
+  // proj = in W (all-reduced under TP); x += proj (after RMSNorm with post_norm, when not
+  // empty) happens in the next token-wise pass.
+  absl::Status ProjectAndAdd(const Linear& w, const LinearInput& in,
+                             const std::vector<float>& post_norm);
+  // x += proj (post-normed if pending) for tokens [begin, end).
   void AddResidual(int64_t token_begin, int64_t token_end);
   // RMSNorm of the residual stream into h (and its rounded forms the kernels want).
   void NormAndQuantize(const std::vector<float>& norm);
   // The rounded forms of the first num_tokens rows of x into *out (if any are wanted).
   void QuantizeRows(const float* x, int64_t ldx, ActivationBuffer* out);
-  void GateUp(const LlamaLayerWeights& w);
+  void GateUp(const LlamaLayerWeights& w, FfnActivation activation);
   absl::Status Logits(ForwardOutput* out);
+  // TP: every rank's slice of the logits of `rows` rows into `logits` (rows x vocab).
+  absl::Status GatherLogits(int64_t rows, const float* local, float* logits);
   // Runs fn(begin, end) over token ranges: inline for a few tokens, else on the pool.
   void ForTokens(absl::FunctionRef<void(int64_t, int64_t)> fn);
 
@@ -122,6 +135,11 @@ class LlamaModel {
   InputForms forms_;       // the rounded activation forms some layer matmul wants
   InputForms head_forms_;  // those the LM head wants
   kernels::ElementwiseImpl elementwise_ = kernels::ElementwiseImpl::kReference;
+  kernels::RopeStyle rope_style_ = kernels::RopeStyle::kNormal;
+  // The distinct RoPEs of the layers (Gemma 3: local and global) as inverse frequencies
+  // (kernels/cpu/rope.h), and which one each layer uses.
+  std::vector<std::vector<double>> rope_inv_freq_;
+  std::vector<int32_t> layer_rope_;
   // TP: every rank's vocabulary rows [begin, end), in rank order.
   std::vector<std::pair<int64_t, int64_t>> vocab_slices_;
 };

@@ -213,12 +213,22 @@ class ThreadRankReducer : public AllReducer {
   const int rank_;
 };
 
+// Every architecture's extra tensors are sliced (Q/K/V biases) or replicated (QK norms,
+// post-norms) per rank: two ranks give one rank's logits.
 TEST(LlamaModelTinyTest, TensorParallelRanksMatchOneRank) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
+  SCOPED_TRACE(arch);
   testing::TinyLlamaSpec spec;
+  spec.architecture = arch;
   spec.matrix_type = GgmlType::kQ4_1;
   spec.num_heads = 6;  // 3 KV heads: 2 + 1 over two ranks
   spec.num_kv_heads = 3;
   spec.hidden = 192;
+  if (spec.architecture == "gemma3") {
+    spec.sliding_window = 9;  // cut by the 20-token prompt
+    spec.swa_pattern = 2;
+    spec.tied = true;
+  }
   auto single = MakeTiny(spec, Options(KernelChoice::kAuto));
   ASSERT_TRUE(single);
   const std::vector<float> want = Prefill(single.get(), 8);
@@ -241,6 +251,7 @@ TEST(LlamaModelTinyTest, TensorParallelRanksMatchOneRank) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(got[0], got[1]);  // every rank holds the same bits
   EXPECT_LE(MaxDiff(got[0], want), 1e-4f * MaxAbs(want));
+  }
 }
 
 TEST(LlamaModelTinyTest, RejectsMalformedBatchesWithoutWriting) {

@@ -41,7 +41,7 @@ absl::StatusOr<Linear> LoadLinear(const GgufFile& file, const std::string& name,
 
 
 absl::StatusOr<LlamaLayerWeights> LoadLayerMatrices(
-    const GgufFile& file, const LlamaConfig& c, const ShardSpec& s, int32_t l,
+    const GgufFile& file, const ModelConfig& c, const ShardSpec& s, int32_t l,
     KernelChoice kernels, const std::shared_ptr<PackedArena>& arena) {
   const std::string p = absl::StrCat("blk.", l, ".");
   const int64_t hd = c.head_dim;
@@ -96,12 +96,50 @@ absl::StatusOr<LlamaLayerWeights> LoadLayerMatrices(
   return w;
 }
 
+// The vectors layer l's LayerSpec asks for beyond attn_norm / ffn_norm (biases sliced
+// to this rank's heads).
+absl::Status LoadLayerVectors(const GgufFile& file, const ModelConfig& c, const ShardSpec& s,
+                              int32_t l, LlamaLayerWeights* w) {
+  const LayerSpec& spec = c.layers[l];
+  const std::string p = absl::StrCat("blk.", l, ".");
+  const int64_t hd = c.head_dim;
+  if (spec.qkv_bias) {
+    const struct {
+      const char* name;
+      std::vector<float>* out;
+      int64_t size, begin, end;
+    } biases[] = {
+        {"attn_q.bias", &w->q_bias, c.num_heads * hd, s.head_begin * hd, s.head_end * hd},
+        {"attn_k.bias", &w->k_bias, c.num_kv_heads * hd, s.kv_begin * hd, s.kv_end * hd},
+        {"attn_v.bias", &w->v_bias, c.num_kv_heads * hd, s.kv_begin * hd, s.kv_end * hd},
+    };
+    for (const auto& b : biases) {
+      WEFT_ASSIGN_OR_RETURN(const std::vector<float> full, LoadVector(file, p + b.name, b.size));
+      b.out->assign(full.begin() + b.begin, full.begin() + b.end);
+    }
+  }
+  if (spec.qk_norm) {
+    WEFT_ASSIGN_OR_RETURN(w->q_norm, LoadVector(file, p + "attn_q_norm.weight", hd));
+    WEFT_ASSIGN_OR_RETURN(w->k_norm, LoadVector(file, p + "attn_k_norm.weight", hd));
+  }
+  if (spec.post_attention_norm) {
+    WEFT_ASSIGN_OR_RETURN(w->post_attn_norm,
+                          LoadVector(file, p + "post_attention_norm.weight", c.hidden_size));
+  }
+  if (spec.post_ffn_norm) {
+    WEFT_ASSIGN_OR_RETURN(w->post_ffn_norm,
+                          LoadVector(file, p + "post_ffw_norm.weight", c.hidden_size));
+  }
+  return absl::OkStatus();
+}
+
 // Loads layer l; the GGUF pages of matrices that were packed are handed back to the
 // kernel (they are never read again, and would otherwise stay resident twice).
-absl::StatusOr<LlamaLayerWeights> LoadLayer(const GgufFile& file, const LlamaConfig& c,
+absl::StatusOr<LlamaLayerWeights> LoadLayer(const GgufFile& file, const ModelConfig& c,
                                             const ShardSpec& s, int32_t l, KernelChoice kernels,
                                             const std::shared_ptr<PackedArena>& arena) {
   WEFT_ASSIGN_OR_RETURN(LlamaLayerWeights w, LoadLayerMatrices(file, c, s, l, kernels, arena));
+  WEFT_RETURN_IF_ERROR(LoadLayerVectors(file, c, s, l, &w));
   const std::pair<const char*, const Linear*> matrices[] = {
       {"attn_q", &w.wq},      {"attn_k", &w.wk},   {"attn_v", &w.wv},
       {"attn_output", &w.wo}, {"ffn_gate", &w.w_gate}, {"ffn_up", &w.w_up},
@@ -116,7 +154,7 @@ absl::StatusOr<LlamaLayerWeights> LoadLayer(const GgufFile& file, const LlamaCon
 
 }  // namespace
 
-absl::StatusOr<ShardSpec> ShardSpec::Compute(const LlamaConfig& config, int32_t world_size,
+absl::StatusOr<ShardSpec> ShardSpec::Compute(const ModelConfig& config, int32_t world_size,
                                              int32_t rank) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(absl::StrCat("bad rank ", rank, " of ", world_size));
@@ -132,7 +170,7 @@ absl::StatusOr<ShardSpec> ShardSpec::Compute(const LlamaConfig& config, int32_t 
   return s;
 }
 
-absl::StatusOr<LlamaWeights> LlamaWeights::Load(const GgufFile& file, const LlamaConfig& config,
+absl::StatusOr<LlamaWeights> LlamaWeights::Load(const GgufFile& file, const ModelConfig& config,
                                                 const ShardSpec& shard, KernelChoice kernels) {
   LlamaWeights w;
   w.config_ = config;
@@ -151,6 +189,11 @@ absl::StatusOr<LlamaWeights> LlamaWeights::Load(const GgufFile& file, const Llam
   }
   WEFT_ASSIGN_OR_RETURN(w.output_norm_,
                         LoadVector(file, "output_norm.weight", config.hidden_size));
+  if (std::any_of(config.layers.begin(), config.layers.end(),
+                  [](const LayerSpec& l) { return l.rope.freq_factors; })) {
+    WEFT_ASSIGN_OR_RETURN(w.rope_freqs_,
+                          LoadVector(file, "rope_freqs.weight", config.rope_dim / 2));
+  }
   const std::string head = config.tied_embeddings ? "token_embd.weight" : "output.weight";
   // One arena for every packed matrix: huge pages for the small ones too.
   const auto arena = std::make_shared<PackedArena>();

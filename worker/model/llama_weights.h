@@ -1,5 +1,5 @@
-// LlamaWeights: a Llama model's tensors as used by the forward pass, for one
-// tensor-parallel rank.
+// LlamaWeights: a model's tensors as the forward pass uses them (every architecture of
+// common/model_config.h: the tensors its description lists), for one tensor-parallel rank.
 //
 // Matrices stay in the mmap'd GGUF (Linear, dequantized on the fly, or repacked for the
 // kernels); every tensor in its own type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
@@ -13,8 +13,9 @@
 // columns split in units of 32, vocabulary rows in units of 16). A rank holds rows
 // [head_begin*D, head_end*D) of Q, its KV heads' rows of K and V, the matching input
 // columns of O, FFN rows [ff_begin, ff_end) of gate/up and those input columns of down,
-// and vocabulary rows [vocab_begin, vocab_end) of the LM head (vocab-parallel); the
-// embedding table and the norms are replicated. Partial outputs of O and down are summed
+// and vocabulary rows [vocab_begin, vocab_end) of the LM head (vocab-parallel), the
+// matching slices of the Q/K/V biases; the embedding table, the norms (QK norms included)
+// and rope_freqs are replicated. Partial outputs of O and down are summed
 // over ranks and the logits gathered (LlamaModel's AllReducer hook).
 //
 // Ownership: borrows the GgufFile, which must outlive the weights.
@@ -30,7 +31,7 @@
 #include "common/gguf.h"
 #include "common/shard_layout.h"
 #include "worker/model/linear.h"
-#include "worker/model/llama_config.h"
+#include "common/model_config.h"
 
 namespace weft {
 
@@ -38,7 +39,7 @@ struct ShardSpec : ShardLayout {
   // InvalidArgument if the model cannot be split that way (more ranks than KV heads, an
   // FFN width that is not a multiple of 32 with world_size > 1, head_dim slices that cut
   // a quantization block).
-  static absl::StatusOr<ShardSpec> Compute(const LlamaConfig& config, int32_t world_size,
+  static absl::StatusOr<ShardSpec> Compute(const ModelConfig& config, int32_t world_size,
                                            int32_t rank);
 };
 
@@ -52,29 +53,37 @@ struct LlamaLayerWeights {
   Linear w_gate;                 // hidden -> ffn (this rank's columns)
   Linear w_up;                   // hidden -> ffn
   Linear w_down;                 // ffn -> hidden (partial sum under TP)
+  // What the layer's LayerSpec asks for (empty when it does not):
+  std::vector<float> q_bias, k_bias, v_bias;  // this rank's slices of attn_{q,k,v}.bias
+  std::vector<float> q_norm, k_norm;          // [head_dim], on every head
+  std::vector<float> post_attn_norm;          // [hidden], post_attention_norm
+  std::vector<float> post_ffn_norm;           // [hidden], post_ffw_norm
 };
 
 class LlamaWeights {
  public:
-  static absl::StatusOr<LlamaWeights> Load(const GgufFile& file, const LlamaConfig& config,
+  static absl::StatusOr<LlamaWeights> Load(const GgufFile& file, const ModelConfig& config,
                                            const ShardSpec& shard, KernelChoice kernels);
 
-  const LlamaConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const ShardSpec& shard() const { return shard_; }
   const std::vector<LlamaLayerWeights>& layers() const { return layers_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
   // This rank's vocabulary rows [shard().vocab_begin, shard().vocab_end) of the LM head.
   const Linear& lm_head() const { return lm_head_; }
+  // rope_freqs.weight ([rope_dim / 2]) when a layer's RopeSpec has freq_factors, else empty.
+  const std::vector<float>& rope_freqs() const { return rope_freqs_; }
 
   // Writes the exact (dequantized) embedding of `token` (0 <= token < vocab) to out.
   void Embed(int32_t token, float* out) const;
 
  private:
-  LlamaConfig config_;
+  ModelConfig config_;
   ShardSpec shard_;
   const GgufTensor* token_embd_ = nullptr;
   int64_t embd_row_bytes_ = 0;
   std::vector<float> output_norm_;
+  std::vector<float> rope_freqs_;
   Linear lm_head_;
   std::vector<LlamaLayerWeights> layers_;
 };

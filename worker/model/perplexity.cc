@@ -61,11 +61,17 @@ absl::StatusOr<PerplexityResult> Perplexity(
   std::vector<double> nll;  // per scored position
   double sum = 0;           // of nll, in position order
   ForwardOutput out;
+  std::vector<int32_t> input;  // a chunk with BOS first (options.bos_token)
   for (int64_t c = 0; c < n_chunk; ++c) {
     const absl::Span<const int32_t> chunk_tokens = tokens.subspan(c * ctx, ctx);
     ForwardBatch batch;
     SequenceChunk seq;
     seq.token_ids = chunk_tokens;
+    if (options.bos_token >= 0) {
+      input.assign(chunk_tokens.begin(), chunk_tokens.end());
+      input[0] = options.bos_token;
+      seq.token_ids = input;
+    }
     seq.start_pos = 0;  // an empty cache: every position is (re)written
     seq.block_table = table;
     // Rows for positions first .. ctx-2 are the last scored_per_chunk + 1 tokens' minus

@@ -2,7 +2,9 @@
 // `llama-perplexity` does (tools/perplexity/perplexity.cpp, perplexity()), so the two
 // are comparable number for number:
 //   * the tokens are cut into n_chunk = min(max_chunks, n_tokens / ctx) chunks of `ctx`;
-//   * each chunk is evaluated from an empty KV cache at positions 0 .. ctx-1;
+//   * each chunk is evaluated from an empty KV cache at positions 0 .. ctx-1, its first
+//     token replaced by BOS when the vocabulary adds one (options.bos_token >= 0: what
+//     llama-perplexity does for add_bos models such as Gemma);
 //   * positions first = ctx/2 .. ctx-2 of each chunk are scored, position p predicting
 //     token p+1, with log-softmax computed as perplexity.cpp does (float max, expf, sum
 //     in double);
@@ -26,6 +28,7 @@ namespace weft {
 struct PerplexityOptions {
   int32_t ctx = 512;
   int32_t max_chunks = -1;  // -1: as many as the tokens fill
+  int32_t bos_token = -1;   // >= 0: each chunk's first token is replaced by it
 
   absl::Status Validate() const;
 };

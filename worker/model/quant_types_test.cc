@@ -210,7 +210,7 @@ TEST(QuantTypesTest, ColumnSlicesOfKQuantsFallOnSuperBlocks) {
   }
   // The model: TP = 2 splits attn_output's input (4 of 8 heads of 64: 256 columns) and
   // ffn_down's (FFN 512: 256 columns) on super-blocks, so a K-quant O loads...
-  const auto config = LlamaConfig::FromGguf(*l.file);
+  const auto config = ModelConfig::FromGguf(*l.file);
   ASSERT_TRUE(config.ok()) << config.status();
   const auto shard = ShardSpec::Compute(*config, 2, 1);
   ASSERT_TRUE(shard.ok()) << shard.status();

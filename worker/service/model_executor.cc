@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
 }
 
 weft::v1::WorkerHello ModelExecutor::Hello() {
-  const LlamaConfig& c = backend_->config();
+  const ModelConfig& c = backend_->config();
   weft::v1::WorkerHello h;
   h.set_model_fingerprint(file_.Fingerprint());
   h.set_replica(options_.replica);

@@ -41,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/gguf.h"
+#include "common/model_config.h"
 #include "common/metrics_http.h"
 #include "common/mutex.h"
 #include "prometheus/counter.h"
@@ -325,7 +326,20 @@ int Main() {
     return 2;
   }
 
-  // Probes and /metrics first: liveness answers while the model loads. The objects the
+  // The file's header and its model description (metadata and tensor table only, no
+  // weight pages): an architecture or file this worker would refuse is refused before
+  // any port opens, naming what is wrong.
+  auto file = GgufFile::Open(model_path);
+  if (!file.ok()) {
+    LOG(ERROR) << "cannot load the model: " << file.status().message();
+    return 1;
+  }
+  if (absl::StatusOr<ModelConfig> config = ModelConfig::FromGguf(**file); !config.ok()) {
+    LOG(ERROR) << "cannot serve " << model_path << ": " << config.status().message();
+    return 1;
+  }
+
+  // Probes and /metrics next: liveness answers while the model loads. The objects the
   // server's callbacks read are declared before it (destroyed after it).
   auto registry = std::make_shared<prometheus::Registry>();
   std::atomic<bool> started{false};
@@ -361,11 +375,6 @@ int Main() {
     }
   }
   LOG(INFO) << "loading " << model_path;
-  auto file = GgufFile::Open(model_path);
-  if (!file.ok()) {
-    LOG(ERROR) << "cannot load the model: " << file.status().message();
-    return 1;
-  }
   absl::StatusOr<std::unique_ptr<Backend>> backend;
   if (cuda) {
     CudaBackendFlags cf;

@@ -71,6 +71,7 @@ std::unique_ptr<DecodeCase> MakeDecodeCase(const CaseShape& shape,
   cp.scale = c->scale;
   cp.kv_head_begin = 0;
   cp.kv_head_end = shape.num_kv_heads;
+  cp.window = shape.window;
   for (int32_t i = 0; i < c->items; ++i) {
     if (contexts[i] == 0) continue;
     ::weft::kernels::PagedDecodeAttention(
@@ -84,8 +85,8 @@ void RunDecodeCase(const DecodeCase& c, int32_t partition, int32_t max_splits,
                    SharedWorkspace* shared, int runs, const DecodeKernelUnderTest& k) {
   SCOPED_TRACE(::testing::Message()
                << KvDtypeName(c.shape.dtype) << " hd " << c.shape.head_dim << " group "
-               << c.shape.group << " items " << c.items << " partition " << partition
-               << " max_splits " << max_splits);
+               << c.shape.group << " window " << c.shape.window << " items " << c.items
+               << " partition " << partition << " max_splits " << max_splits);
   DecodeAttentionArgs a;
   a.q = c.q0;
   a.q_stride = c.q_stride;
@@ -99,6 +100,7 @@ void RunDecodeCase(const DecodeCase& c, int32_t partition, int32_t max_splits,
   a.num_items = c.items;
   a.num_heads = c.heads;
   a.scale = c.scale;
+  a.window = c.shape.window;
   a.partition_size = partition;
   a.max_splits = max_splits;
   a.kernel = k.kernel;

@@ -24,6 +24,7 @@ namespace weft::kernels::cuda::testing {
 struct CaseShape {
   int32_t num_kv_heads, group, head_dim, block_size;
   KvDtype dtype;
+  int32_t window = 0;  // sliding window (0: none), for the kernel and the reference
 };
 
 // The decode workspace and split counters as the ModelRunner keeps them: one of each for

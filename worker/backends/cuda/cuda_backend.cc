@@ -118,15 +118,17 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   WEFT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   WEFT_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
 
-  WEFT_ASSIGN_OR_RETURN(config_, LlamaConfig::FromGguf(file));
+  WEFT_ASSIGN_OR_RETURN(config_, ModelConfig::FromGguf(file));
   WEFT_ASSIGN_OR_RETURN(shard_,
                         ShardSpec::Compute(config_, options_.world_size, options_.rank));
   if (!kc::AttentionHeadDimSupported(config_.head_dim)) {
-    return absl::UnimplementedError(absl::StrCat("the CUDA attention kernels take head_dim 64 "
-                                                 "or 128, not ", config_.head_dim));
+    return absl::UnimplementedError(absl::StrCat(
+        "the CUDA attention kernels take head_dim 64, 128 or 256, not ", config_.head_dim));
   }
-  if (config_.queries_per_kv_head() > kc::kMaxGroupSize) {
-    return absl::UnimplementedError("too many query heads per KV head for the CUDA kernels");
+  if (config_.queries_per_kv_head() > kc::MaxAttentionGroup(config_.head_dim)) {
+    return absl::UnimplementedError(absl::StrCat(
+        config_.queries_per_kv_head(), " query heads per KV head: the CUDA kernels take ",
+        kc::MaxAttentionGroup(config_.head_dim), " at head_dim ", config_.head_dim));
   }
   {
     // Views of the mmap'd file with this rank's slices; uploaded, then dropped.

@@ -59,7 +59,7 @@
 #include "worker/backends/cuda/model_runner.h"
 #include "worker/backends/cuda/step_inputs.h"
 #include "worker/comm/nccl_communicator.h"
-#include "worker/model/llama_config.h"
+#include "common/model_config.h"
 #include "worker/model/llama_weights.h"
 
 namespace weft {
@@ -104,7 +104,7 @@ class CudaBackend : public Backend {
 
   const char* name() const override { return "cuda"; }
   std::string kernels() const override { return kernels_; }
-  const LlamaConfig& config() const override { return config_; }
+  const ModelConfig& config() const override { return config_; }
   int32_t block_size() const override { return kv_->block_size(); }
   int32_t num_kv_blocks() const override { return kv_->num_blocks(); }
   int64_t kv_pool_bytes() const override { return kv_->pool_bytes(); }
@@ -143,7 +143,7 @@ class CudaBackend : public Backend {
   const CudaBackendOptions options_;
   int32_t device_ = 0;
   int32_t num_sms_ = 0;
-  LlamaConfig config_;
+  ModelConfig config_;
   ShardSpec shard_;
   std::string kernels_;
   cuda_backend::StepLimits limits_;

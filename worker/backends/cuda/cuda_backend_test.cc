@@ -1,8 +1,10 @@
 // CudaBackend against CpuBackend (GPU tests, skipped without a device): the same
 // plans — whole and chunked prefills, decode steps run as CUDA graphs and eagerly,
 // mixed batches, copy-on-write — give the same logits up to the CUDA backend's
-// bf16 tolerance, on random tiny Llamas (head_dim 64 and 128, GQA, BF16 / Q4_1 / Q8_0
-// weights, tied and untied heads, every KV dtype), and on the default model when
+// bf16 tolerance, on random tiny models (head_dim 64, 128 and 256, GQA, BF16 / Q4_1 / Q8_0
+// weights, tied and untied heads, every KV dtype; llama, qwen2 with QKV biases, qwen3 with
+// QK norms, gemma3 with post-norms, GELU, a 24-token sliding window and soft-capping —
+// the architectures of common/model_config.h), and on the default model when
 // models/ has it. Malformed batches fail with InvalidArgument before any work. A greedy
 // request gives the same tokens before and after a load of mixed batch shapes (state
 // kept between steps must not leak into later ones).
@@ -113,6 +115,7 @@ struct ModelCase {
   int32_t hidden, heads, kv_heads;
   bool tied;
   kc::KvDtype kv;
+  const char* architecture = "llama";
 };
 
 class CudaBackendTest : public ::testing::TestWithParam<ModelCase> {
@@ -127,6 +130,13 @@ class CudaBackendTest : public ::testing::TestWithParam<ModelCase> {
     spec.ffn = 160;
     spec.vocab = 96;
     spec.tied = c.tied;
+    spec.architecture = c.architecture;
+    if (spec.architecture == "gemma3") {
+      spec.num_layers = 3;
+      spec.sliding_window = 24;  // cut by the 40- and 290-token prompts below
+      spec.swa_pattern = 3;
+      spec.final_logit_softcap = 30.0f;
+    }
     CudaBackendOptions o;
     o.kv_dtype = c.kv;
     o.cuda_graphs = graphs;
@@ -439,7 +449,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{GgmlType::kQ4_1, 384, 6, 2, true, kc::KvDtype::kBf16},
                       ModelCase{GgmlType::kQ8_0, 512, 4, 4, false, kc::KvDtype::kF16},
                       ModelCase{GgmlType::kQ4_0, 384, 6, 2, true, kc::KvDtype::kInt8},
-                      ModelCase{GgmlType::kBF16, 512, 8, 1, false, kc::KvDtype::kBf16}));
+                      ModelCase{GgmlType::kBF16, 512, 8, 1, false, kc::KvDtype::kBf16},
+                      ModelCase{GgmlType::kQ8_0, 256, 4, 2, true, kc::KvDtype::kBf16, "qwen2"},
+                      ModelCase{GgmlType::kQ4_1, 256, 4, 2, false, kc::KvDtype::kF16, "qwen3"},
+                      ModelCase{GgmlType::kQ8_0, 512, 2, 1, true, kc::KvDtype::kBf16, "gemma3"},
+                      ModelCase{GgmlType::kQ4_0, 512, 2, 1, true, kc::KvDtype::kInt8,
+                                "gemma3"}));
 
 // ---- State kept between steps (issue 24) -----------------------------------------------
 // The backend keeps state between steps — one decode workspace and split-counter buffer

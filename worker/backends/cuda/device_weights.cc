@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     const GgufFile& file, const LlamaWeights& host, const DeviceWeightsOptions& options,
     cudaStream_t stream) {
   std::unique_ptr<DeviceWeights> w(new DeviceWeights());
-  const LlamaConfig& c = host.config();
+  const ModelConfig& c = host.config();
   const GgufTensor* embd = file.FindTensor("token_embd.weight");
   if (embd == nullptr) return absl::InvalidArgumentError("tensor token_embd.weight is missing");
   const QuantMatrix embd_matrix{embd->type, embd->data, c.vocab_size, c.hidden_size,
@@ -185,8 +185,23 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(
     WEFT_RETURN_IF_ERROR(w->UploadLinear({&hl.w_gate.matrix(), &hl.w_up.matrix()}, options,
                                          stream, &l.gate_up));
     WEFT_RETURN_IF_ERROR(w->UploadLinear({&hl.w_down.matrix()}, options, stream, &l.down));
+    if (!hl.q_bias.empty()) {
+      std::vector<float> bias = hl.q_bias;
+      bias.insert(bias.end(), hl.k_bias.begin(), hl.k_bias.end());
+      bias.insert(bias.end(), hl.v_bias.begin(), hl.v_bias.end());
+      WEFT_RETURN_IF_ERROR(w->UploadFloats(bias, &l.qkv_bias));
+    }
+    const std::pair<const std::vector<float>*, DeviceBuffer*> vectors[] = {
+        {&hl.q_norm, &l.q_norm},
+        {&hl.k_norm, &l.k_norm},
+        {&hl.post_attn_norm, &l.post_attn_norm},
+        {&hl.post_ffn_norm, &l.post_ffn_norm}};
+    for (const auto& [host_vector, buffer] : vectors) {
+      if (!host_vector->empty()) WEFT_RETURN_IF_ERROR(w->UploadFloats(*host_vector, buffer));
+    }
     w->layers_.push_back(std::move(l));
   }
+  w->rope_freqs_ = host.rope_freqs();
   const QuantMatrix& head = host.lm_head().matrix();
   if (c.tied_embeddings) {
     w->lm_head_.n = c.vocab_size;

@@ -1,4 +1,5 @@
-// DeviceWeights: a Llama model's weights for one tensor-parallel rank, on the GPU.
+// DeviceWeights: a model's weights (every architecture of common/model_config.h) for one
+// tensor-parallel rank, on the GPU.
 //
 // Built from the host LlamaWeights (worker/model/llama_weights.h, which already did the
 // tensor-parallel slicing as views of the mmap'd GGUF): every matrix is uploaded in its
@@ -9,8 +10,11 @@
 // copy is kept as well when `gemv_copies` is set: the fused dequantizing GEMV reads it
 // for batches of <= 4 rows, streaming 4.5-8.5 bits per weight instead of 16. A fused
 // matrix whose parts differ in type (Q4_K_M files: a Q6_K V beside Q4_K Q and K) keeps
-// one quantized copy per part (one GEMV launch each, into its rows of the output). Norm weights are fp32; the token
-// embedding is bf16 [vocab][hidden]; a tied LM head shares it.
+// one quantized copy per part (one GEMV launch each, into its rows of the output). Norm
+// weights are fp32 (QK norms and post-norms included, where the layer's LayerSpec has
+// them), as are the Q/K/V biases, fused like their matrices into one
+// [q_width + 2*kv_width] vector; the token embedding is bf16 [vocab][hidden]; a tied LM
+// head shares it.
 //
 // Ownership: owns every device allocation. Thread-safety: immutable after Upload.
 #ifndef WEFT_WORKER_BACKENDS_CUDA_DEVICE_WEIGHTS_H_
@@ -58,6 +62,11 @@ struct DeviceLayer {
   DeviceLinear o;          // [hidden][q_width]
   DeviceLinear gate_up;    // [2*ffn][hidden]
   DeviceLinear down;       // [hidden][ffn]
+  // Empty (null) where the layer's LayerSpec does not ask for them:
+  DeviceBuffer qkv_bias;        // fp32 [q_width + 2*kv_width]
+  DeviceBuffer q_norm, k_norm;  // fp32 [head_dim]
+  DeviceBuffer post_attn_norm;  // fp32 [hidden]
+  DeviceBuffer post_ffn_norm;   // fp32 [hidden]
 };
 
 struct DeviceWeightsOptions {
@@ -76,6 +85,8 @@ class DeviceWeights {
   const void* embedding() const { return embedding_.get(); }  // bf16 [vocab][hidden]
   const float* output_norm() const { return output_norm_.as<float>(); }
   const DeviceLinear& lm_head() const { return lm_head_; }
+  // rope_freqs.weight on the host (empty without), for the runner's RoPE tables.
+  const std::vector<float>& rope_freqs() const { return rope_freqs_; }
   int64_t device_bytes() const { return device_bytes_; }
   // Matrix types seen, e.g. "q4_1,q8_0" (for the hello's kernels string).
   const std::string& types() const { return types_; }
@@ -95,6 +106,7 @@ class DeviceWeights {
   DeviceBuffer embedding_;
   DeviceBuffer output_norm_;
   DeviceLinear lm_head_;
+  std::vector<float> rope_freqs_;
   DeviceBuffer staging_;  // raw GGUF bytes of the matrix being dequantized
   int64_t device_bytes_ = 0;
   std::string types_;

@@ -1,5 +1,6 @@
 #include "worker/backends/cuda/model_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/quant.h"
 #include "kernels/cuda/rope_kv.h"
+#include "kernels/cpu/rope.h"
 
 namespace weft::cuda_backend {
 namespace {
@@ -38,7 +40,7 @@ absl::Status Grow(DeviceBuffer* b, size_t bytes, bool* moved, bool* grew = nullp
 
 }  // namespace
 
-ModelRunner::ModelRunner(const LlamaConfig& config, const ShardSpec& shard,
+ModelRunner::ModelRunner(const ModelConfig& config, const ShardSpec& shard,
                          const DeviceWeights* weights, DeviceKvCache* kv, cublasHandle_t cublas,
                          const RunnerOptions& options)
     : config_(config),
@@ -50,14 +52,33 @@ ModelRunner::ModelRunner(const LlamaConfig& config, const ShardSpec& shard,
       q_width_(int64_t{shard.num_heads()} * config.head_dim),
       kv_width_(int64_t{shard.num_kv_heads()} * config.head_dim),
       qkv_width_(q_width_ + 2 * kv_width_),
-      ffn_(shard.num_ff()) {}
+      ffn_(shard.num_ff()) {
+  for (const LayerSpec& l : config_.layers) {
+    post_norms_ = post_norms_ || l.post_attention_norm || l.post_ffn_norm;
+  }
+}
 
 absl::Status ModelRunner::Init(cudaStream_t stream) {
-  std::vector<double> inv(config_.rope_dim / 2);
-  kc::RopeInvFreq(config_.rope_freq_base, config_.rope_dim, inv.data());
-  WEFT_RETURN_IF_ERROR(inv_freq_.Allocate(inv.size() * sizeof(double)));
-  WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(double),
-                                       cudaMemcpyHostToDevice));
+  // One table per distinct RoPE of the layers (kernels/cpu/rope.h's inverse frequencies).
+  std::vector<RopeSpec> distinct;
+  inv_freq_.clear();
+  layer_rope_.clear();
+  for (const LayerSpec& l : config_.layers) {
+    size_t i = std::find(distinct.begin(), distinct.end(), l.rope) - distinct.begin();
+    if (i == distinct.size()) {
+      distinct.push_back(l.rope);
+      std::vector<double> inv(config_.rope_dim / 2);
+      kernels::RopeInvFreq(l.rope.freq_base, config_.rope_dim, l.rope.freq_scale,
+                           l.rope.freq_factors ? weights_->rope_freqs().data() : nullptr,
+                           inv.data());
+      DeviceBuffer b;
+      WEFT_RETURN_IF_ERROR(b.Allocate(inv.size() * sizeof(double)));
+      WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), inv.data(), inv.size() * sizeof(double),
+                                           cudaMemcpyHostToDevice));
+      inv_freq_.push_back(std::move(b));
+    }
+    layer_rope_.push_back(static_cast<int32_t>(i));
+  }
   WEFT_RETURN_IF_ERROR(cublas_ws_.Allocate(kCublasWorkspaceBytes));
   WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, cublas_ws_.get(), kCublasWorkspaceBytes));
   WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream));
@@ -75,7 +96,9 @@ absl::Status ModelRunner::Reserve(int32_t tokens, int32_t rows, int64_t decode_w
   WEFT_RETURN_IF_ERROR(Grow(&attn_, t * q_width_ * 2, moved));
   WEFT_RETURN_IF_ERROR(Grow(&gu_, t * 2 * ffn_ * 4, moved));
   WEFT_RETURN_IF_ERROR(Grow(&act_, t * ffn_ * 2, moved));
-  if (shard_.world_size > 1) WEFT_RETURN_IF_ERROR(Grow(&proj_, t * hidden * 4, moved));
+  if (shard_.world_size > 1 || post_norms_) {
+    WEFT_RETURN_IF_ERROR(Grow(&proj_, t * hidden * 4, moved));
+  }
   WEFT_RETURN_IF_ERROR(Grow(&logits_, r * config_.vocab_size * 4, moved));
   // Partials only (no state between launches): any plan may use what an earlier one left.
   WEFT_RETURN_IF_ERROR(
@@ -119,6 +142,7 @@ absl::Status ModelRunner::Norm(const float* weight, int32_t tokens, const int32_
   if (pending_delta_ && rows == nullptr) {
     a.delta = proj_.as<float>();
     a.delta_stride = config_.hidden_size;
+    a.delta_weight = pending_delta_norm_;
     pending_delta_ = false;
   }
   a.rows = rows;
@@ -134,21 +158,45 @@ absl::Status ModelRunner::Norm(const float* weight, int32_t tokens, const int32_
 }
 
 absl::Status ModelRunner::Project(const DeviceLinear& w, const void* in, int64_t ld_in,
-                                  int32_t tokens, NcclCommunicator* comm, cudaStream_t stream) {
+                                  int32_t tokens, const float* post_norm,
+                                  NcclCommunicator* comm, cudaStream_t stream) {
   const int64_t hidden = config_.hidden_size;
-  if (comm == nullptr) {
+  if (comm == nullptr && post_norm == nullptr) {
     return Linear(w, in, ld_in, tokens, x_.as<float>(), hidden, /*accumulate=*/true);
   }
   WEFT_RETURN_IF_ERROR(Linear(w, in, ld_in, tokens, proj_.as<float>(), hidden, false));
-  WEFT_RETURN_IF_ERROR(
-      comm->AllReduceSumAsync(proj_.as<float>(), static_cast<size_t>(tokens * hidden), stream));
+  if (comm != nullptr) {
+    WEFT_RETURN_IF_ERROR(comm->AllReduceSumAsync(proj_.as<float>(),
+                                                 static_cast<size_t>(tokens * hidden), stream));
+  }
   pending_delta_ = true;
+  pending_delta_norm_ = post_norm;
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::QkvExtras(int32_t layer, int32_t tokens, cudaStream_t stream) {
+  const DeviceLayer& w = weights_->layers()[layer];
+  float* qkv = qkv_.as<float>();
+  if (w.qkv_bias.get() != nullptr) {
+    WEFT_CUDA_RETURN_IF_ERROR(kc::AddRowBias(qkv, qkv_width_, tokens, w.qkv_bias.as<float>(),
+                                             qkv_width_, stream));
+  }
+  if (w.q_norm.get() != nullptr) {
+    WEFT_CUDA_RETURN_IF_ERROR(kc::HeadRmsNorm(qkv, qkv_width_, tokens, shard_.num_heads(),
+                                              config_.head_dim, w.q_norm.as<float>(),
+                                              config_.rms_norm_eps, stream));
+    WEFT_CUDA_RETURN_IF_ERROR(kc::HeadRmsNorm(qkv + q_width_, qkv_width_, tokens,
+                                              shard_.num_kv_heads(), config_.head_dim,
+                                              w.k_norm.as<float>(), config_.rms_norm_eps,
+                                              stream));
+  }
   return absl::OkStatus();
 }
 
 absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream_t stream) {
   const kc::PagedKvView kv = kv_->Layer(layer);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  const float scale = config_.attention_scale;
+  const int32_t window = config_.layers[layer].sliding_window;
   const int32_t* tables = At<int32_t>(s, s.layout.tables);
   if (s.shape.decode_items > 0) {
     kc::DecodeAttentionArgs a;
@@ -164,6 +212,7 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
     a.num_items = s.shape.decode_items;
     a.num_heads = shard_.num_heads();
     a.scale = scale;
+    a.window = window;
     a.partition_size = s.decode_partition;
     a.max_splits = s.decode_max_splits;
     a.workspace = decode_ws_.as<float>();
@@ -189,6 +238,7 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
     a.tile_q_begin = At<int32_t>(s, s.layout.tile_q_begin);
     a.num_heads = shard_.num_heads();
     a.scale = scale;
+    a.window = window;
     if (core_tiles > 0) {
       a.num_tiles = core_tiles;
       WEFT_CUDA_RETURN_IF_ERROR(kc::PagedPrefillAttention(a, kv, stream));
@@ -206,6 +256,10 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
 absl::Status ModelRunner::RopeAndKv(const StepArgs& s, int32_t layer, cudaStream_t stream) {
   float* qkv = qkv_.as<float>();
   const int32_t T = s.shape.tokens;
+  const double* inv_freq = inv_freq_[layer_rope_[layer]].as<double>();
+  const kernels::RopeStyle style = config_.rope_pairing == RopePairing::kAdjacent
+                                       ? kernels::RopeStyle::kNormal
+                                       : kernels::RopeStyle::kNeox;
   if (options_.fused) {
     kc::RopeKvArgs a;
     a.qkv = qkv;
@@ -214,14 +268,14 @@ absl::Status ModelRunner::RopeAndKv(const StepArgs& s, int32_t layer, cudaStream
     a.num_tokens = T;
     a.positions = At<int32_t>(s, s.layout.positions);
     a.slot_mapping = At<int64_t>(s, s.layout.slots);
-    a.inv_freq = inv_freq_.as<double>();
+    a.inv_freq = inv_freq;
     a.rot_dim = config_.rope_dim;
-    a.style = config_.rope_style;
+    a.style = style;
     WEFT_CUDA_RETURN_IF_ERROR(kc::RopeAndWritePagedKv(a, kv_->Layer(layer), stream));
     return absl::OkStatus();
   }
   WEFT_CUDA_RETURN_IF_ERROR(kc::ApplyRope(
-      config_.rope_style, At<int32_t>(s, s.layout.positions), inv_freq_.as<double>(),
+      style, At<int32_t>(s, s.layout.positions), inv_freq,
       config_.rope_dim, config_.head_dim, T, {qkv, qkv_width_, shard_.num_heads()},
       {qkv + q_width_, qkv_width_, shard_.num_kv_heads()}, stream));
   WEFT_CUDA_RETURN_IF_ERROR(kc::WritePagedKv(kv_->Layer(layer), qkv + q_width_,
@@ -230,11 +284,12 @@ absl::Status ModelRunner::RopeAndKv(const StepArgs& s, int32_t layer, cudaStream
   return absl::OkStatus();
 }
 
-absl::Status ModelRunner::GateUpSwiGlu(const DeviceLinear& w, int32_t tokens,
-                                       cudaStream_t stream) {
-  // The fused kernel reads gate and up as one matrix (one type); a mixed pair takes the
-  // per-part GEMVs below.
-  if (options_.fused && w.has_gemv && w.gemv_parts.size() == 1 &&
+absl::Status ModelRunner::GateUpAct(const DeviceLinear& w, FfnActivation activation,
+                                    int32_t tokens, cudaStream_t stream) {
+  const bool silu = activation == FfnActivation::kSilu;
+  // The fused kernel reads gate and up as one matrix (one type) with SwiGLU; a mixed pair
+  // or GELU takes the per-part GEMVs below.
+  if (silu && options_.fused && w.has_gemv && w.gemv_parts.size() == 1 &&
       tokens <= options_.gemv_max_rows) {
     WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemvSwiGlu(w.gemv, static_cast<const uint16_t*>(h_.get()),
                                                   config_.hidden_size, tokens,
@@ -244,9 +299,9 @@ absl::Status ModelRunner::GateUpSwiGlu(const DeviceLinear& w, int32_t tokens,
   }
   WEFT_RETURN_IF_ERROR(
       Linear(w, h_.get(), config_.hidden_size, tokens, gu_.as<float>(), 2 * ffn_, false));
-  WEFT_CUDA_RETURN_IF_ERROR(kc::SwiGlu(gu_.as<float>(), gu_.as<float>() + ffn_, 2 * ffn_,
-                                       tokens, ffn_, act_.get(), kc::ActDtype::kBf16, ffn_,
-                                       stream));
+  auto act = silu ? kc::SwiGlu : kc::GeGlu;
+  WEFT_CUDA_RETURN_IF_ERROR(act(gu_.as<float>(), gu_.as<float>() + ffn_, 2 * ffn_, tokens, ffn_,
+                                act_.get(), kc::ActDtype::kBf16, ffn_, stream));
   return absl::OkStatus();
 }
 
@@ -256,21 +311,25 @@ absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm,
   const int32_t T = s.shape.tokens;
   const int64_t hidden = config_.hidden_size;
   pending_delta_ = false;
-  WEFT_CUDA_RETURN_IF_ERROR(kc::EmbeddingGather(weights_->embedding(), kc::WeightDtype::kBf16,
-                                                config_.vocab_size, hidden,
-                                                At<int32_t>(s, s.layout.token_ids), T,
-                                                x_.as<float>(), hidden, stream));
+  pending_delta_norm_ = nullptr;
+  WEFT_CUDA_RETURN_IF_ERROR(kc::EmbeddingGather(
+      weights_->embedding(), kc::WeightDtype::kBf16, config_.vocab_size, hidden,
+      At<int32_t>(s, s.layout.token_ids), T, x_.as<float>(), hidden, stream,
+      config_.embedding_scale));
   float* qkv = qkv_.as<float>();
   for (int32_t l = 0; l < config_.num_layers; ++l) {
     const DeviceLayer& w = weights_->layers()[l];
     WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
     WEFT_RETURN_IF_ERROR(Linear(w.qkv, h_.get(), hidden, T, qkv, qkv_width_, false));
+    WEFT_RETURN_IF_ERROR(QkvExtras(l, T, stream));
     WEFT_RETURN_IF_ERROR(RopeAndKv(s, l, stream));
     WEFT_RETURN_IF_ERROR(Attention(s, l, stream));
-    WEFT_RETURN_IF_ERROR(Project(w.o, attn_.get(), q_width_, T, comm, stream));
+    WEFT_RETURN_IF_ERROR(
+        Project(w.o, attn_.get(), q_width_, T, w.post_attn_norm.as<float>(), comm, stream));
     WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
-    WEFT_RETURN_IF_ERROR(GateUpSwiGlu(w.gate_up, T, stream));
-    WEFT_RETURN_IF_ERROR(Project(w.down, act_.get(), ffn_, T, comm, stream));
+    WEFT_RETURN_IF_ERROR(GateUpAct(w.gate_up, config_.layers[l].activation, T, stream));
+    WEFT_RETURN_IF_ERROR(
+        Project(w.down, act_.get(), ffn_, T, w.post_ffn_norm.as<float>(), comm, stream));
   }
   if (pending_delta_) {
     // The last layer's reduced FFN output still has to reach the residual stream (the
@@ -281,8 +340,14 @@ absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm,
   if (R == 0) return absl::OkStatus();
   WEFT_RETURN_IF_ERROR(Norm(weights_->output_norm(), R, At<int32_t>(s, s.layout.logit_rows),
                             stream));
-  return Linear(weights_->lm_head(), h_.get(), hidden, R, logits_.as<float>(),
-                config_.vocab_size, false);
+  WEFT_RETURN_IF_ERROR(Linear(weights_->lm_head(), h_.get(), hidden, R, logits_.as<float>(),
+                              config_.vocab_size, false));
+  if (config_.final_logit_softcap > 0.0f) {
+    WEFT_CUDA_RETURN_IF_ERROR(kc::SoftCap(logits_.as<float>(), config_.vocab_size, R,
+                                          config_.vocab_size, config_.final_logit_softcap,
+                                          stream));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace weft::cuda_backend

@@ -1,24 +1,30 @@
-// ModelRunner: queues one Llama forward pass on a CUDA stream — the kernel sequence of
-// the CUDA backend, with no host synchronization inside, so that a whole decode step
-// can be captured into a CUDA graph.
+// ModelRunner: queues one forward pass on a CUDA stream — the kernel sequence of the
+// CUDA backend, with no host synchronization inside, so that a whole decode step can be
+// captured into a CUDA graph. It follows the model description (common/model_config.h)
+// as LlamaModel does on the CPU: one sequence of kernels, the bracketed ones launched
+// where layer l's LayerSpec asks for them.
 //
 // Per step (T tokens, R logits rows; the index arrays come from a StepInputs blob
 // already on the device):
-//   x = Embed(token_ids)                                               fp32 [T][hidden]
-//   per layer:
-//     h   = RMSNorm(x (+ pending TP delta))                            bf16 [T][hidden]
-//     qkv = h Wqkv^T                   (cuBLAS, or the GEMV when T <= 4) fp32 [T][q+2kv]
-//     RoPE(q, k) + WritePagedKv(k, v -> slots)   (one fused kernel, rope_kv.h)
-//     attn = decode kernel (1-token chunks) + prefill kernel (tiles)    bf16 [T][q]
+//   x = Embed(token_ids) [* embedding_scale]                           fp32 [T][hidden]
+//   per layer l:
+//     h   = RMSNorm(x (+ pending delta [post-normed]))                 bf16 [T][hidden]
+//     qkv = h Wqkv^T [+ bias]          (cuBLAS, or the GEMV when T <= 4) fp32 [T][q+2kv]
+//     [QK norm: RMSNorm of every q and k head in place]
+//     RoPE(q, k) with layer l's RoPE + WritePagedKv(k, v -> slots)   (one fused kernel)
+//     attn = decode kernel (1-token chunks) + prefill kernel (tiles), over all keys or
+//            layer l's sliding window, scale attention_scale        bf16 [T][q]
 //     x += attn Wo^T        (GEMM epilogue beta = 1: the residual add is fused into the
-//                            projection; under TP: proj, all-reduce, added by the next
-//                            RMSNorm)
-//     h = RMSNorm(x);  act = SwiGLU(h Wgate|up^T)                       bf16 [T][ffn]
-//                           (GEMV path: one fused kernel; cuBLAS path: GEMM + SwiGlu)
+//                            projection; under TP or with a post-norm: proj, [all-reduce],
+//                            [RMSNorm'd and] added by the next RMSNorm)
+//     h = RMSNorm(x);  act = SiLU or GELU-tanh(h Wgate) * h Wup       bf16 [T][ffn]
+//                           (SiLU on the GEMV path: one fused kernel; otherwise GEMM +
+//                            SwiGlu / GeGlu)
 //     x += act Wdown^T      (as for Wo)
-//   logits = RMSNorm(x[logit rows]) Wlm^T                               fp32 [R][vocab]
-// Kernels per step, TP = 1, every linear on the GEMV path (T <= gemv_max_rows and
-// quantized weights) and the decode kernel's splits combined in-kernel (kPipelined):
+//   logits = RMSNorm(x[logit rows]) Wlm^T [soft-capped]                 fp32 [R][vocab]
+// Kernels per step of a llama-architecture model, TP = 1, every linear on the GEMV path
+// (T <= gemv_max_rows and quantized weights) and the decode kernel's splits combined
+// in-kernel (kPipelined) — other architectures add their bracketed kernels:
 //   fused (default):  1 + 8 * num_layers + 2   (norm, qkv, rope+kv, attn, o, norm,
 //                                               gate_up+swiglu, down; embed; norm, head)
 //   fused = false, kSplitV1 with several splits: 1 + 11 * num_layers + 2 (rope, kv write,
@@ -38,6 +44,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "kernels/cuda/paged_attention.h"
@@ -46,7 +53,7 @@
 #include "worker/backends/cuda/device_weights.h"
 #include "worker/backends/cuda/step_inputs.h"
 #include "worker/comm/nccl_communicator.h"
-#include "worker/model/llama_config.h"
+#include "common/model_config.h"
 #include "worker/model/llama_weights.h"
 
 namespace weft::cuda_backend {
@@ -72,11 +79,11 @@ struct StepArgs {
 
 class ModelRunner {
  public:
-  ModelRunner(const LlamaConfig& config, const ShardSpec& shard, const DeviceWeights* weights,
+  ModelRunner(const ModelConfig& config, const ShardSpec& shard, const DeviceWeights* weights,
               DeviceKvCache* kv, cublasHandle_t cublas, const RunnerOptions& options);
 
-  // Uploads the RoPE frequencies and gives cuBLAS a fixed workspace (graph capture
-  // must not allocate).
+  // Uploads the RoPE frequencies (one table per distinct RoPE of the layers) and gives
+  // cuBLAS a fixed workspace (graph capture must not allocate).
   absl::Status Init(cudaStream_t stream);
 
   // Makes the buffers big enough for `tokens` tokens, `rows` logits rows and a decode
@@ -99,14 +106,19 @@ class ModelRunner {
   absl::Status Attention(const StepArgs& step, int32_t layer, cudaStream_t stream);
   // RoPE on q and k, K/V into the cache (fused or as two kernels, per options_.fused).
   absl::Status RopeAndKv(const StepArgs& step, int32_t layer, cudaStream_t stream);
-  // act = SwiGLU(h Wgate|up^T): the fused GEMV when it applies, else GEMM + SwiGlu.
-  absl::Status GateUpSwiGlu(const DeviceLinear& w, int32_t tokens, cudaStream_t stream);
-  // out-projection of a layer: x += in W^T (TP: proj = in W^T, all-reduced).
+  // act = act(h Wgate) * h Wup: the fused SwiGLU GEMV when it applies, else GEMM + the
+  // layer's activation kernel.
+  absl::Status GateUpAct(const DeviceLinear& w, FfnActivation activation, int32_t tokens,
+                         cudaStream_t stream);
+  // Bias, QK norm (where the layer has them) on the QKV GEMM output.
+  absl::Status QkvExtras(int32_t layer, int32_t tokens, cudaStream_t stream);
+  // out-projection of a layer: x += in W^T (TP or a post-norm: proj = in W^T,
+  // all-reduced, left for the next Norm to add, post-normed with `post_norm` if set).
   absl::Status Project(const DeviceLinear& w, const void* in, int64_t ld_in, int32_t tokens,
-                       NcclCommunicator* comm, cudaStream_t stream);
+                       const float* post_norm, NcclCommunicator* comm, cudaStream_t stream);
   absl::Status Norm(const float* weight, int32_t tokens, const int32_t* rows, cudaStream_t stream);
 
-  const LlamaConfig config_;
+  const ModelConfig config_;
   const ShardSpec shard_;
   const DeviceWeights* const weights_;
   DeviceKvCache* const kv_;
@@ -114,8 +126,11 @@ class ModelRunner {
   const RunnerOptions options_;
   const int64_t q_width_, kv_width_, qkv_width_, ffn_;
 
-  bool pending_delta_ = false;  // TP: proj_ holds a reduced sum not yet added to x_
-  DeviceBuffer inv_freq_;       // double [rope_dim / 2]
+  bool pending_delta_ = false;  // proj_ holds a (reduced) sum not yet added to x_,
+  const float* pending_delta_norm_ = nullptr;  // RMSNorm'd with this weight first if set
+  bool post_norms_ = false;                    // some layer has post-norms: proj_ needed
+  std::vector<DeviceBuffer> inv_freq_;         // per distinct RoPE: double [rope_dim / 2]
+  std::vector<int32_t> layer_rope_;            // layer -> its table in inv_freq_
   DeviceBuffer cublas_ws_;
   DeviceBuffer x_, h_, qkv_, attn_, gu_, act_, proj_, logits_, decode_ws_;
   DeviceBuffer split_counters_;  // int32 [item][KV head], zero between launches

@@ -143,6 +143,26 @@ std::vector<uint8_t> BuildTinyLlama(const TinyLlamaSpec& spec) {
     std::memcpy(bytes.data(), w.data(), bytes.size());
     if (name != spec.omit_tensor) b.AddTensor(name, {uint64_t(spec.hidden)}, 0, bytes);
   };
+  // Vectors of `size` values in [lo, hi) (biases, QK and post norms, rope_freqs).
+  auto vec = [&](const std::string& name, int64_t size, float lo, float hi) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> w(size);
+    for (float& x : w) x = u(rng);
+    std::vector<uint8_t> bytes(w.size() * 4);
+    std::memcpy(bytes.data(), w.data(), bytes.size());
+    if (name != spec.omit_tensor) b.AddTensor(name, {uint64_t(size)}, 0, bytes);
+  };
+  const bool qwen2 = a == "qwen2", gemma3 = a == "gemma3", qk_norm = gemma3 || a == "qwen3";
+  if (spec.sliding_window > 0) b.AddUint32(a + ".attention.sliding_window", spec.sliding_window);
+  if (spec.swa_pattern > 0) b.AddUint32(a + ".attention.sliding_window_pattern", spec.swa_pattern);
+  if (spec.rope_base_swa > 0) b.AddFloat32(a + ".rope.freq_base_swa", spec.rope_base_swa);
+  if (spec.final_logit_softcap > 0) {
+    b.AddFloat32(a + ".final_logit_softcapping", spec.final_logit_softcap);
+  }
+  if (!spec.rope_scaling_type.empty()) b.AddString(a + ".rope.scaling.type", spec.rope_scaling_type);
+  if (spec.rope_scaling_factor > 0) b.AddFloat32(a + ".rope.scaling.factor", spec.rope_scaling_factor);
+  if (spec.rope_freqs) vec("rope_freqs.weight", hd / 2, 1.0f, 4.0f);
+  if (!spec.extra_tensor.empty()) vec(spec.extra_tensor, spec.hidden, 0.0f, 1.0f);
   const float sh = 1.7f / std::sqrt(float(spec.hidden));
   matrix("token_embd.weight", spec.hidden, spec.vocab, 1.0f);
   norm("output_norm.weight");
@@ -153,11 +173,22 @@ std::vector<uint8_t> BuildTinyLlama(const TinyLlamaSpec& spec) {
     matrix(p + "attn_q.weight", spec.hidden, spec.num_heads * hd, sh);
     matrix(p + "attn_k.weight", spec.hidden, spec.num_kv_heads * hd, sh);
     matrix(p + "attn_v.weight", spec.hidden, spec.num_kv_heads * hd, sh);
+    if (qwen2) {
+      vec(p + "attn_q.bias", spec.num_heads * hd, -0.5f, 0.5f);
+      vec(p + "attn_k.bias", spec.num_kv_heads * hd, -0.5f, 0.5f);
+      vec(p + "attn_v.bias", spec.num_kv_heads * hd, -0.5f, 0.5f);
+    }
+    if (qk_norm) {
+      vec(p + "attn_q_norm.weight", hd, 0.5f, 1.5f);
+      vec(p + "attn_k_norm.weight", hd, 0.5f, 1.5f);
+    }
     matrix(p + "attn_output.weight", spec.num_heads * hd, spec.hidden, sh);
+    if (gemma3) vec(p + "post_attention_norm.weight", spec.hidden, 0.5f, 1.5f);
     norm(p + "ffn_norm.weight");
     matrix(p + "ffn_gate.weight", spec.hidden, spec.ffn, sh);
     matrix(p + "ffn_up.weight", spec.hidden, spec.ffn, sh);
     matrix(p + "ffn_down.weight", spec.ffn, spec.hidden, 1.7f / std::sqrt(float(spec.ffn)));
+    if (gemma3) vec(p + "post_ffw_norm.weight", spec.hidden, 0.5f, 1.5f);
   }
   return b.Build();
 }

@@ -1,5 +1,6 @@
-// BuildTinyLlama: writes a small random Llama GGUF in memory for tests (any matrix type,
-// tied or untied head, a missing tensor, another architecture).
+// BuildTinyLlama: writes a small random GGUF in memory for tests (any matrix type,
+// tied or untied head, a missing tensor, any architecture of common/model_config.h with
+// the tensors and keys it reads, or another architecture).
 // Thread-safety: a pure function.
 #ifndef WEFT_WORKER_MODEL_TESTING_TINY_LLAMA_H_
 #define WEFT_WORKER_MODEL_TESTING_TINY_LLAMA_H_
@@ -34,6 +35,16 @@ struct TinyLlamaSpec {
   bool f32_twin = false;
   std::string omit_tensor;  // leave this tensor out
   uint32_t seed = 1;
+  // What the architecture adds (common/model_config.h): "qwen2" writes Q/K/V biases,
+  // "qwen3" and "gemma3" QK norms, "gemma3" post-attention / post-FFN norms too.
+  int32_t sliding_window = 0;  // gemma3: attention.sliding_window (0: no key)
+  int32_t swa_pattern = 0;     // gemma3: attention.sliding_window_pattern (0: no key)
+  float rope_base_swa = 0;     // gemma3: rope.freq_base_swa (0: no key)
+  float final_logit_softcap = 0;  // final_logit_softcapping (0: no key)
+  bool rope_freqs = false;     // llama: a rope_freqs.weight tensor (factors 1..4)
+  std::string extra_tensor;    // an extra [hidden] F32 tensor of this name
+  std::string rope_scaling_type;   // rope.scaling.type ("": no key)
+  float rope_scaling_factor = 0;   // rope.scaling.factor (0: no key)
 };
 
 std::vector<uint8_t> BuildTinyLlama(const TinyLlamaSpec& spec);
