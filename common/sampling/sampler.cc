@@ -1,4 +1,4 @@
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "kernels/cuda/sampling_math.h"
-#include "worker/philox.h"
 
 namespace weft {
 namespace {
@@ -43,7 +41,7 @@ Sampler::Sampler(int32_t vocab_size)
 absl::Status Sampler::Sample(const SamplerParams& params, absl::Span<const float> logits,
                              absl::Span<const int32_t> prompt_tokens,
                              absl::Span<const int32_t> output_tokens, SampleResult* result) {
-  if (absl::Status s = params.Validate(); !s.ok()) return s;
+  DCHECK(!params.Check().has_value()) << "unchecked sampling parameters";
   if (params.sample_index < 0) return absl::InvalidArgumentError("sample_index must be >= 0");
   if (static_cast<int64_t>(logits.size()) != vocab_size_) {
     return absl::InvalidArgumentError(absl::StrCat("got ", logits.size(), " logits for a vocabulary of ", vocab_size_));
@@ -202,7 +200,7 @@ int32_t Sampler::Draw(const SamplerParams& p, uint32_t output_index) {
   uint64_t z = 0;
   for (size_t k = 0; k < keep; ++k) z += w_[order_[k]];  // exact: any order gives these bits
   const double target = sampling::DrawTarget(
-      SampleUniform(p.seed, static_cast<uint32_t>(p.sample_index), output_index), z);
+      sampling::Uniform(p.seed, static_cast<uint32_t>(p.sample_index), output_index), z);
   uint64_t cum = 0;
   for (size_t k = 0; k < keep; ++k) {
     cum += w_[order_[k]];
@@ -236,9 +234,8 @@ void Sampler::Logprobs(const SamplerParams& p, absl::Span<const float> logits,
   }
 }
 
-kernels::cuda::RowSamplingParams ToRowSamplingParams(const SamplerParams& p, int32_t num_prompt,
-                                                     int32_t num_output) {
-  kernels::cuda::RowSamplingParams d;
+sampling::RowParams ToRowParams(const SamplerParams& p, int32_t num_prompt, int32_t num_output) {
+  sampling::RowParams d;
   d.temperature = p.temperature;
   d.top_k = p.top_k;
   d.top_p = p.top_p;

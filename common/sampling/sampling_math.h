@@ -1,8 +1,14 @@
-// The arithmetic of token sampling that the host Sampler (worker/sampler.cc) and the
-// CUDA sampling kernel (kernels/cuda/sampling.cu) share, in one header that both gcc
-// and nvcc compile (host and device functions), so that both sides compute the same
-// bits by construction rather than "close" values:
+// The arithmetic of token sampling, in the one header that the host Sampler
+// (common/sampling/sampler.cc) and the CUDA sampling kernel (kernels/cuda/sampling.cu)
+// both compile — gcc as plain C++, nvcc as host and device functions (WEFT_HD) — so
+// that both sides compute the same bits by construction rather than "close" values:
 //
+//   Philox4x32_10 / Uniform   the one random stream (DESIGN.md "randomness"): Philox4x32-10
+//               (Salmon et al., SC'11; the Random123 reference) with
+//                 key     = (seed & 0xffffffff, seed >> 32)
+//                 counter = (sample_index j, output_index i, 0, 0)
+//                 u       = (x0 >> 8) * 2^-24, x0 the first output word: a float in
+//                           [0, 1) with 24 random bits (exact in fp32); integers only.
 //   Weight(x)   the integer weight of a candidate whose scaled logit is x = l - max l
 //               (x <= 0, fp32):  W = min(2^31, floor(2^31 * Exp(x))), 0 for x < -22,
 //               where Exp is the fixed double-precision polynomial below (IEEE add and
@@ -17,24 +23,23 @@
 //                 min-p:  drop W with double(W) < double(min_p) * 2^31
 //                 draw:   the first token whose running sum S satisfies
 //                         double(S) > double(u) * double(Z')
-//   Uniform()   Philox4x32-10 with key = seed, counter = (sample, output index), as in
-//               worker/philox.h (a test holds the two equal).
+//   RowParams   one row's settings as the device sampler reads them (plain data).
 //
 // Host builds of files that include this header must not contract a*b+c into an FMA
-// (x86-64 baseline code has no FMA instruction; the //worker:sampler target also passes
+// (x86-64 baseline code has no FMA instruction; the sampler targets also pass
 // -ffp-contract=off). Device code uses the __dmul_rn/__dadd_rn intrinsics, which nvcc
 // never contracts.
-// Thread-safety: pure functions.
-#ifndef WEFT_KERNELS_CUDA_SAMPLING_MATH_H_
-#define WEFT_KERNELS_CUDA_SAMPLING_MATH_H_
+// Thread-safety: pure functions and plain data.
+#ifndef WEFT_COMMON_SAMPLING_SAMPLING_MATH_H_
+#define WEFT_COMMON_SAMPLING_SAMPLING_MATH_H_
 
 #include <cstdint>
 #include <cstring>
 
 #if defined(__CUDACC__)
-#define WEFT_SAMPLING_HD __host__ __device__ __forceinline__
+#define WEFT_HD __host__ __device__ __forceinline__
 #else
-#define WEFT_SAMPLING_HD inline
+#define WEFT_HD inline
 #endif
 
 namespace weft::sampling {
@@ -46,7 +51,7 @@ inline constexpr float kWeightCutoff = -22.0f;
 // Largest vocabulary whose weight sums stay exact in double (2^22 * 2^31 = 2^53).
 inline constexpr int32_t kMaxVocab = 1 << 22;
 
-WEFT_SAMPLING_HD double Mul(double a, double b) {
+WEFT_HD double Mul(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dmul_rn(a, b);
 #else
@@ -54,7 +59,7 @@ WEFT_SAMPLING_HD double Mul(double a, double b) {
 #endif
 }
 
-WEFT_SAMPLING_HD double Add(double a, double b) {
+WEFT_HD double Add(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dadd_rn(a, b);
 #else
@@ -67,7 +72,7 @@ WEFT_SAMPLING_HD double Add(double a, double b) {
 // fdlibm's split of ln2 (n * kLn2Hi is exact for |n| < 2^11), exp(r) by its Taylor
 // polynomial of degree 11 in Horner form (|r| <= 0.347: truncation < 3e-16), times 2^n
 // built from its bits. Every operation is one IEEE double add or multiply.
-WEFT_SAMPLING_HD double ExpNonPositive(float xf) {
+WEFT_HD double ExpNonPositive(float xf) {
   constexpr double kLog2e = 1.4426950408889634074;
   constexpr double kShift = 6755399441055744.0;  // 1.5 * 2^52
   constexpr double kLn2Hi = 6.93147180369123816490e-01;
@@ -101,7 +106,7 @@ WEFT_SAMPLING_HD double ExpNonPositive(float xf) {
 }
 
 // The integer weight of a candidate with scaled logit x = l - max l (see the top).
-WEFT_SAMPLING_HD uint32_t Weight(float x) {
+WEFT_HD uint32_t Weight(float x) {
   if (!(x >= kWeightCutoff)) return 0;  // also x = -inf or NaN
   if (x >= 0.0f) return kWeightOne;
   const double w = Mul(ExpNonPositive(x), 2147483648.0);  // * 2^31 (exact)
@@ -115,49 +120,72 @@ WEFT_SAMPLING_HD uint32_t Weight(float x) {
 }
 
 // top-p: the running sum `cum` (sorted order) has reached top_p of the total `z`.
-WEFT_SAMPLING_HD double TopPTarget(float top_p, uint64_t z) {
+WEFT_HD double TopPTarget(float top_p, uint64_t z) {
   return Mul(static_cast<double>(top_p), static_cast<double>(z));
 }
-WEFT_SAMPLING_HD bool TopPReached(uint64_t cum, double target) {
+WEFT_HD bool TopPReached(uint64_t cum, double target) {
   return static_cast<double>(cum) >= target;
 }
 
 // min-p: whether a weight survives min_p (relative to the top token's 2^31).
-WEFT_SAMPLING_HD bool MinPKeeps(uint32_t w, float min_p) {
+WEFT_HD bool MinPKeeps(uint32_t w, float min_p) {
   return static_cast<double>(w) >= Mul(static_cast<double>(min_p), 2147483648.0);
 }
 
 // The draw: the first token whose running sum exceeds u * z.
-WEFT_SAMPLING_HD double DrawTarget(float u, uint64_t z) {
+WEFT_HD double DrawTarget(float u, uint64_t z) {
   return Mul(static_cast<double>(u), static_cast<double>(z));
 }
-WEFT_SAMPLING_HD bool DrawReached(uint64_t cum, double target) {
+WEFT_HD bool DrawReached(uint64_t cum, double target) {
   return static_cast<double>(cum) > target;
 }
 
-// Philox4x32-10 and worker/philox.h's mapping to a float in [0, 1) (24 random bits),
-// integer arithmetic only.
-WEFT_SAMPLING_HD float Uniform(uint64_t seed, uint32_t sample_index, uint32_t output_index) {
+// One row of the device sampler (kernels/cuda/sampling.h): a sequence's SamplerParams
+// (sampler.h, ToRowParams) plus its history counts.
+struct RowParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t sample_index = 0;
+  uint64_t seed = 0;
+  int32_t output_index = 0;  // output tokens so far (Philox counter word 1)
+  int32_t num_prompt = 0;    // history entries that are prompt tokens
+};
+
+struct Philox4x32 {
+  uint32_t w[4];
+};
+
+// Philox4x32-10 of counter `c` under key (k0, k1); integer arithmetic only.
+WEFT_HD Philox4x32 Philox4x32_10(Philox4x32 c, uint32_t k0, uint32_t k1) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  uint32_t c0 = sample_index, c1 = output_index, c2 = 0, c3 = 0;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
       k0 += kW0;
       k1 += kW1;
     }
-    const uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
-    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    const uint32_t n1 = static_cast<uint32_t>(p1);
-    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    const uint32_t n3 = static_cast<uint32_t>(p0);
-    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+    const uint64_t p0 = static_cast<uint64_t>(kM0) * c.w[0];
+    const uint64_t p1 = static_cast<uint64_t>(kM1) * c.w[2];
+    c = Philox4x32{{static_cast<uint32_t>(p1 >> 32) ^ c.w[1] ^ k0, static_cast<uint32_t>(p1),
+                    static_cast<uint32_t>(p0 >> 32) ^ c.w[3] ^ k1, static_cast<uint32_t>(p0)}};
   }
-  return static_cast<float>(c0 >> 8) * (1.0f / 16777216.0f);
+  return c;
+}
+
+// The uniform number for output token `output_index` of sample `sample_index` of a
+// request seeded with `seed` (see the top).
+WEFT_HD float Uniform(uint64_t seed, uint32_t sample_index, uint32_t output_index) {
+  const Philox4x32 x = Philox4x32_10(Philox4x32{{sample_index, output_index, 0u, 0u}},
+                                     static_cast<uint32_t>(seed),
+                                     static_cast<uint32_t>(seed >> 32));
+  return static_cast<float>(x.w[0] >> 8) * (1.0f / 16777216.0f);
 }
 
 }  // namespace weft::sampling
 
-#endif  // WEFT_KERNELS_CUDA_SAMPLING_MATH_H_
+#endif  // WEFT_COMMON_SAMPLING_SAMPLING_MATH_H_

@@ -1,7 +1,7 @@
 // Sampler: picks the next token of one sequence from its logits, on CPU.
 //
 // The algorithm, exactly (the CUDA twin follows the same steps; the logit arithmetic is
-// fp32, the weight arithmetic is kernels/cuda/sampling_math.h's):
+// fp32, the weight arithmetic and the random stream are sampling_math.h's):
 //   0. l = the raw logits; NaN counts as -inf.
 //   1. Penalties over the sequence's history:
 //        repetition r != 1: every distinct token in prompt or output:
@@ -13,7 +13,7 @@
 //   3. l = l / temperature.
 //   4. top_k > 0: keep the k tokens with the largest l (ties: lower id first).
 //      Tokens with l = -inf are never candidates.
-//   5. Integer weights W_t = sampling::Weight(l_t - max l) (kernels/cuda/sampling_math.h:
+//   5. Integer weights W_t = sampling::Weight(l_t - max l) (sampling_math.h:
 //      floor(2^31 * exp) by a fixed double polynomial, so the top candidate has
 //      W = 2^31; candidates with W = 0, i.e. below 2^-31 of the top, are dropped). Order
 //      the candidates by W descending, ties by lower id ("sorted order"). Every sum of
@@ -22,8 +22,8 @@
 //      sorted order whose running sum S reaches the target: double(S) >=
 //      double(top_p) * double(Z) (at least one token).
 //   7. min_p > 0: drop candidates with double(W) < double(min_p) * 2^31.
-//   8. Z' = sum of W over what is left. Draw u = SampleUniform(seed, sample_index,
-//      output_index) (philox.h), where output_index = number of output tokens so far;
+//   8. Z' = sum of W over what is left. Draw u = sampling::Uniform(seed, sample_index,
+//      output_index), where output_index = number of output tokens so far;
 //      walk the sorted order adding W and return the first token whose running sum S
 //      has double(S) > double(u) * double(Z') (the last one if none).
 // The device sampler (kernels/cuda/sampling.h) computes the same steps with the same
@@ -32,32 +32,34 @@
 // temperature: logprob_t = l_t - logsumexp(l) (sum in double, ascending id order); the
 // chosen token's, and with num_logprobs = N the N most likely tokens (ties: lower id).
 //
+// The parameters are checked once, where they enter a process (the scheduler's request
+// contract; a worker's plan application, StateCache): Sample() takes them as given.
 // Thread-safety: a Sampler holds scratch buffers; use one per thread.
-#ifndef WEFT_WORKER_SAMPLER_H_
-#define WEFT_WORKER_SAMPLER_H_
+#ifndef WEFT_COMMON_SAMPLING_SAMPLER_H_
+#define WEFT_COMMON_SAMPLING_SAMPLER_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "common/plan/sampling_params.h"
-#include "kernels/cuda/sampling_types.h"
+#include "common/sampling/sampling_config.h"
+#include "common/sampling/sampling_math.h"
 
 namespace weft {
 
-// One sequence's settings: its request's (common/plan/sampling_params.h, whose
-// Validate() is the rule) and which sample of the request it is (Philox counter word 0).
-struct SamplerParams : SamplingParams {
+// One sequence's settings: its request's (sampling_config.h, whose Check() is the rule)
+// and which sample of the request it is (Philox counter word 0).
+struct SamplerParams : SamplingConfig {
   int32_t sample_index = 0;
 };
 
-// The CUDA sampling kernel's row settings for p, whose history holds num_prompt prompt
-// tokens then num_output output tokens (the one place the fields are copied).
-kernels::cuda::RowSamplingParams ToRowSamplingParams(const SamplerParams& p, int32_t num_prompt,
-                                                     int32_t num_output);
+// The device sampler's row settings for p, whose history holds num_prompt prompt tokens
+// then num_output output tokens (the one place the fields are copied).
+sampling::RowParams ToRowParams(const SamplerParams& p, int32_t num_prompt, int32_t num_output);
 
-struct TokenLogprob {
+// One of the most likely tokens and its logprob.
+struct LogprobEntry {
   int32_t token = 0;
   float logprob = 0.0f;
 };
@@ -65,7 +67,7 @@ struct TokenLogprob {
 struct SampleResult {
   int32_t token = -1;
   float logprob = 0.0f;                    // of `token`, when num_logprobs >= 0
-  std::vector<TokenLogprob> top_logprobs;  // num_logprobs entries, most likely first
+  std::vector<LogprobEntry> top_logprobs;  // num_logprobs entries, most likely first
 };
 
 class Sampler {
@@ -76,9 +78,10 @@ class Sampler {
 
   // Samples from `logits` (vocab_size floats) for a sequence whose history is
   // prompt_tokens followed by output_tokens; the token drawn is output number
-  // output_tokens.size(). InvalidArgument for bad params (SamplingParams::Validate, a
-  // negative sample index), a wrong logits size, token ids
-  // out of range, or logits with no finite value.
+  // output_tokens.size(). `params` must pass SamplingConfig::Check (not checked here:
+  // once per request, not per token). InvalidArgument for a negative sample index, a
+  // wrong logits size, num_logprobs over the vocabulary, token ids out of range, or
+  // logits with no finite value.
   absl::Status Sample(const SamplerParams& params, absl::Span<const float> logits,
                       absl::Span<const int32_t> prompt_tokens,
                       absl::Span<const int32_t> output_tokens, SampleResult* result);
@@ -110,4 +113,4 @@ class Sampler {
 
 }  // namespace weft
 
-#endif  // WEFT_WORKER_SAMPLER_H_
+#endif  // WEFT_COMMON_SAMPLING_SAMPLER_H_

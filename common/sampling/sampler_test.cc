@@ -1,4 +1,4 @@
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 
 #include <cmath>
 #include <limits>
@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/philox.h"
 
 namespace weft {
 namespace {
@@ -16,28 +15,30 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Random123's known-answer vectors for philox4x32_10.
 TEST(PhiloxTest, KnownAnswers) {
-  using A4 = std::array<uint32_t, 4>;
-  EXPECT_EQ(Philox4x32_10({0, 0, 0, 0}, {0, 0}),
-            (A4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
-  EXPECT_EQ(Philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
-                          {0xffffffff, 0xffffffff}),
-            (A4{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
-  EXPECT_EQ(Philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
-                          {0xa4093822, 0x299f31d0}),
-            (A4{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+  auto philox = [](sampling::Philox4x32 c, uint32_t k0, uint32_t k1) {
+    const sampling::Philox4x32 x = sampling::Philox4x32_10(c, k0, k1);
+    return std::vector<uint32_t>(x.w, x.w + 4);
+  };
+  EXPECT_EQ(philox({{0, 0, 0, 0}}, 0, 0),
+            (std::vector<uint32_t>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(philox({{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}}, 0xffffffff, 0xffffffff),
+            (std::vector<uint32_t>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(philox({{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, 0xa4093822, 0x299f31d0),
+            (std::vector<uint32_t>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
 TEST(PhiloxTest, UniformFollowsTheContract) {
   const uint64_t seed = 0x0123456789abcdefull;
-  const auto x = Philox4x32_10({3, 17, 0, 0}, {0x89abcdef, 0x01234567});
-  EXPECT_EQ(SampleUniform(seed, 3, 17), static_cast<float>(x[0] >> 8) / 16777216.0f);
+  const sampling::Philox4x32 x = sampling::Philox4x32_10({{3, 17, 0, 0}}, 0x89abcdef, 0x01234567);
+  EXPECT_EQ(sampling::Uniform(seed, 3, 17), static_cast<float>(x.w[0] >> 8) / 16777216.0f);
   for (uint32_t i = 0; i < 1000; ++i) {
-    const float u = SampleUniform(42, 0, i);
+    const float u = sampling::Uniform(42, 0, i);
     ASSERT_GE(u, 0.0f);
     ASSERT_LT(u, 1.0f);
   }
-  EXPECT_NE(SampleUniform(42, 0, 5), SampleUniform(42, 1, 5));
-  EXPECT_NE(SampleUniform(42, 0, 5), SampleUniform(43, 0, 5));
+  EXPECT_NE(sampling::Uniform(42, 0, 5), sampling::Uniform(42, 1, 5));
+  EXPECT_NE(sampling::Uniform(42, 0, 5), sampling::Uniform(43, 0, 5));
+  EXPECT_EQ(sampling::Uniform(0, 0, 0), static_cast<float>(0x6627e8d5u >> 8) / 16777216.0f);
 }
 
 SamplerParams Greedy() {
@@ -171,7 +172,7 @@ TEST(SamplerTest, TopKTopPAndMinPRestrictTheCandidates) {
 }
 
 // The draw is the inverse CDF over tokens sorted by probability (ties: lower id) at
-// u = SampleUniform(seed, j, i), with i = the number of output tokens so far.
+// u = sampling::Uniform(seed, j, i), with i = the number of output tokens so far.
 TEST(SamplerTest, InverseCdfAtThePhiloxUniform) {
   const std::vector<float> logits = {0.0f, 1.0f, 0.0f, 2.0f, 1.0f};  // ties 0/2 and 1/4
   std::vector<double> w(5);
@@ -184,7 +185,7 @@ TEST(SamplerTest, InverseCdfAtThePhiloxUniform) {
     SamplerParams p;
     p.seed = seed;
     p.sample_index = 2;
-    const double u = SampleUniform(seed, 2, 2) * z;
+    const double u = sampling::Uniform(seed, 2, 2) * z;
     double cum = 0;
     int want = order[4];
     for (int t : order) {
@@ -249,23 +250,16 @@ TEST(SamplerTest, RejectsBadInput) {
   SampleResult r;
   const std::vector<float> logits = {0, 1, 2, 3};
   SamplerParams p;
-  p.top_p = 0.0f;
-  EXPECT_FALSE(s.Sample(p, logits, {}, {}, &r).ok());
-  p = SamplerParams();
-  p.temperature = -1;
-  EXPECT_FALSE(p.Validate().ok());
-  p = SamplerParams();
-  p.min_p = 1.5f;
-  EXPECT_FALSE(p.Validate().ok());
-  p = SamplerParams();
-  p.repetition_penalty = 0;
-  EXPECT_FALSE(p.Validate().ok());
-  p = SamplerParams();
   EXPECT_FALSE(s.Sample(p, {0, 1, 2}, {}, {}, &r).ok());
   EXPECT_FALSE(s.Sample(p, logits, {4}, {}, &r).ok());
   EXPECT_FALSE(s.Sample(p, logits, {}, {-1}, &r).ok());
   EXPECT_FALSE(s.Sample(p, {-kInf, NAN, -kInf, -kInf}, {}, {}, &r).ok());
   EXPECT_FALSE(s.Sample(Greedy(), {-kInf, NAN, -kInf, -kInf}, {}, {}, &r).ok());
+  p.num_logprobs = 5;  // over the vocabulary
+  EXPECT_FALSE(s.Sample(p, logits, {}, {}, &r).ok());
+  p = SamplerParams();
+  p.sample_index = -1;
+  EXPECT_FALSE(s.Sample(p, logits, {}, {}, &r).ok());
 }
 
 }  // namespace
