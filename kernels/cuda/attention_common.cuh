@@ -66,6 +66,8 @@ cudaError_t DispatchKv(KvDtype dtype, int32_t head_dim, F&& f) {
       if (head_dim == 64) return f.template operator()<int8_t, 64>();
       if (head_dim == 128) return f.template operator()<int8_t, 128>();
       break;
+    case KvDtype::kF32:  // CPU only
+      break;
   }
   return cudaErrorInvalidValue;
 }
