@@ -22,7 +22,7 @@ SchedulerOptions Opts(PolicyKind policy, int32_t budget, int32_t block_size = 4)
   o.block_size = block_size;
   o.max_num_batched_tokens = budget;
   o.max_num_seqs = 16;
-  o.max_model_len = 4096;
+  o.limits.max_model_len = 4096;
   o.admission_watermark = 0;
   return o;
 }
@@ -374,20 +374,19 @@ TEST(PlannerTableTest, StopStringEndsTheTextBeforeTheMatch) {
   }
 }
 
+// The request contract's rules are request_spec_test's; here, what only the core's state
+// decides (every other refusal happens in ValidateRequest, before AddRequest).
 TEST(SchedulerAdmissionTest, BadRequestsAreRejectedWithStatus) {
   SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
-  o.max_model_len = 64;
+  o.limits.max_model_len = 64;
   o.max_waiting = 2;
   TestHarness h(o, {4}, /*text=*/false);  // 4 blocks × 4 tokens
   RequestSpec ok;
   ok.prompt_token_ids = {1, 2, 3};
   ok.stopping.max_tokens = 4;
-  auto code = [&](RequestSpec s) { return h.scheduler().AddRequest(s, h.now()).status().code(); };
+  auto code = [&](RequestSpec s) { return h.Add(s).status().code(); };
   RequestSpec s = ok;
-  s.prompt_token_ids.clear();
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.stopping.max_tokens = 62;  // 3 + 62 > 64
+  s.stopping.max_tokens = 62;  // 3 + 62 > 64: the contract
   EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
   s = ok;
   s.stopping.max_tokens = 20;  // fits the context, never the 16-token replica
@@ -395,29 +394,32 @@ TEST(SchedulerAdmissionTest, BadRequestsAreRejectedWithStatus) {
   s = ok;
   s.stopping.stop_strings = {"x"};  // no tokenizer
   EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.prompt_token_ids.push_back(TestHarness::kVocab);
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.sampling.temperature = -1;
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.n = 0;
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.stopping.max_tokens = 0;
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(ok), absl::StatusCode::kOk);
   EXPECT_EQ(code(ok), absl::StatusCode::kOk);
   EXPECT_EQ(code(ok), absl::StatusCode::kResourceExhausted);  // queue bound 2
 
-  auto empty = Scheduler::Create(o, nullptr);
+  auto empty = Scheduler::Create(h.scheduler().options(), nullptr);
   ASSERT_TRUE(empty.ok());
-  EXPECT_THAT((*empty)->AddRequest(ok, h.now()).status(), StatusIs(absl::StatusCode::kUnavailable));
+  absl::StatusOr<ValidRequest> valid = ValidateRequest(ok, h.scheduler().options().limits);
+  ASSERT_TRUE(valid.ok());
+  EXPECT_THAT((*empty)->AddRequest(*valid, h.now()).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
   ReplicaOptions bad;
   bad.num_blocks = 8;
   bad.block_size = 8;  // differs from the scheduler's
   EXPECT_THAT((*empty)->AddReplica(bad).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// n is capped once (RequestLimits::max_n); a cap above what one replica runs at once is a
+// configuration error, so no request is refused with a limit other than the one it sees.
+TEST(SchedulerAdmissionTest, TheNCapIsAtMostMaxNumSeqs) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.limits.vocab_size = 64;
+  o.max_num_seqs = 8;
+  o.limits.max_n = 9;
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
+  o.limits.max_n = 8;
+  EXPECT_TRUE(o.Validate().ok());
 }
 
 TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
@@ -427,8 +429,8 @@ TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
   StepPlan plan;
   ASSERT_TRUE(h.scheduler().Plan(r, h.now(), &plan).ok());
   ASSERT_EQ(plan.num_sampled(), 1);
-  const SampledToken good{SequenceRef::FromSeqId(plan.new_sequences(0).seq_id()), 5};
-  const SampledToken wrong{SequenceRef{RequestId(99), 0}, 5};
+  const StepToken good{SequenceRef::FromSeqId(plan.new_sequences(0).seq_id()), 5};
+  const StepToken wrong{SequenceRef{RequestId(99), 0}, 5};
   Scheduler& s = h.scheduler();
   EXPECT_EQ(s.ApplyResults(r, StepId(2), {good}, h.now()).code(),
             absl::StatusCode::kFailedPrecondition);

@@ -85,13 +85,12 @@ class TestHarness {
   absl::Status VerifyNewlyFinished();
   // Every sequence of every request added so far finished exactly once.
   absl::Status VerifyAllFinishedOnce() const;
-  int32_t num_finished_sequences() const;
   size_t NumQueuedResultsTotal() const;
 
  private:
   struct ReplicaState {
     std::unique_ptr<FakeWorker> worker;
-    std::deque<std::pair<StepId, std::vector<SampledToken>>> results;
+    std::deque<std::pair<StepId, std::vector<StepToken>>> results;
   };
 
   absl::Status VerifyOne(SequenceRef ref, const CollectedOutput& out) const;
@@ -107,7 +106,7 @@ class TestHarness {
   absl::flat_hash_map<SequenceRef, CollectedOutput> outputs_;
   std::vector<SequenceRef> newly_finished_;
   std::vector<SequenceOutput> scratch_;
-  std::vector<SampledToken> sampled_;
+  std::vector<StepToken> sampled_;
   StepPlan plan_;
   bool text_enabled_;
 };

@@ -48,8 +48,11 @@ struct ParsedRequest {
   std::string max_tokens_field = "max_tokens";
 };
 
-// Maps a request body. Errors are INVALID_ARGUMENT with the message "<field>: <why>",
-// where <field> is the JSON field (ErrorFor turns it into "param").
+// The schema of the body's field paths in ParseRequest's errors (common/field_error.h).
+inline constexpr char kBodyFieldSchema[] = "openai.body";
+
+// Maps a request body. Errors are INVALID_ARGUMENT naming the JSON field as data
+// (kBodyFieldSchema; ErrorFor makes it "param"), but for a body that is no JSON object.
 absl::StatusOr<ParsedRequest> ParseRequest(Api api, absl::string_view body);
 
 // An error as a client sees it: the HTTP status and the fields of
@@ -73,8 +76,9 @@ int HttpStatusFor(absl::StatusCode code);
 // (rate_limit_error), server_error for 5xx; "code": model_not_found for an unknown model,
 // invalid_api_key for UNAUTHENTICATED, else the status code's name in lower case
 // ("invalid_argument", "resource_exhausted", "unavailable", ...); "param": the JSON field
-// a validation message names (the validator's proto field names are mapped to the
-// request's). `request` (may be null) gives the API and the field names used.
+// an error carries as data (common/field_error.h: the parser's own, or the request
+// contract's generate.proto field said in the body's terms, which the message then names
+// too). `request` (may be null) gives the API and the field names used.
 ApiError ErrorFor(const absl::Status& status, const ParsedRequest* request = nullptr);
 // An error that did not come from a status (e.g. an unknown path): the type and code
 // follow from `http_status` as above.

@@ -55,7 +55,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/tls_credentials.h"
-#include "scheduler/service/generate_frontend.h"
+#include "scheduler/edge/generate_frontend.h"
 #include "scheduler/service/metrics.h"
 #include "scheduler/token_text_source.h"
 

@@ -1,4 +1,4 @@
-#include "scheduler/service/request_parse.h"
+#include "scheduler/edge/request_parse.h"
 
 #include <gtest/gtest.h>
 

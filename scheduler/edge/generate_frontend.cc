@@ -1,4 +1,4 @@
-#include "scheduler/service/generate_frontend.h"
+#include "scheduler/edge/generate_frontend.h"
 
 #include <random>
 #include <utility>
@@ -8,6 +8,8 @@
 namespace weft {
 
 absl::Status FrontendOptions::Validate() const {
+  if (model_name.empty()) return absl::InvalidArgumentError("model_name must be given");
+  if (max_prompt_bytes < 1) return absl::InvalidArgumentError("max_prompt_bytes must be >= 1");
   if (max_streams < 1) return absl::InvalidArgumentError("max_streams must be >= 1");
   if (stream_buffer_bytes < 1024) {
     return absl::InvalidArgumentError("stream_buffer_bytes must be >= 1024");
@@ -21,7 +23,7 @@ void GenerateFrontend::Call::Cancel() {
   if (!cancelled_.exchange(true)) frontend_->engine_->Cancel(key_);
 }
 
-GenerateFrontend::GenerateFrontend(FrontendOptions options, ValidationLimits limits,
+GenerateFrontend::GenerateFrontend(FrontendOptions options, RequestLimits limits,
                                    const PromptEncoder* encoder, EngineInterface* engine,
                                    ServiceMetrics* metrics)
     : options_(options),
@@ -63,7 +65,7 @@ absl::Status GenerateFrontend::Authenticate(absl::string_view authorization) con
 }
 
 absl::Status GenerateFrontend::CheckModel(absl::string_view field, absl::string_view header) const {
-  return CheckRequestedModel(field, header, limits_.model_name);
+  return CheckRequestedModel(field, header, options_.model_name);
 }
 
 absl::StatusOr<std::unique_ptr<GenerateFrontend::Call>> GenerateFrontend::Start(
@@ -83,14 +85,20 @@ absl::StatusOr<std::unique_ptr<GenerateFrontend::Call>> GenerateFrontend::Start(
   sub.key = next_key_.fetch_add(1);
   sub.outbox = std::make_shared<Outbox>(options_.stream_buffer_bytes);
   sub.arrival = context.arrival;
-  sub.deadline = context.deadline;
   std::unique_ptr<Call> call(new Call(this, sub.key, sub.outbox));
-  auto resolved = ValidateRequest(request, limits_, *encoder_, [this] { return NextSeed(); });
-  if (!resolved.ok()) {
-    CountRejection(resolved.status());
-    return resolved.status();
+  absl::StatusOr<RequestSpec> spec = BuildSpec(request, limits_, options_.max_prompt_bytes,
+                                               *encoder_, [this] { return NextSeed(); });
+  if (!spec.ok()) {
+    CountRejection(spec.status());
+    return spec.status();
   }
-  sub.request = std::move(*resolved);
+  spec->deadline = context.deadline;
+  absl::StatusOr<ValidRequest> valid = ValidateRequest(*std::move(spec), limits_);
+  if (!valid.ok()) {
+    CountRejection(valid.status());
+    return valid.status();
+  }
+  sub.request = std::move(*valid);
   if (absl::Status s = engine_->Submit(std::move(sub)); !s.ok()) {
     CountRejection(s);
     return s;

@@ -1,4 +1,4 @@
-#include "scheduler/service/http_tls.h"
+#include "scheduler/edge/http_tls.h"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>

@@ -1,4 +1,4 @@
-#include "scheduler/service/http_server.h"
+#include "scheduler/edge/http_server.h"
 
 #include <dirent.h>
 #include <netdb.h>
@@ -22,9 +22,9 @@
 #include "glog/logging.h"
 #include "httplib.h"
 #include "prometheus/gauge.h"
-#include "scheduler/service/http_tls.h"
-#include "scheduler/service/openai_json.h"
-#include "scheduler/service/validation.h"
+#include "scheduler/edge/http_tls.h"
+#include "scheduler/edge/openai_json.h"
+#include "scheduler/edge/generate_request.h"
 
 namespace weft {
 namespace {
@@ -556,7 +556,7 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, http
   (*call)->outbox()->Attach(channel);
   openai::ResponseOptions ro;
   ro.api = api;
-  ro.model = frontend_->limits().model_name;
+  ro.model = frontend_->model_name();
   ro.created = UnixSeconds(arrival);
   ro.include_usage = parsed->include_usage;
   ro.logprobs = parsed->logprobs;

@@ -1,12 +1,14 @@
-#include "scheduler/service/openai_json.h"
+#include "scheduler/edge/openai_json.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "common/field_error.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/service/validation.h"
+#include "scheduler/edge/generate_request.h"
+#include "scheduler/edge/testing/byte_encoder.h"
 
 namespace weft::openai {
 namespace {
@@ -19,33 +21,24 @@ ParsedRequest MustParse(Api api, const std::string& body) {
   return p.ok() ? *std::move(p) : ParsedRequest();
 }
 
-// The error a client would get for `body`: the parser's, or the validator's when the
-// body parses (the one validator every API uses).
-class BytesEncoder : public PromptEncoder {
- public:
-  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
-    return std::vector<int32_t>(text.begin(), text.end());
-  }
-  absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt& chat) const override {
-    if (!chat_) return absl::UnimplementedError("this model has no supported chat template");
-    std::vector<int32_t> ids;
-    for (const auto& m : chat.messages())
-      ids.insert(ids.end(), m.content().begin(), m.content().end());
-    return ids;
-  }
-  bool chat_ = true;
-};
-
-ApiError ErrorOf(Api api, const std::string& body, const BytesEncoder& encoder = BytesEncoder()) {
+// The error a client would get for `body`: the parser's, or, when the body parses, the
+// frontend's — the model, then the request contract (every API's one validator).
+ApiError ErrorOf(Api api, const std::string& body, bool chat = true) {
   auto p = ParseRequest(api, body);
   if (!p.ok()) return ErrorFor(p.status());
-  ValidationLimits lim;
-  lim.model_name = "smol";
+  if (absl::Status s = CheckRequestedModel(p->request.model(), "", "smol"); !s.ok()) {
+    return ErrorFor(s, &*p);
+  }
+  RequestLimits lim;
   lim.vocab_size = 256;
-  lim.context_length = 64;
-  auto v = ValidateRequest(p->request, lim, encoder, [] { return 7; });
-  EXPECT_FALSE(v.ok()) << body;
-  return ErrorFor(v.status(), &*p);
+  lim.max_model_len = 64;
+  testing::ByteEncoder encoder;
+  encoder.chat = chat;
+  auto spec = BuildSpec(p->request, lim, 1 << 20, encoder, [] { return 7; });
+  absl::Status s = spec.status();
+  if (spec.ok()) s = ValidateRequest(*std::move(spec), lim).status();
+  EXPECT_FALSE(s.ok()) << body;
+  return ErrorFor(s, &*p);
 }
 
 TEST(OpenAiParseTest, CompletionFieldsMapToTheGenerateRequest) {
@@ -234,14 +227,26 @@ TEST(OpenAiErrorTest, ValidatorMessagesNameTheJsonField) {
   EXPECT_EQ(model.code, "model_not_found");
   EXPECT_EQ(model.param, "model");
 
-  BytesEncoder no_chat;
-  no_chat.chat_ = false;
   ApiError chat = ErrorOf(Api::kChatCompletions,
-                          R"({"messages": [{"role": "user", "content": "x"}]})", no_chat);
+                          R"({"messages": [{"role": "user", "content": "x"}]})", /*chat=*/false);
   EXPECT_EQ(chat.http_status, 400);
   EXPECT_EQ(chat.code, "unimplemented");
   EXPECT_EQ(chat.param, "messages");
-  EXPECT_EQ(chat.message, "this model has no supported chat template");
+  EXPECT_EQ(chat.message, "no chat");
+}
+
+// "param" comes only from a field carried as data, never from a message's text (before,
+// any INVALID_ARGUMENT whose message began "<word>: " got that word as its param).
+TEST(OpenAiErrorTest, ParamIsDataNotText) {
+  ApiError text = ErrorFor(absl::InvalidArgumentError("temperature: said in text only"));
+  EXPECT_EQ(text.param, "");
+  EXPECT_EQ(text.message, "temperature: said in text only");
+  ApiError data = ErrorFor(
+      FieldErrorStatus(kRequestFieldSchema, FieldError{"sampling.min_p", "must be in [0, 1]"}));
+  EXPECT_EQ(data.param, "min_p");
+  EXPECT_EQ(data.message, "min_p: must be in [0, 1]");
+  ApiError body = ErrorFor(FieldErrorStatus(kBodyFieldSchema, FieldError{"n", "must be >= 1"}));
+  EXPECT_EQ(body.param, "n");
 }
 
 TEST(OpenAiErrorTest, StatusCodesMapToHttp) {

@@ -18,7 +18,7 @@
 #include "common/gguf.h"
 #include "common/tokenizer.h"
 #include "scheduler/service/replica_registry.h"
-#include "scheduler/service/validation.h"
+#include "scheduler/edge/generate_request.h"
 #include "scheduler/token_text_source.h"
 #include "weft/v1/generate.pb.h"
 

@@ -1,7 +1,7 @@
-// Loopback tests of the gRPC plumbing with a fake engine: Generate streaming through
-// the outbox, rejections, cancellation reaching the engine, and a WorkerClient attaching
-// through the WorkerControl service and answering plans.
-#include "scheduler/service/services.h"
+// Loopback tests of the public gRPC service with a fake engine: Generate streaming
+// through the outbox, rejections, cancellation reaching the engine, tokens and the model
+// metadata.
+#include "scheduler/edge/generation_service.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -11,8 +11,8 @@
 
 #include "common/mutex.h"
 #include "common/testing/status_matchers.h"
+#include "scheduler/edge/testing/byte_encoder.h"
 #include "scheduler/service/testing/fake_engine.h"
-#include "worker/service/worker_client.h"
 
 namespace weft {
 namespace {
@@ -21,24 +21,22 @@ using ::weft::testing::StatusIs;
 using testing::ByteEncoder;
 using testing::FakeEngine;
 
-class ServicesTest : public ::testing::Test {
+class GenerationServiceTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(nullptr); }
   void Start(const BearerTokens* auth) {
-    ValidationLimits lim;
-    lim.model_name = "fake";
+    RequestLimits lim;
     lim.vocab_size = 256;
-    lim.context_length = 128;
+    lim.max_model_len = 128;
     FrontendOptions opts;
+    opts.model_name = "fake";
     opts.max_streams = 2;
     opts.auth = auth;
     frontend_ = std::make_unique<GenerateFrontend>(opts, lim, &encoder_, &engine_, &metrics_);
     gen_ = std::make_unique<GenerationService>(frontend_.get());
-    ctl_ = std::make_unique<WorkerControlService>(&engine_);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(gen_.get());
-    b.RegisterService(ctl_.get());
     server_ = b.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     auto ch = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
@@ -71,13 +69,12 @@ class ServicesTest : public ::testing::Test {
   ServiceMetrics metrics_;
   std::unique_ptr<GenerateFrontend> frontend_;
   std::unique_ptr<GenerationService> gen_;
-  std::unique_ptr<WorkerControlService> ctl_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::unique_ptr<weft::v1::Generation::Stub> stub_;
 };
 
-TEST_F(ServicesTest, StreamsWhatTheEnginePushesInOrder) {
+TEST_F(GenerationServiceTest, StreamsWhatTheEnginePushesInOrder) {
   weft::v1::GenerateRequest req;
   req.set_text("hi");
   grpc::ClientContext ctx;
@@ -87,7 +84,8 @@ TEST_F(ServicesTest, StreamsWhatTheEnginePushesInOrder) {
   {
     MutexLock l(&engine_.mu_);
     out = engine_.subs_[0].outbox;
-    EXPECT_EQ(engine_.subs_[0].request.prompt_token_ids, (std::vector<int32_t>{'h', 'i'}));
+    EXPECT_EQ(engine_.subs_[0].request->spec().prompt_token_ids,
+              (std::vector<int32_t>{'h', 'i'}));
   }
   for (int i = 0; i < 50; ++i) {
     weft::v1::GenerateResponse r;
@@ -110,7 +108,7 @@ TEST_F(ServicesTest, StreamsWhatTheEnginePushesInOrder) {
   EXPECT_FALSE(out->Push(r));  // after the end: a no-op
 }
 
-TEST_F(ServicesTest, RejectionsCarryTheirStatus) {
+TEST_F(GenerationServiceTest, RejectionsCarryTheirStatus) {
   {
     weft::v1::GenerateRequest req;  // no prompt
     grpc::ClientContext ctx;
@@ -141,7 +139,7 @@ TEST_F(ServicesTest, RejectionsCarryTheirStatus) {
   }
 }
 
-TEST_F(ServicesTest, TooManyStreamsIsResourceExhaustedAtOnce) {
+TEST_F(GenerationServiceTest, TooManyStreamsIsResourceExhaustedAtOnce) {
   weft::v1::GenerateRequest req;
   req.set_text("x");
   grpc::ClientContext c1, c2, c3;
@@ -158,7 +156,7 @@ TEST_F(ServicesTest, TooManyStreamsIsResourceExhaustedAtOnce) {
   r2->Finish();
 }
 
-TEST_F(ServicesTest, ClientCancelReachesTheEngine) {
+TEST_F(GenerationServiceTest, ClientCancelReachesTheEngine) {
   weft::v1::GenerateRequest req;
   req.set_text("x");
   grpc::ClientContext ctx;
@@ -174,7 +172,7 @@ TEST_F(ServicesTest, ClientCancelReachesTheEngine) {
 // A cancel that lands while a write is in flight must still finish the call (OnDone
 // runs, the stream slot is released); before the fix, ~1 in 30 such calls never ended
 // and the server's Shutdown hung on them.
-TEST_F(ServicesTest, CancelDuringWritesAlwaysEndsTheCall) {
+TEST_F(GenerationServiceTest, CancelDuringWritesAlwaysEndsTheCall) {
   weft::v1::GenerateRequest req;
   req.set_text("x");
   for (int i = 0; i < 60; ++i) {
@@ -210,7 +208,7 @@ TEST_F(ServicesTest, CancelDuringWritesAlwaysEndsTheCall) {
 // write pending forever; Finish alone would wait behind it and the call would never
 // end. Abort cuts the write short: the call ends and frees its stream slot, and the
 // client sees the status once it reads.
-TEST_F(ServicesTest, AbortEndsACallWhoseClientNeverReads) {
+TEST_F(GenerationServiceTest, AbortEndsACallWhoseClientNeverReads) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 5);
@@ -245,66 +243,7 @@ TEST_F(ServicesTest, AbortEndsACallWhoseClientNeverReads) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
-// The scheduler closes a worker's stream (a fence, or shutting down) while a write to it
-// is in flight — the write cannot complete: the worker reads nothing and the message is
-// over its window — and then the worker's side goes away (here it cancels), failing the
-// write. The call must still end. Before WorkerHandle shared the Generate stream's write
-// queue, its OnWriteDone dropped the pending finish: the call never ended and the
-// server's Shutdown waited on it.
-TEST_F(ServicesTest, WorkerStreamClosedDuringAWriteThatFailsStillEnds) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 5);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = weft::v1::WorkerControl::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
-  grpc::ClientContext ctx;
-  auto stream = stub->Attach(&ctx);
-  weft::v1::WorkerMessage hello;
-  hello.mutable_hello()->set_replica("r0");
-  ASSERT_TRUE(stream->Write(hello));
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr; }));
-  std::shared_ptr<WorkerHandle> w;
-  {
-    MutexLock l(&engine_.mu_);
-    w = engine_.worker_;
-  }
-  weft::v1::SchedulerMessage big;
-  big.mutable_reject()->set_reason(std::string(1 << 20, 'x'));
-  ASSERT_TRUE(w->Send(big));  // its write starts at once and stays pending
-  w->Close(absl::UnavailableError("replica fenced"));
-  ctx.TryCancel();
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.gone_ == 1; }));
-
-  // Shutdown returns once every call has ended; its deadline is far beyond the wait.
-  Mutex mu;
-  CondVar cv;
-  bool shut_down = false;
-  std::thread shutdown([&] {
-    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(600)));
-    MutexLock l(&mu);
-    shut_down = true;
-    cv.SignalAll();
-  });
-  {
-    MutexLock l(&mu);
-    const absl::Time give_up = absl::Now() + absl::Seconds(20);  // a hang guard
-    while (!shut_down && absl::Now() < give_up) cv.WaitWithTimeout(&mu, absl::Seconds(1));
-  }
-  if (!shut_down) {
-    ADD_FAILURE() << "the cancelled worker call never ended; Shutdown is still waiting";
-    shutdown.detach();
-    server_.release();  // in use by the blocked Shutdown
-    return;
-  }
-  shutdown.join();
-  weft::v1::SchedulerMessage m;
-  while (stream->Read(&m)) {
-  }
-  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
-}
-
-TEST_F(ServicesTest, ModelMetadataRoutesAndMustAgreeWithTheField) {
+TEST_F(GenerationServiceTest, ModelMetadataRoutesAndMustAgreeWithTheField) {
   weft::v1::GenerateRequest req;
   req.set_text("x");
   // The metadata alone selects the model; agreeing with the field is fine.
@@ -340,7 +279,7 @@ TEST_F(ServicesTest, ModelMetadataRoutesAndMustAgreeWithTheField) {
   EXPECT_EQ(engine_.subs_.size(), 2u);
 }
 
-TEST_F(ServicesTest, ARequestThatDoesNotParseIsInvalidArgumentNamingTheField) {
+TEST_F(GenerationServiceTest, ARequestThatDoesNotParseIsInvalidArgumentNamingTheField) {
   weft::v1::GenerateRequest req;
   req.mutable_chat()->add_messages()->set_role("user");
   // Not UTF-8: the client's protobuf logs and sends it anyway; the server's refuses it.
@@ -354,7 +293,7 @@ TEST_F(ServicesTest, ARequestThatDoesNotParseIsInvalidArgumentNamingTheField) {
 
 // The token is checked before anything else: a call without one never reaches the
 // engine, whatever its request; with one it goes on as usual.
-TEST(ServicesAuthTest, TokensAreCheckedBeforeAnyWork) {
+TEST(GenerationServiceAuthTest, TokensAreCheckedBeforeAnyWork) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/services_test_tokens";
   {
@@ -367,11 +306,11 @@ TEST(ServicesAuthTest, TokensAreCheckedBeforeAnyWork) {
   ByteEncoder encoder;
   FakeEngine engine;
   ServiceMetrics metrics;
-  ValidationLimits lim;
-  lim.model_name = "fake";
+  RequestLimits lim;
   lim.vocab_size = 256;
-  lim.context_length = 128;
+  lim.max_model_len = 128;
   FrontendOptions opts;
+  opts.model_name = "fake";
   opts.auth = tokens->get();
   GenerateFrontend frontend(opts, lim, &encoder, &engine, &metrics);
   GenerationService gen(&frontend);
@@ -424,107 +363,6 @@ TEST(ServicesAuthTest, TokensAreCheckedBeforeAnyWork) {
   }
   EXPECT_EQ(metrics.ByStatus("UNAUTHENTICATED").Value(), 6);
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-}
-
-class EchoExecutor : public StepExecutor {
- public:
-  weft::v1::WorkerHello Hello() override {
-    weft::v1::WorkerHello h;
-    h.set_replica("r0");
-    h.set_model_fingerprint("fp");
-    return h;
-  }
-  absl::Status OnWelcome(const weft::v1::Welcome&) override {
-    ++welcomes;
-    return welcome_error;
-  }
-  weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
-    weft::v1::StepResult r;
-    r.set_step_id(plan.step_id());
-    return r;
-  }
-  void OnDetach() override { ++detaches; }
-  std::atomic<int> welcomes{0}, detaches{0};
-  absl::Status welcome_error;  // what OnWelcome returns
-};
-
-TEST_F(ServicesTest, WorkerAttachesRunsPlansAndReattachesAfterClose) {
-  EchoExecutor exec;
-  WorkerClientOptions o;
-  o.scheduler_address = "127.0.0.1:" + std::to_string(port_);
-  o.initial_backoff = absl::Milliseconds(50);
-  WorkerClient client(o, &exec);
-  std::thread t([&] { EXPECT_TRUE(client.Run().ok()); });
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr; }));
-  std::shared_ptr<WorkerHandle> w;
-  {
-    MutexLock l(&engine_.mu_);
-    EXPECT_EQ(engine_.hello_.replica(), "r0");
-    w = engine_.worker_;
-  }
-  weft::v1::SchedulerMessage welcome;
-  welcome.mutable_welcome()->set_first_step_id(1);
-  ASSERT_TRUE(w->Send(welcome));
-  for (int i = 1; i <= 3; ++i) {
-    weft::v1::SchedulerMessage m;
-    m.mutable_plan()->set_step_id(i);
-    ASSERT_TRUE(w->Send(m));
-  }
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.results_.size() == 3; }));
-  EXPECT_EQ(engine_.results_[2].step_id(), 3);
-  // Fence: the scheduler closes the stream; the worker notices and re-attaches.
-  {
-    MutexLock l(&engine_.mu_);
-    engine_.worker_ = nullptr;
-  }
-  w->Close(absl::UnavailableError("fenced"));
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.worker_ != nullptr && engine_.gone_ >= 1; }));
-  EXPECT_EQ(exec.detaches.load(), 1);
-  client.Stop();
-  t.join();
-}
-
-TEST_F(ServicesTest, WorkerThatCannotStartServingReattachesButARejectIsFinal) {
-  // OnWelcome fails with FAILED_PRECONDITION (as JoinGroup does when a leftover segment
-  // of another shape holds the group's name): the worker re-dials for a new admission;
-  // only the scheduler's Reject ends Run().
-  EchoExecutor exec;
-  exec.welcome_error = absl::FailedPreconditionError("cannot form the tensor-parallel group");
-  WorkerClientOptions o;
-  o.scheduler_address = "127.0.0.1:" + std::to_string(port_);
-  o.initial_backoff = absl::Milliseconds(50);
-  WorkerClient client(o, &exec);
-  absl::Status run_status;
-  std::atomic<bool> returned{false};
-  std::thread t([&] {
-    run_status = client.Run();
-    returned = true;
-  });
-  std::shared_ptr<WorkerHandle> w;
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.hellos_ == 1; }));
-  {
-    MutexLock l(&engine_.mu_);
-    w = engine_.worker_;
-  }
-  weft::v1::SchedulerMessage welcome;
-  welcome.mutable_welcome()->set_first_step_id(1);
-  ASSERT_TRUE(w->Send(welcome));
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.hellos_ == 2; })) << "did not re-attach";
-  EXPECT_EQ(exec.welcomes.load(), 1);
-  EXPECT_EQ(exec.detaches.load(), 0);  // never admitted
-  EXPECT_FALSE(returned.load());
-  {
-    MutexLock l(&engine_.mu_);
-    w = engine_.worker_;
-  }
-  weft::v1::SchedulerMessage reject;
-  reject.mutable_reject()->set_reason("model fingerprint differs");
-  ASSERT_TRUE(w->Send(reject));
-  w->Close(absl::FailedPreconditionError("model fingerprint differs"));
-  t.join();
-  EXPECT_THAT(run_status, StatusIs(absl::StatusCode::kFailedPrecondition)) << run_status;
-  EXPECT_NE(run_status.message().find("fingerprint"), std::string::npos) << run_status;
-  EXPECT_EQ(engine_.hellos_, 2);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // limit, client disconnects reaching the engine as cancels, the slow-reader guard,
 // bearer tokens before any work, the x-weft-model header, and HTTPS (client
 // certificates, other CAs, a certificate renewed without a restart).
-#include "scheduler/service/http_server.h"
+#include "scheduler/edge/http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -25,6 +25,7 @@
 #include "common/testing/test_certs.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/edge/testing/byte_encoder.h"
 #include "scheduler/service/testing/fake_engine.h"
 
 namespace weft {
@@ -118,11 +119,11 @@ class RawClient {
 class HttpServerTest : public ::testing::Test {
  protected:
   void Start(HttpServerOptions o = {}, FrontendOptions fo = {}) {
-    ValidationLimits lim;
-    lim.model_name = "fake";
+    RequestLimits lim;
     lim.vocab_size = 256;
-    lim.context_length = 128;
+    lim.max_model_len = 128;
     if (fo.max_streams == FrontendOptions().max_streams) fo.max_streams = 2;
+    fo.model_name = "fake";
     frontend_ = std::make_unique<GenerateFrontend>(fo, lim, &encoder_, &engine_, &metrics_);
     o.host = "127.0.0.1";
     o.port = 0;
@@ -198,12 +199,12 @@ TEST_F(HttpServerTest, CompletionReachesTheValidatorAndAnswersInOpenAiShape) {
                          "application/json");
   });
   Submission s = Sub(0);
-  EXPECT_EQ(s.request.prompt_token_ids, (std::vector<int32_t>{'h', 'i'}));
-  EXPECT_EQ(s.request.max_tokens, 5);
-  EXPECT_FLOAT_EQ(s.request.sampling.temperature, 0.5f);
-  EXPECT_EQ(s.request.sampling.top_k, 3);
-  EXPECT_EQ(s.request.sampling.seed, 11u);
-  EXPECT_EQ(s.request.stop_strings, (std::vector<std::string>{"zz"}));
+  EXPECT_EQ(s.request->spec().prompt_token_ids, (std::vector<int32_t>{'h', 'i'}));
+  EXPECT_EQ(s.request->spec().stopping.max_tokens, 5);
+  EXPECT_FLOAT_EQ(s.request->spec().sampling.temperature, 0.5f);
+  EXPECT_EQ(s.request->spec().sampling.top_k, 3);
+  EXPECT_EQ(s.request->spec().sampling.seed, 11u);
+  EXPECT_EQ(s.request->spec().stopping.stop_strings, (std::vector<std::string>{"zz"}));
   auto first = Resp(0, "Hel");
   first.set_request_id("7");
   ASSERT_TRUE(s.outbox->Push(first));
@@ -236,7 +237,7 @@ TEST_F(HttpServerTest, ChatStreamInterleavesChoicesThenUsageThenDone) {
         "application/json");
   });
   Submission s = Sub(0);
-  EXPECT_EQ(s.request.n, 2);
+  EXPECT_EQ(s.request->spec().n, 2);
   auto r0 = Resp(0, "a");
   r0.set_request_id("3");
   ASSERT_TRUE(s.outbox->Push(r0));

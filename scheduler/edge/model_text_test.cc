@@ -1,4 +1,4 @@
-#include "scheduler/service/model_text.h"
+#include "scheduler/edge/model_text.h"
 
 #include <gtest/gtest.h>
 

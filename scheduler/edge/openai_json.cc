@@ -1,4 +1,4 @@
-#include "scheduler/service/openai_json.h"
+#include "scheduler/edge/openai_json.h"
 
 #include <cmath>
 #include <limits>
@@ -9,8 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/field_error.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/request_spec.h"
 
 namespace weft::openai {
 namespace {
@@ -21,8 +23,9 @@ using Json = nlohmann::ordered_json;
 // Every string may hold bytes that are not UTF-8 (token fragments): never throw.
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// The field travels as data: ErrorFor makes it the error's "param".
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+  return FieldErrorStatus(kBodyFieldSchema, FieldError{std::string(field), std::string(why)});
 }
 
 // The member `name` of object `o`, or nullptr when absent or null (OpenAI treats an
@@ -390,8 +393,8 @@ std::string TypeFor(int http_status) {
   return "invalid_request_error";
 }
 
-// The validator names proto fields ("sampling.temperature: ..."); a client names JSON
-// ones. Returns the JSON field for a proto field path, or "" when there is none.
+// The request contract names generate.proto's fields ("sampling.temperature"); a client
+// names the body's. The body's field for a request field, or "" when it has none.
 std::string JsonField(absl::string_view proto_field, const ParsedRequest* req) {
   const bool chat = req != nullptr && req->api == Api::kChatCompletions;
   struct Entry {
@@ -409,6 +412,7 @@ std::string JsonField(absl::string_view proto_field, const ParsedRequest* req) {
       {"stopping.stop", "stop"},
       {"stopping.stop_token_ids", "stop_token_ids"},
       {"n", "n"},
+      {"model", "model"},
   };
   for (const Entry& e : kFields) {
     if (proto_field == e.proto) return std::string(e.json);
@@ -422,18 +426,6 @@ std::string JsonField(absl::string_view proto_field, const ParsedRequest* req) {
     return chat ? "messages" : "prompt";
   }
   return "";
-}
-
-// True when `field` is one this file's parser puts in front of its messages.
-bool IsJsonFieldPath(absl::string_view field) {
-  if (field.empty()) return false;
-  for (char c : field) {
-    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '[' ||
-          c == ']')) {
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -459,16 +451,16 @@ ApiError ErrorFor(const absl::Status& status, const ParsedRequest* request) {
       request->api == Api::kChatCompletions) {
     e.param = "messages";  // the model cannot render a chat
   }
-  if (status.code() != absl::StatusCode::kInvalidArgument) return e;
-  const size_t colon = e.message.find(": ");
-  if (colon == std::string::npos) return e;
-  const absl::string_view field = absl::string_view(e.message).substr(0, colon);
-  if (std::string json = JsonField(field, request); !json.empty()) {
-    e.message = absl::StrCat(json, e.message.substr(colon));
-    e.param = std::move(json);
-  } else if (IsJsonFieldPath(field) && !absl::StrContains(field, "sampling.") &&
-             !absl::StrContains(field, "stopping.")) {
-    e.param = std::string(field);  // already a JSON field (this parser's messages)
+  // A field error names its field as data: the body's own (this parser's), or the
+  // request contract's, said in the body's terms.
+  std::optional<FieldError> field = GetFieldError(status, kBodyFieldSchema);
+  if (!field) {
+    field = GetFieldError(status, kRequestFieldSchema);
+    if (field) field->field = JsonField(field->field, request);
+  }
+  if (field && !field->field.empty()) {
+    e.message = absl::StrCat(field->field, ": ", field->reason);
+    e.param = std::move(field->field);
   }
   return e;
 }

@@ -1,14 +1,17 @@
 // GenerateFrontend: what every public generation API — the gRPC Generation service
-// (services.h) and the OpenAI HTTP API (http_server.h) — does with a request before the
-// planning thread sees it, written once: the bearer token, the model the call names
-// (its request field and/or the x-weft-model header), the open-call limit the two APIs
-// share, validation (the one validator, validation.h), seed assignment, call keys,
-// submission to the engine and cancellation. Each API only translates its wire format
-// to a weft::v1::GenerateRequest and drains the call's Outbox to its client.
+// (generation_service.h) and the OpenAI HTTP API (http_server.h) — does with a request
+// before the planning thread sees it, written once: the bearer token, the model the call
+// names (its request field and/or the x-weft-model header), the open-call limit the two
+// APIs share, the request contract (generate_request.h: the core's RequestSpec, built and
+// validated against the scheduler's own RequestLimits), seed assignment, call keys,
+// submission to the engine and cancellation. Each API only translates its wire format to
+// a weft::v1::GenerateRequest and drains the call's Outbox to its client.
 //
 // In the order a call meets them: Authenticate (before the API even parses the body: an
 // unauthenticated caller costs nothing), then Start — the model (CheckRequestedModel),
-// the open-call limit, the validator, the engine's admission.
+// the open-call limit, the request contract, the engine's admission. What a later edge
+// adds per call (tenants and their limits, request ids, an access log) belongs here, in
+// Start and CallContext, where both APIs pass.
 //
 // Every rejection made here (too many calls, a bad request, the engine's admission) is
 // counted in weft_requests_status_total by its code; an API that rejects a request
@@ -24,21 +27,27 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "scheduler/service/bearer_tokens.h"
+#include "scheduler/edge/bearer_tokens.h"
+#include "scheduler/edge/generate_request.h"
+#include "scheduler/request_spec.h"
 #include "scheduler/service/engine_interface.h"
 #include "scheduler/service/metrics.h"
 #include "scheduler/service/response_stream.h"
-#include "scheduler/service/validation.h"
 #include "weft/v1/generate.pb.h"
 
 namespace weft {
 
 struct FrontendOptions {
+  // The served model's name (requests and the x-weft-model header must name it or none).
+  std::string model_name;
+  // Text or chat prompts over this many bytes are refused before they are tokenized.
+  size_t max_prompt_bytes = 1 << 20;
   // Generation calls open at once over both APIs; more get RESOURCE_EXHAUSTED.
   int max_streams = 1024;
   // Per-call outbox cap (the slow-reader guard, response_stream.h).
@@ -86,7 +95,9 @@ class GenerateFrontend {
     std::atomic<bool> cancelled_{false};
   };
 
-  GenerateFrontend(FrontendOptions options, ValidationLimits limits, const PromptEncoder* encoder,
+  // `limits` are the scheduler core's (SchedulerOptions::limits): requests are validated
+  // here, once, against the limits the core was built with.
+  GenerateFrontend(FrontendOptions options, RequestLimits limits, const PromptEncoder* encoder,
                    EngineInterface* engine, ServiceMetrics* metrics);
 
   // The caller's bearer token: `authorization` is the Authorization header's (metadata's)
@@ -102,10 +113,12 @@ class GenerateFrontend {
   // disagree, NOT_FOUND when it is not served). Not counted.
   absl::Status CheckModel(absl::string_view field, absl::string_view header) const;
 
-  // Checks the model (CheckModel with context.model_header), takes a slot, validates
-  // `request` and submits it (arrival and the client's deadline as given). Errors, each
-  // counted: the model's INVALID_ARGUMENT / NOT_FOUND, RESOURCE_EXHAUSTED (no slot, queue
-  // full), the validator's INVALID_ARGUMENT / NOT_FOUND / UNIMPLEMENTED, the engine's
+  // Checks the model (CheckModel with context.model_header), takes a slot, builds the
+  // request's spec (BuildSpec) with the client's deadline, validates it (ValidateRequest)
+  // and submits it (arrival and the client's
+  // deadline as given). Errors, each counted: the model's INVALID_ARGUMENT / NOT_FOUND,
+  // RESOURCE_EXHAUSTED (no slot, queue full), the request contract's INVALID_ARGUMENT
+  // (with its field as data) / UNIMPLEMENTED (chat without a template), the engine's
   // UNAVAILABLE.
   absl::StatusOr<std::unique_ptr<Call>> Start(const weft::v1::GenerateRequest& request,
                                               const CallContext& context);
@@ -114,7 +127,7 @@ class GenerateFrontend {
   void CountRejection(const absl::Status& status);
 
   weft::v1::ModelInfo ModelInfo() const { return engine_->ModelInfo(); }
-  const ValidationLimits& limits() const { return limits_; }
+  const std::string& model_name() const { return options_.model_name; }
   int open_streams() const { return open_streams_.load(); }
 
  private:
@@ -123,7 +136,7 @@ class GenerateFrontend {
   uint64_t NextSeed();
 
   const FrontendOptions options_;
-  const ValidationLimits limits_;
+  const RequestLimits limits_;
   const PromptEncoder* const encoder_;
   EngineInterface* const engine_;
   ServiceMetrics* const metrics_;

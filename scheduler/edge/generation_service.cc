@@ -1,10 +1,9 @@
-#include "scheduler/service/services.h"
+#include "scheduler/edge/generation_service.h"
 
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
-#include "scheduler/service/request_parse.h"
+#include "scheduler/edge/request_parse.h"
 
 namespace weft {
 
@@ -86,18 +85,6 @@ grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerCont
   *response->add_models() = frontend_->ModelInfo();
   reactor->Finish(grpc::Status::OK);
   return reactor;
-}
-
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerControlService::Attach(
-    grpc::CallbackServerContext* context) {
-  auto handle = std::make_shared<WorkerHandle>(next_id_.fetch_add(1), context->peer());
-  LOG(INFO) << "worker stream " << handle->id() << " from " << handle->peer();
-  return new WorkerReactor(
-      handle,
-      [this](const std::shared_ptr<WorkerHandle>& h, weft::v1::WorkerMessage m) {
-        engine_->OnWorkerMessage(h, std::move(m));
-      },
-      [this](const std::shared_ptr<WorkerHandle>& h) { engine_->OnWorkerGone(h); }, context);
 }
 
 }  // namespace weft

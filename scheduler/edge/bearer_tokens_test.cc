@@ -1,4 +1,4 @@
-#include "scheduler/service/bearer_tokens.h"
+#include "scheduler/edge/bearer_tokens.h"
 
 #include <gtest/gtest.h>
 #include <stdio.h>
