@@ -1,15 +1,9 @@
-// GenerationService: the public weft.v1.Generation gRPC service. Thin: each Generate
-// call goes to the GenerateFrontend (token, model, limits, the request contract,
-// submission; shared with the OpenAI HTTP API) and its outbox is streamed back; the
-// planning thread does everything else.
-//
-// In the order a call meets them: the bearer token (when tokens are configured:
-// UNAUTHENTICATED before anything else is looked at), then the request is parsed —
-// Generate is registered raw and parsed by hand (request_parse.h), so a request that does
-// not parse is INVALID_ARGUMENT naming the field — then the model it names in the request
-// and/or the x-weft-model metadata (CheckRequestedModel), the stream cap, and the request
-// itself (GenerateFrontend::Start). Health and reflection are separate services and need
-// no token (probes and load balancers).
+// GenerationService: the public weft.v1.Generation gRPC service, thin over the
+// GenerateFrontend (generate_frontend.h, shared with the OpenAI HTTP API): the bearer
+// token first (before the request is parsed), then Generate's request parsed by hand
+// (registered raw: request_parse.h names the field of a request that does not parse), the
+// model (request field and/or x-weft-model metadata), and GenerateFrontend::Start; the
+// call's outbox is streamed back. Health and reflection need no token.
 // Thread-safety: gRPC calls these from its threads; state is atomics + the engine.
 #ifndef WEFT_SCHEDULER_EDGE_GENERATION_SERVICE_H_
 #define WEFT_SCHEDULER_EDGE_GENERATION_SERVICE_H_
