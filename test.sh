@@ -9,7 +9,7 @@
 #                        that uses the lock annotations (tools/clang_tsa.sh); each fuzzer
 #                        30 s on its corpus; the Kubernetes overlays validated strictly
 #                        against their schemas (deploy/k8s/validate.sh).
-#   ./test.sh --quick    default build + tests only (for iterating)
+#   ./test.sh --quick    default build + tests and the thread-safety analysis (for iterating)
 #   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
 #                        the container images: built daemonless (debootstrap, umoci) and
 #                        run chroot'ed (deploy/image/image_test.py; needs root and the
@@ -104,6 +104,16 @@ run_tests() {
 step "default build and all tests"
 run_tests default -- //...
 
+# Also in --quick: an annotation that lies fails here, not only in CI.
+step "clang-14 thread-safety analysis (tools/clang_tsa.sh: --config=clang_tsa, -Wthread-safety -Werror)"
+# The rules whose sources use the lock annotations (CUDA-only ones too where the CUDA
+# headers exist), compiled only (about a minute cold), in their own output base.
+if tools/clang_tsa.sh; then
+  extra_result clang_thread_safety passed "clang-14 -Wthread-safety -Werror: built"
+else
+  extra_result clang_thread_safety failed "clang-14 -Wthread-safety -Werror: see the errors above"
+fi
+
 if [ "$MODE" != quick ]; then
   # Strict schema validation of the Kubernetes overlays (PyPI's kubernetes-validate in a
   # venv under ~/.cache/weft; seconds once the venv exists).
@@ -160,15 +170,6 @@ if [ "$MODE" != quick ]; then
   TSAN_TARGETS=$("${BAZEL[@]}" query --noshow_progress 'attr(tags, "tsan", tests(//...))' 2>/dev/null | tr '\n' ' ')
   if [ -n "$TSAN_TARGETS" ]; then
     run_tests tsan --config=tsan -- $TSAN_TARGETS
-  fi
-
-  step "clang-14 thread-safety analysis (tools/clang_tsa.sh: --config=clang_tsa, -Wthread-safety -Werror)"
-  # The rules whose sources use the lock annotations, compiled only (about a minute cold),
-  # in their own output base.
-  if tools/clang_tsa.sh; then
-    extra_result clang_thread_safety passed "clang-14 -Wthread-safety -Werror: built"
-  else
-    extra_result clang_thread_safety failed "clang-14 -Wthread-safety -Werror: see the errors above"
   fi
 
   step "fuzzers (${FUZZ_SECONDS} s each, clang-14 libFuzzer, ASan+UBSan)"
