@@ -16,10 +16,14 @@
 #   --replicas M    M data-parallel replicas ...
 #   --tp N          ... of N tensor-parallel ranks each (M x N weft-worker processes)
 # Without --serve the ports are ephemeral unless given, so it never collides with a server.
-# Logs: .weft/run/{scheduler,worker-*}.log. Stdout carries only the generated text.
+# Logs: .weft/run/{scheduler,worker-*}.log. Stdout carries only the generated text; stderr
+# has each step's time (install, model, build, start, generate) and a table of them.
+# Debian 12 on x86-64 only.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
+source tools/lib.sh
+WEFT_PHASE_PROG=run.sh
 
 PROMPT="Write one sentence about the ocean."
 CHAT=1
@@ -82,14 +86,18 @@ else
 fi
 
 log() { echo "run.sh: $*" >&2; }
+weft_check_platform run.sh
 
-log "checking dependencies and the default model"
-tools/bootstrap.sh >&2 || die "bootstrap failed (see above)"
+weft_phase install tools/bootstrap.sh --no-model >&2 || die "installing packages failed (see above)"
+weft_phase model tools/bootstrap.sh --no-packages >&2 || die "fetching the default model failed (see above)"
 [ -f "$MODEL" ] || die "model file not found: $MODEL"
 
-log "building (bazel; the first build takes several minutes)"
-bazel build --noshow_progress //scheduler/service:weft-scheduler //worker/service:weft-worker \
-  //tools/cli:weft >&2 || die "build failed"
+build() {
+  log "building with Bazel (about 10 minutes on 2 cores the first time; seconds after that)"
+  weft_bazel "run.sh: build" bazel build "${WEFT_BAZEL_BUILD_FLAGS[@]}" \
+    //scheduler/service:weft-scheduler //worker/service:weft-worker //tools/cli:weft >&2
+}
+weft_phase build build || die "build failed"
 BIN=$(bazel info bazel-bin 2>/dev/null)
 SCHED="$BIN/scheduler/service/weft-scheduler"
 WORKER="$BIN/worker/service/weft-worker"
@@ -117,6 +125,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+weft_phase_begin start
 "$SCHED" --model="$MODEL" --port="$PORT" --worker_port="$WORKER_PORT" \
   --metrics_port="$METRICS_PORT" --http_port="$HTTP_PORT" --policy="$POLICY" --ports_file="$RUN/ports.json" \
   >"$RUN/scheduler.log" 2>&1 &
@@ -159,14 +168,18 @@ for _ in $(seq 1 600); do
   sleep 0.2
 done
 [ "$ready" = 1 ] || { tail -n 20 "$RUN"/*.log >&2; die "not serving after 120 s (logs in $RUN)"; }
+weft_phase_end
 
 GEN=(--server="127.0.0.1:$PORT" --prompt="$PROMPT" --max_tokens="$MAX_TOKENS" --temperature="$TEMPERATURE")
 [ "$CHAT" = 1 ] && GEN+=(--chat)
 [ -n "$SEED" ] && GEN+=(--seed="$SEED")
 GEN+=("${EXTRA[@]}")
+weft_phase_begin generate
 log "generating (prompt: \"$PROMPT\")"
 "$CLI" generate "${GEN[@]}"
 echo
+weft_phase_end
+weft_phase_table
 
 if [ "$SERVE" = 1 ]; then
   log "serving weft.v1.Generation on 127.0.0.1:$PORT; try:"

@@ -1,72 +1,102 @@
 #!/usr/bin/env bash
-# ./test.sh — installs what is missing and runs Weft's whole test suite.
+# ./test.sh — installs what is missing and runs Weft's whole test suite (Debian 12, x86-64).
 #
-#   ./test.sh            what CI runs: default build + all tests; the --config=cuda build
-#                        (when nvcc exists, into bazel-cuda-bin) with its gpu/cuda-tagged
-#                        tests; ASan/UBSan on parser, tokenizer, validation,
-#                        block-pool and planner tests; TSan on the scheduler core and the
-#                        threaded code; clang-14's thread-safety analysis over the code
-#                        that uses the lock annotations (tools/clang_tsa.sh); each fuzzer
-#                        30 s on its corpus; the Kubernetes overlays validated strictly
+#   ./test.sh            what CI runs: default build + all tests; the CUDA targets built for
+#                        one architecture (--config=cuda_ci, when nvcc exists) with their
+#                        gpu/cuda-tagged tests; the kernel-choice tests again with the
+#                        choices of the CPU families below this one (AMX/BF16 machines);
+#                        ASan/UBSan on parser, tokenizer, validation, block-pool and
+#                        planner tests; TSan on the scheduler core and the threaded code;
+#                        clang-14's thread-safety analysis over the code that uses the lock
+#                        annotations (tools/clang_tsa.sh); the fuzzers (2 minutes in all,
+#                        tools/run_fuzzers.sh); the Kubernetes overlays validated strictly
 #                        against their schemas (deploy/k8s/validate.sh).
-#   ./test.sh --quick    default build + tests and the thread-safety analysis (for iterating)
+#   ./test.sh --quick    default build + tests and the thread-safety analysis (iterating)
+#   ./test.sh --only=cuda,fuzz   the bootstrap and the phases named (ids: default k8s cuda
+#                        cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak image)
 #   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
 #                        the container images: built daemonless (debootstrap, umoci) and
 #                        run chroot'ed (deploy/image/image_test.py; needs root and the
 #                        Debian mirror; about 2-3 minutes cold, see deploy/README.md)
 #
-# Ends with one line: "N passed, N failed, N skipped", counting gtest cases from Bazel's
-# test.xml files (Bazel itself reports a skipped gtest as passed), plus one entry per
-# fuzzer run and per extra build (CUDA). Exit status 0 only when nothing failed.
+# Every phase ends with "=== test.sh: <phase>: N s ===", and a table of the phases' times
+# comes before the last line, which is "N passed, N failed, N skipped", counting gtest
+# cases from Bazel's test.xml files (Bazel itself reports a skipped gtest as passed), plus
+# one entry per fuzzer run and per extra check (CUDA build, k8s, thread safety). Exit
+# status 0 only when nothing failed. A new phase is a function and one `phase` line below
+# (and its id in PHASE_IDS).
 set -uo pipefail
 
 cd "$(dirname "$0")"
 ROOT=$PWD
 MODE=ci
+ONLY=""
+PHASE_IDS=" default k8s cuda cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak image "
 for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
     --full) MODE=full ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --only=*)
+      MODE=only
+      ONLY=${arg#--only=}
+      for id in ${ONLY//,/ }; do
+        [[ $PHASE_IDS == *" $id "* ]] || { echo "test.sh: no phase '$id' (phases:$PHASE_IDS)" >&2; exit 2; }
+      done ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
 
-FUZZ_SECONDS=${WEFT_FUZZ_SECONDS:-30}
+source tools/lib.sh
+WEFT_PHASE_PROG=test.sh
+weft_check_platform test.sh
+
 RESULTS=$(mktemp -d)
-trap 'rm -rf "$RESULTS"' EXIT
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
-step() { echo "=== test.sh: $* ===" >&2; }
+# One Bazel server per output base for the whole run (a --batch invocation would pay the
+# JVM start and the loading and analysis of every package again, about 15 s each time); in
+# CI they are shut down when the suite ends.
+BAZEL=(bazel "${WEFT_BAZEL_STARTUP[@]}")
+TEST_FLAGS=("${WEFT_BAZEL_BUILD_FLAGS[@]}")
+if [ -n "${CI:-}" ] || [ "$MODE" = full ]; then
+  TEST_FLAGS+=(--nocache_test_results)  # results are never cached across runs
+fi
+cleanup() {
+  rm -rf "$RESULTS"
+  if [ -n "${CI:-}" ]; then
+    for base in "" "$WEFT_CLANG_OUTPUT_BASE"; do
+      [ -z "$base" ] || [ -d "$base" ] || continue
+      "${BAZEL[@]}" ${base:+--output_base="$base"} shutdown >/dev/null 2>&1
+    done
+  fi
+}
+trap cleanup EXIT
+
 extra_result() {  # name passed|failed|skipped message
   printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS/extra.tsv"
 }
 
-step "bootstrap"
-if ! tools/bootstrap.sh; then
-  echo "test.sh: bootstrap failed; see the message above" >&2
-  echo "0 passed, 1 failed, 0 skipped"
-  exit 1
-fi
-# Tests find models/ through the runfiles symlink of tools/models.txt (no env needed).
+# query EXPRESSION: the labels, space-separated. A failing query is reported (a phase must
+# not pass by finding no targets) and returns non-zero.
+query() {
+  local out
+  if ! out=$("${BAZEL[@]}" query --noshow_progress "$1" 2>"$RESULTS/query.err"); then
+    cat "$RESULTS/query.err" >&2
+    extra_result "bazel query" failed "bazel query failed: $1"
+    return 1
+  fi
+  echo $out
+}
 
-BAZEL=(bazel)
-if [ -n "${CI:-}" ]; then
-  # No server idling for hours after CI; results never cached across runs.
-  BAZEL=(bazel --batch)
-fi
-CACHE_FLAGS=()
-if [ -n "${CI:-}" ] || [ "$MODE" = full ]; then
-  CACHE_FLAGS=(--nocache_test_results)
-fi
-
-# Tags of the tests that need the --config=cuda build: "gpu" (skip without a device) and
-# "cuda" (the CUDA-built binaries, no device needed). A regex over the tags list.
+# Tags of the tests that need the CUDA build: "gpu" (skip without a device) and "cuda"
+# (the CUDA-built binaries, no device needed). A regex over the tags list.
 CUDA_TAGS='[\[ ](gpu|cuda)[,\]]'
 
-# run_tests <name> <config flags...> -- <targets...>: runs bazel test and records where
-# each target's test.xml lives.
+# run_tests <name> <flags...> -- <targets...>: bazel test (tests only, unless the flags say
+# --nobuild_tests_only) and records where each test's test.xml lives. Returns Bazel's exit
+# status (0 passed, 1 build failed, 3 tests failed, 4 no tests).
 run_tests() {
   local name=$1
   shift
@@ -74,16 +104,16 @@ run_tests() {
   while [ "$1" != "--" ]; do flags+=("$1"); shift; done
   shift
   local targets=("$@")
-  local query="tests(set(${targets[*]}))"
-  if [[ " ${flags[*]} " != *" --config=cuda "* ]]; then
-    # Tests tagged gpu or cuda exist only in --config=cuda builds (elsewhere Bazel skips
-    # them as incompatible and writes no test.xml): not counted here.
-    query="$query except attr(tags, \"$CUDA_TAGS\", $query)"
+  local tests="tests(set(${targets[*]}))"
+  if [[ " ${flags[*]} " != *" --config=cuda"* ]]; then
+    # Tests tagged gpu or cuda exist only in CUDA builds (elsewhere Bazel skips them as
+    # incompatible and writes no test.xml): not counted here.
+    tests="$tests except attr(tags, \"$CUDA_TAGS\", $tests)"
   fi
   local labels
-  labels=$("${BAZEL[@]}" query --noshow_progress "$query" 2>/dev/null | grep -v '^$' || true)
-  "${BAZEL[@]}" test "${flags[@]}" "${CACHE_FLAGS[@]}" --test_tag_filters=-manual \
-    --build_tests_only --keep_going -- "${targets[@]}"
+  labels=$(query "$tests") || return 1
+  weft_bazel "test.sh: $name" "${BAZEL[@]}" test --build_tests_only "${flags[@]}" \
+    "${TEST_FLAGS[@]}" --test_tag_filters=-manual --keep_going -- "${targets[@]}"
   local rc=$?
   local logs
   logs=$("${BAZEL[@]}" info "${flags[@]}" bazel-testlogs 2>/dev/null)
@@ -101,101 +131,152 @@ run_tests() {
   return $rc
 }
 
-step "default build and all tests"
-run_tests default -- //...
+# --- phases -------------------------------------------------------------------------------
 
-# Also in --quick: an annotation that lies fails here, not only in CI.
-step "clang-14 thread-safety analysis (tools/clang_tsa.sh: --config=clang_tsa, -Wthread-safety -Werror)"
-# The rules whose sources use the lock annotations (CUDA-only ones too where the CUDA
-# headers exist), compiled only (about a minute cold), in their own output base.
-if tools/clang_tsa.sh; then
-  extra_result clang_thread_safety passed "clang-14 -Wthread-safety -Werror: built"
-else
-  extra_result clang_thread_safety failed "clang-14 -Wthread-safety -Werror: see the errors above"
-fi
+bootstrap_phase() {
+  if ! tools/bootstrap.sh; then
+    echo "test.sh: bootstrap failed; see the message above" >&2
+    echo "0 passed, 1 failed, 0 skipped"
+    exit 1
+  fi
+  # Tests find models/ through the runfiles symlink of tools/models.txt (no env needed).
+}
 
-if [ "$MODE" != quick ]; then
-  # Strict schema validation of the Kubernetes overlays (PyPI's kubernetes-validate in a
-  # venv under ~/.cache/weft; seconds once the venv exists).
-  step "Kubernetes manifests: strict schema validation (deploy/k8s/validate.sh)"
-  if deploy/k8s/validate.sh >"$RESULTS/k8s-validate.log" 2>&1; then
+default_phase() {
+  weft_trim_disk_cache
+  run_tests default -- //...
+}
+
+# Strict schema validation of the Kubernetes overlays (PyPI's kubernetes-validate in a venv
+# under ~/.cache/weft: about 40 s to make once, 15 s to validate).
+k8s_phase() {
+  if weft_with_progress "test.sh: k8s" "" deploy/k8s/validate.sh >"$RESULTS/k8s-validate.log" 2>&1; then
     extra_result k8s_validate passed "deploy/k8s/validate.sh passed"
     grep -E '^(validated|ok|note)' "$RESULTS/k8s-validate.log" >&2
   else
     cat "$RESULTS/k8s-validate.log" >&2
     extra_result k8s_validate failed "deploy/k8s/validate.sh failed (output above)"
   fi
+}
 
-  if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-    # Its own output tree and symlinks (.bazelrc): bazel-cuda-bin/..., while bazel-bin
-    # stays the default build.
-    step "CUDA build (--config=cuda, in bazel-cuda-bin) and its tests"
-    if "${BAZEL[@]}" build --config=cuda --keep_going -- //...; then
-      echo "CUDA: built"
-      extra_result cuda_build passed "CUDA: built"
-      # GPU tests (skip without a device) and the CUDA binaries' device-free tests.
-      run_tests cuda --config=cuda -- $("${BAZEL[@]}" query --noshow_progress \
-        "attr(tags, \"$CUDA_TAGS\", tests(//...))" 2>/dev/null | tr '\n' ' ')
-    else
-      echo "CUDA: FAILED"
-      extra_result cuda_build failed "CUDA build failed"
-    fi
-  else
+# CUDA: every CUDA-only rule (incompatible outside a CUDA build: the nvcc archives, the
+# CUDA backend, NCCL, the GPU tests and benchmark), the gpu/cuda-tagged tests and the
+# binaries that link the CUDA backend (weft-worker), compiled and linked with
+# --config=cuda_ci (one architecture, in the default output tree: .bazelrc); the tests
+# among them run (gpu: skip without a device; cuda: the CUDA binaries without a device).
+# Release builds (--config=cuda, bazel-cuda-bin/) keep every architecture.
+cuda_phase() {
+  if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
     echo "CUDA: skipped (no nvcc)"
     extra_result cuda_build skipped "CUDA: skipped (no nvcc)"
+    return 0
   fi
-
-  # The CPU varies between machines (Xeons with and without AMX, AMD Zen 4): the kernel,
-  # model and worker tests run again with the kernel choices of the families below this
-  # one, by turning features off (kernels/cpu/cpu_features.h).
-  CPU_FLAGS=$(grep -m1 '^flags' /proc/cpuinfo || true)
-  for off in amx amx,avx512_bf16; do
-    case $off in
-      amx) has=amx_tile; family="Zen 4 (AVX-512 VNNI + BF16, no AMX)" ;;
-      *) has=avx512_bf16; family="Xeon without AMX or AVX512_BF16" ;;
-    esac
-    [[ " $CPU_FLAGS " == *" $has "* ]] || continue
-    step "kernel choices of a $family: WEFT_CPU_FEATURES_OFF=$off"
-    run_tests "cpu_off_${off/,/_}" --test_env=WEFT_CPU_FEATURES_OFF=$off -- \
-      //kernels/... //worker/model/... //worker:all //worker/backends/...
-  done
-
-  step "ASan/UBSan: parser, tokenizer, validation, block pool, planner"
-  ASAN_TARGETS=$("${BAZEL[@]}" query --noshow_progress 'attr(tags, "asan", tests(//...))' 2>/dev/null | tr '\n' ' ')
-  if [ -n "$ASAN_TARGETS" ]; then
-    run_tests asan --config=asan -- $ASAN_TARGETS
+  local targets
+  targets=$(query "attr(target_compatible_with, 'incompatible', //...)
+    + attr(tags, \"$CUDA_TAGS\", tests(//...))
+    + kind(cc_binary, rdeps(//..., //worker/backends:cuda_factory))") || return 1
+  run_tests cuda --config=cuda_ci --nobuild_tests_only -- $targets
+  case $? in
+    0|3) echo "CUDA: built"; extra_result cuda_build passed "CUDA (--config=cuda_ci): built" ;;
+    *) echo "CUDA: FAILED"; extra_result cuda_build failed "CUDA build failed (--config=cuda_ci)" ;;
+  esac
+  if [ -z "${CI:-}" ]; then
+    # The CUDA weft-worker replaced the default one in bazel-bin: put the CPU one back.
+    weft_bazel "test.sh: cuda" "${BAZEL[@]}" build "${WEFT_BAZEL_BUILD_FLAGS[@]}" \
+      //worker/service:weft-worker
   fi
+}
 
-  step "TSan: scheduler core, engine inbox, the write queue and the worker client (fake transports), the HTTP server, thread pool, shm communicator"
-  TSAN_TARGETS=$("${BAZEL[@]}" query --noshow_progress 'attr(tags, "tsan", tests(//...))' 2>/dev/null | tr '\n' ' ')
-  if [ -n "$TSAN_TARGETS" ]; then
-    run_tests tsan --config=tsan -- $TSAN_TARGETS
+# The CPU varies between machines (Xeons with and without AMX, AMD Zen 4): the tests that
+# link the kernel choice (//kernels:cpu_features, which reads WEFT_CPU_FEATURES_OFF) among
+# the kernel, model and worker tests run again with the choices of a family below this one.
+KERNEL_TESTS="//kernels/... + //worker/model/... + //worker:all + //worker/backends/..."
+cpu_off_phase() {  # amx | amx,avx512_bf16
+  local off=$1 targets
+  targets=$(query "let t = tests($KERNEL_TESTS)
+    except attr(target_compatible_with, 'incompatible', tests($KERNEL_TESTS)) in
+    \$t intersect rdeps(\$t, //kernels:cpu_features)") || return 1
+  run_tests "cpu_off_${off/,/_}" --test_env=WEFT_CPU_FEATURES_OFF="$off" -- $targets
+}
+
+# sanitizer_phase CONFIG: the tests tagged CONFIG (asan, tsan) under --config=CONFIG.
+sanitizer_phase() {
+  local targets
+  targets=$(query "attr(tags, \"$1\", tests(//...))") || return 1
+  [ -z "$targets" ] || run_tests "$1" --config="$1" -- $targets
+}
+
+clang_tsa_phase() {
+  if tools/clang_tsa.sh; then
+    extra_result clang_thread_safety passed "clang-14 -Wthread-safety -Werror: built"
+  else
+    extra_result clang_thread_safety failed "clang-14 -Wthread-safety -Werror: see the errors above"
   fi
+}
 
-  step "fuzzers (${FUZZ_SECONDS} s each, clang-14 libFuzzer, ASan+UBSan)"
-  tools/run_fuzzers.sh "$FUZZ_SECONDS" "$RESULTS/extra.tsv"
-fi
+fuzz_phase() {
+  tools/run_fuzzers.sh "${WEFT_FUZZ_SECONDS:-auto}" "$RESULTS/extra.tsv"
+}
 
-if [ "$MODE" = full ]; then
-  step "full: soak and long benchmarks"
+soak_phase() {
+  local t
   for t in tools/soak/run.sh tools/bench/full.sh; do
     if [ -x "$t" ]; then
       if "$t"; then extra_result "$t" passed ""; else extra_result "$t" failed ""; fi
     fi
   done
+}
 
-  step "full: container images (deploy/image/image_test.py: build daemonless, run chroot'ed)"
-  img_start=$(date +%s)
+image_phase() {
+  local start=$SECONDS rc
   WEFT_BAZEL="${BAZEL[*]}" "$PY" deploy/image/image_test.py --out "$ROOT/out/image"
-  img_rc=$?
-  img_s=$(( $(date +%s) - img_start ))
-  case $img_rc in
-    0) extra_result image_test passed "images built and run in ${img_s} s" ;;
+  rc=$?
+  case $rc in
+    0) extra_result image_test passed "images built and run in $((SECONDS - start)) s" ;;
     77) extra_result image_test skipped "image test skipped (see its message)" ;;
-    *) extra_result image_test failed "deploy/image/image_test.py failed after ${img_s} s" ;;
+    *) extra_result image_test failed "deploy/image/image_test.py failed after $((SECONDS - start)) s" ;;
   esac
-  echo "image test: ${img_s} s" >&2
+}
+
+# --- the suite ----------------------------------------------------------------------------
+
+# phase ID NAME FUNCTION [ARGS...]: runs FUNCTION as a timed phase (in the table), unless
+# --only leaves ID out. ID: a short name for --only (add it to PHASE_IDS).
+phase() {
+  local id=$1
+  shift
+  [ -z "$ONLY" ] || [ "$id" = bootstrap ] || [[ ",$ONLY," == *",$id,"* ]] || return 0
+  weft_phase "$@"
+}
+
+phase bootstrap "bootstrap (packages, model)" bootstrap_phase
+phase default "default build and all tests" default_phase
+# Also in --quick: an annotation that lies fails here, not only in CI.
+phase clang_tsa "clang-14 thread-safety analysis (tools/clang_tsa.sh)" clang_tsa_phase
+
+if [ "$MODE" != quick ]; then
+  phase k8s "Kubernetes manifests (deploy/k8s/validate.sh)" k8s_phase
+  phase cuda "CUDA build (--config=cuda_ci) and its tests" cuda_phase
+  CPU_FLAGS=$(grep -m1 '^flags' /proc/cpuinfo || true)
+  if [[ " $CPU_FLAGS " == *" amx_tile "* ]]; then
+    phase cpu_off_amx "kernel choices of a Zen 4 (WEFT_CPU_FEATURES_OFF=amx)" cpu_off_phase amx
+  fi
+  if [[ " $CPU_FLAGS " == *" avx512_bf16 "* ]]; then
+    phase cpu_off_bf16 "kernel choices of a Xeon without AMX/BF16 (off=amx,avx512_bf16)" \
+      cpu_off_phase amx,avx512_bf16
+  fi
+  phase asan "ASan/UBSan (tests tagged asan)" sanitizer_phase asan
+  phase tsan "TSan (tests tagged tsan)" sanitizer_phase tsan
+  phase fuzz "fuzzers (tools/run_fuzzers.sh)" fuzz_phase
 fi
 
-[ -n "${CI:-}" ] || true
-"$PY" tools/count_tests.py "$RESULTS/xml.tsv" "$RESULTS/extra.tsv"
+if [ "$MODE" = full ] || [ "$MODE" = only ]; then
+  phase soak "full: soak and long benchmarks" soak_phase
+  phase image "full: container images (deploy/image/image_test.py)" image_phase
+fi
+
+summary=$("$PY" tools/count_tests.py "$RESULTS/xml.tsv" "$RESULTS/extra.tsv")
+rc=$?
+weft_phase_table
+echo "$summary"
+exit $rc

@@ -1,135 +1,138 @@
 #include "common/chat_template.h"
 
+#include <exception>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/chat_template_claims.h"
+#include "jinja/lexer.h"
+#include "jinja/parser.h"
+#include "jinja/runtime.h"
+#include "jinja/value.h"
+#include "json.h"
+
+// llama.cpp's engine reports errors by throwing; this file is compiled with -fexceptions
+// and every call into the engine is caught here, so nothing escapes Parse or Render.
 
 namespace weft {
+
+struct ChatTemplate::Impl {
+  std::string source;
+  std::string bos_token;
+  std::string eos_token;
+  jinja::program program;
+  const KnownChatTemplateDifference* known_difference = nullptr;
+};
+
 namespace {
 
-constexpr absl::string_view kImStart = "<|im_start|>";
-constexpr absl::string_view kImEnd = "<|im_end|>";
+constexpr size_t kMaxRoleBytes = 32;
 
-// Constructs whose rendering differs from plain ChatML for some messages.
-constexpr absl::string_view kUnsupportedFeatures[] = {
-    "tool_calls", "tools", "reasoning_content", "enable_thinking", "<think>"};
-
-// Removes whitespace and turns double quotes into single ones, so that
-// messages[0]["role"] != "system" and messages[0]['role']!='system' compare equal.
-std::string NormalizeExpr(absl::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
-    out.push_back(c == '"' ? '\'' : c);
+absl::Status CheckRole(absl::string_view role, size_t index) {
+  bool ok = !role.empty() && role.size() <= kMaxRoleBytes;
+  for (char c : role) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '-');
   }
-  return out;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("messages[", index, "].role: 1 to ", kMaxRoleBytes,
+                   " characters of A-Z a-z 0-9 _ - (the template writes it as markup)"));
 }
 
-// Jinja string-literal escapes (\n, \t, \\, \', \"); other bytes as they are.
-std::string UnescapeJinja(absl::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out.push_back(s[i]);
-      continue;
-    }
-    const char e = s[++i];
-    switch (e) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      default: out.push_back(e); break;
-    }
-  }
-  return out;
+jinja::value InputString(const std::string& s) {
+  auto v = jinja::mk_val<jinja::value_string>(s);
+  v->mark_input();
+  return v;
 }
 
-// Position just after a test "messages[0] role != 'system'", or npos.
-size_t FindFirstRoleNotSystem(absl::string_view jinja) {
-  for (size_t p = jinja.find("messages[0]"); p != absl::string_view::npos;
-       p = jinja.find("messages[0]", p + 1)) {
-    const std::string expr = NormalizeExpr(jinja.substr(p, 48));
-    for (absl::string_view form : {"messages[0]['role']!='system'", "messages[0].role!='system'"}) {
-      if (absl::StartsWith(expr, form)) return p;
-    }
+jinja::value Messages(absl::Span<const ChatMessage> messages) {
+  auto list = jinja::mk_val<jinja::value_array>();
+  for (const ChatMessage& m : messages) {
+    auto obj = jinja::mk_val<jinja::value_object>();
+    obj->insert("role", jinja::mk_val<jinja::value_string>(m.role));
+    obj->insert("content", InputString(m.content));
+    list->push_back(obj);
   }
-  return absl::string_view::npos;
-}
-
-// The default system text the template emits under that test, if any.
-std::optional<std::string> FindDefaultSystem(absl::string_view jinja) {
-  const size_t cond = FindFirstRoleNotSystem(jinja);
-  if (cond == absl::string_view::npos) return std::nullopt;
-  const std::string open = absl::StrCat(kImStart, "system");
-  const size_t start = jinja.find(open, cond);
-  if (start == absl::string_view::npos) return std::nullopt;
-  size_t body = start + open.size();
-  if (jinja.substr(body, 2) == "\\n") {
-    body += 2;
-  } else if (jinja.substr(body, 1) == "\n") {
-    body += 1;
-  } else {
-    return std::nullopt;
-  }
-  const size_t end = jinja.find(kImEnd, body);
-  if (end == absl::string_view::npos) return std::nullopt;
-  return UnescapeJinja(jinja.substr(body, end - body));
-}
-
-bool UsesMessageField(absl::string_view jinja, absl::string_view field) {
-  return absl::StrContains(jinja, absl::StrCat("message['", field, "']")) ||
-         absl::StrContains(jinja, absl::StrCat("message[\"", field, "\"]")) ||
-         absl::StrContains(jinja, absl::StrCat("message.", field));
+  return list;
 }
 
 }  // namespace
 
-absl::StatusOr<ChatTemplate> ChatTemplate::FromTemplateText(absl::string_view jinja) {
-  if (!absl::StrContains(jinja, kImStart) || !absl::StrContains(jinja, kImEnd)) {
-    return absl::UnimplementedError(
-        "chat template is not ChatML (<|im_start|>/<|im_end|>); only ChatML is rendered");
+absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view source, std::string bos_token,
+                                                 std::string eos_token,
+                                                 const ChatTemplateParseOptions& options) {
+  auto impl = std::make_shared<Impl>();
+  if (options.refuse_known_differences) {
+    impl->known_difference = FindKnownChatTemplateDifference(source);
   }
-  for (absl::string_view feature : kUnsupportedFeatures) {
-    if (absl::StrContains(jinja, feature)) {
-      return absl::UnimplementedError(absl::StrCat(
-          "ChatML chat template uses '", feature, "', which native rendering does not support"));
-    }
+  impl->bos_token = std::move(bos_token);
+  impl->eos_token = std::move(eos_token);
+  try {
+    jinja::lexer lexer;
+    const jinja::lexer_result tokens = lexer.tokenize(std::string(source));
+    impl->program = jinja::parse_from_tokens(tokens);
+    impl->source = tokens.source;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat template could not be parsed: ", e.what()));
   }
-  if (!UsesMessageField(jinja, "role") || !UsesMessageField(jinja, "content")) {
-    return absl::UnimplementedError(
-        "ChatML chat template does not render message role and content as expected");
-  }
-  ChatTemplate t;
-  t.default_system_ = FindDefaultSystem(jinja);
-  return t;
+  return ChatTemplate(std::move(impl));
 }
 
-absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const GgufFile& gguf) {
-  auto jinja = gguf.GetString("tokenizer.chat_template");
-  if (absl::IsNotFound(jinja.status())) {
-    return absl::UnimplementedError("the GGUF has no tokenizer.chat_template");
-  }
-  if (!jinja.ok()) return jinja.status();
-  return FromTemplateText(*jinja);
-}
+const std::string& ChatTemplate::source() const { return impl_->source; }
 
-absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
-                                                 const ChatRenderOptions& options) const {
-  std::string out;
+absl::StatusOr<RenderedChat> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
+                                                  const ChatRenderOptions& options) const {
   for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role.empty() || absl::StrContains(m.role, "\n") || absl::StrContains(m.role, "<|")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("message ", i, ": role must be non-empty, without newlines or '<|'"));
-    }
-    if (i == 0 && default_system_.has_value() && m.role != "system") {
-      absl::StrAppend(&out, kImStart, "system\n", *default_system_, kImEnd, "\n");
-    }
-    absl::StrAppend(&out, kImStart, m.role, "\n", m.content, kImEnd, "\n");
+    if (absl::Status s = CheckRole(messages[i].role, i); !s.ok()) return s;
   }
-  if (options.add_generation_prompt) absl::StrAppend(&out, kImStart, "assistant\n");
+  if (const KnownChatTemplateDifference* k = impl_->known_difference;
+      k != nullptr && (!k->only_with_tools || !options.tools_json.empty())) {
+    return absl::UnimplementedError(absl::StrCat(
+        "this chat template does not render as Hugging Face's Jinja2 does",
+        k->only_with_tools ? " with tools" : "", ": ", k->reason));
+  }
+  RenderedChat out;
+  try {
+    jinja::context ctx(impl_->source);
+    ctx.current_time = options.now.value_or(std::time(nullptr));
+    ctx.set_val("messages", Messages(messages));
+    ctx.set_val("bos_token", jinja::mk_val<jinja::value_string>(impl_->bos_token));
+    ctx.set_val("eos_token", jinja::mk_val<jinja::value_string>(impl_->eos_token));
+    ctx.set_val("add_generation_prompt",
+                jinja::mk_val<jinja::value_bool>(options.add_generation_prompt));
+    ctx.set_val("tools", jinja::mk_val<jinja::value_none>());
+    ctx.set_val("documents", jinja::mk_val<jinja::value_none>());
+    if (!options.tools_json.empty()) {
+      absl::Status bad_json;
+      try {
+        const common_json tools =
+            common_json::parse(absl::StrCat("{\"tools\": ", options.tools_json, "}"));
+        jinja::global_from_json(ctx, tools, /*mark_input=*/true);
+      } catch (const std::exception& e) {
+        bad_json = absl::InvalidArgumentError(absl::StrCat("tools: not valid JSON: ", e.what()));
+      }
+      if (!bad_json.ok()) return bad_json;
+    }
+    jinja::runtime runtime(ctx);
+    const jinja::value results = runtime.execute(impl_->program);
+    const jinja::value_string parts = jinja::runtime::gather_string_parts(results);
+    for (const jinja::string_part& part : parts->val_str.parts) {
+      if (part.is_input && !part.val.empty()) {
+        out.literal_spans.emplace_back(out.text.size(), out.text.size() + part.val.size());
+      }
+      out.text += part.val;
+    }
+  } catch (const jinja::raised_exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template: ", e.what()));
+  } catch (const jinja::not_implemented_exception& e) {
+    return absl::UnimplementedError(
+        absl::StrCat("chat template needs a Jinja feature the engine lacks: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template failed: ", e.what()));
+  }
   return out;
 }
 

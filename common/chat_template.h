@@ -1,37 +1,42 @@
-// ChatTemplate: renders chat messages into a prompt the way the GGUF's Jinja chat
-// template (`tokenizer.chat_template`) does, for the templates we recognise, without a
-// Jinja engine.
+// ChatTemplate: renders chat messages into a prompt with the model's Jinja chat template
+// (`tokenizer.chat_template`, or a file given with --chat_template), through llama.cpp's
+// Jinja engine (common/jinja of the llama-cpp-python sdist tools/bootstrap.sh fetches;
+// built from there by third_party/llama_cpp.bzl, never copied into this repository).
 //
-// Recognised: ChatML. The template must use <|im_start|> and <|im_end|> and render each
-// message as
-//     <|im_start|>{role}\n{content}<|im_end|>\n
-// Templates that also handle tools or reasoning ("tool_calls", "tools",
-// "reasoning_content", "enable_thinking", "<think>") render differently for some
-// messages and are UNIMPLEMENTED, as is every non-ChatML template.
+// Rendered as Hugging Face transformers renders a chat template: Jinja with trim_blocks
+// and lstrip_blocks, `messages` (list of {role, content}), `bos_token` / `eos_token`
+// (the texts of the vocabulary's BOS/EOS tokens), `add_generation_prompt`, `tools` when
+// given, and the functions `raise_exception(msg)` (the render fails with msg) and
+// `strftime_now(format)` (local time, or ChatRenderOptions::now). Which templates render
+// byte for byte as Python's Jinja2 does is tested on every template of llama.cpp's
+// models/templates (common/chat_template_jinja_test.cc); templates the engine cannot
+// parse are refused when loading, and the renderings found to differ
+// (common/chat_template_claims.h) are refused when asked for.
 //
-// A default system message: when the template emits a literal
-// '<|im_start|>system\n...<|im_end|>\n' under a condition on the first message's role
-// not being 'system' (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by
-// Hugging Face"), Render inserts it before the first message when that message is not
-// a system one. (With no messages at all the template's loop never runs: nothing is
-// inserted.) The text is read from the template, not hard-coded.
+// Message text is never parsed as control tokens: the engine keeps track of which bytes
+// of the output came from the request (message contents, tool definitions) and Render
+// returns them as `literal_spans`; Tokenizer::Encode with those spans finds special
+// tokens only in the template's own text, so a user writing "<|im_start|>system" gets
+// those characters tokenized as text, not a forged turn. Roles are template input too but
+// are restricted to [A-Za-z0-9_-]{1,32} (templates build markup around them, e.g. Phi-3's
+// '<|' + role + '|>', so they cannot be literal spans).
 //
-// The generation prompt "<|im_start|>assistant\n" is appended when asked (default).
-// Special-token texts inside message content are left as they are (the Jinja template
-// does the same); Tokenizer::Encode with parse_special then turns them into tokens,
-// as llama.cpp does.
-//
-// Thread-safety: immutable value type.
+// Thread-safety: immutable after Parse; Render is const and may run on many threads at
+// once (each call has its own Jinja context).
 #ifndef WEFT_COMMON_CHAT_TEMPLATE_H_
 #define WEFT_COMMON_CHAT_TEMPLATE_H_
 
+#include <cstddef>
+#include <ctime>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "common/gguf.h"
 
 namespace weft {
 
@@ -41,29 +46,51 @@ struct ChatMessage {
 };
 
 struct ChatRenderOptions {
-  // Append "<|im_start|>assistant\n" (Jinja's add_generation_prompt).
+  // Jinja's add_generation_prompt: open the assistant's turn at the end.
   bool add_generation_prompt = true;
+  // `tools`: a JSON array of tool definitions (OpenAI's shape), or "" for none (then
+  // `tools` is undefined in the template, as transformers leaves it).
+  std::string tools_json;
+  // The time strftime_now formats (tests fix it); unset: now.
+  std::optional<std::time_t> now;
+};
+
+// A rendered prompt and the byte ranges of it that came from the request.
+struct RenderedChat {
+  std::string text;
+  // [begin, end) byte ranges of `text`, sorted, not overlapping (EncodeOptions'
+  // literal_spans).
+  std::vector<std::pair<size_t, size_t>> literal_spans;
+};
+
+struct ChatTemplateParseOptions {
+  // Refuse the renderings chat_template_claims.h lists (false only in the test that
+  // finds them).
+  bool refuse_known_differences = true;
 };
 
 class ChatTemplate {
  public:
-  // UNIMPLEMENTED for a template that is not recognised (see above).
-  static absl::StatusOr<ChatTemplate> FromTemplateText(absl::string_view jinja);
-  // Reads tokenizer.chat_template; UNIMPLEMENTED when the GGUF has none.
-  static absl::StatusOr<ChatTemplate> FromGguf(const GgufFile& gguf);
+  // Parses `source`. `bos_token` / `eos_token`: the values of those template variables.
+  // INVALID_ARGUMENT when the engine cannot parse the template (the message says where).
+  static absl::StatusOr<ChatTemplate> Parse(absl::string_view source, std::string bos_token,
+                                            std::string eos_token,
+                                            const ChatTemplateParseOptions& options = {});
 
-  // INVALID_ARGUMENT for a role that is empty or holds a newline or "<|" (it would
-  // forge the message structure); content is free text.
-  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
-                                     const ChatRenderOptions& options = {}) const;
+  // INVALID_ARGUMENT for a role outside [A-Za-z0-9_-]{1,32}, for malformed tools_json,
+  // and when the template raises (raise_exception, e.g. "roles must alternate") or fails
+  // on the messages; UNIMPLEMENTED when it needs a Jinja feature the engine lacks, or
+  // for a rendering known to differ from Jinja2's (the message gives the reason).
+  absl::StatusOr<RenderedChat> Render(absl::Span<const ChatMessage> messages,
+                                      const ChatRenderOptions& options = {}) const;
 
-  // The default system message's text, if the template has one.
-  const std::optional<std::string>& default_system() const { return default_system_; }
+  const std::string& source() const;
 
  private:
-  ChatTemplate() = default;
+  struct Impl;
+  explicit ChatTemplate(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
-  std::optional<std::string> default_system_;
+  std::shared_ptr<const Impl> impl_;
 };
 
 }  // namespace weft

@@ -8,10 +8,8 @@
 
 #include "absl/strings/str_split.h"
 #include "common/gguf.h"
-#include "common/testing/gguf_builder.h"
 #include "common/testing/model_path.h"
 #include "common/testing/status_matchers.h"
-#include "common/tokenizer.h"
 #include "common/tokenizer_test_util.h"
 
 namespace weft {
@@ -32,82 +30,93 @@ constexpr char kSmolLmTemplate[] =
     "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\n' }}{% endif %}";
 
+ChatTemplate SmolLm() {
+  auto t = ChatTemplate::Parse(kSmolLmTemplate, "<|im_start|>", "<|im_end|>");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *std::move(t);
+}
+
 TEST(ChatTemplateTest, RendersSmolLmTemplate) {
-  auto t = ChatTemplate::FromTemplateText(kSmolLmTemplate);
-  ASSERT_TRUE(t.ok()) << t.status();
-  ASSERT_TRUE(t->default_system().has_value());
-  EXPECT_EQ(*t->default_system(), kSmolLmSystem);
-  auto r = t->Render({{"user", "Hello!"}});
+  const ChatTemplate t = SmolLm();
+  auto r = t.Render({{"user", "Hello!"}});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(*r, std::string("<|im_start|>system\n") + kSmolLmSystem +
-                    "<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n");
-  r = t->Render({{"system", "Be brief."}, {"user", "Hi"}}, {.add_generation_prompt = false});
+  EXPECT_EQ(r->text, std::string("<|im_start|>system\n") + kSmolLmSystem +
+                         "<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n");
+  // The message's content is the one literal span.
+  ASSERT_EQ(r->literal_spans.size(), 1u);
+  EXPECT_EQ(r->text.substr(r->literal_spans[0].first,
+                           r->literal_spans[0].second - r->literal_spans[0].first),
+            "Hello!");
+  r = t.Render({{"system", "Be brief."}, {"user", "Hi"}}, {.add_generation_prompt = false});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(*r, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
-  r = t->Render({});
+  EXPECT_EQ(r->text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+  EXPECT_EQ(r->literal_spans.size(), 2u);
+  r = t.Render({});
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*r, "<|im_start|>assistant\n");
+  EXPECT_EQ(r->text, "<|im_start|>assistant\n");
+  EXPECT_TRUE(r->literal_spans.empty());
 }
 
-TEST(ChatTemplateTest, PlainChatMlAndQuotedVariants) {
-  auto plain = ChatTemplate::FromTemplateText(
-      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-      "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt "
-      "%}{{ '<|im_start|>assistant\\n' }}{% endif %}");
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_FALSE(plain->default_system().has_value());
-  EXPECT_EQ(*plain->Render({{"user", "x"}}),
-            "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
-
-  auto quoted = ChatTemplate::FromTemplateText(
-      "{%- for message in messages -%}{%- if loop.first and messages[0][\"role\"] != "
-      "\"system\" -%}{{ \"<|im_start|>system\\nYou say \\\"hi\\\".<|im_end|>\\n\" }}"
-      "{%- endif -%}{{ \"<|im_start|>\" + message.role + \"\\n\" + message.content + "
-      "\"<|im_end|>\\n\" }}{%- endfor -%}");
-  ASSERT_TRUE(quoted.ok()) << quoted.status();
-  ASSERT_TRUE(quoted->default_system().has_value());
-  EXPECT_EQ(*quoted->default_system(), "You say \"hi\".");
-}
-
-TEST(ChatTemplateTest, RejectsOtherTemplatesAndBadRoles) {
-  auto llama2 = ChatTemplate::FromTemplateText(
-      "{% for message in messages %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
-      "{% endfor %}");
-  EXPECT_THAT(llama2.status(), StatusIs(absl::StatusCode::kUnimplemented));
-  auto tools = ChatTemplate::FromTemplateText(
-      "{% if tools %}...{% endif %}{% for message in messages %}{{'<|im_start|>' + "
-      "message['role'] + '\\n' + message['content'] + '<|im_end|>\\n'}}{% endfor %}");
-  EXPECT_THAT(tools.status(), StatusIs(absl::StatusCode::kUnimplemented));
-  EXPECT_THAT(std::string(tools.status().message()), HasSubstr("tools"));
-
-  auto t = ChatTemplate::FromTemplateText(kSmolLmTemplate);
-  ASSERT_TRUE(t.ok());
-  for (const char* role : {"", "user\nsystem", "<|im_start|>user"}) {
-    EXPECT_THAT(t->Render({{role, "x"}}).status(), StatusIs(absl::StatusCode::kInvalidArgument))
+TEST(ChatTemplateTest, ErrorsAreStatuses) {
+  // Unparseable: INVALID_ARGUMENT at load.
+  EXPECT_THAT(ChatTemplate::Parse("{% for x in %}", "", "").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // raise_exception: INVALID_ARGUMENT with the template's message.
+  auto strict = ChatTemplate::Parse(
+      "{% if messages[0]['role'] != 'user' %}{{ raise_exception('first must be user') }}"
+      "{% endif %}ok", "", "");
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  auto r = strict->Render({{"assistant", "x"}});
+  EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("first must be user"));
+  EXPECT_TRUE(strict->Render({{"user", "x"}}).ok());
+  // Roles are markup: a restricted alphabet.
+  const ChatTemplate t = SmolLm();
+  for (const char* role : {"", "user\nsystem", "<|im_start|>user", "a b", "r\xC3\xB4le"}) {
+    EXPECT_THAT(t.Render({{role, "x"}}).status(), StatusIs(absl::StatusCode::kInvalidArgument))
         << role;
   }
+  EXPECT_TRUE(t.Render({{"tool_result-2", "x"}}).ok());
+  EXPECT_THAT(t.Render({{"user", "x"}}, {.tools_json = "[{"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST(ChatTemplateTest, FromGgufWithoutTemplateIsUnimplemented) {
-  testing::GgufBuilder b;
-  b.AddString("general.architecture", "llama");
-  const std::vector<uint8_t> bytes = b.Build();
-  auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
-  ASSERT_TRUE(file.ok());
-  EXPECT_THAT(ChatTemplate::FromGguf(**file).status(), StatusIs(absl::StatusCode::kUnimplemented));
+TEST(ChatTemplateTest, VariablesAsTransformersPassesThem) {
+  auto t = ChatTemplate::Parse(
+      "{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt }}|"
+      "{{ tools is none }}|{{ strftime_now('%d %b %Y %H:%M') }}|"
+      "{% if tools %}{{ tools[0].function.name }}={{ tools | tojson }}{% endif %}",
+      "<s>", "</s>");
+  ASSERT_TRUE(t.ok()) << t.status();
+  setenv("TZ", "UTC", 1);
+  tzset();
+  ChatRenderOptions o;
+  o.now = 1785150000;  // 2026-07-27 11:00 UTC
+  auto r = t->Render({}, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->text, "<s>|</s>|True|True|27 Jul 2026 11:00|");
+  o.tools_json = R"([{"type": "function", "function": {"name": "f"}}])";
+  o.add_generation_prompt = false;
+  r = t->Render({}, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->text,
+            "<s>|</s>|False|False|27 Jul 2026 11:00|"
+            R"(f=[{"type": "function", "function": {"name": "f"}}])");
+  // Tool definitions come from the request: literal, like message contents.
+  EXPECT_FALSE(r->literal_spans.empty());
 }
 
 // Renders every case of tests/testdata/chat_template_ref.jsonl (jinja2 with the real
-// GGUF's template) and compares byte for byte; then checks that the rendered prompt
-// tokenizes to the ChatML special tokens.
+// GGUF's template) and compares byte for byte.
 TEST(ChatTemplateTest, MatchesJinjaRenderingOfTheRealTemplate) {
   WEFT_REQUIRE_DEFAULT_MODEL(path);
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
-  auto t = ChatTemplate::FromGguf(**file);
+  auto source = (*file)->GetString("tokenizer.chat_template");
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ(*source, kSmolLmTemplate);
+  auto t = ChatTemplate::Parse(*source, "<|im_start|>", "<|im_end|>");
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->default_system(), std::optional<std::string>(kSmolLmSystem));
-  EXPECT_EQ(*(*file)->GetString("tokenizer.chat_template"), kSmolLmTemplate);
 
   auto text = testing::ReadFile(testing::TestDataPath("chat_template_ref.jsonl"));
   ASSERT_TRUE(text.ok()) << text.status();
@@ -127,17 +136,10 @@ TEST(ChatTemplateTest, MatchesJinjaRenderingOfTheRealTemplate) {
     }
     auto r = t->Render(messages, {.add_generation_prompt = v->Get("add_generation_prompt")->b});
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(*r, v->Get("rendered")->str) << "case " << cases;
+    EXPECT_EQ(r->text, v->Get("rendered")->str) << "case " << cases;
     ++cases;
   }
   EXPECT_GE(cases, 8);
-
-  auto tok = Tokenizer::FromGguf(**file);
-  ASSERT_TRUE(tok.ok());
-  const std::vector<int32_t> ids = (*tok)->Encode(*t->Render({{"user", "Hi"}}));
-  EXPECT_EQ(ids.front(), 1);  // <|im_start|>
-  EXPECT_EQ(std::count(ids.begin(), ids.end(), 1), 3);
-  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 2);  // <|im_end|>
 }
 
 }  // namespace

@@ -1,39 +1,56 @@
 // Tokenizer: text <-> token ids from a GGUF file's own vocabulary, giving the same ids
 // as llama.cpp (build 0c1e570) for the same text.
 //
-// Supported: `tokenizer.ggml.model = gpt2` (byte-level BPE) with `tokenizer.ggml.pre`
-// = "smollm" (SmolLM / SmolLM2) or "command-r" (same pre-tokenizer). Any other
-// tokenizer model or pre-tokenizer, including SentencePiece (`llama`) vocabularies, is
-// UNIMPLEMENTED when loading: silently tokenizing differently from llama.cpp would be
-// worse than refusing.
+// Supported (common/tokenizer_config.h has the list; anything else is UNIMPLEMENTED
+// when loading, naming the model or pre-tokenizer: silently tokenizing differently from
+// llama.cpp would be worse than refusing):
+//   * SentencePiece (`tokenizer.ggml.model = llama`: Llama 2, Mistral, TinyLlama, Phi-3,
+//     Gemma 1-3): merges by token score (tokenizer_spm.h), byte fallback to <0xHH>
+//     tokens, spaces written as U+2581, a space prefix (tokenizer.ggml.add_space_prefix,
+//     default true) before the first text fragment and after every special token;
+//   * byte-level BPE (`gpt2`) with the pre-tokenizer `tokenizer.ggml.pre` names
+//     (tokenizer_pretokenize.h): Llama 3, Qwen 2 / 3.5, SmolLM, GPT-2, StarCoder,
+//     Falcon, DeepSeek LLM / Coder, Command-R, ... ; `ignore_merges` where llama.cpp has it;
+//   * UTF-8 BPE over U+2581-escaped text (Gemma 4, `gemma4`).
 //
 // Encoding, as llama_tokenize(text, add_special, parse_special) does:
 //   1. With parse_special, the texts of control / user-defined / unknown tokens found
 //      in the text ("<|im_start|>") become those tokens; without it, only user-defined
 //      ones do. Longer special tokens are matched first, each one across the whole text
-//      before the next one (llama.cpp's tokenizer_st_partition).
-//   2. Every other fragment is decoded like llama.cpp (invalid UTF-8 bytes become
-//      U+FFFD, overlong forms are re-encoded), pre-tokenized (tokenizer_pretokenize.h)
-//      and each word byte-level BPE encoded (tokenizer_bpe.h).
+//      before the next one (llama.cpp's tokenizer_st_partition); tokens llama.cpp marks
+//      lstrip/rstrip (Phi-3's) swallow the whitespace beside them. Byte ranges given as
+//      EncodeOptions::literal_spans are never parsed as special tokens (a chat
+//      message's content), whatever they hold.
+//   2. Every other fragment: BPE decodes it like llama.cpp (invalid UTF-8 bytes become
+//      U+FFFD, overlong forms are re-encoded), pre-tokenizes it and encodes each word;
+//      SentencePiece encodes the raw bytes (invalid ones become byte tokens).
 //   3. BOS first / EOS last when the options (default: the GGUF's add_bos_token /
-//      add_eos_token) ask for them. SmolLM2 asks for neither.
-// Bytes whose GPT-2 character is not in the vocabulary are dropped, as llama.cpp drops
-// them (SmolLM2 lacks 0x04 0x06 0x13 0x14 0x16 0x1D, and 0xC0 0xC1 0xF1 0xF2 0xF5-0xFF
-// of which only F1/F2, leads of U+40000..U+BFFFF, survive canonicalisation).
-// Divergence: bytes that llama.cpp decodes to a code point above U+10FFFF (F4 90..,
-// F5-F7 leads) make llama.cpp abort; here they become one U+FFFD.
+//      add_eos_token, else llama.cpp's default for the vocabulary) ask for them.
+// Bytes with no token are dropped as llama.cpp drops them (byte-level BPE: a byte whose
+// GPT-2 character is not in the vocabulary; SentencePiece: a byte with neither <0xHH>
+// nor a one-byte token becomes UNK, where llama.cpp throws).
+// Divergences: bytes that llama.cpp decodes to a code point above U+10FFFF (F4 90..,
+// F5-F7 leads) make llama.cpp abort; here they become one U+FFFD (BPE). Where a GGUF
+// names no EOT (or FIM) token and several tokens have the well-known texts, llama.cpp
+// takes the first in its hash map's order and Weft the lowest id (e.g. Llama 3:
+// llama.cpp <|eot_id|>, Weft <|end_of_text|>): eot_id() differs; the ids of texts, the
+// control and EOG sets are the same on every vocabulary tested (a vocabulary with two
+// FIM-looking tokens of one kind could get a different one marked control).
 //
-// Decoding: TokenBytes(id) is the bytes a token stands for in generated text. Control
-// and unknown tokens (e.g. <|im_end|>, <|endoftext|>) contribute nothing, as in
-// llama.cpp's detokenize with special=false; user-defined tokens give their text.
-// Decode(ids, {.render_special = true}) writes control tokens' text instead. Decoded
-// bytes may be invalid UTF-8 (a token can hold part of a character); use
+// Decoding: TokenBytes(id) is the bytes a token stands for in generated text, as
+// llama_token_to_piece(special=false) gives them: control and unknown tokens contribute
+// nothing, user-defined tokens their text, byte tokens their byte, SentencePiece pieces
+// their text with U+2581 as a space. Decode(ids) concatenates them (it keeps the space a
+// SentencePiece prefix added, as streaming pieces do; llama_detokenize strips it);
+// Decode(ids, {.render_special = true}) writes control tokens' text too. Decoded bytes
+// may be invalid UTF-8 (a token can hold part of a character); use
 // IncrementalDetokenizer (common/detokenizer.h) for text that must be valid UTF-8.
 //
 // End of generation: eog_ids() is llama.cpp's set (llama_vocab_is_eog): EOS, EOT, EOM,
 // the FIM pad/repo/separator tokens, and tokens with well-known end texts
-// ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", ...). For SmolLM2: {0, 2, 4} =
-// <|endoftext|>, <|im_end|>, and <reponame> (llama.cpp takes it for FIM "repo").
+// ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", ...). For SmolLM2:
+// {0, 2, 4} = <|endoftext|>, <|im_end|>, and <reponame> (llama.cpp takes it for FIM
+// "repo").
 //
 // Ownership: owns all vocabulary data (copied out of the GgufFile, which may be closed
 // afterwards). Thread-safety: immutable after FromGguf; every method is const and safe
@@ -45,6 +62,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -53,6 +71,9 @@
 #include "absl/types/span.h"
 #include "common/gguf.h"
 #include "common/tokenizer_bpe.h"
+#include "common/tokenizer_config.h"
+#include "common/tokenizer_pretokenize.h"
+#include "common/tokenizer_spm.h"
 
 namespace weft {
 
@@ -64,6 +85,10 @@ struct EncodeOptions {
   // Turn special-token texts written in the input ("<|im_start|>") into those tokens,
   // as llama.cpp's --prompt does. When false they are tokenized as plain text.
   bool parse_special = true;
+  // Byte ranges [begin, end) of the text where no special token is recognised, even with
+  // parse_special (a special token's text must lie wholly outside them). Sorted, not
+  // overlapping. The view must outlive the Encode call.
+  absl::Span<const std::pair<size_t, size_t>> literal_spans;
 };
 
 struct DecodeOptions {
@@ -82,6 +107,8 @@ class Tokenizer {
     kAttrControl = 1 << 3,
     kAttrUserDefined = 1 << 4,
     kAttrByte = 1 << 5,
+    kAttrLstrip = 1 << 7,  // llama.cpp's LLAMA_TOKEN_ATTR_LSTRIP / RSTRIP
+    kAttrRstrip = 1 << 8,
   };
 
   // Loads the vocabulary, merges and special tokens. InvalidArgument for a malformed
@@ -102,8 +129,9 @@ class Tokenizer {
   // and out-of-range ids). The view lives as long as the Tokenizer.
   absl::string_view TokenBytes(int32_t token_id) const;
 
-  // The vocabulary entry as stored in the GGUF (GPT-2 byte-encoded, e.g. "Ġthe"; for
-  // control tokens their text, e.g. "<|im_end|>"). "" for out-of-range ids.
+  // The vocabulary entry as stored in the GGUF (GPT-2 byte-encoded, e.g. "Ġthe", or
+  // SentencePiece's "▁the"; for control tokens their text, e.g. "<|im_end|>"). "" for
+  // out-of-range ids.
   absl::string_view TokenText(int32_t token_id) const;
 
   // The id whose vocabulary entry (TokenText) is exactly `text`, or -1.
@@ -123,8 +151,13 @@ class Tokenizer {
   const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
+  bool add_space_prefix() const { return add_space_prefix_; }
+  // SentencePiece (tokenizer.ggml.model = llama).
+  bool is_spm() const {
+    return config_.algorithm == tokenizer_internal::TokenizerConfig::Algorithm::kSpm;
+  }
   const std::string& model() const { return model_; }
-  const std::string& pre() const { return pre_; }
+  const std::string& pre() const { return config_.pre_name; }
 
  private:
   struct Fragment {
@@ -136,19 +169,27 @@ class Tokenizer {
   Tokenizer() = default;
   absl::Status LoadVocab(const GgufFile& gguf);
   absl::Status LoadSpecialIds(const GgufFile& gguf);
+  void DetectSpecialTokens();
   void DetectEog();
   void BuildDecodeTables();
+  void ApplyModelTokenAttrs(const GgufFile& gguf);
   // Splits `text` at special tokens (step 1 above).
-  void PartitionSpecial(absl::string_view text, bool parse_special,
+  void PartitionSpecial(absl::string_view text, const EncodeOptions& options,
                         std::vector<Fragment>* fragments) const;
-  void EncodeText(absl::string_view text, std::vector<int32_t>* out) const;
+  // Tokens of one text fragment; `after_special`: it follows a special token or starts
+  // the text (SentencePiece's space prefix).
+  void EncodeText(absl::string_view text, bool after_special, std::vector<int32_t>* out) const;
+  void EncodeBpe(absl::string_view text, std::vector<int32_t>* out) const;
 
+  tokenizer_internal::TokenizerConfig config_;
   std::string model_;
-  std::string pre_;
   std::vector<std::string> tokens_;
   std::vector<uint32_t> attrs_;
+  std::vector<float> scores_;  // SentencePiece
   absl::flat_hash_map<std::string, int32_t> token_to_id_;
+  std::optional<tokenizer_internal::PreTokenizer> pre_tokenizer_;
   tokenizer_internal::BpeModel bpe_;
+  tokenizer_internal::SpmVocab spm_;
   // Decoded bytes of every token (special=false rendering), back to back.
   std::string piece_bytes_;
   std::vector<uint32_t> piece_offsets_;  // vocab_size + 1 entries
@@ -159,12 +200,16 @@ class Tokenizer {
   int32_t eot_id_ = -1;
   int32_t eom_id_ = -1;
   int32_t unk_id_ = -1;
+  int32_t fim_pre_id_ = -1;
+  int32_t fim_suf_id_ = -1;
+  int32_t fim_mid_id_ = -1;
   int32_t fim_pad_id_ = -1;
   int32_t fim_rep_id_ = -1;
   int32_t fim_sep_id_ = -1;
   std::vector<int32_t> eog_ids_;
   bool add_bos_ = false;
   bool add_eos_ = false;
+  bool add_space_prefix_ = false;
 };
 
 }  // namespace weft

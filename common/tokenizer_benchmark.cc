@@ -1,5 +1,7 @@
 // Tokenizer throughput on the default model's vocabulary (the scheduler tokenizes
 // every prompt on its planning path). Needs the model: $WEFT_MODEL_DIR or models/.
+// $WEFT_TOKENIZER_BENCH_MODEL names another GGUF there (or a path), e.g.
+// gemma-3-270m-q4_k_m.gguf for a 262k-token SentencePiece vocabulary.
 //
 //   WEFT_MODEL_DIR=/path/to/models bazel run -c opt //common:tokenizer_benchmark
 //
@@ -41,7 +43,14 @@ struct Fixture {
 const Fixture* GetFixture() {
   static const Fixture* f = [] {
     auto* fx = new Fixture();
-    const std::string path = testing::FindModelFile();
+    const char* name = std::getenv("WEFT_TOKENIZER_BENCH_MODEL");
+    std::string path;
+    if (name != nullptr && *name == '/') {
+      path = name;
+    } else {
+      path = name != nullptr && *name != '\0' ? testing::FindModelFile(name)
+                                               : testing::FindModelFile();
+    }
     if (path.empty()) return fx;
     auto file = GgufFile::Open(path);
     if (!file.ok()) return fx;

@@ -4,10 +4,17 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/tokenizer_unicode.h"
 
 namespace weft::tokenizer_internal {
 namespace {
+
+// Bytes of the UTF-8 character whose lead byte is `c` (llama.cpp's unicode_len_utf8).
+uint32_t LeadLength(unsigned char c) {
+  static constexpr uint8_t kLengths[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  return kLengths[c >> 4];
+}
 
 // Min-heap order on (rank, left): the lowest rank first, then the leftmost pair.
 struct CandidateAfter {
@@ -21,8 +28,9 @@ struct CandidateAfter {
 absl::StatusOr<BpeModel> BpeModel::Build(
     const std::vector<std::string>& tokens,
     const absl::flat_hash_map<std::string, int32_t>& token_to_id,
-    const std::vector<std::string>& merges) {
+    const std::vector<std::string>& merges, bool byte_level) {
   BpeModel model;
+  model.byte_level_ = byte_level;
   model.vocab_size_ = static_cast<int32_t>(tokens.size());
   absl::flat_hash_map<std::string, int32_t> extra;  // text -> extra symbol id
   std::vector<std::string> extra_text;
@@ -34,9 +42,16 @@ absl::StatusOr<BpeModel> BpeModel::Build(
     return it->second;
   };
   for (int b = 0; b < 256; ++b) {
-    std::string text;
-    AppendUtf8(ByteToUnicode(static_cast<uint8_t>(b)), &text);
-    model.byte_symbol_[b] = symbol_of(text);
+    if (byte_level) {
+      std::string text;
+      AppendUtf8(ByteToUnicode(static_cast<uint8_t>(b)), &text);
+      model.byte_symbol_[b] = symbol_of(text);
+      model.byte_token_[b] = -1;
+    } else {
+      model.byte_symbol_[b] = kNoSymbol;
+      auto it = token_to_id.find(absl::StrFormat("<0x%02X>", b));
+      model.byte_token_[b] = it == token_to_id.end() ? -1 : it->second;
+    }
   }
   model.merges_.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -53,26 +68,54 @@ absl::StatusOr<BpeModel> BpeModel::Build(
       return absl::InvalidArgumentError("tokenizer.ggml.merges: too many symbols");
     }
   }
-  // llama.cpp's fallback for a final symbol that is not a token: the tokens whose text
-  // is one byte of the symbol's (byte-encoded) text.
+  // llama.cpp's fallback for a final symbol that is not a token, byte-level: the tokens
+  // whose text is one byte of the symbol's (byte-encoded) text. (UTF-8: its byte tokens,
+  // looked up when emitted.)
   model.extra_fallback_.resize(extra_text.size());
-  for (size_t i = 0; i < extra_text.size(); ++i) {
+  for (size_t i = 0; i < extra_text.size() && byte_level; ++i) {
     for (char c : extra_text[i]) {
       if (auto it = token_to_id.find(std::string(1, c)); it != token_to_id.end()) {
         model.extra_fallback_[i].push_back(it->second);
       }
     }
   }
+  if (!byte_level) {
+    // Initial symbols of UTF-8 characters: the tokens and merge-only texts that are one
+    // character long.
+    auto one_char = [](absl::string_view t) {
+      return !t.empty() && LeadLength(static_cast<unsigned char>(t[0])) == t.size();
+    };
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (one_char(tokens[i])) model.char_symbol_.emplace(tokens[i], static_cast<int32_t>(i));
+    }
+    for (size_t i = 0; i < extra_text.size(); ++i) {
+      if (one_char(extra_text[i])) {
+        model.char_symbol_.emplace(extra_text[i], model.vocab_size_ + static_cast<int32_t>(i));
+      }
+    }
+  }
   return model;
 }
 
-void BpeModel::Emit(int32_t symbol, std::vector<int32_t>* out) const {
-  if (symbol < vocab_size_) {
+int32_t BpeModel::CharSymbol(absl::string_view ch) const {
+  auto it = char_symbol_.find(ch);
+  return it == char_symbol_.end() ? kNoSymbol : it->second;
+}
+
+void BpeModel::Emit(int32_t symbol, absl::string_view bytes, std::vector<int32_t>* out) const {
+  if (symbol >= 0 && symbol < vocab_size_) {
     out->push_back(symbol);
     return;
   }
-  const std::vector<int32_t>& fallback = extra_fallback_[symbol - vocab_size_];
-  out->insert(out->end(), fallback.begin(), fallback.end());
+  if (byte_level_) {
+    const std::vector<int32_t>& fallback = extra_fallback_[symbol - vocab_size_];
+    out->insert(out->end(), fallback.begin(), fallback.end());
+    return;
+  }
+  for (char c : bytes) {
+    const int32_t id = byte_token_[static_cast<unsigned char>(c)];
+    if (id >= 0) out->push_back(id);
+  }
 }
 
 void BpeModel::PushCandidate(const BpeScratch::Symbol* syms, int32_t left,
@@ -88,17 +131,29 @@ void BpeModel::PushCandidate(const BpeScratch::Symbol* syms, int32_t left,
 
 void BpeModel::EncodeWord(absl::string_view word, BpeScratch* scratch,
                           std::vector<int32_t>* out) const {
-  const int32_t n = static_cast<int32_t>(word.size());
-  if (n == 0) return;
-  if (n == 1) {
-    Emit(byte_symbol_[static_cast<unsigned char>(word[0])], out);
-    return;
-  }
+  if (word.empty()) return;
   std::vector<BpeScratch::Symbol>& syms = scratch->symbols;
-  syms.resize(n);
+  syms.clear();
+  if (byte_level_) {
+    if (word.size() == 1) {
+      Emit(byte_symbol_[static_cast<unsigned char>(word[0])], word, out);
+      return;
+    }
+    for (size_t i = 0; i < word.size(); ++i) {
+      syms.push_back({byte_symbol_[static_cast<unsigned char>(word[i])], 0, 0, 1});
+    }
+  } else {
+    for (size_t i = 0; i < word.size();) {
+      const uint32_t len = std::min<uint32_t>(LeadLength(static_cast<unsigned char>(word[i])),
+                                              static_cast<uint32_t>(word.size() - i));
+      syms.push_back({CharSymbol(word.substr(i, len)), 0, 0, len});
+      i += len;
+    }
+  }
+  const int32_t n = static_cast<int32_t>(syms.size());
   for (int32_t i = 0; i < n; ++i) {
-    syms[i] = {byte_symbol_[static_cast<unsigned char>(word[i])], i - 1,
-               i + 1 < n ? i + 1 : -1, 1};
+    syms[i].prev = i - 1;
+    syms[i].next = i + 1 < n ? i + 1 : -1;
   }
   std::vector<BpeScratch::Candidate>& heap = scratch->heap;
   heap.clear();
@@ -120,7 +175,11 @@ void BpeModel::EncodeWord(absl::string_view word, BpeScratch* scratch,
     PushCandidate(syms.data(), l.prev, scratch);
     PushCandidate(syms.data(), c.left, scratch);
   }
-  for (int32_t i = 0; i >= 0; i = syms[i].next) Emit(syms[i].id, out);
+  uint32_t offset = 0;
+  for (int32_t i = 0; i >= 0; i = syms[i].next) {
+    Emit(syms[i].id, word.substr(offset, syms[i].len), out);
+    offset += syms[i].len;
+  }
 }
 
 }  // namespace weft::tokenizer_internal

@@ -9,7 +9,7 @@ namespace {
 constexpr uint32_t kTableSize = 0x10000;  // direct lookup for the BMP
 
 struct BmpTable {
-  std::array<CodepointClass, kTableSize> cls;
+  std::array<uint8_t, kTableSize> flags;
   BmpTable() {
     for (int i = 0; i < kNumCodepointRanges; ++i) {
       const uint32_t first = kCodepointRanges[i].first;
@@ -17,7 +17,7 @@ struct BmpTable {
       const uint32_t end = i + 1 < kNumCodepointRanges
                                ? std::min(kCodepointRanges[i + 1].first, kTableSize)
                                : kTableSize;
-      std::fill(cls.begin() + first, cls.begin() + end, kCodepointRanges[i].cls);
+      std::fill(flags.begin() + first, flags.begin() + end, kCodepointRanges[i].flags);
     }
   }
 };
@@ -51,15 +51,31 @@ inline bool IsCont(unsigned char c) { return (c & 0xC0) == 0x80; }
 
 }  // namespace
 
-CodepointClass ClassOf(uint32_t cp) {
-  if (cp < kTableSize) return Bmp().cls[cp];
-  if (cp > kMaxCodepoint) return CodepointClass::kOther;
+CodepointFlags FlagsOf(uint32_t cp) {
+  if (cp < kTableSize) return CodepointFlags{Bmp().flags[cp]};
+  if (cp > kMaxCodepoint) return CodepointFlags{static_cast<uint8_t>(Category::kUndefined)};
   const CodepointRange* end = kCodepointRanges + kNumCodepointRanges;
   const CodepointRange* it = std::upper_bound(
       kCodepointRanges, end, cp,
       [](uint32_t v, const CodepointRange& r) { return v < r.first; });
-  return (it - 1)->cls;
+  return CodepointFlags{(it - 1)->flags};
 }
+
+CodepointClass ClassOf(uint32_t cp) {
+  static const std::array<CodepointClass, 256>* const kByFlags = [] {
+    auto* t = new std::array<CodepointClass, 256>();
+    for (int b = 0; b < 256; ++b) {
+      const CodepointFlags f{static_cast<uint8_t>(b)};
+      (*t)[b] = f.whitespace() ? CodepointClass::kWhitespace
+                : f.letter()   ? CodepointClass::kLetter
+                : f.number()   ? CodepointClass::kNumber
+                               : CodepointClass::kOther;
+    }
+    return t;
+  }();
+  return (*kByFlags)[FlagsOf(cp).bits];
+}
+
 
 uint32_t DecodeCodepoint(absl::string_view s, size_t* pos) {
   const size_t i = *pos;

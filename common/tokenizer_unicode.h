@@ -1,10 +1,11 @@
 // Unicode helpers for the tokenizer, written to behave exactly like llama.cpp's
 // src/unicode.cpp where llama.cpp's behaviour is observable in token ids.
 //
-// * Code point classes (letter, number, whitespace, other) from a table generated from
-//   llama.cpp's own unicode-data.cpp (tools/refdata/gen_tokenizer_unicode_data.py), so
-//   the pre-tokenizer splits text where llama.cpp does, not where a newer or older
-//   Unicode database would.
+// * Code point categories (\p{N} \p{L} \p{Z} \p{M} \p{P} \p{S} \p{C}, or undefined) and
+//   llama.cpp's whitespace set, from a table generated from llama.cpp's own
+//   unicode-data.cpp (tools/refdata/gen_tokenizer_unicode_data.py), so the
+//   pre-tokenizers split text where llama.cpp does, not where a newer or older Unicode
+//   database would.
 // * llama.cpp's lenient UTF-8 decoder: a byte that does not start a sequence it accepts
 //   becomes U+FFFD and decoding resumes at the next byte; overlong forms and surrogates
 //   are accepted as the code points they spell. Text is re-encoded from those code
@@ -37,9 +38,33 @@ enum class CodepointClass : uint8_t {
   kWhitespace = 3,
 };
 
+// llama.cpp's general categories (exactly one per code point).
+enum class Category : uint8_t {
+  kUndefined = 0,
+  kNumber = 1,       // \p{N}
+  kLetter = 2,       // \p{L}
+  kSeparator = 3,    // \p{Z}
+  kAccentMark = 4,   // \p{M}
+  kPunctuation = 5,  // \p{P}
+  kSymbol = 6,       // \p{S}
+  kControl = 7,      // \p{C}
+};
+
+// A code point's category and whitespace bit, packed as the generated table stores them.
+struct CodepointFlags {
+  uint8_t bits = 0;  // bits 0-2: Category; bit 3: whitespace
+
+  static constexpr uint8_t kWhitespaceBit = 0x08;
+  Category category() const { return static_cast<Category>(bits & 0x07); }
+  bool whitespace() const { return (bits & kWhitespaceBit) != 0; }
+  bool letter() const { return category() == Category::kLetter; }
+  bool number() const { return category() == Category::kNumber; }
+  bool accent_mark() const { return category() == Category::kAccentMark; }
+};
+
 struct CodepointRange {
   uint32_t first;
-  CodepointClass cls;
+  uint8_t flags;  // CodepointFlags::bits
 };
 
 // Generated table (common/tokenizer_unicode_data.cc): sorted by `first`, starting at 0;
@@ -47,7 +72,10 @@ struct CodepointRange {
 extern const CodepointRange kCodepointRanges[];
 extern const int kNumCodepointRanges;
 
-// Class of `cp`; code points above kMaxCodepoint are kOther.
+// Flags of `cp`; code points above kMaxCodepoint are undefined, not whitespace.
+CodepointFlags FlagsOf(uint32_t cp);
+
+// The GPT-2 class of `cp`: whitespace first, then letter, number, else other.
 CodepointClass ClassOf(uint32_t cp);
 
 // Decodes one code point at s[*pos] (which must be < s.size()) the way llama.cpp's

@@ -4,20 +4,26 @@
 # Idempotent and fast when everything is there (a few dpkg queries and a size check).
 #   tools/bootstrap.sh            Debian packages + default model into models/
 #   tools/bootstrap.sh --ref      also a venv with PyPI gguf+numpy (reference-data scripts)
-#   tools/bootstrap.sh --no-model packages only
-# Environment: WEFT_CACHE_DIR (default ~/.cache/weft) holds the venv and a model copy.
+#   tools/bootstrap.sh --no-model packages (and the llama.cpp source subset) only
+#   tools/bootstrap.sh --no-packages the model (and the llama.cpp source subset) only
+# Environment: WEFT_CACHE_DIR (default ~/.cache/weft) holds the venv, a model copy and
+# the llama-cpp-python source package (see fetch_llama_cpp_sdist below).
+# Installs and downloads print a progress line at least every 25 s (tools/lib.sh).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-CACHE=${WEFT_CACHE_DIR:-$HOME/.cache/weft}
+source tools/lib.sh
+CACHE=$WEFT_CACHE_DIR
 WANT_REF=0
 WANT_MODEL=1
+WANT_PACKAGES=1
 for arg in "$@"; do
   case "$arg" in
     --ref) WANT_REF=1 ;;
     --no-model) WANT_MODEL=0 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --no-packages) WANT_PACKAGES=0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "bootstrap: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -26,7 +32,7 @@ log() { echo "bootstrap: $*" >&2; }
 die() { echo "bootstrap: ERROR: $*" >&2; exit 1; }
 
 SUDO=""
-if [ "$(id -u)" != 0 ]; then
+if [ "$WANT_PACKAGES" = 1 ] && [ "$(id -u)" != 0 ]; then
   command -v sudo >/dev/null || die "not root and no sudo: install the packages listed in tools/bootstrap.sh by hand"
   SUDO="sudo"
 fi
@@ -42,24 +48,95 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   prometheus python3 python3-grpcio python3-protobuf python3-venv nlohmann-json3-dev libcpp-httplib-dev yamllint
   gnuplot-nox haproxy openssl
-  python3-yaml python3-pip
+  python3-yaml python3-pip python3-jinja2
   debootstrap umoci skopeo
 )
 missing=()
-for p in "${PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [ "$status" = "install ok installed" ] || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${#missing[@]} Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/weft-apt.log 2>&1; then
-    log "apt-get install failed; refreshing package lists and retrying"
-    $SUDO apt-get update >>/tmp/weft-apt.log 2>&1 || die "apt-get update failed (see /tmp/weft-apt.log)"
-    $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >>/tmp/weft-apt.log 2>&1 ||
-      die "apt-get install failed (see /tmp/weft-apt.log): ${missing[*]}"
-  fi
+if [ "$WANT_PACKAGES" = 1 ]; then
+  for p in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [ "$status" = "install ok installed" ] || missing+=("$p")
+  done
 fi
+APT_LOG=/tmp/weft-apt.log
+# apt's machine-readable progress (APT::Status-Fd) goes to the log with the rest; the last
+# status line makes the progress line.
+apt_status() {
+  local kind item pct msg
+  IFS=: read -r kind item pct msg < <(grep -E '^(dl|pm)status:' "$APT_LOG" | tail -n 1) || return 0
+  case $kind in
+    dlstatus) echo "downloading ${pct%%.*} %: $msg" ;;
+    pmstatus) echo "installing ${pct%%.*} %: $msg" ;;
+  esac
+}
+apt_get() {
+  weft_with_progress "bootstrap: apt-get $1" apt_status \
+    $SUDO apt-get "$@" -o APT::Status-Fd=1 >>"$APT_LOG" 2>&1
+}
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${#missing[@]} Debian packages (log: $APT_LOG): ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  : >"$APT_LOG"
+  if ! apt_get install -y --no-install-recommends "${missing[@]}"; then
+    log "apt-get install failed; refreshing package lists and retrying"
+    apt_get update || die "apt-get update failed (see $APT_LOG)"
+    apt_get install -y --no-install-recommends "${missing[@]}" ||
+      die "apt-get install failed (see $APT_LOG): ${missing[*]}"
+  fi
+  log "installed ${#missing[@]} Debian packages"
+fi
+
+# --- llama-cpp-python source package ------------------------------------------------------
+# PyPI's llama-cpp-python 0.3.36 sdist vendors llama.cpp (build 0c1e570). Weft uses, from
+# it and never from the repository: llama.cpp's Jinja engine (common/jinja, built by Bazel
+# through third_party/llama_cpp.bzl), and as test data the vocabulary-only GGUFs with
+# their .inp/.out pairs (models/ggml-vocab-*) and the chat templates (models/templates).
+# Downloaded once into $CACHE/sdist (sha256-pinned), and only those parts are extracted
+# into $CACHE/llama-cpp-python-0.3.36 (a stamp holds the sha256 they came from).
+LLAMA_SDIST_VERSION=0.3.36
+LLAMA_SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+LLAMA_SDIST_PARTS=(
+  LICENSE common/jinja common/json.h common/json.cpp common/unicode.h common/unicode.cpp
+  vendor/nlohmann models/templates 'models/ggml-vocab-*'
+)
+
+fetch_llama_cpp_sdist() {
+  local dest="$CACHE/llama-cpp-python-$LLAMA_SDIST_VERSION"
+  local stamp="$dest/.weft-sha256"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$LLAMA_SDIST_SHA" ]; then
+    return 0
+  fi
+  local tarball="$CACHE/sdist/llama_cpp_python-$LLAMA_SDIST_VERSION.tar.gz"
+  mkdir -p "$CACHE/sdist"
+  if [ ! -f "$tarball" ] || [ "$(sha_of "$tarball")" != "$LLAMA_SDIST_SHA" ]; then
+    log "downloading the llama-cpp-python $LLAMA_SDIST_VERSION source package (about 77 MB)"
+    rm -f "$tarball"
+    local pip_tmp
+    pip_tmp=$(mktemp -d)
+    # pip downloads into $TMPDIR: the bytes there are the progress.
+    sdist_status() { echo "$(du -sm "$pip_tmp" | cut -f1) MB downloaded"; }
+    TMPDIR=$pip_tmp weft_with_progress "bootstrap: llama-cpp-python sdist" sdist_status \
+      python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
+      --dest "$CACHE/sdist" "llama-cpp-python==$LLAMA_SDIST_VERSION" >&2 ||
+      { rm -rf "$pip_tmp"; die "pip download llama-cpp-python==$LLAMA_SDIST_VERSION failed: is the package index reachable?"; }
+    rm -rf "$pip_tmp"
+    [ -f "$tarball" ] || die "pip download did not produce $tarball"
+  fi
+  local got
+  got=$(sha_of "$tarball")
+  [ "$got" = "$LLAMA_SDIST_SHA" ] ||
+    die "$tarball: sha256 $got does not match the expected $LLAMA_SDIST_SHA"
+  local top="llama_cpp_python-$LLAMA_SDIST_VERSION/vendor/llama.cpp"
+  local tmp="$dest.tmp.$$"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  local members=()
+  for part in "${LLAMA_SDIST_PARTS[@]}"; do members+=("$top/$part"); done
+  tar -xzf "$tarball" -C "$tmp" --strip-components=3 --wildcards "${members[@]}" ||
+    { rm -rf "$tmp"; die "extracting $tarball failed"; }
+  echo "$LLAMA_SDIST_SHA" >"$tmp/.weft-sha256"
+  rm -rf "$dest" && mv "$tmp" "$dest"
+  log "llama.cpp source subset ready: $dest"
+}
 
 # --- Default model ----------------------------------------------------------------------
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
@@ -90,8 +167,12 @@ fetch_model() {  # name size sha256 source
   local inner=${spec#*:}
   local tmp
   tmp=$(mktemp -d)
-  log "model $name: downloading $pkg (about 93 MB)"
-  python3 -m pip download --no-deps --progress-bar off --dest "$tmp" "$pkg" >&2 ||
+  log "model $name: downloading $pkg (about $((size / 1000000)) MB)"
+  # pip downloads into $TMPDIR: the bytes under $tmp are the progress.
+  mkdir -p "$tmp/pip-tmp"
+  download_status() { echo "$(du -sm "$tmp" | cut -f1) MB downloaded"; }
+  TMPDIR=$tmp/pip-tmp weft_with_progress "bootstrap: model $name" download_status \
+    python3 -m pip download --no-deps --progress-bar off --dest "$tmp" "$pkg" >&2 ||
     { rm -rf "$tmp"; die "pip download $pkg failed: is the package index reachable?"; }
   local whl
   whl=$(ls "$tmp"/*.whl 2>/dev/null | head -n1)
@@ -110,6 +191,8 @@ fetch_model() {  # name size sha256 source
   rm -rf "$tmp"
   log "model $name: ok ($size bytes, sha256 verified)"
 }
+
+fetch_llama_cpp_sdist
 
 if [ "$WANT_MODEL" = 1 ]; then
   while read -r name size sha src; do

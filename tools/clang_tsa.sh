@@ -12,17 +12,15 @@
 # run is needed); without the headers they are left out, saying so.
 # --list prints the labels and exits; other arguments go to `bazel build` (e.g.
 # --disk_cache= to time it cold). Exit status: the build's.
-# Its own output base (WEFT_TSA_OUTPUT_BASE): switching the C compiler would otherwise
+# The clang-14 output base (WEFT_TSA_OUTPUT_BASE, default WEFT_CLANG_OUTPUT_BASE of
+# tools/lib.sh, shared with the fuzzers): switching the C compiler in the default one would
 # throw away the default build's cache.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BASE=${WEFT_TSA_OUTPUT_BASE:-$HOME/.cache/weft/bazel-clang-tsa}
-BAZEL=(bazel --output_base="$BASE")
-QUERY=(bazel)
-if [ -n "${CI:-}" ]; then
-  BAZEL=(bazel --batch --output_base="$BASE")
-  QUERY=(bazel --batch)
-fi
+source tools/lib.sh
+BASE=${WEFT_TSA_OUTPUT_BASE:-$WEFT_CLANG_OUTPUT_BASE}
+BAZEL=(bazel "${WEFT_BAZEL_STARTUP[@]}" --output_base="$BASE")
+QUERY=(bazel "${WEFT_BAZEL_STARTUP[@]}")
 
 # Sources that use the annotations, as Bazel file labels (//package:path/in/package).
 PATTERN='common/mutex\.h|ABSL_[A-Z_]*(GUARDED_BY|LOCKS_EXCLUDED|LOCKS_REQUIRED|LOCK_FUNCTION|LOCKABLE|LOCK_RETURNED|ACQUIRED_(AFTER|BEFORE)|ASSERT_[A-Z_]*LOCK|NO_THREAD_SAFETY_ANALYSIS)'
@@ -60,5 +58,6 @@ if [ "${1:-}" = --list ]; then
 fi
 echo "clang_tsa.sh: $(echo "$targets" | wc -l) targets" >&2
 # --symlink_prefix=/ keeps bazel-bin & co pointing at the default build.
-"${BAZEL[@]}" build --config=clang_tsa "${CUDA_FLAGS[@]}" --symlink_prefix=/ --keep_going \
+weft_bazel "clang_tsa.sh" "${BAZEL[@]}" build "${WEFT_BAZEL_BUILD_FLAGS[@]}" \
+  --config=clang_tsa "${CUDA_FLAGS[@]}" --symlink_prefix=/ --keep_going \
   --output_groups=compilation_outputs "$@" -- $targets

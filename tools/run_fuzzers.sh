@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# tools/run_fuzzers.sh SECONDS RESULTS_TSV — builds every libFuzzer target (Bazel tag
-# "fuzz") with clang-14 + ASan/UBSan and runs each for SECONDS on its committed corpus
+# tools/run_fuzzers.sh SECONDS|auto RESULTS_TSV — builds every libFuzzer target (Bazel
+# tag "fuzz") with clang-14 + ASan/UBSan and runs each for SECONDS on its committed corpus
 # (tests/fuzz_corpus/<name without _fuzz>/, copied to a scratch dir so the repo is not
-# written). Appends "name<TAB>passed|failed<TAB>message" lines to RESULTS_TSV.
-# Fuzz builds use their own Bazel output base: switching the C compiler would otherwise
-# throw away the default build's cache.
+# written). "auto": the fuzzers share WEFT_FUZZ_BUDGET_SECONDS (default 120: 30 s each
+# for four), at least 10 s each, so the suite's time holds as fuzzers are added.
+# Appends "name<TAB>passed|failed<TAB>message" lines to RESULTS_TSV.
+# Fuzz builds use the clang-14 output base (WEFT_FUZZ_OUTPUT_BASE, default
+# WEFT_CLANG_OUTPUT_BASE of tools/lib.sh, shared with tools/clang_tsa.sh): switching the C
+# compiler in the default one would throw away the default build's cache.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_EACH=${1:-30}
+source tools/lib.sh
+SECONDS_EACH=${1:-auto}
 # Fuzzers that need the real vocabulary (tokenizer_fuzz) read it from here.
 export WEFT_MODEL_DIR=${WEFT_MODEL_DIR:-$PWD/models}
 OUT=${2:-/dev/stdout}
-BASE=${WEFT_FUZZ_OUTPUT_BASE:-$HOME/.cache/weft/bazel-fuzz}
-BAZEL=(bazel --output_base="$BASE")
-QUERY=(bazel)
-if [ -n "${CI:-}" ]; then
-  BAZEL=(bazel --batch --output_base="$BASE")
-  QUERY=(bazel --batch)
-fi
+BASE=${WEFT_FUZZ_OUTPUT_BASE:-$WEFT_CLANG_OUTPUT_BASE}
+BAZEL=(bazel "${WEFT_BAZEL_STARTUP[@]}" --output_base="$BASE")
+QUERY=(bazel "${WEFT_BAZEL_STARTUP[@]}")
 
 # Query with the default server: a //... pattern in the fuzz output base would wander
 # into the default base's convenience symlinks.
@@ -25,15 +25,21 @@ targets=$("${QUERY[@]}" query --noshow_progress 'attr(tags, "fuzz", kind(cc_bina
 if [ -z "$targets" ]; then
   exit 0
 fi
+if [ "$SECONDS_EACH" = auto ]; then
+  SECONDS_EACH=$(( ${WEFT_FUZZ_BUDGET_SECONDS:-120} / $(echo "$targets" | wc -l) ))
+  [ "$SECONDS_EACH" -ge 10 ] || SECONDS_EACH=10
+fi
 # --symlink_prefix=/ keeps bazel-bin & co pointing at the default build.
-"${BAZEL[@]}" build --config=fuzz --symlink_prefix=/ --keep_going -- $targets
+weft_bazel "run_fuzzers.sh" "${BAZEL[@]}" build "${WEFT_BAZEL_BUILD_FLAGS[@]}" --config=fuzz \
+  --symlink_prefix=/ --keep_going -- $targets
 build_rc=$?
 bin=$("${BAZEL[@]}" info --config=fuzz bazel-bin 2>/dev/null)
 ARTIFACTS=${WEFT_FUZZ_ARTIFACTS:-/tmp/weft-fuzz-artifacts}
 mkdir -p "$ARTIFACTS"
 for t in $targets; do
   rel=${t#//}; pkg=${rel%%:*}; name=${rel##*:}
-  if [ "$build_rc" != 0 ] && ! "${BAZEL[@]}" build --config=fuzz --symlink_prefix=/ -- "$t" >/dev/null 2>&1; then
+  if [ "$build_rc" != 0 ] && ! "${BAZEL[@]}" build "${WEFT_BAZEL_BUILD_FLAGS[@]}" --config=fuzz \
+      --symlink_prefix=/ -- "$t" >/dev/null 2>&1; then
     printf '%s\tfailed\tfuzz build failed\n' "$t" >>"$OUT"
     continue
   fi

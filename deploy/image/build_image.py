@@ -48,7 +48,7 @@ HERE = os.path.join(ROOT, "deploy", "image")
 UID = 65532
 CACHE = os.path.join(os.environ.get("WEFT_CACHE_DIR", os.path.expanduser("~/.cache/weft")), "image")
 BASE_MAX_AGE_S = 7 * 24 * 3600
-BAZEL = os.environ.get("WEFT_BAZEL", "bazel").split()  # ./test.sh passes "bazel --batch" in CI
+BAZEL = os.environ.get("WEFT_BAZEL", "bazel").split()  # ./test.sh passes its startup flags
 
 # What each image holds: (path in the image, bazel config, label).
 BINARIES = {

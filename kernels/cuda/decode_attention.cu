@@ -11,6 +11,7 @@
 //   pass 3: acc_g = sum_t p_t V_t, reduced over token groups (shuffles, then warps)
 // One split: out = acc / l. Several: the split writes acc / l and m + log(l); the
 // reduction kernel weights the splits by expf(lse_p - max lse).
+// The kernels also run on the CPU under the host emulation (emulated_decode_attention_v1_test).
 #include <algorithm>
 
 #include "kernels/cuda/attention_common.cuh"
@@ -35,7 +36,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   constexpr int kTpg = kHeadDim / kVec;          // lanes per token row: 8 or 16
   constexpr int kTokPerWarp = 32 / kTpg;         // 4 or 2
   constexpr int kGroups = kDecodeWarps * kTokPerWarp;
-  extern __shared__ float smem[];
+  WEFT_DYNAMIC_SMEM(float, smem);
   __shared__ float head_max[kMaxGroupSize];
   __shared__ float head_sum[kMaxGroupSize];
 
@@ -205,6 +206,12 @@ __global__ void __launch_bounds__(kHeadDim) DecodeReduceKernel(DecodeAttentionAr
   StoreAct(a.out, row * a.out_stride + int64_t{head} * kHeadDim + d, acc / total, a.out_dtype);
 }
 
+}  // namespace
+
+// Launch code and host helpers (not part of the host emulation build).
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+namespace {
+
 struct DecodeLauncher {
   const DecodeAttentionArgs& a;
   const PagedKvView& kv;
@@ -276,7 +283,9 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
                                  cudaStream_t stream) {
   if (kv.num_kv_heads <= 0 || args.num_heads % kv.num_kv_heads != 0 || args.num_items < 0 ||
       args.num_items > 65535 || args.partition_size <= 0 || args.max_splits < 1 ||
-      args.max_splits > 65535 || (args.max_splits > 1 && args.workspace == nullptr)) {
+      args.max_splits > 65535 || (args.max_splits > 1 && args.workspace == nullptr) ||
+      (args.kernel == DecodeKernel::kPipelined && args.max_splits > 1 &&
+       args.split_counters == nullptr)) {
     return cudaErrorInvalidValue;
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;
@@ -295,5 +304,7 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
   const int64_t smem = DecodeSmemBytes(group, args.partition_size, kv.head_dim);
   return DispatchKv(kv.dtype, kv.head_dim, DecodeLauncher{args, kv, stream, smem});
 }
+
+#endif  // !WEFT_CUDA_HOST_EMULATION
 
 }  // namespace weft::kernels::cuda

@@ -25,8 +25,10 @@
 // After the last tile the kBdz token lanes of a head are merged through shared memory
 // (reusing the stages). One split: out = o / d. Several: the split writes o / d and
 // lse = (m + log2 d) ln 2 to the workspace (decode_attention.cu's layout), then bumps
-// the (item, KV head) counter; the CTA that brings it to the split count combines all
-// splits (weights exp(lse_p - max lse)) and resets the counter to zero.
+// the (item, KV head) counter (args.split_counters, a buffer of its own with a layout
+// independent of the plan: see paged_attention.h); the CTA that brings it to the split
+// count combines all splits (weights exp(lse_p - max lse)) and resets the counter to
+// zero, so every launch leaves the counters as it found them.
 //
 // Shared memory: kStages * kTile * (2 * row bytes + 2 * scale-row bytes), e.g. 48 KB for
 // bf16 head_dim 128 (4 CTAs per SM), 30 KB for int8 (7 per SM).
@@ -315,7 +317,7 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
   __threadfence();  // this thread's partials are visible device-wide before the count
   __syncthreads();
   if (tid == 0) {
-    int* counter = reinterpret_cast<int*>(lse + partials) + item * a.num_heads + h * group;
+    int* counter = a.split_counters + int64_t{item} * kv.num_kv_heads + h;
     const int done = atomicAdd(counter, 1) + 1;
     is_last = done == num_splits;
     if (is_last) atomicExch(counter, 0);  // every split has counted: reset for the next launch

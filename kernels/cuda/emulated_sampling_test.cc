@@ -8,6 +8,7 @@
 // The kernels under test, textually (the launch code is compiled out).
 #include "kernels/cuda/sampling.cu"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -25,7 +26,23 @@ struct Row {
   SamplerParams params;
 };
 
-std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab) {
+// The backend's sampling scratch, kept for its life: grown when a call needs more (the
+// counts then zeroed, the work left as garbage), never shrunk or cleared.
+struct Scratch {
+  std::vector<float> work;
+  std::vector<int32_t> counts;
+  void Reserve(size_t n) {
+    if (work.size() < n) work.assign(n, std::numeric_limits<float>::quiet_NaN());
+    if (counts.size() < n) counts.assign(n, 0);
+  }
+};
+
+// Samples `rows` on `scratch` (a fresh one when null); the whole counts buffer must be
+// zero afterwards.
+std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab,
+                                    Scratch* scratch = nullptr) {
+  Scratch fresh;
+  if (scratch == nullptr) scratch = &fresh;
   const int32_t n = static_cast<int32_t>(rows.size());
   std::vector<float> logits;
   std::vector<sampling::RowParams> params;
@@ -40,8 +57,8 @@ std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab)
     offsets.push_back(static_cast<int64_t>(history.size()));
   }
   history.push_back(0);  // never empty
-  std::vector<float> work(static_cast<size_t>(n) * vocab);
-  std::vector<int32_t> counts(static_cast<size_t>(n) * vocab, 0), tokens(n, -7);
+  scratch->Reserve(static_cast<size_t>(n) * vocab);
+  std::vector<int32_t> tokens(n, -7);
   SampleArgs a;
   a.logits = logits.data();
   a.logits_stride = vocab;
@@ -50,12 +67,14 @@ std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab)
   a.params = params.data();
   a.history = history.data();
   a.history_offsets = offsets.data();
-  a.work = work.data();
-  a.counts = counts.data();
+  a.work = scratch->work.data();
+  a.counts = scratch->counts.data();
   a.tokens = tokens.data();
   EmulateLaunch(dim3(8, n), dim3(kMarkThreads), 0, [&] { MarkHistoryKernel(a); });
   EmulateLaunch(dim3(n), dim3(kThreads), kBinBytes, [&] { SampleKernel(a); });
-  for (int32_t c : counts) EXPECT_EQ(c, 0) << "counts must be left zero";
+  const auto dirty = std::count_if(scratch->counts.begin(), scratch->counts.end(),
+                                   [](int32_t c) { return c != 0; });
+  EXPECT_EQ(dirty, 0) << "counts must be left zero";
   return tokens;
 }
 
@@ -70,7 +89,9 @@ std::vector<int32_t> HostTokens(const std::vector<Row>& rows, int32_t vocab) {
   return out;
 }
 
-std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, bool ties) {
+// Row i gets parameter kind (first_kind + i) % 9 (7 and 8: penalties).
+std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, bool ties,
+                          int32_t first_kind = 0) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> val(0.0f, 3.0f);
   std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
@@ -87,7 +108,7 @@ std::vector<Row> MakeRows(int32_t vocab, int32_t n, uint32_t seed, bool ties) {
   std::vector<Row> rows;
   for (int32_t i = 0; i < n; ++i) {
     Row r;
-    r.params = kinds[i % kinds.size()];
+    r.params = kinds[(first_kind + i) % kinds.size()];
     r.params.seed = (uint64_t{rng()} << 32) | rng();
     r.params.sample_index = static_cast<int32_t>(rng() % 4);
     r.logits.resize(vocab);
@@ -120,6 +141,21 @@ TEST(EmulatedSamplingTest, NoFiniteLogitGivesMinusOne) {
   Row g = r;
   g.params.temperature = 0;
   EXPECT_EQ(EmulatedTokens({r, g}, 100), (std::vector<int32_t>{-1, -1}));
+}
+
+// One scratch for a sequence of calls whose row counts grow and shrink (every row kind,
+// penalties included, cycling through the rows): each call equals the host Sampler and
+// leaves every count zero for the next.
+TEST(EmulatedSamplingTest, ScratchReusedAcrossBatchSizes) {
+  const int32_t vocab = 200;
+  Scratch scratch;
+  uint32_t seed = 40;
+  for (int32_t n : {10, 2, 12, 1, 9}) {
+    ++seed;
+    // Kind 7 or 8 first: every call has penalties (and so counts) in its first row.
+    const std::vector<Row> rows = MakeRows(vocab, n, seed, (seed & 1) != 0, 7 + seed % 2);
+    EXPECT_EQ(EmulatedTokens(rows, vocab, &scratch), HostTokens(rows, vocab)) << n << " rows";
+  }
 }
 
 }  // namespace

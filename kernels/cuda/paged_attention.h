@@ -94,10 +94,22 @@ struct DecodeAttentionArgs {
   float scale = 1.0f;
   int32_t partition_size = 0;
   int32_t max_splits = 1;
-  // DecodeWorkspaceFloats(...) floats (unused with 1 split). Its last num_items*num_heads
-  // words are split counters (int32) that must be zero before the first launch that uses
-  // them; the kPipelined kernel leaves them zero again (graph replays rely on that).
+  // DecodeWorkspaceFloats(...) floats of partial outputs and log-sum-exps (unused with 1
+  // split), written and read within the launch: no state between launches, so plans of
+  // any shape may share one workspace.
   float* workspace = nullptr;
+  // kPipelined with max_splits > 1: DecodeSplitCounters(num_items, num_kv_heads) int32
+  // counters in a buffer of their own, zero before the first launch; the counter of
+  // (item i, KV head h) is split_counters[i * num_kv_heads + h] whatever the plan. Each
+  // launch leaves every counter zero (the CTA that combines an (item, KV head) resets its
+  // counter), so one buffer serves every later launch of any shape — eager, captured or
+  // replayed — on the same stream. Two launches may not count in one buffer at the same
+  // time (concurrent streams need a buffer each, as they need a workspace each).
+  // Why not counters after the plan's partials, zeroed by the caller or a reset node:
+  // the plan's layout moves with the batch and context bucket, so a larger plan's
+  // partials land on a smaller plan's counters (issue 24), and a reset per launch is a
+  // rule every launch site (eager steps, each graph, benchmarks, tests) has to keep.
+  int32_t* split_counters = nullptr;
   DecodeKernel kernel = DecodeKernel::kPipelined;
 };
 
@@ -109,10 +121,15 @@ int32_t ChooseDecodePartition(int32_t num_items, int32_t num_kv_heads, int32_t g
 inline int32_t DecodeNumSplits(int32_t max_context, int32_t partition_size) {
   return max_context <= 0 ? 1 : (max_context + partition_size - 1) / partition_size;
 }
-// Partial outputs, their log-sum-exps, then one split counter per (item, head).
+// Partial outputs [item][head][split][head_dim], then their log-sum-exps
+// [item][head][split].
 inline int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32_t head_dim,
                                      int32_t max_splits) {
-  return int64_t{num_items} * num_heads * (int64_t{max_splits} * (head_dim + 1) + 1);
+  return int64_t{num_items} * num_heads * max_splits * (int64_t{head_dim} + 1);
+}
+// The kPipelined kernel's split counters: one int32 per (item, KV head).
+inline int64_t DecodeSplitCounters(int32_t num_items, int32_t num_kv_heads) {
+  return int64_t{num_items} * num_kv_heads;
 }
 
 // A decode batch as the split planner sees it.

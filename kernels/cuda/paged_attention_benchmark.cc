@@ -158,7 +158,7 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   const int32_t num_blocks = batch * blocks_per_seq;
   const int32_t heads = sh.num_kv_heads * sh.group;
   const int64_t qw = int64_t{heads} * sh.head_dim;
-  Device pool, q, out, ws, d_table, d_offsets, d_lens;
+  Device pool, q, out, ws, counters, d_table, d_offsets, d_lens;
   PagedKvView kv;
   BENCH_CUDA(MakeRandomPool(sh, bs, num_blocks, &pool, &kv));
   std::vector<int32_t> table(num_blocks);
@@ -184,7 +184,9 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   BENCH_CUDA(UploadRandomFloats(batch * qw, 7, &q));
   BENCH_CUDA(cudaMalloc(&out.p, batch * qw * 4));
   BENCH_CUDA(cudaMalloc(&ws.p, plan.workspace_floats * 4));
-  BENCH_CUDA(cudaMemset(ws.p, 0, plan.workspace_floats * 4));  // split counters
+  const int64_t counter_bytes = DecodeSplitCounters(batch, sh.num_kv_heads) * 4;
+  BENCH_CUDA(cudaMalloc(&counters.p, counter_bytes));
+  BENCH_CUDA(cudaMemset(counters.p, 0, counter_bytes));  // zero before the first launch
   DecodeAttentionArgs a;
   a.q = q.as<float>();
   a.q_stride = qw;
@@ -200,6 +202,7 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   a.partition_size = plan.partition_size;
   a.max_splits = plan.max_splits;
   a.workspace = ws.as<float>();
+  a.split_counters = counters.as<int32_t>();
   a.kernel = kernel;
   cudaEvent_t start, stop;
   BENCH_CUDA(cudaEventCreate(&start));

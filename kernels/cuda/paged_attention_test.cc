@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -131,13 +131,31 @@ std::vector<float> Bf16ToFloats(const std::vector<uint16_t>& bits) {
   return out;
 }
 
+// The decode workspace and split counters as the CUDA backend's ModelRunner keeps them:
+// one of each for every launch, grown only when too small (the counters then zeroed).
+struct SharedDecodeBuffers {
+  std::unique_ptr<DeviceArray<float>> ws;
+  std::unique_ptr<DeviceArray<int32_t>> counters;
+  void Reserve(int64_t ws_floats, int64_t num_counters) {
+    if (ws == nullptr || static_cast<int64_t>(ws->size()) < ws_floats) {
+      ws = std::make_unique<DeviceArray<float>>(ws_floats);
+      ws->FillBytes(0xff);  // NaNs: the partials need no initial value
+    }
+    if (counters == nullptr || static_cast<int64_t>(counters->size()) < num_counters) {
+      counters = std::make_unique<DeviceArray<int32_t>>(num_counters);
+      counters->FillBytes(0);
+    }
+  }
+};
+
 // Runs a decode kernel on every sequence at its full length with the given split
-// length (0: the kernel's PlanDecode) and compares with the CPU. The pipelined kernel
-// runs twice on the same workspace (as graph replays do): the results must be the same
-// bits and its split counters must be back at zero.
+// length (0: the kernel's PlanDecode) and compares with the CPU. Each kernel runs twice
+// on the same workspace (as graph replays do): the results must be the same bits and
+// the split counters back at zero. `shared`: buffers earlier calls used (default fresh).
 void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_t partition,
                  ActDtype out_dtype, uint32_t seed,
-                 DecodeKernel kernel = DecodeKernel::kPipelined) {
+                 DecodeKernel kernel = DecodeKernel::kPipelined,
+                 SharedDecodeBuffers* shared = nullptr) {
   SCOPED_TRACE(DecodeKernelName(kernel));
   World w(shape, lengths, seed);
   const int32_t items = static_cast<int32_t>(lengths.size());
@@ -174,9 +192,11 @@ void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_
   a.max_splits = DecodeNumSplits(max_ctx, a.partition_size) + 1;  // one spare: exits early
   const int64_t ws_floats =
       DecodeWorkspaceFloats(items, a.num_heads, shape.head_dim, a.max_splits);
-  DeviceArray<float> ws(ws_floats);
-  ws.FillBytes(0);  // the split counters start at zero
-  a.workspace = ws.get();
+  SharedDecodeBuffers fresh;
+  if (shared == nullptr) shared = &fresh;
+  shared->Reserve(ws_floats, DecodeSplitCounters(items, shape.num_kv_heads));
+  a.workspace = shared->ws->get();
+  a.split_counters = shared->counters->get();
   std::vector<float> got, again;
   if (out_dtype == ActDtype::kF32) {
     DeviceArray<float> out(want.size());
@@ -196,15 +216,8 @@ void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_
     EXPECT_LE(WorstError(got, want, 1e-3, 1.0 / 128), 1.0) << "partition " << a.partition_size;
   }
   EXPECT_EQ(got, again) << "a second launch on the same workspace";
-  if (kernel == DecodeKernel::kPipelined) {
-    const std::vector<float> tail = ws.ToHost();
-    const int64_t counters = int64_t{items} * a.num_heads;
-    for (int64_t i = ws_floats - counters; i < ws_floats; ++i) {
-      int32_t c;
-      std::memcpy(&c, &tail[i], 4);
-      ASSERT_EQ(c, 0) << "split counter " << i - (ws_floats - counters) << " left set";
-    }
-  }
+  const std::vector<int32_t> left = shared->counters->ToHost();
+  for (size_t i = 0; i < left.size(); ++i) ASSERT_EQ(left[i], 0) << "split counter " << i;
 }
 
 constexpr DecodeKernel kBothKernels[] = {DecodeKernel::kPipelined, DecodeKernel::kSplitV1};
@@ -249,6 +262,23 @@ TEST_P(AttentionTest, DecodeSplitKWithReduction) {
   // The pipelined kernel takes any split length: odd ones, shorter than a tile.
   CheckDecode(GetParam(), {1, 40, 333, 1000}, 7, ActDtype::kF32, 12);
   CheckDecode(GetParam(), {64, 65, 129}, 33, ActDtype::kF32, 13);
+}
+
+// One workspace and one set of counters for batches that grow and shrink (issue 24: a
+// smaller plan after a larger one lost its heads when the counters followed the plan's
+// partials), for each kernel.
+TEST_P(AttentionTest, DecodePlansOfDifferentShapesShareOneWorkspace) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  const std::vector<int32_t> four(4, 300), one(1, 300);
+  for (DecodeKernel k : kBothKernels) {
+    SharedDecodeBuffers shared;
+    uint32_t seed = 20;
+    for (const std::vector<int32_t>& lens :
+         {four, one, four, std::vector<int32_t>{1000, 17, 300, 64, 129, 256, 5, 900}, one,
+          std::vector<int32_t>{40, 33}, std::vector<int32_t>{2000}, four}) {
+      CheckDecode(GetParam(), lens, 64, ActDtype::kF32, ++seed, k, &shared);
+    }
+  }
 }
 
 TEST_P(AttentionTest, DecodeBf16Output) {
@@ -426,8 +456,10 @@ TEST(AttentionLongTest, GraphPaddingGivesZeros) {
     a.max_splits = 4;
     a.kernel = kernel;
     DeviceArray<float> ws(DecodeWorkspaceFloats(2, a.num_heads, 64, 4));
-    ws.FillBytes(0);
+    DeviceArray<int32_t> counters(DecodeSplitCounters(2, shape.num_kv_heads));
+    counters.FillBytes(0);
     a.workspace = ws.get();
+    a.split_counters = counters.get();
     WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
     const std::vector<float> got = out.ToHost();
     for (int32_t i = 0; i < w.q_width(); ++i) ASSERT_EQ(got[i], 0.0f) << i;
@@ -507,8 +539,9 @@ TEST(AttentionHostTest, PipelinedDecodePlan) {
   // kSplitV1 keeps its own rule.
   EXPECT_EQ(PlanDecode(DecodeKernel::kSplitV1, s).partition_size,
             ChooseDecodePartition(1, 8, 4, 16, 8192, 132));
-  // Workspace: partials, log-sum-exps and one counter per (item, head).
-  EXPECT_EQ(DecodeWorkspaceFloats(2, 3, 64, 5), 2 * 3 * (5 * 65 + 1));
+  // Workspace: partials and log-sum-exps; the counters (one per (item, KV head)) apart.
+  EXPECT_EQ(DecodeWorkspaceFloats(2, 3, 64, 5), 2 * 3 * 5 * 65);
+  EXPECT_EQ(DecodeSplitCounters(2, 3), 6);
 }
 
 }  // namespace

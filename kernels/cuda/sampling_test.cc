@@ -3,7 +3,7 @@
 // logits), NaN and -inf entries, a row with no finite logit, several samples of one
 // request (Philox counters), near-ties a few ulps apart, flat distributions, and a
 // vocabulary of the default model's size. Tokens must be identical (by construction:
-// kernels/cuda/sampling_math.h; sampling_host_test checks the algorithm without a GPU).
+// common/sampling/sampling_math.h; sampling_host_test checks the algorithm without a GPU).
 #include "kernels/cuda/sampling.h"
 
 #include <cmath>

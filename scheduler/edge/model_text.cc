@@ -1,7 +1,11 @@
 #include "scheduler/edge/model_text.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/chat_prompt.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -23,7 +27,8 @@ class TokenizerText : public TokenTextSource {
 
 class TokenizerEncoder : public PromptEncoder {
  public:
-  TokenizerEncoder(const Tokenizer* t, const ChatTemplate* chat) : t_(t), chat_(chat) {}
+  TokenizerEncoder(const Tokenizer* t, const ChatTemplate* chat, std::string no_chat_reason)
+      : t_(t), chat_(chat), no_chat_reason_(std::move(no_chat_reason)) {}
 
   absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
     EncodeOptions o;
@@ -33,22 +38,31 @@ class TokenizerEncoder : public PromptEncoder {
 
   absl::StatusOr<std::vector<int32_t>> EncodeChat(const weft::v1::ChatPrompt& chat) const override {
     if (chat_ == nullptr) {
-      return absl::UnimplementedError(
-          "this model has no supported chat template (ChatML only); send text instead");
+      return absl::UnimplementedError(absl::StrCat(
+          "chat prompts are not available for this model: ", no_chat_reason_,
+          "; send a text prompt instead"));
     }
     std::vector<ChatMessage> messages;
     messages.reserve(chat.messages_size());
     for (const auto& m : chat.messages()) messages.push_back({m.role(), m.content()});
-    WEFT_ASSIGN_OR_RETURN(std::string rendered, chat_->Render(messages));
-    EncodeOptions o;
-    o.parse_special = true;
-    return t_->Encode(rendered, o);
+    return TokenizeChat(*chat_, *t_, messages);
   }
 
  private:
   const Tokenizer* t_;
   const ChatTemplate* chat_;
+  std::string no_chat_reason_;
 };
+
+absl::StatusOr<std::string> ReadTemplateFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("--chat_template ", path, ": cannot read"));
+  }
+  std::ostringstream data;
+  data << in.rdbuf();
+  return data.str();
+}
 
 }  // namespace
 
@@ -80,8 +94,8 @@ absl::Status CheckModelName(absl::string_view name) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ModelText>> ModelText::Load(const GgufFile& file,
-                                                           const std::string& model_name) {
+absl::StatusOr<std::unique_ptr<ModelText>> ModelText::Load(
+    const GgufFile& file, const std::string& model_name, const std::string& chat_template_path) {
   std::unique_ptr<ModelText> m(new ModelText());
   WEFT_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(file));
   WEFT_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
@@ -101,15 +115,32 @@ absl::StatusOr<std::unique_ptr<ModelText>> ModelText::Load(const GgufFile& file,
   m->fingerprint_ = file.Fingerprint();
   WEFT_RETURN_IF_ERROR(CheckModelName(model_name));
   m->name_ = model_name;
-  auto chat = ChatTemplate::FromGguf(file);
-  if (chat.ok()) {
-    m->chat_ = std::move(*chat);
+  const std::string bos = BosText(*m->tokenizer_);
+  const std::string eos = EosText(*m->tokenizer_);
+  if (!chat_template_path.empty()) {
+    WEFT_ASSIGN_OR_RETURN(const std::string source, ReadTemplateFile(chat_template_path));
+    auto chat = ChatTemplate::Parse(source, bos, eos);
+    if (!chat.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--chat_template ", chat_template_path, ": ", chat.status().message()));
+    }
+    m->chat_ = *std::move(chat);
+  } else if (auto source = file.GetString("tokenizer.chat_template"); source.ok()) {
+    auto chat = ChatTemplate::Parse(*source, bos, eos);
+    if (chat.ok()) {
+      m->chat_ = *std::move(chat);
+    } else {
+      m->no_chat_reason_ = absl::StrCat("its tokenizer.chat_template ", chat.status().message());
+    }
   } else {
-    LOG(WARNING) << "chat prompts disabled: " << chat.status().message();
+    m->no_chat_reason_ =
+        "the model file has no tokenizer.chat_template (start the scheduler with "
+        "--chat_template FILE)";
   }
+  if (!m->chat_.has_value()) LOG(WARNING) << "chat prompts disabled: " << m->no_chat_reason_;
   m->text_source_ = std::make_unique<TokenizerText>(m->tokenizer_.get());
-  m->encoder_ = std::make_unique<TokenizerEncoder>(m->tokenizer_.get(),
-                                                   m->chat_.has_value() ? &*m->chat_ : nullptr);
+  m->encoder_ = std::make_unique<TokenizerEncoder>(
+      m->tokenizer_.get(), m->chat_.has_value() ? &*m->chat_ : nullptr, m->no_chat_reason_);
   return m;
 }
 
@@ -130,7 +161,7 @@ weft::v1::ModelInfo ModelText::model_info() const {
   info.set_fingerprint(fingerprint_);
   info.set_context_length(context_length_);
   info.set_vocab_size(vocab_size());
-  info.set_chat_template(chat_.has_value() ? "chatml" : "");
+  info.set_chat_template(chat_.has_value() ? "jinja" : "");
   return info;
 }
 

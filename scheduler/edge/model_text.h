@@ -2,6 +2,12 @@
 // (prompt encoding, token bytes for detokenization), the chat template, end-of-generation
 // ids, and the shape workers must match (ExpectedModel: fingerprint, heads, FFN, vocab).
 //
+// Chat: the GGUF's tokenizer.chat_template, or the file given as `chat_template_path`
+// (--chat_template; it replaces the GGUF's), rendered by common/chat_template.h and
+// tokenized by common/chat_prompt.h (message text is never parsed as special tokens).
+// A model without a usable template refuses chat prompts with UNIMPLEMENTED saying why
+// (HTTP 400); a --chat_template file that cannot be read or parsed fails Load.
+//
 // Ownership: borrows nothing after Load (copies what it needs out of the GgufFile).
 // Thread-safety: immutable after Load; every method is safe from any thread.
 #ifndef WEFT_SCHEDULER_SERVICE_MODEL_TEXT_H_
@@ -37,9 +43,11 @@ absl::Status CheckModelName(absl::string_view name);
 
 class ModelText {
  public:
-  // `model_name` is the name clients route by (CheckModelName must accept it).
-  static absl::StatusOr<std::unique_ptr<ModelText>> Load(const GgufFile& file,
-                                                         const std::string& model_name);
+  // `model_name` is the name clients route by (CheckModelName must accept it);
+  // `chat_template_path`: a Jinja file replacing the GGUF's template ("" = the GGUF's).
+  static absl::StatusOr<std::unique_ptr<ModelText>> Load(
+      const GgufFile& file, const std::string& model_name,
+      const std::string& chat_template_path = "");
 
   const std::string& name() const { return name_; }
   int32_t context_length() const { return context_length_; }
@@ -61,6 +69,7 @@ class ModelText {
   int64_t n_ff_ = 0;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_;
+  std::string no_chat_reason_;  // why chat_ is empty
   std::unique_ptr<TokenTextSource> text_source_;
   std::unique_ptr<PromptEncoder> encoder_;
 };

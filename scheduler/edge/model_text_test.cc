@@ -1,8 +1,16 @@
 #include "scheduler/edge/model_text.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "common/gguf.h"
+#include "common/testing/gguf_builder.h"
 #include "common/testing/model_path.h"
 
 namespace weft {
@@ -47,6 +55,62 @@ TEST(ModelTextTest, SpecialTokensDisplayTheirTextOrdinaryTokensTheirBytes) {
   ASSERT_EQ(hello.size(), 1u);
   EXPECT_EQ(source.DisplayBytes(hello[0]), "hello");
   EXPECT_EQ(source.DisplayBytes(hello[0]), source.TokenBytes(hello[0]));
+}
+
+// A SentencePiece model file without tokenizer.chat_template (as Gemma 3 270M's GGUF).
+std::vector<uint8_t> NoTemplateModel() {
+  testing::GgufBuilder b;
+  b.AddString("general.architecture", "llama");
+  b.AddUint32("llama.context_length", 64);
+  b.AddUint32("llama.attention.head_count", 1);
+  b.AddUint32("llama.feed_forward_length", 8);
+  b.AddString("tokenizer.ggml.model", "llama");
+  b.AddStringArray("tokenizer.ggml.tokens",
+                   {"<unk>", "<s>", "</s>", "\xE2\x96\x81Hi", "[", "]", "\xE2\x96\x81", "user",
+                    "<0x0A>"});
+  b.AddFloat32Array("tokenizer.ggml.scores", {0, 0, 0, -1, -2, -2, -3, -2, 0});
+  b.AddInt32Array("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 6});
+  return b.Build();
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ModelTextTest, ChatNeedsATemplateFromTheFileOrTheFlag) {
+  const std::vector<uint8_t> bytes = NoTemplateModel();
+  auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  weft::v1::ChatPrompt chat;
+  auto* m = chat.add_messages();
+  m->set_role("user");
+  m->set_content("Hi");
+
+  auto plain = ModelText::Load(**file, "m");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->model_info().chat_template(), "");
+  auto refused = (*plain)->encoder().EncodeChat(chat);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("--chat_template"));
+
+  const std::string path = WriteTemp(
+      "tmpl.jinja", "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}\n"
+                    "{% endfor %}");
+  auto with_flag = ModelText::Load(**file, "m", path);
+  ASSERT_TRUE(with_flag.ok()) << with_flag.status();
+  EXPECT_EQ((*with_flag)->model_info().chat_template(), "jinja");
+  auto ids = (*with_flag)->encoder().EncodeChat(chat);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  // "<s>" written by the template is the BOS the vocabulary adds: once.
+  EXPECT_EQ(*ids, (*with_flag)->tokenizer().Encode("[user]Hi\n"));
+  EXPECT_EQ((*ids)[0], 1);
+
+  EXPECT_FALSE(ModelText::Load(**file, "m", path + ".missing").ok());
+  EXPECT_FALSE(ModelText::Load(**file, "m", WriteTemp("bad.jinja", "{% for %}")).ok());
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model file");
 ABSL_FLAG(std::string, model_name, "",
           "served model name, routable by x-weft-model (default: the file's stem, lower case)");
+ABSL_FLAG(std::string, chat_template, "",
+          "Jinja chat template file replacing the model's tokenizer.chat_template (for "
+          "models without one)");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind (gRPC ports and /metrics)");
 ABSL_FLAG(int32_t, port, 50051, "public Generate port (0 = ephemeral)");
 ABSL_FLAG(int32_t, worker_port, 50052, "port workers attach to (0 = ephemeral)");
@@ -102,6 +105,7 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   if (absl::Status s = CheckModelName(o.model_name); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--model_name: ", s.message()));
   }
+  o.chat_template_path = absl::GetFlag(FLAGS_chat_template);
   o.host = absl::GetFlag(FLAGS_host);
   o.port = absl::GetFlag(FLAGS_port);
   o.worker_port = absl::GetFlag(FLAGS_worker_port);

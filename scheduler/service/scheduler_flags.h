@@ -24,6 +24,7 @@ namespace weft {
 struct SchedulerBinaryOptions {
   std::string model_path;
   std::string model_name;  // --model_name, else the file's stem (DefaultModelName)
+  std::string chat_template_path;  // --chat_template: replaces the GGUF's ("" = the GGUF's)
   std::string host;
   int port = 0;              // public gRPC
   int worker_port = 0;       // attach

@@ -7,6 +7,7 @@
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, model_name);
+ABSL_DECLARE_FLAG(std::string, chat_template);
 ABSL_DECLARE_FLAG(std::string, policy);
 ABSL_DECLARE_FLAG(int32_t, max_num_seqs);
 ABSL_DECLARE_FLAG(int32_t, max_tokens_cap);
@@ -29,6 +30,7 @@ TEST_F(SchedulerFlagsTest, DefaultsMakeAWorkingConfiguration) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->model_name, "smollm2-135m-instruct.q4_1");
   EXPECT_EQ(o->frontend.model_name, o->model_name);
+  EXPECT_EQ(o->chat_template_path, "") << "the GGUF's own template";
   EXPECT_EQ(o->engine.core.policy, PolicyKind::kDecodeFirst);
   EXPECT_EQ(o->engine.core.max_steps_in_flight, 1);
   EXPECT_TRUE(o->engine.steps_in_flight_by_backend);  // --max_steps_in_flight=0
@@ -38,6 +40,13 @@ TEST_F(SchedulerFlagsTest, DefaultsMakeAWorkingConfiguration) {
   EXPECT_EQ(o->engine.core.limits.vocab_size, 49152);
   EXPECT_EQ(o->engine.core.limits.max_model_len, 8192);
   EXPECT_EQ(o->engine.core.eos_token_ids, std::vector<int32_t>{2});
+}
+
+TEST_F(SchedulerFlagsTest, ChatTemplateFileReachesTheModelText) {
+  absl::SetFlag(&FLAGS_chat_template, "/etc/weft/gemma.jinja");
+  absl::StatusOr<SchedulerBinaryOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->chat_template_path, "/etc/weft/gemma.jinja");
 }
 
 // One set of request limits for the core and the edge, from the flags: --max_tokens_cap

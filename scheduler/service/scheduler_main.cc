@@ -10,7 +10,8 @@
 // written as JSON {"port":..,"worker_port":..,"metrics_port":..,"http_port":..}
 // (-1: off). --http_port serves the OpenAI-compatible HTTP API (http_server.h).
 // The model is served as --model_name, by default the file's stem in lower case
-// (DefaultModelName). The public port serves weft.v1.Generation, grpc.health.v1.Health
+// (DefaultModelName). Chat prompts use the model's chat template, or --chat_template FILE
+// (required for chat with a model file that has none). The public port serves weft.v1.Generation, grpc.health.v1.Health
 // (services "", weft.v1.Generation and the model name) and server reflection; with
 // --tls_cert/--tls_key it speaks TLS only (client certificates required when
 // --tls_client_ca is given), with --auth_tokens_file Generate and ListModels need a
@@ -235,7 +236,7 @@ int Main() {
     LOG(ERROR) << "cannot load the model: " << file.status().message();
     return 1;
   }
-  auto text = ModelText::Load(**file, o->model_name);
+  auto text = ModelText::Load(**file, o->model_name, o->chat_template_path);
   if (!text.ok()) {
     LOG(ERROR) << "cannot load the model's tokenizer/metadata: " << text.status().message();
     return 1;

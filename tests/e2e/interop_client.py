@@ -39,7 +39,7 @@ def main():
     model = models[0]
     assert model.name and model.vocab_size > 0 and model.context_length > 0, model
     assert model.num_replicas == 1, model
-    assert model.chat_template == "chatml", model
+    assert model.chat_template == "jinja", model
 
     # Health.
     health = health_pb2_grpc.HealthStub(channel)

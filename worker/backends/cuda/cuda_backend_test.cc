@@ -3,7 +3,9 @@
 // mixed batches, copy-on-write — give the same logits up to the CUDA backend's
 // bf16 tolerance, on random tiny Llamas (head_dim 64 and 128, GQA, BF16 / Q4_1 / Q8_0
 // weights, tied and untied heads, every KV dtype), and on the default model when
-// models/ has it. Malformed batches fail with InvalidArgument before any work.
+// models/ has it. Malformed batches fail with InvalidArgument before any work. A greedy
+// request gives the same tokens before and after a load of mixed batch shapes (state
+// kept between steps must not leak into later ones).
 #include "worker/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -439,6 +441,180 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{GgmlType::kQ8_0, 512, 4, 4, false, kc::KvDtype::kF16},
                       ModelCase{GgmlType::kQ4_0, 384, 6, 2, true, kc::KvDtype::kInt8},
                       ModelCase{GgmlType::kBF16, 512, 8, 1, false, kc::KvDtype::kBf16}));
+
+// ---- State kept between steps (issue 24) -----------------------------------------------
+// The backend keeps state between steps — one decode workspace and split-counter buffer
+// for every plan, a CUDA graph per (batch, context) bucket, the step-input staging
+// buffers, the sampling scratch. A request must not notice what ran before it: the same
+// greedy request, run on a fresh backend and again after a load of batches that grow and
+// shrink (sizes, contexts, eager and graph steps, prefill chunks beside decodes), gives
+// the same tokens and logits. (Before the fix, a decode plan smaller than an earlier one
+// found garbage split counters and left its attention output stale.)
+
+// The default model's attention shape (3 KV heads, group 3, head_dim 64), Q4_1 weights,
+// contexts to 4K (graph context buckets 1024 and 2048).
+testing::TinyLlamaSpec DefaultShapeSpec() {
+  testing::TinyLlamaSpec spec;
+  spec.matrix_type = GgmlType::kQ4_1;
+  spec.hidden = 576;
+  spec.num_heads = 9;
+  spec.num_kv_heads = 3;
+  spec.ffn = 160;
+  spec.vocab = 96;
+  spec.context = 4096;
+  spec.tied = true;
+  return spec;
+}
+
+constexpr int32_t kRequestBlocks = 24;  // blocks [0, 24) are the request's, the rest the load's
+
+// Samples one token for each of `seqs` (the chunks of the last step, logits rows in
+// order) on the device with `params`; appends each to its sequence.
+void SampleAndAppend(CudaBackend* gpu, const std::vector<Seq*>& seqs,
+                     const SamplerParams& params, int32_t prompt_len) {
+  std::vector<Backend::SampleRequest> requests;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Backend::SampleRequest r;
+    r.row = static_cast<int32_t>(i);
+    r.params = &params;
+    const auto t = absl::MakeConstSpan(seqs[i]->tokens);
+    const size_t n = std::min<size_t>(t.size(), static_cast<size_t>(prompt_len));
+    r.prompt = t.subspan(0, n);
+    r.output = t.subspan(n);
+    requests.push_back(r);
+  }
+  std::vector<int32_t> tokens;
+  const absl::Status s = gpu->SampleOnDevice(requests, &tokens);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(tokens.size(), seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    ASSERT_GE(tokens[i], 0);
+    seqs[i]->tokens.push_back(tokens[i]);
+  }
+}
+
+// The request: a 300-token prompt (its decodes take several splits), then 16 greedy
+// tokens (with a repetition penalty, so the sampling counts matter), each sampled on the
+// device from a one-sequence step. Returns the tokens; *logits gets every step's row.
+std::vector<int32_t> RunGreedyRequest(CudaBackend* gpu, std::vector<float>* logits) {
+  constexpr int32_t kPrompt = 300, kNew = 16;
+  Seq s = MakeSeq(kPrompt, 96, 77);
+  for (int32_t b = 0; b < kRequestBlocks; ++b) s.table.push_back(kRequestBlocks - 1 - b);
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  greedy.repetition_penalty = 1.3f;
+  logits->clear();
+  ForwardOutput out;
+  for (int32_t i = 0; i < kNew; ++i) {
+    ForwardBatch batch;
+    const int32_t start = i == 0 ? 0 : static_cast<int32_t>(s.tokens.size()) - 1;
+    batch.sequences = {Chunk(s, start, static_cast<int32_t>(s.tokens.size()) - start, true)};
+    const absl::Status st = gpu->Forward(batch, &out);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok()) return {};
+    logits->insert(logits->end(), out.Row(0), out.Row(0) + out.vocab_size);
+    SampleAndAppend(gpu, {&s}, greedy, kPrompt);
+    if (::testing::Test::HasFatalFailure()) return {};
+  }
+  return std::vector<int32_t>(s.tokens.begin() + kPrompt, s.tokens.end());
+}
+
+// The load: 8 sequences (contexts 5 to ~1100, on blocks from kRequestBlocks on), prefilled
+// in two steps (the second beside two decodes: an eager mixed step), then rounds of 3
+// decode steps whose batch grows and shrinks (8, 2, 5, 1, 3, 8, 4, 1, 6 sequences),
+// every step sampled on the device with penalties.
+void RunMixedLoad(CudaBackend* gpu) {
+  const std::vector<int32_t> lens = {700, 17, 300, 64, 129, 1070, 5, 256};
+  std::vector<Seq> seqs;
+  int32_t next_block = kRequestBlocks;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    seqs.push_back(MakeSeq(lens[i], 96, 100 + static_cast<uint32_t>(i)));
+    const int32_t blocks = (lens[i] + 64) / 16 + 1;  // room for the round's tokens
+    for (int32_t b = 0; b < blocks; ++b) seqs.back().table.push_back(next_block++);
+  }
+  SamplerParams params;
+  params.seed = 5;
+  params.temperature = 0.8f;
+  params.repetition_penalty = 1.1f;
+  params.frequency_penalty = 0.2f;
+  ForwardOutput out;
+  auto step = [&](const std::vector<size_t>& who, const std::vector<size_t>& prefill) {
+    ForwardBatch batch;
+    std::vector<Seq*> sampled;
+    for (size_t i : prefill) {  // whole prompts
+      batch.sequences.push_back(Chunk(seqs[i], 0, lens[i], true));
+      sampled.push_back(&seqs[i]);
+    }
+    for (size_t i : who) {
+      batch.sequences.push_back(
+          Chunk(seqs[i], static_cast<int32_t>(seqs[i].tokens.size()) - 1, 1, true));
+      sampled.push_back(&seqs[i]);
+    }
+    const absl::Status s = gpu->Forward(batch, &out);
+    ASSERT_TRUE(s.ok()) << s;
+    SampleAndAppend(gpu, sampled, params, 0);
+  };
+  ASSERT_NO_FATAL_FAILURE(step({}, {0, 1, 2, 3}));
+  ASSERT_NO_FATAL_FAILURE(step({0, 1}, {4, 5, 6, 7}));  // decodes beside prefills
+  const std::vector<std::vector<size_t>> rounds = {
+      {0, 1, 2, 3, 4, 5, 6, 7}, {5, 2}, {0, 1, 3, 6, 7}, {5}, {2, 4, 6},
+      {0, 1, 2, 3, 4, 5, 6, 7}, {1, 3, 5, 7}, {0}, {2, 3, 4, 5, 6, 7}};
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    for (int32_t k = 0; k < 3; ++k) ASSERT_NO_FATAL_FAILURE(step(rounds[r], {}));
+  }
+}
+
+struct StateCase {
+  bool graphs;
+  int32_t max_graph_batch;
+  kc::DecodeKernel kernel;
+  kc::KvDtype kv;
+};
+
+TEST(CudaBackendStateTest, GreedyRequestIsTheSameBeforeAndAfterMixedLoad) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<uint8_t> bytes = testing::BuildTinyLlama(DefaultShapeSpec());
+  auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::vector<StateCase> cases = {
+      {true, 8, kc::DecodeKernel::kPipelined, kc::KvDtype::kF16},
+      {true, 4, kc::DecodeKernel::kPipelined, kc::KvDtype::kInt8},  // 5-8 sequences eager
+      {false, 8, kc::DecodeKernel::kPipelined, kc::KvDtype::kBf16},
+      {true, 8, kc::DecodeKernel::kSplitV1, kc::KvDtype::kF16},
+  };
+  for (const StateCase& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << (c.graphs ? "graphs up to " : "eager, ") << c.max_graph_batch << ", "
+                 << kc::DecodeKernelName(c.kernel) << ", KV " << KvDtypeName(c.kv));
+    CudaBackendOptions o;
+    o.num_kv_blocks = 256;
+    o.cuda_graphs = c.graphs;
+    o.max_graph_batch = c.max_graph_batch;
+    o.decode_kernel = c.kernel;
+    o.kv_dtype = c.kv;
+    auto gpu = CudaBackend::Create(**file, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    std::vector<float> logits_before, logits_after;
+    const std::vector<int32_t> before = RunGreedyRequest(gpu->get(), &logits_before);
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_EQ(before.size(), 16u);
+    RunMixedLoad(gpu->get());
+    ASSERT_FALSE(HasFatalFailure());
+    const std::vector<int32_t> after = RunGreedyRequest(gpu->get(), &logits_after);
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(after, before) << "the same greedy request after the load";
+    ASSERT_EQ(logits_after.size(), logits_before.size());
+    double scale = 1e-3, worst = 0;
+    for (size_t i = 0; i < logits_before.size(); ++i) {
+      scale = std::max(scale, double{std::fabs(logits_before[i])});
+      worst = std::max(worst, double{std::fabs(logits_after[i] - logits_before[i])});
+    }
+    EXPECT_LE(worst, 1e-5 * scale) << "logits of the same request after the load";
+    if (c.graphs) {
+      EXPECT_GT((*gpu)->graph_replays(), 0);
+    }
+  }
+}
 
 TEST(CudaBackendModelTest, DefaultModelMatchesCpu) {
   SKIP_WITHOUT_CUDA();

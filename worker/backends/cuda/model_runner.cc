@@ -25,11 +25,14 @@ const T* At(const StepArgs& s, size_t offset) {
   return reinterpret_cast<const T*>(s.meta + offset);
 }
 
-absl::Status Grow(DeviceBuffer* b, size_t bytes, bool* moved) {
-  bool grew = false;
+// Reserves `bytes`; *moved when an existing allocation was replaced, *grew (optional)
+// when the buffer was (re)allocated.
+absl::Status Grow(DeviceBuffer* b, size_t bytes, bool* moved, bool* grew = nullptr) {
+  bool reallocated = false;
   const bool had = b->get() != nullptr;
-  WEFT_RETURN_IF_ERROR(b->Reserve(bytes, &grew));
-  if (grew && had) *moved = true;
+  WEFT_RETURN_IF_ERROR(b->Reserve(bytes, &reallocated));
+  if (reallocated && had) *moved = true;
+  if (grew != nullptr) *grew = reallocated;
   return absl::OkStatus();
 }
 
@@ -74,14 +77,19 @@ absl::Status ModelRunner::Reserve(int32_t tokens, int32_t rows, int64_t decode_w
   WEFT_RETURN_IF_ERROR(Grow(&act_, t * ffn_ * 2, moved));
   if (shard_.world_size > 1) WEFT_RETURN_IF_ERROR(Grow(&proj_, t * hidden * 4, moved));
   WEFT_RETURN_IF_ERROR(Grow(&logits_, r * config_.vocab_size * 4, moved));
-  bool ws_grew = false;
-  WEFT_RETURN_IF_ERROR(decode_ws_.Reserve(
-      static_cast<size_t>(std::max<int64_t>(decode_ws_floats, 1)) * 4, &ws_grew));
-  if (ws_grew) {
-    if (decode_ws_bytes_ > 0) *moved = true;
-    decode_ws_bytes_ = decode_ws_.bytes();
-    // Split counters start at zero; the decode kernel leaves them zero.
-    WEFT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(decode_ws_.get(), 0, decode_ws_.bytes(), stream));
+  // Partials only (no state between launches): any plan may use what an earlier one left.
+  WEFT_RETURN_IF_ERROR(
+      Grow(&decode_ws_, static_cast<size_t>(std::max<int64_t>(decode_ws_floats, 1)) * 4, moved));
+  // Split counters: a fixed (item, KV head) layout for every plan, one per decode item at
+  // most (items <= tokens), zero from allocation on; the decode kernel leaves them zero.
+  const int64_t counters =
+      kc::DecodeSplitCounters(static_cast<int32_t>(t), shard_.num_kv_heads());
+  bool counters_grew = false;
+  WEFT_RETURN_IF_ERROR(Grow(&split_counters_, static_cast<size_t>(counters) * sizeof(int32_t),
+                            moved, &counters_grew));
+  if (counters_grew) {
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(split_counters_.get(), 0, split_counters_.bytes(), stream));
   }
   return absl::OkStatus();
 }
@@ -157,6 +165,7 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
     a.partition_size = s.decode_partition;
     a.max_splits = s.decode_max_splits;
     a.workspace = decode_ws_.as<float>();
+    a.split_counters = split_counters_.as<int32_t>();
     a.kernel = options_.decode_kernel;
     WEFT_CUDA_RETURN_IF_ERROR(kc::PagedDecodeAttention(a, kv, stream));
   }

@@ -80,8 +80,10 @@ class ModelRunner {
   absl::Status Init(cudaStream_t stream);
 
   // Makes the buffers big enough for `tokens` tokens, `rows` logits rows and a decode
-  // workspace of `decode_ws_floats`; *moved is set when an existing buffer moved. A new
-  // decode workspace is zeroed on `stream` (its split counters must start at zero).
+  // workspace of `decode_ws_floats`; *moved is set when an existing buffer moved. The
+  // decode kernel's split counters (their own buffer, one per (decode item, KV head) for
+  // up to `tokens` items) are zeroed on `stream` when allocated; the kernel keeps them
+  // zero between launches, whatever the plan (kernels/cuda/paged_attention.h).
   absl::Status Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats, bool* moved,
                        cudaStream_t stream);
 
@@ -116,7 +118,7 @@ class ModelRunner {
   DeviceBuffer inv_freq_;       // double [rope_dim / 2]
   DeviceBuffer cublas_ws_;
   DeviceBuffer x_, h_, qkv_, attn_, gu_, act_, proj_, logits_, decode_ws_;
-  size_t decode_ws_bytes_ = 0;  // 0 until the decode workspace exists
+  DeviceBuffer split_counters_;  // int32 [item][KV head], zero between launches
 };
 
 }  // namespace weft::cuda_backend

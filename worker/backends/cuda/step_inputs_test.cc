@@ -3,6 +3,7 @@
 #include "worker/backends/cuda/step_inputs.h"
 
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -169,6 +170,83 @@ TEST(StepInputsTest, RejectsMalformedBatches) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(run({absl::MakeConstSpan(ok), 63, absl::MakeConstSpan(table), true}).code(),
             absl::StatusCode::kInvalidArgument);  // past the context length
+}
+
+// The backend keeps one StepInputs (and one staging blob) for its life: a step built
+// after larger or differently shaped ones must equal the same step built fresh, array
+// for array and byte for byte in its blob — nothing of an earlier step may survive.
+TEST(StepInputsTest, ReusedAcrossShapesEqualsFresh) {
+  StepLimits limits = Limits();
+  limits.prefill_tc_tile_tokens = 5;
+  limits.prefill_tc_min_tokens = 8;
+  std::vector<int32_t> table(16);
+  for (int32_t i = 0; i < 16; ++i) table[i] = 15 - i;
+  const std::vector<int32_t> long_p(12, 3), short_p(4, 2), d1 = {7}, d2 = {8}, d3 = {9};
+  auto chunk = [&](const std::vector<int32_t>& t, int32_t start, bool logits) {
+    return SequenceChunk{absl::MakeConstSpan(t), start, absl::MakeConstSpan(table), logits};
+  };
+  ForwardBatch big, small, decodes3, decode1;
+  big.sequences = {chunk(long_p, 0, true), chunk(d1, 30, true), chunk(short_p, 5, false),
+                   chunk(d2, 50, true), chunk(d3, 2, true)};
+  small.sequences = {chunk(d1, 3, true)};
+  decodes3.sequences = {chunk(d1, 40, true), chunk(d2, 0, false), chunk(d3, 63, true)};
+  decode1.sequences = {chunk(d2, 17, true)};
+  struct Case {
+    const ForwardBatch* batch;
+    int32_t bucket;
+  };
+  const std::vector<Case> steps = {{&big, 0},      {&small, 0},  {&decodes3, 8}, {&decode1, 2},
+                                   {&big, 0},      {&decode1, 1}, {&decodes3, 4}, {&small, 0},
+                                   {&decodes3, 0}, {&big, 0}};
+  StepInputs reused;
+  std::vector<uint8_t> blob;  // grown only, as the backend's pinned staging buffer
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "step " << i << " bucket " << steps[i].bucket);
+    StepInputs fresh;
+    ASSERT_TRUE(fresh.Build(*steps[i].batch, limits, steps[i].bucket).ok());
+    ASSERT_TRUE(reused.Build(*steps[i].batch, limits, steps[i].bucket).ok());
+    const StepShape& a = reused.shape();
+    const StepShape& b = fresh.shape();
+    EXPECT_EQ(std::make_tuple(a.tokens, a.decode_items, a.prefill_seqs, a.tiles, a.tc_tiles,
+                              a.logit_rows, a.table_entries),
+              std::make_tuple(b.tokens, b.decode_items, b.prefill_seqs, b.tiles, b.tc_tiles,
+                              b.logit_rows, b.table_entries));
+    EXPECT_EQ(reused.max_decode_context(), fresh.max_decode_context());
+    EXPECT_EQ(reused.upload_bytes(), fresh.upload_bytes());
+    ASSERT_EQ(reused.output_rows().size(), fresh.output_rows().size());
+    for (size_t r = 0; r < fresh.output_rows().size(); ++r) {
+      EXPECT_EQ(reused.output_rows()[r].logits_row, fresh.output_rows()[r].logits_row);
+      EXPECT_EQ(reused.output_rows()[r].sequence, fresh.output_rows()[r].sequence);
+    }
+    const StepLayout l = fresh.layout();
+    if (blob.size() < l.total_bytes) blob.resize(l.total_bytes, 0xee);
+    std::vector<uint8_t> clean(l.total_bytes, 0xee);
+    reused.Pack(blob.data());
+    fresh.Pack(clean.data());
+    // Every array the kernels read (its element count from the fresh build) is the same.
+    auto same = [&](size_t offset, size_t n, size_t elem, const char* name) {
+      EXPECT_EQ(0, std::memcmp(blob.data() + offset, clean.data() + offset, n * elem)) << name;
+    };
+    same(l.slots, fresh.slots().size(), 8, "slots");
+    same(l.token_ids, fresh.token_ids().size(), 4, "token_ids");
+    same(l.positions, fresh.positions().size(), 4, "positions");
+    same(l.dec_row, fresh.dec_row().size(), 4, "dec_row");
+    same(l.dec_ctx, fresh.dec_ctx().size(), 4, "dec_ctx");
+    same(l.dec_table, fresh.dec_table().size(), 4, "dec_table");
+    same(l.pf_q_start, fresh.pf_q_start().size(), 4, "pf_q_start");
+    same(l.pf_start_pos, fresh.pf_start_pos().size(), 4, "pf_start_pos");
+    same(l.pf_num_tokens, fresh.pf_num_tokens().size(), 4, "pf_num_tokens");
+    same(l.pf_table, fresh.pf_table().size(), 4, "pf_table");
+    same(l.tile_seq, fresh.tile_seq().size(), 4, "tile_seq");
+    same(l.tile_q_begin, fresh.tile_q_begin().size(), 4, "tile_q_begin");
+    same(l.logit_rows, fresh.logit_rows().size(), 4, "logit_rows");
+    same(l.tables, fresh.tables().size(), 4, "tables");
+    // And the arrays' sizes match the shape the kernels are launched with.
+    EXPECT_EQ(fresh.dec_ctx().size(), static_cast<size_t>(b.decode_items));
+    EXPECT_EQ(fresh.tile_seq().size(), static_cast<size_t>(b.tiles));
+    EXPECT_EQ(fresh.logit_rows().size(), static_cast<size_t>(b.logit_rows));
+    EXPECT_EQ(reused.tables(), fresh.tables());
+  }
 }
 
 }  // namespace
