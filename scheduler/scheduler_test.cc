@@ -444,6 +444,38 @@ TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
   EXPECT_TRUE(s.CheckInvariants().ok());
 }
 
+// A step that failed on its worker ends the requests in it (kError, blocks freed, no
+// token invented for them) and nothing else: a request that joined in the next step,
+// already in flight, is served to the end with the right tokens.
+TEST(SchedulerResultsTest, AFailedStepEndsItsRequestsAndOnlyThem) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.max_steps_in_flight = 2;
+  TestHarness h(o, {64});
+  const ReplicaId r = h.replica();
+  const RequestId r1 = h.AddSimple(4, 6);
+  EXPECT_EQ(*h.PlanAndExecute(r), "*1:4");
+  const RequestId r2 = h.AddSimple(4, 6, 0, 1, /*first_token=*/30);
+  EXPECT_EQ(*h.PlanAndExecute(r), "*2:4 1:1");
+  Scheduler& s = h.scheduler();
+  EXPECT_EQ(s.FailStep(r, StepId(h.last_plan().step_id()), h.now()).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "only the oldest step in flight can fail";
+  absl::StatusOr<int> ended = h.FailOldest(r);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(*ended, 1);
+  EXPECT_EQ(h.output(r1).finish_reason, FinishReason::kError);
+  EXPECT_TRUE(h.output(r1).tokens.empty()) << "no result was invented for the failed step";
+  EXPECT_FALSE(h.output(r2).request_finished);
+  EXPECT_TRUE(s.CheckInvariants().ok());
+  ASSERT_TRUE(h.ApplyOldest(r).ok());  // step 2: r1's token is discarded, r2 goes on
+  for (int i = 0; i < 20 && !h.output(r2).request_finished; ++i) h.Step();
+  EXPECT_EQ(h.output(r2).finish_reason, FinishReason::kLength);
+  EXPECT_EQ(h.output(r2).tokens.size(), 6u);
+  EXPECT_EQ(s.Metrics().kv_blocks_used, 0);
+  EXPECT_TRUE(h.VerifyFinished().ok());
+  EXPECT_TRUE(h.VerifyAllFinishedOnce().ok());
+}
+
 TEST(SchedulerReplicaTest, RoutingPrefersPrefixHitThenFreeBlocks) {
   TestHarness h(Opts(PolicyKind::kDecodeFirst, 64), {64, 64});
   h.AddSimple(16, 2);             // both empty: lowest id

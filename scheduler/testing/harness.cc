@@ -112,6 +112,17 @@ absl::Status TestHarness::ApplyOldest(ReplicaId r) {
   return Collect();
 }
 
+absl::StatusOr<int> TestHarness::FailOldest(ReplicaId r) {
+  ReplicaState& state = replicas_.at(r);
+  if (state.results.empty()) return absl::FailedPreconditionError("no results queued");
+  const StepId step = state.results.front().first;
+  state.results.pop_front();
+  absl::StatusOr<int> ended = scheduler_->FailStep(r, step, now_);
+  if (!ended.ok()) return ended;
+  if (absl::Status s = Collect(); !s.ok()) return s;
+  return ended;
+}
+
 size_t TestHarness::NumQueuedResults(ReplicaId r) const {
   return replicas_.at(r).results.size();
 }

@@ -65,6 +65,9 @@ class TestHarness {
   // Describe(plan) ("" when nothing was planned).
   absl::StatusOr<std::string> PlanAndExecute(ReplicaId r);
   absl::Status ApplyOldest(ReplicaId r);
+  // The oldest step failed on the worker: its results are dropped and the scheduler told
+  // (Scheduler::FailStep). Returns the number of requests it ended.
+  absl::StatusOr<int> FailOldest(ReplicaId r);
   size_t NumQueuedResults(ReplicaId r) const;
   // Synchronous step on replica `index`: plan, execute, apply. CHECK-fails on error.
   std::string Step(int index = 0);
