@@ -180,6 +180,14 @@ cuda_phase() {
     0|3) echo "CUDA: built"; extra_result cuda_build passed "CUDA (--config=cuda_ci): built" ;;
     *) echo "CUDA: FAILED"; extra_result cuda_build failed "CUDA build failed (--config=cuda_ci)" ;;
   esac
+  # PTX beside the SASS (third_party/cuda.bzl): the CUDA weft-worker built just now.
+  local worker
+  worker="$("${BAZEL[@]}" info --config=cuda_ci bazel-bin 2>/dev/null)/worker/service/weft-worker"
+  if tools/ptx_check.sh "$worker" >&2; then
+    extra_result ptx_check passed "CUDA weft-worker embeds PTX for its newest architecture"
+  else
+    extra_result ptx_check failed "tools/ptx_check.sh: the CUDA weft-worker lacks PTX (above)"
+  fi
   if [ -z "${CI:-}" ]; then
     # The CUDA weft-worker replaced the default one in bazel-bin: put the CPU one back.
     weft_bazel "test.sh: cuda" "${BAZEL[@]}" build "${WEFT_BAZEL_BUILD_FLAGS[@]}" \
