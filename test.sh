@@ -13,8 +13,10 @@
 #                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests and the thread-safety analysis (iterating)
 #   ./test.sh --only=cuda,fuzz   the bootstrap and the phases named (ids: default k8s cuda
-#                        cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak image)
-#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench) and
+#                        cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak requant image)
+#   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench), the
+#                        default model re-quantized by llama-quantize to Q4_K_M / Q6_K /
+#                        Q5_0 against llama.cpp (tools/quant/full.sh), and
 #                        the container images: built daemonless (debootstrap, umoci) and
 #                        run chroot'ed (deploy/image/image_test.py; needs root and the
 #                        Debian mirror; about 2-3 minutes cold, see deploy/README.md)
@@ -31,7 +33,7 @@ cd "$(dirname "$0")"
 ROOT=$PWD
 MODE=ci
 ONLY=""
-PHASE_IDS=" default k8s cuda cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak image "
+PHASE_IDS=" default k8s cuda cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak requant image "
 for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
@@ -42,7 +44,7 @@ for arg in "$@"; do
       for id in ${ONLY//,/ }; do
         [[ $PHASE_IDS == *" $id "* ]] || { echo "test.sh: no phase '$id' (phases:$PHASE_IDS)" >&2; exit 2; }
       done ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -235,6 +237,18 @@ soak_phase() {
   done
 }
 
+# The default model re-quantized to Q4_K_M, Q6_K and Q5_0 against llama.cpp: builds
+# llama-quantize from the pinned sdist once (cached under ~/.cache/weft, 15-25 minutes
+# cold), re-quantizes once, checks each file's sha256, then
+# //worker/model:requant_accuracy_test (greedy and perplexity against llama.cpp).
+requant_phase() {
+  if tools/quant/full.sh; then
+    extra_result requant_accuracy passed "re-quantized models agree with llama.cpp"
+  else
+    extra_result requant_accuracy failed "tools/quant/full.sh failed (output above)"
+  fi
+}
+
 image_phase() {
   local start=$SECONDS rc
   WEFT_BAZEL="${BAZEL[*]}" "$PY" deploy/image/image_test.py --out "$ROOT/out/image"
@@ -280,6 +294,7 @@ fi
 
 if [ "$MODE" = full ] || [ "$MODE" = only ]; then
   phase soak "full: soak and long benchmarks" soak_phase
+  phase requant "full: re-quantized models (Q4_K_M, Q6_K, Q5_0) vs llama.cpp" requant_phase
   phase image "full: container images (deploy/image/image_test.py)" image_phase
 fi
 

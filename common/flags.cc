@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/build_info.h"
 
 namespace weft {
 
@@ -91,13 +92,15 @@ std::vector<std::string> RepeatedFlagValues(int argc, char** argv, absl::string_
 
 std::vector<char*> ParseFlags(int argc, char** argv, absl::string_view usage) {
   absl::SetProgramUsageMessage(usage);
+  absl::string_view program = argc > 0 ? argv[0] : "weft";
+  program = program.substr(program.rfind('/') + 1);  // npos + 1 == 0
   absl::FlagsUsageConfig config;
   config.contains_help_flags = IsWeftFlagFile;
   config.contains_helpshort_flags = IsWeftFlagFile;
+  // --version: "<program> <version> (revision <git commit>)" (common/build_info.h).
+  config.version_string = [name = std::string(program)] { return VersionLine(name) + "\n"; };
   absl::SetFlagsUsageConfig(config);
   if (const std::string error = CheckFlags(argc, argv); !error.empty()) {
-    absl::string_view program = argc > 0 ? argv[0] : "weft";
-    program = program.substr(program.rfind('/') + 1);  // npos + 1 == 0
     std::fprintf(stderr, "%.*s: %s; see --help\n", static_cast<int>(program.size()), program.data(),
                  error.c_str());
     std::exit(kExitUsage);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -22,7 +23,9 @@ constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 // Bounds-checked little-endian cursor over the file bytes.
 class Reader {
  public:
-  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  // *truncated (when given) is set when a read runs past `size`.
+  Reader(const uint8_t* data, size_t size, bool* truncated = nullptr)
+      : data_(data), size_(size), truncated_(truncated) {}
 
   size_t pos() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
@@ -56,6 +59,7 @@ class Reader {
   }
 
   absl::Status Truncated(const char* what, uint64_t need) const {
+    if (truncated_ != nullptr) *truncated_ = true;
     return absl::InvalidArgumentError(
         absl::StrFormat("GGUF: file truncated reading %s at offset %d (need %d bytes, %d left)",
                         what, pos_, need, remaining()));
@@ -64,6 +68,7 @@ class Reader {
  private:
   const uint8_t* data_;
   size_t size_;
+  bool* truncated_;
   size_t pos_ = 0;
 };
 
@@ -287,6 +292,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
   file->path_ = path;
   file->base_ = static_cast<const uint8_t*>(p);
   file->size_ = size;
+  file->held_ = size;
   file->owns_mapping_ = true;
   absl::Status s = file->Parse(limits);
   if (!s.ok()) {
@@ -301,7 +307,73 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBuffer(const uint8_t* da
   file->path_ = "<buffer>";
   file->base_ = data;
   file->size_ = size;
+  file->held_ = size;
   WEFT_RETURN_IF_ERROR(file->Parse(limits));
+  return file;
+}
+
+absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::OpenMetadata(const std::string& path,
+                                                                 const GgufLimits& limits,
+                                                                 size_t first_read,
+                                                                 size_t max_header_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open model file '", path, "': ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
+  }
+  std::unique_ptr<GgufFile> file(new GgufFile());
+  file->path_ = path;
+  file->size_ = static_cast<size_t>(st.st_size);
+  // Read a prefix, parse; on running out of it, read twice as much (the table's end is
+  // unknown until parsed). The buffer is bounded by the file and max_header_bytes.
+  size_t want = std::max<size_t>(first_read, 24);
+  absl::Status s;
+  for (;;) {
+    want = std::min({want, file->size_, max_header_bytes});
+    const size_t have = file->header_.size();
+    file->header_.resize(want);
+    for (size_t done = have; done < want;) {
+      const ssize_t n =
+          ::pread(fd, file->header_.data() + done, want - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = errno;
+        ::close(fd);
+        return absl::InternalError(absl::StrCat("cannot read '", path, "': ",
+                                                n == 0 ? "unexpected end" : std::strerror(err)));
+      }
+      done += static_cast<size_t>(n);
+    }
+    file->base_ = file->header_.data();
+    file->held_ = want;
+    file->keys_.clear();
+    file->kv_.clear();
+    file->tensors_.clear();
+    file->tensor_index_.clear();
+    file->alignment_ = 32;
+    bool truncated = false;
+    s = file->Parse(limits, &truncated);
+    if (s.ok() || !truncated || want == file->size_) break;
+    if (want >= max_header_bytes) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "GGUF: the header, metadata and tensor table are larger than ", max_header_bytes,
+          " bytes"));
+      break;
+    }
+    want *= 2;
+  }
+  ::close(fd);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  file->header_.resize(file->header_bytes_);  // what is kept: up to the table's end
+  file->header_.shrink_to_fit();
+  file->base_ = file->header_.data();
+  file->held_ = file->header_.size();
+  for (GgufTensor& t : file->tensors_) t.data = nullptr;  // data starts past what is held
   return file;
 }
 
@@ -311,8 +383,8 @@ GgufFile::~GgufFile() {
   }
 }
 
-absl::Status GgufFile::Parse(const GgufLimits& limits) {
-  Reader r(base_, size_);
+absl::Status GgufFile::Parse(const GgufLimits& limits, bool* truncated) {
+  Reader r(base_, held_, truncated);
   uint32_t magic = 0;
   WEFT_RETURN_IF_ERROR(r.Read(&magic, "magic"));
   if (magic != kGgufMagic) {
@@ -421,7 +493,7 @@ absl::Status GgufFile::Parse(const GgufLimits& limits) {
           t.name, t.nbytes, rel_offsets[k], size_));
     }
     t.offset = begin;
-    t.data = base_ + begin;
+    t.data = end <= held_ ? base_ + begin : nullptr;  // none after OpenMetadata
   }
   return absl::OkStatus();
 }

@@ -14,7 +14,10 @@
 // Tensor shapes are ggml's: ne[0] is the fastest-varying (row length).
 //
 // Ownership: GgufFile owns the mapping; GgufTensor::data points into it and is valid
-// while the GgufFile lives. Thread-safety: immutable after Open, safe to share.
+// while the GgufFile lives. OpenMetadata reads only the header, metadata and tensor-info
+// table (pread into a buffer it owns; no weight byte is read or mapped): tensors carry
+// their shapes, types and offsets, and null data. Thread-safety: immutable after
+// Open/OpenMetadata, safe to share.
 #ifndef WEFT_COMMON_GGUF_H_
 #define WEFT_COMMON_GGUF_H_
 
@@ -97,6 +100,13 @@ class GgufFile {
   // Maps and parses `path`.
   static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path,
                                                         const GgufLimits& limits = {});
+  // Reads and parses only the header, metadata and tensor-info table of `path` (what the
+  // scheduler needs: tokenizer, shapes, the fingerprint), with pread: first_read bytes,
+  // then twice as many until the table ends, never more than the file nor
+  // max_header_bytes. Tensor data pointers are null; Fingerprint() is Open's.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> OpenMetadata(
+      const std::string& path, const GgufLimits& limits = {}, size_t first_read = 1 << 20,
+      size_t max_header_bytes = size_t{512} << 20);
   // Parses `size` bytes at `data` without copying or owning them (tests, fuzzing).
   static absl::StatusOr<std::unique_ptr<GgufFile>> FromBuffer(const uint8_t* data, size_t size,
                                                               const GgufLimits& limits = {});
@@ -108,7 +118,10 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   const uint8_t* bytes() const { return base_; }
-  size_t size() const { return size_; }
+  size_t size() const { return size_; }  // the file's size
+  // Bytes of the file held in memory: all of it (mapped) after Open, the header region
+  // after OpenMetadata (whose tensors have no data).
+  size_t bytes_held() const { return held_; }
   // Bytes from the start of the file to the end of the tensor-info table.
   uint64_t header_bytes() const { return header_bytes_; }
   const std::string& path() const { return path_; }
@@ -143,12 +156,16 @@ class GgufFile {
 
  private:
   GgufFile() = default;
-  absl::Status Parse(const GgufLimits& limits);
+  // Parses the held bytes [base_, base_ + held_) of a file of size_ bytes; *truncated
+  // (when given) tells whether it failed for want of held bytes.
+  absl::Status Parse(const GgufLimits& limits, bool* truncated = nullptr);
 
   std::string path_;
   const uint8_t* base_ = nullptr;
-  size_t size_ = 0;
+  size_t size_ = 0;  // the file's
+  size_t held_ = 0;  // bytes readable at base_ (size_, or the header's after OpenMetadata)
   bool owns_mapping_ = false;
+  std::vector<uint8_t> header_;  // OpenMetadata's buffer
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;

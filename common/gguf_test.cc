@@ -1,7 +1,11 @@
 #include "common/gguf.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -239,7 +243,8 @@ TEST(GgmlTypesTest, DequantizeQ8_0AndFloats) {
   ASSERT_TRUE(DequantizeRow(GgmlType::kBF16, bf, out, 2).ok());
   EXPECT_EQ(out[0], 3.0f);
   EXPECT_EQ(out[1], -2.5f);
-  EXPECT_FALSE(DequantizeRow(GgmlType::kQ4_K, &blk, out, 256).ok());
+  EXPECT_FALSE(DequantizeRow(GgmlType::kQ2_K, &blk, out, 256).ok());  // no dequantizer
+  EXPECT_FALSE(DequantizeRow(GgmlType::kQ4_K, &blk, out, 32).ok());   // half a super-block
   EXPECT_FALSE(DequantizeRow(GgmlType::kQ8_0, &blk, out, 31).ok());
 }
 
@@ -253,6 +258,74 @@ TEST(GgmlTypesTest, HalfConversionRoundTripsEveryHalf) {
   EXPECT_EQ(Fp16ToFp32(0x0001), std::ldexp(1.0f, -24));
   EXPECT_EQ(Fp32ToFp16(65520.0f), 0x7c00);  // rounds to inf
   EXPECT_EQ(Fp32ToFp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie to even
+}
+
+// A file holding `bytes` in the test's temporary directory.
+std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& bytes) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+// OpenMetadata gives Open's metadata, tensor table and fingerprint, holds only the bytes
+// up to the table's end, and no tensor data: whatever its first read (smaller than the
+// header, so that it must grow, or larger than the file).
+TEST(GgufTest, OpenMetadataReadsTheHeaderOnly) {
+  const std::vector<uint8_t> bytes = SmallFile();
+  const std::string path = WriteTemp("small.gguf", bytes);
+  auto whole = GgufFile::Open(path);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (size_t first_read : {size_t{1}, size_t{40}, size_t{100}, bytes.size() * 4}) {
+    auto meta = GgufFile::OpenMetadata(path, {}, first_read);
+    ASSERT_TRUE(meta.ok()) << meta.status();
+    const GgufFile& m = **meta;
+    EXPECT_EQ(m.size(), bytes.size());
+    EXPECT_EQ(m.bytes_held(), (*whole)->header_bytes());
+    EXPECT_LT(m.bytes_held(), bytes.size());
+    EXPECT_EQ(m.keys(), (*whole)->keys());
+    EXPECT_THAT(**m.GetStringArray("tokenizer.ggml.tokens"),
+                ::testing::ElementsAre("a", "b", "\xc3\xa9"));
+    EXPECT_EQ(m.Fingerprint(), (*whole)->Fingerprint());
+    ASSERT_EQ(m.tensors().size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(m.tensors()[i].name, (*whole)->tensors()[i].name);
+      EXPECT_EQ(m.tensors()[i].offset, (*whole)->tensors()[i].offset);
+      EXPECT_EQ(m.tensors()[i].ne, (*whole)->tensors()[i].ne);
+      EXPECT_EQ(m.tensors()[i].data, nullptr);
+      EXPECT_NE((*whole)->tensors()[i].data, nullptr);
+    }
+  }
+}
+
+// Every truncation and a tensor past the end are errors for OpenMetadata too (it checks
+// the tensor table against the file's size, not against what it read).
+TEST(GgufTest, OpenMetadataRefusesWhatOpenRefuses) {
+  const std::vector<uint8_t> bytes = SmallFile();
+  for (size_t n = 0; n < bytes.size(); n += 7) {
+    const std::string path =
+        WriteTemp("cut.gguf", std::vector<uint8_t>(bytes.begin(), bytes.begin() + n));
+    EXPECT_FALSE(GgufFile::OpenMetadata(path, {}, 16).ok()) << "prefix of " << n << " bytes";
+    EXPECT_FALSE(GgufFile::Open(path).ok()) << "prefix of " << n << " bytes";
+  }
+  EXPECT_THAT(GgufFile::OpenMetadata("/nonexistent/x.gguf").status(),
+              StatusIs(absl::StatusCode::kNotFound));
+  // A header larger than the bound: refused, not read.
+  const std::string path = WriteTemp("small2.gguf", bytes);
+  EXPECT_THAT(GgufFile::OpenMetadata(path, {}, 16, 64).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("larger than 64 bytes")));
+}
+
+TEST(GgufModelTest, DefaultModelMetadataOnly) {
+  WEFT_REQUIRE_DEFAULT_MODEL(path);
+  auto whole = GgufFile::Open(path);
+  auto meta = GgufFile::OpenMetadata(path);
+  ASSERT_TRUE(whole.ok() && meta.ok()) << whole.status() << meta.status();
+  EXPECT_EQ((*meta)->Fingerprint(), (*whole)->Fingerprint());
+  EXPECT_EQ((*meta)->bytes_held(), (*whole)->header_bytes());  // 1.8 MB of 98 MB
+  EXPECT_LT((*meta)->bytes_held() * 50, (*meta)->size());
+  EXPECT_EQ((**(*meta)->GetStringArray("tokenizer.ggml.tokens")).size(), 49152u);
 }
 
 TEST(GgufModelTest, DefaultModelShape) {

@@ -4,9 +4,12 @@
 
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/build_info.h"
 #include "glog/logging.h"
+#include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
 
 namespace weft {
@@ -21,6 +24,21 @@ void Probe(const std::function<bool()>& holds, const char* what, httplib::Respon
     res.status = 503;
     res.set_content(absl::StrCat("not ", what, "\n"), "text/plain");
   }
+}
+
+// weft_build_info{version, revision} 1: the build's identity (common/build_info.h), the
+// Prometheus convention for versions (join on it, or count distinct revisions in a rollout).
+std::shared_ptr<prometheus::Registry> BuildInfoRegistry(const prometheus::Labels& constant) {
+  auto r = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge()
+      .Name("weft_build_info")
+      .Help("1, labelled with the release version and the source revision this binary was "
+            "built from (the same as its --version).")
+      .Labels(constant)
+      .Register(*r)
+      .Add({{"version", std::string(BuildVersion())}, {"revision", std::string(BuildRevision())}})
+      .Set(1);
+  return r;
 }
 
 }  // namespace
@@ -53,8 +71,11 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   server.set_keep_alive_timeout(2);
   server.set_read_timeout(5, 0);
   server.set_write_timeout(5, 0);
-  server.Get("/metrics", [registry = o.registry](const httplib::Request&, httplib::Response& res) {
-    res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()), kTextFormat);
+  server.Get("/metrics", [registry = o.registry, build_info = BuildInfoRegistry(o.constant_labels)](
+                             const httplib::Request&, httplib::Response& res) {
+    std::vector<prometheus::MetricFamily> families = registry->Collect();
+    for (prometheus::MetricFamily& f : build_info->Collect()) families.push_back(std::move(f));
+    res.set_content(prometheus::TextSerializer().Serialize(families), kTextFormat);
   });
   server.Get("/livez", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");

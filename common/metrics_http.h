@@ -3,7 +3,8 @@
 // bound port is logged and returned by port()).
 //
 //   GET /metrics   the registry in Prometheus text format 0.0.4 (prometheus-cpp's
-//                  serializer), always 200
+//                  serializer), always 200; every process's endpoint adds
+//                  weft_build_info{version, revision} 1 (common/build_info.h)
 //   GET /livez     200 "ok" for as long as the process runs: start the server first
 //                  thing, so liveness never kills a process that is still loading
 //   GET /startupz  200 once `started()` holds, else 503
@@ -44,6 +45,9 @@ struct MetricsHttpOptions {
   std::string host = "0.0.0.0";
   int port = 0;  // 0: any free port
   std::shared_ptr<prometheus::Registry> registry;  // required
+  // Labels weft_build_info carries besides version and revision: those every series of
+  // `registry` carries (the scheduler's model="<served name>").
+  prometheus::Labels constant_labels;
   std::function<bool()> started;  // /startupz; null: always started
   std::function<bool()> ready;    // /readyz; null: ready once started
   int num_threads = 4;            // request handlers (a scrape, probes, a keep-alive)

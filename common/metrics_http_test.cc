@@ -5,6 +5,8 @@
 #include <atomic>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+#include "common/build_info.h"
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 
@@ -33,6 +35,7 @@ TEST(MetricsHttpTest, ServesMetricsAndProbes) {
   MetricsHttpOptions o;
   o.host = "127.0.0.1";
   o.registry = registry;
+  o.constant_labels = {{"model", "m"}};
   o.started = [&] { return started.load(); };
   o.ready = [&] { return ready.load(); };
   auto http = MetricsHttp::Start(o);
@@ -52,6 +55,10 @@ TEST(MetricsHttpTest, ServesMetricsAndProbes) {
   EXPECT_EQ(m.status, 200);
   EXPECT_NE(m.body.find("# TYPE weft_test_total counter"), std::string::npos) << m.body;
   EXPECT_NE(m.body.find("weft_test_total{k=\"v\"} 3"), std::string::npos) << m.body;
+  // Every endpoint says which build serves it, the same identity as --version.
+  EXPECT_NE(m.body.find(absl::StrCat("weft_build_info{model=\"m\",revision=\"", BuildRevision(),
+                                     "\",version=\"", BuildVersion(), "\"} 1")),
+            std::string::npos) << m.body;
   EXPECT_EQ(Get(port, "/nothing").status, 404);
 
   // The port is taken while this server runs.

@@ -19,7 +19,8 @@ each container a local process with the container's own command and args:
     must be defined in the overlay —, a ConfigMap's or Secret's keys written as files;
     /dev/shm stays the host's); --volume NAME=DIR puts an existing directory in place of
     volume NAME. A Secret the overlay does not define (made by cert-manager or kubectl in
-    a cluster) is given as a directory of its keys: --secret NAME=DIR; --dev_certificates
+    a cluster) is given as a directory of its keys: --secret NAME=DIR (an optional one not
+    given is an empty directory, as the kubelet mounts it); --dev_certificates
     plays cert-manager: a CA made here with openssl issues each Certificate of the overlay
     (its commonName, dnsNames plus 127.0.0.1 where the Services listen, usages) into its
     secretName as tls.crt, tls.key and ca.crt.
@@ -607,6 +608,12 @@ class Launcher:
             if sec_name in self.secret_dirs:
                 return self.secret_dirs[sec_name]
             sec = self.secrets.get(sec_name)
+            if sec is None and vol["secret"].get("optional"):
+                # An optional Secret that does not exist: the kubelet mounts an empty
+                # directory (the edge's TLS and token slots of an overlay without them).
+                d = os.path.join(pod.dir, "volumes", name)
+                os.makedirs(d, exist_ok=True)
+                return d
             if sec is None:
                 raise LaunchError("%s: Secret %s is not in the overlay: give its files with "
                                   "--secret %s=DIR" % (pod.name, sec_name, sec_name))

@@ -280,7 +280,9 @@ class LaunchTest(unittest.TestCase):
             f.write("not-" + TOKEN)
         for flags, want in ((tls, "UNAUTHENTICATED"), (tls + ["--token_file=" + wrong],
                                                        "UNAUTHENTICATED"),
-                            (["--token_file=" + self.token_file], "UNAVAILABLE")):
+                            # (--max_attempts=1: the first answer, not the CLI's retries)
+                            (["--token_file=" + self.token_file, "--max_attempts=1"],
+                             "UNAVAILABLE")):
             code, _, err = self.cli(*flags)
             self.assertEqual(code, 1, err)
             self.assertIn(want, err, flags)

@@ -30,8 +30,10 @@ launch_test.py).
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,14 +44,49 @@ import testlib  # noqa: E402
 import yaml  # noqa: E402
 
 K8S = os.path.join(HERE, "k8s")
-OVERLAYS = ["cpu", "gpu", "lws", "cpu-secure", "gpu-secure", "lws-secure"]
-SECURE = ["cpu-secure", "gpu-secure", "lws-secure"]
+# deploy/README.md's "Another model" overlay (a second model, with routing, TLS and
+# tokens), written by setUpModule into a copy of deploy/k8s: checked as the shipped ones.
+ANOTHER = "models/beta"
+OVERLAYS = ["cpu", "gpu", "lws", "cpu-secure", "gpu-secure", "lws-secure", "cpu-keda", ANOTHER]
+SECURE = ["cpu-secure", "gpu-secure", "lws-secure", ANOTHER]
 WORKER_STARTUP_BUDGET_S = 300  # a GPU model's load must fit in the startupProbe's window
 ARGS = None
+TMP = None
+
+
+def setUpModule():
+    global TMP
+    TMP = tempfile.mkdtemp(prefix="manifests-test-")
+    testlib.another_model_overlay(TMP, "beta")
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
 
 
 def objects(overlay):
+    if overlay == ANOTHER:
+        return render.render(os.path.join(TMP, "k8s", ANOTHER))
     return render.render(os.path.join(K8S, overlay))
+
+
+def model_of(objs):
+    """The scheduler's --model_name in an overlay's objects."""
+    sched = [c for _, _, c in containers(objs) if binary(c) == "weft-scheduler"][0]
+    return flag_map(sched["args"])["--model_name"]
+
+
+def strings(node):
+    """Every string in a nested object (keys and values)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield str(k)
+            yield from strings(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from strings(v)
+    elif isinstance(node, str):
+        yield node
 
 
 def pod_templates(objs):
@@ -239,21 +276,45 @@ class ManifestsTest(unittest.TestCase):
             for _, t, c in containers(objs):
                 self.assertEqual(t["metadata"]["labels"]["model"], model)
             hpas = [o for o in objs if o["kind"] == "HorizontalPodAutoscaler"]
-            self.assertEqual(len(hpas), 1, overlay)
-            ref = hpas[0]["spec"]["scaleTargetRef"]
+            keda = [o for o in objs if o["kind"] == "ScaledObject"]
+            self.assertEqual(len(hpas) + len(keda), 1, "one autoscaler per workload: " + overlay)
+            ref = (hpas or keda)[0]["spec"]["scaleTargetRef"]
             self.assertTrue(any(o["kind"] == ref["kind"] and o["metadata"]["name"] == ref["name"]
-                                for o in objs))
-            for m in hpas[0]["spec"]["metrics"]:
-                self.assertEqual(m["type"], "External")
-                self.assertEqual(m["external"]["metric"]["selector"]["matchLabels"],
-                                 {"model": model})
-                self.assertIn(m["external"]["metric"]["name"], served)
+                                and o["apiVersion"] == ref["apiVersion"] for o in objs), overlay)
+            for h in hpas:
+                for m in h["spec"]["metrics"]:
+                    self.assertEqual(m["type"], "External")
+                    self.assertEqual(m["external"]["metric"]["selector"]["matchLabels"],
+                                     {"model": model})
+                    self.assertIn(m["external"]["metric"]["name"], served)
+            for k in keda:
+                queries = [t["metadata"]["query"] for t in k["spec"]["triggers"]]
+                self.assertEqual(queries, ['sum(weft_requests_waiting{model="%s"})' % model,
+                                           'max(weft_kv_usage_ratio{model="%s"})' % model])
+
+    def test_keda_scales_what_the_flavour_scaled(self):
+        """autoscaling/keda on the lws flavour: the ScaledObject targets the
+        LeaderWorkerSet (copied from the HPA it replaces), and no HPA is left."""
+        d = os.path.join(TMP, "k8s", "lws-keda")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+            f.write("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                    "resources: [../flavors/lws]\ncomponents: [../autoscaling/keda]\n"
+                    "transformers: [../model]\n")
+        objs = render.render(d)
+        self.assertEqual([o for o in objs if o["kind"] == "HorizontalPodAutoscaler"], [])
+        (so,) = [o for o in objs if o["kind"] == "ScaledObject"]
+        self.assertEqual(so["spec"]["scaleTargetRef"],
+                         {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                          "name": "weft-workers-smollm2"})
 
     def test_pdbs_let_nodes_drain_beside_the_hpa_minimum(self):
         for overlay in OVERLAYS:
             objs = objects(overlay)
-            hpa_min = min(o["spec"].get("minReplicas", 1) for o in objs
-                          if o["kind"] == "HorizontalPodAutoscaler")
+            hpa_min = min([o["spec"].get("minReplicas", 1) for o in objs
+                           if o["kind"] == "HorizontalPodAutoscaler"] +
+                          [o["spec"].get("minReplicaCount", 0) for o in objs
+                           if o["kind"] == "ScaledObject"])
             pdbs = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
             self.assertEqual(len(pdbs), 2, overlay)
             for pdb in pdbs:
@@ -345,48 +406,66 @@ class ManifestsTest(unittest.TestCase):
         self.assertTrue(any("rank1" in p and "--worker_tls_cert" in p for p in problems), problems)
         # And a worker certificate that is not a client certificate.
         objs = objects("cpu-secure")
+        model = model_of(objs)
         cert = next(o for o in objs if o["kind"] == "Certificate" and
-                    o["spec"]["secretName"] == "weft-smollm2-worker-tls")
+                    o["spec"]["secretName"] == "weft-%s-worker-tls" % model)
         cert["spec"]["usages"] = ["server auth"]
         self.assertTrue(any("client auth" in p for p in edge_problems(objs)))
         # And an attach certificate for another name than the workers dial.
         objs = objects("lws-secure")
         cert = next(o for o in objs if o["kind"] == "Certificate" and
-                    o["spec"]["secretName"] == "weft-smollm2-attach-tls")
-        cert["spec"]["dnsNames"] = ["weft-smollm2"]
-        self.assertTrue(any("weft-smollm2-attach" in p for p in edge_problems(objs)))
+                    o["spec"]["secretName"] == "weft-%s-attach-tls" % model)
+        cert["spec"]["dnsNames"] = ["weft-" + model]
+        self.assertTrue(any("weft-%s-attach" % model in p for p in edge_problems(objs)))
+        # And a rank container without the flag slots the TLS component fills: the render
+        # still succeeds (another container had them), this check does not.
+        objs = objects("gpu-secure")
+        rank1 = [c for _, _, c in containers(objs) if binary(c) == "weft-worker"][1]
+        rank1["args"] = [a for a in rank1["args"] if not a.startswith("--worker_tls_cert")]
+        self.assertTrue(any("rank1" in p for p in edge_problems(objs)))
 
     def test_routes_match_the_model_and_reach_the_public_service(self):
-        base = objects("cpu")
-        routing = render.render(os.path.join(K8S, "edge", "routing"))
-        sched = [c for _, _, c in containers(base) if binary(c) == "weft-scheduler"][0]
-        model = flag_map(sched["args"])["--model_name"]
+        """edge/routing (in the another-model overlay): every rule names the overlay's model
+        by a header (x-weft-model, or X-Gateway-Model-Name that a body-based router sets
+        from the JSON body's "model") or by the /<model> path prefix, attaches to a listener
+        of edge/gateway's Gateway that admits its kind, and reaches the public Service."""
+        base = objects(ANOTHER)
+        model = model_of(base)
+        self.assertEqual(model, "beta")
         ports = {}
         for svc in (o for o in base if o["kind"] == "Service"):
             for p in svc["spec"]["ports"]:
                 ports[(svc["metadata"]["name"], p["port"])] = (svc, p.get("targetPort"))
-        gateway = next(o for o in routing if o["kind"] == "Gateway")
+        gateway = next(o for o in render.render(os.path.join(K8S, "edge", "gateway"))
+                       if o["kind"] == "Gateway")
         listeners = {l["name"]: l for l in gateway["spec"]["listeners"]}
         want_port = {"GRPCRoute": "grpc", "HTTPRoute": "http"}
-        routes = [o for o in routing if o["kind"] in want_port]
+        routes = [o for o in base if o["kind"] in want_port]
         self.assertEqual(sorted(r["kind"] for r in routes), ["GRPCRoute", "HTTPRoute"])
+        headers_seen = set()
         for r in routes:
             for ref in r["spec"]["parentRefs"]:
                 self.assertEqual(ref["name"], gateway["metadata"]["name"])
                 kinds = [k["kind"] for k in listeners[ref["sectionName"]]["allowedRoutes"]["kinds"]]
                 self.assertIn(r["kind"], kinds)
             for rule in r["spec"]["rules"]:
-                by_header = [h["value"] for m in rule["matches"] for h in m.get("headers", [])
-                             if h["name"] == "x-weft-model" and h.get("type", "Exact") == "Exact"]
-                by_path = [m["path"]["value"] for m in rule["matches"] if "path" in m]
-                self.assertTrue(by_header == [model] or by_path == ["/" + model],
-                                "%s %s: %s" % (r["kind"], r["metadata"]["name"], rule["matches"]))
+                for m in rule["matches"]:
+                    by_header = [(h["name"].lower(), h["value"]) for h in m.get("headers", [])
+                                 if h.get("type", "Exact") == "Exact"]
+                    by_path = [m["path"]["value"]] if "path" in m else []
+                    headers_seen |= {h for h, _ in by_header}
+                    self.assertTrue(
+                        (by_header and all(v == model for _, v in by_header) and
+                         {h for h, _ in by_header} <= {"x-weft-model", "x-gateway-model-name"})
+                        or by_path == ["/" + model],
+                        "%s %s: %s" % (r["kind"], r["metadata"]["name"], m))
                 for b in rule["backendRefs"]:
                     svc, target = ports.get((b["name"], b["port"]), (None, None))
                     self.assertIsNotNone(svc, "%s: %s:%s" % (r["kind"], b["name"], b["port"]))
                     self.assertFalse(svc["spec"].get("publishNotReadyAddresses"),
                                      "routes go to the Service that follows readiness")
                     self.assertEqual(target, want_port[r["kind"]])
+        self.assertEqual(headers_seen, {"x-weft-model", "x-gateway-model-name"})
 
     def test_proxy_backends_are_the_public_service_ports(self):
         """deploy/proxy/models/*.cfg: backend model:<m> is the gRPC port, openai:<m> the HTTP
@@ -405,6 +484,99 @@ class ManifestsTest(unittest.TestCase):
         for backend, host, port in backends:
             self.assertEqual(ports.get((host, int(port))), want[backend],
                              "%s -> %s:%s" % (backend, host, port))
+
+    # --- one definition per model ------------------------------------------------------------
+
+    def test_the_model_is_defined_in_one_file(self):
+        """base/model.yaml is the only file under deploy/k8s that holds the default model's
+        name, file or sha256 (every other one has placeholders)."""
+        values = yaml.safe_load(open(os.path.join(K8S, "base", "model.yaml")))["data"]
+        self.assertEqual(set(values), {"name", "file", "source", "sha256", "volume"})
+        found = []
+        for dp, _, fs in os.walk(K8S):
+            for f in fs:
+                path = os.path.join(dp, f)
+                if path == os.path.join(K8S, "base", "model.yaml") or "/schemas/" in path:
+                    continue
+                text = open(path, errors="replace").read()
+                found += ["%s: %s" % (os.path.relpath(path, K8S), values[k])
+                          for k in ("name", "file", "sha256") if values[k] in text]
+        self.assertEqual(found, [])
+
+    def test_every_placeholder_is_filled(self):
+        """No MODEL placeholder survives a render (the env names MODEL_SOURCE/MODEL_SHA256
+        and their $(...) uses are not placeholders), and every object that carries a model
+        label carries the overlay's model."""
+        allowed = {"MODEL_SOURCE", "MODEL_SHA256", "--source=$(MODEL_SOURCE)",
+                   "--sha256=$(MODEL_SHA256)"}
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            model = model_of(objs)
+            left = sorted({t for o in objs for t in strings(o) if "MODEL" in t} - allowed)
+            self.assertEqual(left, [], overlay)
+            for o in objs:
+                labels = o["metadata"].get("labels") or {}
+                if "model" in labels:
+                    self.assertEqual(labels["model"], model, "%s %s" % (overlay, o["kind"]))
+
+    def test_another_model_is_one_overlay_file(self):
+        """The README's overlay makes a second model's whole deployment: the same objects
+        as the default model's, every name, label, flag and certificate its own, nothing
+        of the default model's name left, and no object name shared with the default
+        model's but the model-neutral model-fetch script (the same content)."""
+        first, second = objects("cpu-secure"), objects(ANOTHER)
+        a, b = model_of(first), model_of(second)
+        self.assertEqual((a, b), ("smollm2", "beta"))
+        names = lambda objs: {(o["kind"], o["metadata"]["name"]) for o in objs}
+        renamed = {(k, n.replace(a, b)) for k, n in names(first)}
+        self.assertLessEqual(renamed, names(second))
+        self.assertEqual({k for k, _ in names(second) - renamed}, {"GRPCRoute", "HTTPRoute"})
+        shared = names(first) & names(second)
+        self.assertEqual({k for k, _ in shared}, {"ConfigMap"}, shared)
+        for o in second:
+            for t in strings(o):
+                if a in t:  # only the model file's source (a package name) and the script
+                    self.assertTrue(o["kind"] == "ConfigMap" or "llm-%s" % a in t, (o["kind"], t))
+
+    def test_model_volumes_outlive_the_scheduler_and_fit_the_model(self):
+        """The scheduler's model volume is a claim of the overlay (a restarted scheduler
+        finds the file in place, no new download); every model volume (that claim, the
+        workers' claim or emptyDir) is sized from the model's values."""
+        for overlay in OVERLAYS:
+            objs = objects(overlay)
+            claims = {o["metadata"]["name"]: o for o in objs
+                      if o["kind"] == "PersistentVolumeClaim"}
+            sizes = {o["spec"]["resources"]["requests"]["storage"] for o in claims.values()}
+            for name, t, c in containers(objs):
+                vol = next(v for v in t["spec"]["volumes"] if v["name"] == "models")
+                if binary(c) == "weft-scheduler":
+                    self.assertIn("persistentVolumeClaim", vol, overlay)
+                    claim = claims[vol["persistentVolumeClaim"]["claimName"]]
+                    self.assertEqual(claim["spec"]["accessModes"], ["ReadWriteOnce"])
+                if "emptyDir" in vol:
+                    sizes.add(vol["emptyDir"]["sizeLimit"])
+                else:
+                    self.assertIn(vol["persistentVolumeClaim"]["claimName"], claims, overlay)
+            self.assertEqual(sizes, {"1Gi"}, overlay)  # base/model.yaml's (and README's) volume
+
+    def test_a_changed_script_rolls_the_pods(self):
+        """The model-fetch script's ConfigMap has kustomize's content hash in its name, and
+        every pod template that mounts it names it: a change renames it everywhere (the
+        Deployments' and the LeaderWorkerSet's templates change, so their pods roll)."""
+        copy_dir = os.path.join(TMP, "changed")
+        shutil.copytree(K8S, copy_dir)
+        with open(os.path.join(copy_dir, "base", "fetch_model.py"), "a") as f:
+            f.write("# changed\n")
+        for overlay in ("cpu", "lws"):
+            before, after = objects(overlay), render.render(os.path.join(copy_dir, overlay))
+            cm = lambda objs: [o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"]
+            self.assertEqual(len(cm(before)), 1)
+            self.assertTrue(re.fullmatch(r"weft-model-fetch-[a-z0-9]{10}", cm(before)[0]))
+            self.assertNotEqual(cm(before), cm(after), overlay)
+            for objs in (before, after):
+                mounted = {v["configMap"]["name"] for _, t in pod_templates(objs)
+                           for v in t["spec"]["volumes"] if "configMap" in v}
+                self.assertEqual(mounted, set(cm(objs)), overlay)
 
 
 def edge_problems(objs):

@@ -5,6 +5,8 @@ tools/count_tests.py counts cases, skips included, as it does for gtest. Exit st
 when a case failed. Also: locating runfiles and the default model.
 """
 import os
+import re
+import shutil
 import sys
 import time
 import unittest
@@ -36,6 +38,24 @@ def find_model():
         if os.path.exists(p):
             return os.path.realpath(p)
     return None
+
+
+def another_model_overlay(tmp, name="beta"):
+    """deploy/README.md's "Another model" overlay, as a user adds it: a copy of deploy/k8s
+    under `tmp` with the README's example written to models/<name>/kustomization.yaml
+    (the model renamed to `name`). Returns that directory."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    readme = open(os.path.join(here, "README.md")).read()
+    m = re.search(r"<!-- another-model [^>]*-->\s*```yaml\n(.*?)```", readme, re.S)
+    if not m:
+        raise AssertionError("deploy/README.md has no another-model example")
+    k8s = os.path.join(tmp, "k8s")
+    shutil.copytree(os.path.join(here, "k8s"), k8s)
+    d = os.path.join(k8s, "models", name)
+    os.makedirs(d)
+    with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+        f.write(m.group(1).replace("name=beta", "name=" + name))
+    return d
 
 
 class _Result(unittest.TextTestResult):

@@ -49,7 +49,7 @@ PACKAGES=(
   prometheus python3 python3-grpcio python3-protobuf python3-venv nlohmann-json3-dev libcpp-httplib-dev yamllint
   gnuplot-nox haproxy openssl
   python3-yaml python3-pip python3-jinja2
-  debootstrap umoci skopeo
+  debootstrap umoci skopeo python3-jsonschema
 )
 missing=()
 if [ "$WANT_PACKAGES" = 1 ]; then

@@ -2,7 +2,7 @@
 """Builds Weft's container images without a Docker daemon.
 
     deploy/image/build_image.py [--out DIR] [--images cpu,gpu] [--write-dockerfiles]
-                                [--context-only] [--no-build]
+                                [--context-only] [--no-build] [--no-cache]
 
 Images (OCI image layout in DIR/oci, one tag per image; `skopeo copy oci:DIR/oci:cpu
 docker://REGISTRY/weft-cpu:TAG` pushes one):
@@ -16,20 +16,34 @@ How an image is made:
   2. The runtime packages are derived from the binaries, never listed by hand: every
      library `ldd` resolves is mapped to its Debian package with `dpkg -S`; a library no
      package owns must sit under the CUDA installation (it is copied, licences with it),
-     else the build fails.
+     else the build fails. Each is pinned to the version deploy/image/packages.lock names
+     (--update-lock writes it from the mirror's current versions; the build fails when
+     the derived packages and the lock differ).
   3. A Debian root filesystem: `debootstrap --variant=minbase` from the mirror apt already
      uses here (read from /etc/apt/sources.list*), then `apt-get install` of exactly the
-     derived packages inside it; documentation (but not copyright files), apt lists and
-     caches removed; a non-root user weft (65532:65532). Cached per package set in
-     $WEFT_CACHE_DIR/image (default ~/.cache/weft/image) for a week.
-  4. Layers: that base, then the binaries (and CUDA libraries); written with umoci, the
-     config set (user 65532, entrypoint weft-scheduler, env), checked with skopeo.
-  5. deploy/image/Dockerfile.{cpu,gpu} are generated from the same package lists: the
-     build fails if the committed ones differ (--write-dockerfiles rewrites them). Their
-     build context is made by --context-only (binaries, CUDA libraries, licences).
+     pinned packages inside it; documentation (but not copyright files), apt lists and
+     caches removed; what an install writes differently each time (caches, logs, dates in
+     /etc/shadow, the build host's name) normalized; a non-root user weft (65532:65532).
+     Cached per package set in $WEFT_CACHE_DIR/image (default ~/.cache/weft/image) for a
+     week (--no-cache: made afresh).
+  4. Layers: that base, then the binaries (and CUDA libraries); every file's time clamped
+     to SOURCE_DATE_EPOCH (the environment's, else the last commit's time), written with
+     umoci with that time as the image's and history's creation time, the config set
+     (user 65532, entrypoint weft-scheduler, env, the labels
+     org.opencontainers.image.version and .revision from the binaries' own --version),
+     checked with skopeo. The same package
+     set and binaries give the same image digest (./test.sh --full builds twice).
+  5. An SPDX 2.3 SBOM beside each image (DIR/sbom-<image>.spdx.json): every Debian
+     package in the image (from its dpkg database: name, version, architecture, source
+     package, purl), the Weft binaries and CUDA libraries (sha256), and what contains what.
+  6. deploy/image/Dockerfile.{cpu,gpu} are generated from the same pinned package lists:
+     the build fails if the committed ones differ (--write-dockerfiles rewrites them).
+     Their build context is made by --context-only (binaries, CUDA libraries, licences).
 
 Needs root (debootstrap, chroot), debootstrap, umoci, skopeo, and network access to the
-Debian mirror. Writes DIR/report.json (packages, sizes, durations).
+Debian mirror. Writes DIR/report.json (packages, digests, sizes, durations). A pinned
+version the mirror no longer has (a security update replaced it) fails the build: run
+--update-lock --context-only, rerun the image test, and commit the lock and Dockerfiles.
 """
 import argparse
 import glob
@@ -45,6 +59,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "deploy", "image")
+sys.path.insert(0, HERE)
+import sbom  # noqa: E402
 UID = 65532
 CACHE = os.path.join(os.environ.get("WEFT_CACHE_DIR", os.path.expanduser("~/.cache/weft")), "image")
 BASE_MAX_AGE_S = 7 * 24 * 3600
@@ -81,6 +97,12 @@ def out(cmd, **kw):
 
 
 # --- binaries -----------------------------------------------------------------------------
+
+def binaries_from(images, previous):
+    """Each image's binaries as a previous build (its --out) staged them."""
+    return {img: [(path, os.path.join(previous, "context-" + img, "payload", path.lstrip("/")))
+                  for path, _, _ in BINARIES[img]] for img in images}
+
 
 def build_binaries(images, stage, no_build):
     """Builds (unless no_build) and copies each image's binaries to stage/<image>/."""
@@ -178,6 +200,70 @@ def derive(binaries):
     return sorted(packages), sorted(copied.values())
 
 
+LOCK = os.path.join(HERE, "packages.lock")
+
+
+def read_lock():
+    """{package: version} of deploy/image/packages.lock ({} when absent)."""
+    if not os.path.exists(LOCK):
+        return {}
+    lines = [l.strip() for l in open(LOCK) if l.strip() and not l.startswith("#")]
+    return dict(l.split("=", 1) for l in lines)
+
+
+def write_lock(packages):
+    """Pins `packages` to the versions apt would install now (this machine's apt lists:
+    the same Debian sources the images use, security updates included)."""
+    text = subprocess.run(["apt-cache", "policy", *packages], check=True,
+                          stdout=subprocess.PIPE, text=True).stdout
+    versions = dict(re.findall(r"^(\S+):\n\s+Installed: .*\n\s+Candidate: (\S+)$", text, re.M))
+    if sorted(versions) != sorted(packages) or "(none)" in versions.values():
+        raise SystemExit("build_image: apt has no candidate for some of %s (apt-get update?)"
+                         % packages)
+    with open(LOCK, "w") as f:
+        f.write("# GENERATED by deploy/image/build_image.py --update-lock: the images' runtime\n"
+                "# packages (derived from the binaries) pinned to the versions the Debian\n"
+                "# mirror had then. Every build installs exactly these, and the Dockerfiles\n"
+                "# pin the same; update (and rerun ./test.sh --full) for security updates.\n")
+        f.writelines("%s=%s\n" % kv for kv in sorted(versions.items()))
+    log("wrote", os.path.relpath(LOCK, ROOT))
+    return versions
+
+
+def pinned(packages, lock):
+    """["package=version"] of `packages` from the lock, which must pin exactly them."""
+    if sorted(lock) != sorted(packages):
+        raise SystemExit(
+            "build_image: the binaries link %s but deploy/image/packages.lock pins %s: run "
+            "deploy/image/build_image.py --update-lock --context-only and commit it (and the "
+            "Dockerfiles)" % (sorted(packages), sorted(lock)))
+    return ["%s=%s" % (p, lock[p]) for p in sorted(packages)]
+
+
+def source_date_epoch():
+    """SOURCE_DATE_EPOCH (reproducible-builds.org): the environment's, else the time of
+    the checkout's last commit."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return int(os.environ["SOURCE_DATE_EPOCH"])
+    r = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%ct"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    if r.returncode != 0 or not r.stdout.strip():
+        raise SystemExit("build_image: not a git checkout: set SOURCE_DATE_EPOCH")
+    return int(r.stdout.strip())
+
+
+def clamp_times(root, epoch):
+    """Every file's, directory's and link's times set to at most `epoch` (what a file
+    install wrote now gets `epoch`; what a package shipped older keeps its time)."""
+    for dirpath, dirs, files in os.walk(root, topdown=False):
+        for name in dirs + files + [""]:
+            path = os.path.join(dirpath, name) if name else dirpath
+            st = os.lstat(path)
+            if st.st_mtime > epoch or st.st_atime > epoch:
+                t = min(st.st_mtime, epoch)
+                os.utime(path, (t, t), follow_symlinks=False)
+
+
 def licences_for(lib, cuda_root):
     """Licence files of the CUDA component that ships `lib` (pip-wheel layout: its
     dist-info's licenses/; a toolkit install: EULA.txt, NCCL's LICENSE.txt)."""
@@ -246,18 +332,22 @@ def host_debian_sources():
     return codename, debian
 
 
-def base_rootfs(packages, work):
-    """A minbase root filesystem with `packages` installed, as a directory under work/
-    (from the cache when a fresh one exists). Returns (path, seconds spent, cached?)."""
+def base_rootfs(packages, work, use_cache=True):
+    """A minbase root filesystem with `packages` ("name=version") installed, as a
+    directory under work/ (from the cache when a fresh one exists and use_cache).
+    Returns (path, seconds spent, cached?)."""
     codename, sources = host_debian_sources()
-    key = hashlib.sha256(json.dumps([codename, sources, packages]).encode()).hexdigest()[:16]
+    # "normalized-1": the normalization of this version (a change must not reuse old bases).
+    key = hashlib.sha256(json.dumps([codename, sources, packages, "normalized-1"]).encode()
+                         ).hexdigest()[:16]
     tarball = os.path.join(CACHE, "base-%s-%s.tar" % (codename, key))
     rootfs = os.path.join(work, "base-" + key)
     start = time.time()
     if os.path.isdir(rootfs):
         return rootfs, 0.0, True
     os.makedirs(rootfs)
-    if os.path.exists(tarball) and time.time() - os.path.getmtime(tarball) < BASE_MAX_AGE_S:
+    if use_cache and os.path.exists(tarball) and \
+            time.time() - os.path.getmtime(tarball) < BASE_MAX_AGE_S:
         log("base root filesystem from the cache:", tarball)
         run(["tar", "-C", rootfs, "--numeric-owner", "-xpf", tarball])
         return rootfs, time.time() - start, True
@@ -275,9 +365,15 @@ def base_rootfs(packages, work):
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C")
     log("apt-get install in the root filesystem:", " ".join(packages))
     run(["chroot", rootfs, "apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL)
-    run(["chroot", rootfs, "apt-get", "install", "-y", "-q", "-o", "Dpkg::Use-Pty=0",
-         "--no-install-recommends", *packages],
-        env=env, stdout=subprocess.DEVNULL)
+    # Exactly the pinned versions (a downgrade where debootstrap took a newer one).
+    r = subprocess.run(["chroot", rootfs, "apt-get", "install", "-y", "-q", "-o",
+                        "Dpkg::Use-Pty=0", "--no-install-recommends", "--allow-downgrades",
+                        *packages], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if r.returncode != 0:
+        raise SystemExit("build_image: apt-get install of the pinned packages failed (a version "
+                         "the mirror no longer has? deploy/image/build_image.py --update-lock "
+                         "--context-only):\n" + r.stdout[-3000:])
     run(["chroot", rootfs, "apt-get", "clean"], env=env)
     # Slim: apt lists and caches, docs (copyright files kept), man pages, locales; and the
     # device nodes debootstrap made (a container runtime provides /dev).
@@ -296,10 +392,38 @@ def base_rootfs(packages, work):
     # The sources debootstrap would leave (the mirror's release only), not this machine's.
     with open(deb_sources, "w") as f:
         f.write("deb %s %s main\n" % (mirror, codename))
+    normalize(rootfs)
     os.makedirs(CACHE, exist_ok=True)
     run(["tar", "-C", rootfs, "--numeric-owner", "-cpf", tarball + ".tmp", "."])
     os.replace(tarball + ".tmp", tarball)
     return rootfs, time.time() - start, False
+
+
+def normalize(rootfs):
+    """Removes or rewrites what an install writes differently each time: caches keyed by
+    inode and time, dpkg's and debconf's backups, the dates of /etc/shadow, and the build
+    host's name (two installs of the same packages then give the same bytes once their
+    times are clamped, which main() does at every build: the cached base keeps the
+    install's own times, so a later SOURCE_DATE_EPOCH clamps a cached and a fresh base
+    alike)."""
+    for pattern in ("var/cache/ldconfig/aux-cache", "var/lib/dpkg/*-old",
+                    "var/cache/debconf/*-old", "etc/*-", "etc/machine-id",
+                    "var/lib/dbus/machine-id", "var/lib/systemd/random-seed"):
+        for p in glob.glob(os.path.join(rootfs, pattern)):
+            if os.path.isfile(p) or os.path.islink(p):
+                os.remove(p)
+    for name, text in (("etc/hostname", "localhost\n"),
+                       ("etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n")):
+        with open(os.path.join(rootfs, name), "w") as f:
+            f.write(text)
+    # /etc/shadow's field 3 is the day each password last changed (the install's date);
+    # empty (no password ageing) for these locked system accounts.
+    path = os.path.join(rootfs, "etc/shadow")
+    if os.path.exists(path):
+        lines = [":".join(f[:2] + [""] + f[3:])
+                 for f in (l.split(":") for l in open(path).read().splitlines())]
+        with open(path, "w") as f:
+            f.write("".join(l + "\n" for l in lines))
 
 
 def add_user(rootfs):
@@ -355,12 +479,14 @@ def cuda_version(root):
 def dockerfile(img, packages, codename):
     lines = [
         "# GENERATED by deploy/image/build_image.py --write-dockerfiles from the runtime",
-        "# packages the binaries link (ldd + dpkg -S); do not edit. The daemonless build",
-        "# (./test.sh --full) fails when this file and the derived list differ.",
+        "# packages the binaries link (ldd + dpkg -S), pinned to the versions they were built",
+        "# against; do not edit. The daemonless build (./test.sh --full) fails when this file",
+        "# and the derived list differ. (The daemonless image is the reproducible one: this",
+        "# base tag moves, and docker build stamps its own times.)",
         "# Context: `deploy/image/build_image.py --context-only --images %s --out DIR`," % img,
         "# then `docker build -f DIR/context-%s/Dockerfile DIR/context-%s`." % (img, img),
         "FROM debian:%s-slim" % codename,
-        "RUN apt-get update && apt-get install -y --no-install-recommends \\",
+        "RUN apt-get update && apt-get install -y --no-install-recommends --allow-downgrades \\",
     ]
     lines += ["      %s \\" % p for p in packages]
     lines += [
@@ -385,8 +511,26 @@ def dockerfile(img, packages, codename):
 
 # --- OCI ----------------------------------------------------------------------------------
 
-def oci_images(layout, plan, work):
-    """plan: {img: (base rootfs, payload dir)}. Writes tags base-<key> and <img>."""
+def identity(binaries):
+    """(version, revision) the binaries report (`--version`: common/build_info.h); every
+    binary of a build reports the same, else the build fails."""
+    seen = set()
+    for _, path in binaries:
+        out = subprocess.run([path, "--version"], stdout=subprocess.PIPE, text=True).stdout
+        m = re.fullmatch(r"\S+ (\S+) \(revision (\S+)\)\n?", out)
+        if not m:
+            raise SystemExit("build_image: %s --version printed %r" % (path, out))
+        seen.add(m.groups())
+    if len(seen) != 1:
+        raise SystemExit("build_image: the binaries report different builds: %s" % sorted(seen))
+    return seen.pop()
+
+
+def oci_images(layout, plan, epoch, identities):
+    """plan: {img: (base rootfs, payload dir)}; identities: {img: (version, revision)}.
+    Writes tags base-<key> and <img>, every creation time `epoch`, the OCI version and
+    revision labels from the binaries' own --version."""
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
     if not os.path.isdir(layout):
         run(["umoci", "init", "--layout", layout])
     bases_done = {}
@@ -395,25 +539,36 @@ def oci_images(layout, plan, work):
         if rootfs not in bases_done:
             log("layer: base root filesystem (%s)" % base_tag)
             run(["umoci", "new", "--image", "%s:%s" % (layout, base_tag)])
-            run(["umoci", "insert", "--image", "%s:%s" % (layout, base_tag), rootfs, "/"],
-                stdout=subprocess.DEVNULL)
+            run(["umoci", "insert", "--image", "%s:%s" % (layout, base_tag),
+                 "--history.created", created, "--history.created_by", "build_image.py: base",
+                 rootfs, "/"], stdout=subprocess.DEVNULL)
             bases_done[rootfs] = base_tag
         log("layer: %s binaries%s" % (img, " and CUDA libraries" if img == "gpu" else ""))
         tag = "%s:%s" % (layout, img)
         run(["umoci", "config", "--image", "%s:%s" % (layout, base_tag), "--tag", img,
              "--no-history"])
-        run(["umoci", "insert", "--image", tag, payload, "/"], stdout=subprocess.DEVNULL)
-        cfg = ["umoci", "config", "--image", tag,
+        run(["umoci", "insert", "--image", tag, "--history.created", created,
+             "--history.created_by", "build_image.py: " + img, payload, "/"],
+            stdout=subprocess.DEVNULL)
+        cfg = ["umoci", "config", "--image", tag, "--no-history", "--created", created,
                "--config.user", "%d:%d" % (UID, UID),
                "--config.workingdir", "/home/weft",
                "--config.entrypoint", "/usr/local/bin/weft-scheduler",
                "--config.label", "org.opencontainers.image.title=weft-" + img,
                "--config.label", "org.opencontainers.image.source=deploy/image/build_image.py",
+               "--config.label", "org.opencontainers.image.version=" + identities[img][0],
+               "--config.label", "org.opencontainers.image.revision=" + identities[img][1],
                "--clear", "config.env"]
         for e in ENV[img]:
             cfg += ["--config.env", e]
         run(cfg)
     run(["umoci", "gc", "--layout", layout])
+
+
+def manifest_digest(layout, img):
+    idx = json.load(open(os.path.join(layout, "index.json")))
+    return next(m["digest"] for m in idx["manifests"]
+                if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == img)
 
 
 def image_sizes(layout, img):
@@ -434,6 +589,65 @@ def du(path):
 
 # --- main ---------------------------------------------------------------------------------
 
+def prepare(images, binaries, out, write_dockerfiles, update_lock):
+    """Derives and pins each image's packages (the lock), checks (or writes) its
+    Dockerfile and stages its payload. Returns ({img: (pinned packages, cuda libs)},
+    {img: report entry})."""
+    codename, _ = host_debian_sources()
+    derived, report, stale = {}, {}, []
+    lock = read_lock()
+    for img in images:
+        packages, cuda_libs = derive([src for _, src in binaries[img]])
+        if img == "cpu" and cuda_libs:
+            raise SystemExit("build_image: the default build links CUDA: %s" % cuda_libs)
+        if img == "gpu" and not cuda_libs:
+            raise SystemExit("build_image: the --config=cuda worker links no CUDA library")
+        if update_lock and sorted(lock) != sorted(packages):
+            lock = write_lock(packages)
+        packages = pinned(packages, lock)
+        derived[img] = (packages, cuda_libs)
+        text = dockerfile(img, packages, codename)
+        path = os.path.join(HERE, "Dockerfile." + img)
+        if write_dockerfiles or update_lock:
+            with open(path, "w") as f:
+                f.write(text)
+            log("wrote", os.path.relpath(path, ROOT))
+        elif not os.path.exists(path) or open(path).read() != text:
+            stale.append(os.path.relpath(path, ROOT))
+        payload = os.path.join(out, "context-" + img, "payload")
+        shutil.rmtree(os.path.dirname(payload), ignore_errors=True)
+        stage_payload(img, binaries[img], cuda_libs, payload)
+        shutil.copy(path if os.path.exists(path) else "/dev/null",
+                    os.path.join(os.path.dirname(payload), "Dockerfile"))
+        report[img] = {"packages": packages,
+                       "cuda_libraries": [os.path.basename(l) for l, _ in cuda_libs],
+                       "payload_bytes": du(payload)}
+        log("%s: %d Debian packages: %s" % (img, len(packages), " ".join(packages)))
+        if cuda_libs:
+            log("%s: CUDA libraries copied: %s" % (img, " ".join(os.path.basename(l)
+                                                                 for l, _ in cuda_libs)))
+    if stale:
+        raise SystemExit(
+            "build_image: %s differ from the packages the binaries link; run "
+            "deploy/image/build_image.py --write-dockerfiles --context-only and commit them"
+            % ", ".join(stale))
+    return derived, report
+
+
+def payload_files(payload):
+    """[(path in the image, local path, SPDX purpose)] of the regular files a payload adds."""
+    out = []
+    for dirpath, _, files in os.walk(payload):
+        for f in files:
+            local = os.path.join(dirpath, f)
+            if os.path.isfile(local) and not os.path.islink(local):
+                in_image = "/" + os.path.relpath(local, payload)
+                purpose = "APPLICATION" if "/bin/" in in_image else (
+                    "LIBRARY" if ".so" in f else "OTHER")
+                out.append((in_image, local, purpose))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -444,6 +658,13 @@ def main():
     ap.add_argument("--context-only", action="store_true",
                     help="only make the Docker build contexts (no debootstrap, no OCI)")
     ap.add_argument("--no-build", action="store_true", help="use the binaries bazel-bin has")
+    ap.add_argument("--update-lock", action="store_true",
+                    help="pin the derived packages to the mirror's versions now "
+                         "(deploy/image/packages.lock) and rewrite the Dockerfiles")
+    ap.add_argument("--binaries-from", metavar="OUT",
+                    help="the binaries a previous build staged in OUT (no Bazel at all)")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="make the base root filesystem afresh (debootstrap), not from the cache")
     args = ap.parse_args()
     images = [i for i in args.images.split(",") if i]
     for i in images:
@@ -452,78 +673,54 @@ def main():
     t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="weft-image-", dir=args.out)
-    report = {"images": {}}
+    epoch = source_date_epoch()
+    report = {"source_date_epoch": epoch}
     try:
-        binaries = build_binaries(images, os.path.join(work, "stage"), args.no_build)
+        binaries = (binaries_from(images, args.binaries_from) if args.binaries_from else
+                    build_binaries(images, os.path.join(work, "stage"), args.no_build))
         report["build_s"] = round(time.time() - t0, 1)
-        codename, _ = host_debian_sources()
-        derived, stale = {}, []
-        for img in images:
-            packages, cuda_libs = derive([src for _, src in binaries[img]])
-            if img == "cpu" and cuda_libs:
-                raise SystemExit("build_image: the default build links CUDA: %s" % cuda_libs)
-            if img == "gpu" and not cuda_libs:
-                raise SystemExit("build_image: the --config=cuda worker links no CUDA library")
-            derived[img] = (packages, cuda_libs)
-            text = dockerfile(img, packages, codename)
-            path = os.path.join(HERE, "Dockerfile." + img)
-            if args.write_dockerfiles:
-                with open(path, "w") as f:
-                    f.write(text)
-                log("wrote", os.path.relpath(path, ROOT))
-            elif not os.path.exists(path) or open(path).read() != text:
-                stale.append(os.path.relpath(path, ROOT))
-            payload = os.path.join(args.out, "context-" + img, "payload")
-            shutil.rmtree(os.path.dirname(payload), ignore_errors=True)
-            stage_payload(img, binaries[img], cuda_libs, payload)
-            shutil.copy(path if os.path.exists(path) else "/dev/null",
-                        os.path.join(os.path.dirname(payload), "Dockerfile"))
-            report["images"][img] = {
-                "packages": packages,
-                "cuda_libraries": [os.path.basename(l) for l, _ in cuda_libs],
-                "payload_bytes": du(payload),
-            }
-            log("%s: %d Debian packages: %s" % (img, len(packages), " ".join(packages)))
-            if cuda_libs:
-                log("%s: CUDA libraries copied: %s" % (img, " ".join(os.path.basename(l)
-                                                                     for l, _ in cuda_libs)))
-        if stale:
-            raise SystemExit(
-                "build_image: %s differ from the packages the binaries link; run "
-                "deploy/image/build_image.py --write-dockerfiles --context-only and commit them"
-                % ", ".join(stale))
+        derived, report["images"] = prepare(images, binaries, args.out, args.write_dockerfiles,
+                                            args.update_lock)
         if args.context_only:
             return 0
         if os.geteuid() != 0:
             raise SystemExit("build_image: debootstrap and chroot need root")
+        codename, _ = host_debian_sources()
         plan = {}
         for img in images:
-            packages, _ = derived[img]
-            rootfs, secs, cached = base_rootfs(packages, work)
+            rootfs, secs, cached = base_rootfs(derived[img][0], work, not args.no_cache)
             if not os.path.exists(os.path.join(rootfs, "home/weft")):
                 add_user(rootfs)
-            report["images"][img]["base_s"] = round(secs, 1)
-            report["images"][img]["base_cached"] = cached
-            report["images"][img]["base_bytes"] = du(rootfs)
-            plan[img] = (rootfs, os.path.join(args.out, "context-" + img, "payload"))
+            payload = os.path.join(args.out, "context-" + img, "payload")
+            for tree in (rootfs, payload):
+                clamp_times(tree, epoch)
+            r = report["images"][img]
+            r.update(base_s=round(secs, 1), base_cached=cached, base_bytes=du(rootfs))
+            plan[img] = (rootfs, payload)
+            sbom.write(os.path.join(args.out, "sbom-%s.spdx.json" % img), sbom.document(
+                "weft-" + img, os.path.join(rootfs, "var/lib/dpkg/status"),
+                payload_files(payload), epoch, codename))
         layout = os.path.join(args.out, "oci")
         shutil.rmtree(layout, ignore_errors=True)
         t1 = time.time()
-        oci_images(layout, plan, work)
+        identities = {img: identity(binaries[img]) for img in images}
+        report["identity"] = identities
+        oci_images(layout, plan, epoch, identities)
         report["oci_s"] = round(time.time() - t1, 1)
         for img in images:
-            report["images"][img].update(image_sizes(layout, img))
-            report["images"][img]["uncompressed_bytes"] = (
-                report["images"][img]["base_bytes"] + report["images"][img]["payload_bytes"])
+            r = report["images"][img]
+            r.update(image_sizes(layout, img))
+            r["uncompressed_bytes"] = r["base_bytes"] + r["payload_bytes"]
+            r["digest"] = manifest_digest(layout, img)
+            r["sbom"] = os.path.join(args.out, "sbom-%s.spdx.json" % img)
             run(["skopeo", "inspect", "oci:%s:%s" % (layout, img)], stdout=subprocess.DEVNULL)
+            log("%s: %s, %.1f MB compressed, %.1f MB unpacked (oci:%s:%s), SBOM %s" % (
+                img, r["digest"], r["compressed_bytes"] / 1e6, r["uncompressed_bytes"] / 1e6,
+                layout, img, r["sbom"]))
         report["layout"] = layout
         report["total_s"] = round(time.time() - t0, 1)
         with open(os.path.join(args.out, "report.json"), "w") as f:
             json.dump(report, f, indent=1)
-        for img in images:
-            r = report["images"][img]
-            log("%s: %.1f MB compressed, %.1f MB unpacked (oci:%s:%s)" % (
-                img, r["compressed_bytes"] / 1e6, r["uncompressed_bytes"] / 1e6, layout, img))
         log("done in %.0f s" % report["total_s"])
         return 0
     finally:

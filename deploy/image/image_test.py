@@ -18,6 +18,16 @@
    same scheduler as a second replica with --metrics_port=0 (its /metrics, /startupz and
    /readyz are scraped) and serves a generation too. Everything stops on SIGTERM with exit
    code 0.
+4. The labels org.opencontainers.image.version and .revision are what each binary's
+   --version prints inside the image. Each image's SPDX SBOM (DIR/sbom-<image>.spdx.json) validates against SPDX 2.3's JSON
+   schema (spdx-2.3-schema.json, python3-jsonschema) and lists every Debian package of
+   the unpacked image's dpkg database with its version, and every Weft binary with the
+   sha256 of the file in the image.
+5. Reproducible: build_image.py again, with the first build's binaries and
+   SOURCE_DATE_EPOCH and the base root filesystem made afresh (--no-cache: debootstrap
+   and apt from the mirror again), into DIR-again:
+   the same package set must give the same manifest digest for every image, and the
+   same SBOM.
 Needs root, debootstrap, umoci, skopeo, the Debian mirror, and the default model (skips,
 exit 77, without them). Prints the durations and sizes; writes DIR/image_test.json.
 """
@@ -157,6 +167,86 @@ def check_dockerfile(img, fs):
              % (img, got, want))
 
 
+def check_sbom(img, fs, path):
+    """The SBOM validates (SPDX 2.3 schema), names every package of the image's dpkg
+    database with its version, and each Weft binary with the sha256 of the image's file."""
+    import hashlib
+    import jsonschema
+    sys.path.insert(0, os.path.join(ROOT, "deploy", "image"))
+    import sbom
+    doc = json.load(open(path))
+    schema = json.load(open(os.path.join(ROOT, "deploy", "image", "spdx-2.3-schema.json")))
+    try:
+        jsonschema.validate(doc, schema)
+    except jsonschema.ValidationError as e:
+        fail("%s: %s is not SPDX 2.3: %s at %s" % (img, path, e.message, list(e.absolute_path)))
+    ids = [p["SPDXID"] for p in doc["packages"]]
+    if len(ids) != len(set(ids)):
+        fail("%s: SPDX ids repeat" % img)
+    for r in doc["relationships"]:
+        if r["relatedSpdxElement"] not in ids:
+            fail("%s: a relationship names %s, no package" % (img, r["relatedSpdxElement"]))
+    listed = {p["name"]: p for p in doc["packages"]}
+    installed = sbom.dpkg_status(os.path.join(fs.root, "var/lib/dpkg/status"))
+    for f in installed:
+        if listed.get(f["Package"], {}).get("versionInfo") != f["Version"]:
+            fail("%s: the SBOM lacks %s %s" % (img, f["Package"], f["Version"]))
+    for b in ("weft-scheduler", "weft-worker", "weft"):
+        entry = listed.get("/usr/local/bin/" + b)
+        digest = hashlib.sha256(open(os.path.join(fs.root, "usr/local/bin", b), "rb").read())
+        if not entry or entry["checksums"][0]["checksumValue"] != digest.hexdigest():
+            fail("%s: the SBOM's %s is not the image's file" % (img, b))
+    log("%s: SBOM valid (SPDX 2.3): %d Debian packages as installed, %d files with sha256"
+        % (img, len(installed), len(listed) - len(installed) - 1))
+
+
+def check_labels(img, fs):
+    """The image's version and revision labels are what its binaries' --version says."""
+    labels = fs.image_config.get("Labels") or {}
+    for b in ("weft-scheduler", "weft-worker", "weft"):
+        out = fs.run_as_user(["/usr/local/bin/" + b, "--version"], 60,
+                             stderr=subprocess.DEVNULL).stdout.strip()
+        want = "%s %s (revision %s)" % (b, labels.get("org.opencontainers.image.version"),
+                                        labels.get("org.opencontainers.image.revision"))
+        if out != want:
+            fail("%s: %s --version says %r, the labels %r" % (img, b, out, want))
+    log("%s: labels version %s, revision %s, as every binary's --version says"
+        % (img, labels["org.opencontainers.image.version"],
+           labels["org.opencontainers.image.revision"]))
+
+
+def check_reproducible(a, images, report):
+    """A second build (same binaries, base root filesystem made afresh) gives the same
+    digest for each image: returns its report."""
+    again = a.out.rstrip("/") + "-again"
+    shutil.rmtree(again, ignore_errors=True)
+    # The same inputs: the first build's binaries and SOURCE_DATE_EPOCH (a commit or a
+    # rebuild meanwhile must not pass for irreproducibility).
+    env = dict(os.environ, SOURCE_DATE_EPOCH=str(report["source_date_epoch"]))
+    r = subprocess.call([sys.executable, os.path.join(ROOT, "deploy/image/build_image.py"),
+                         "--out", again, "--images", ",".join(images), "--binaries-from",
+                         a.out, "--no-cache"], env=env)
+    if r != 0:
+        fail("the second build_image.py failed (exit %d)" % r)
+    second = json.load(open(os.path.join(again, "report.json")))
+    for img in images:
+        one, two = report["images"][img], second["images"][img]
+        pkgs = lambda rep: sorted((p["name"], p.get("versionInfo")) for p in json.load(
+            open(rep["sbom"]))["packages"])
+        if pkgs(one) != pkgs(two):
+            fail("%s: the second build installed another package set (the mirror moved since "
+                 "the cached base was made?): %s" % (img, sorted(set(pkgs(one)) ^ set(pkgs(two)))))
+        if one["digest"] != two["digest"]:
+            fail("%s: not reproducible: %s then %s from the same package set (layers %s vs %s)"
+                 % (img, one["digest"], two["digest"], [l["digest"] for l in one["layers"]],
+                    [l["digest"] for l in two["layers"]]))
+        if open(one["sbom"], "rb").read() != open(two["sbom"], "rb").read():
+            fail("%s: the SBOMs of the two builds differ" % img)
+        log("%s: reproducible: %s from both builds (the second's base made afresh, not from "
+            "the cache)" % (img, one["digest"]))
+    return second
+
+
 def tail(p, n=3000):
     try:
         return open(p.log_path, "rb").read()[-n:].decode(errors="replace")
@@ -288,6 +378,8 @@ def main():
             if img == "cpu" and any("cuda" in p or "nccl" in p for p in libs.values()):
                 fail("cpu: %s links CUDA" % b)
         check_dockerfile(img, fs)
+        check_sbom(img, fs, report["images"][img]["sbom"])
+        check_labels(img, fs)
         if not os.path.isdir(os.path.join(fs.root, "usr/share/doc")):
             fail("%s: no /usr/share/doc (copyright files)" % img)
         if img == "gpu" and not os.listdir(os.path.join(fs.root, "usr/share/doc/nvidia-cuda")):
@@ -384,7 +476,13 @@ def main():
     if bad:
         fail("exit codes after SIGTERM: %s" % codes)
     t_run = time.time() - t_run
+    t_again = time.time()
+    second = check_reproducible(a, images, report)
+    t_again = time.time() - t_again
     summary = {"build_s": round(t_build, 1), "run_s": round(t_run, 1),
+               "second_build_s": round(t_again, 1),
+               "digests": {i: report["images"][i]["digest"] for i in images},
+               "second_digests": {i: second["images"][i]["digest"] for i in images},
                "total_s": round(time.time() - t0, 1),
                "base_cached": {i: report["images"][i].get("base_cached") for i in images},
                "sizes_mb": {i: {"compressed": round(report["images"][i]["compressed_bytes"] / 1e6,
@@ -396,8 +494,10 @@ def main():
                "exit_codes": codes}
     with open(os.path.join(a.out, "image_test.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    log("PASS: build %.0f s (base %s), checks and runs %.0f s, total %.0f s; sizes %s" % (
-        t_build, summary["base_cached"], t_run, summary["total_s"], summary["sizes_mb"]))
+    log("PASS: build %.0f s (base %s), checks and runs %.0f s, the reproducibility build "
+        "%.0f s, total %.0f s; sizes %s; digests %s" % (
+            t_build, summary["base_cached"], t_run, t_again, summary["total_s"],
+            summary["sizes_mb"], summary["digests"]))
     return 0
 
 

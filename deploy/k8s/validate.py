@@ -5,13 +5,14 @@
 
 Built-in kinds: PyPI's kubernetes-validate (strict: an unknown field is an error) for each
 Kubernetes version given ("newest" = the newest that kubernetes-validate bundles).
-Custom resources (LeaderWorkerSet, ServiceMonitor, PodMonitor; the edge's Gateway,
-GRPCRoute, HTTPRoute, Certificate, Issuer): the CRD schemas vendored in schemas/ (made
-strict by schemas/vendor_crd.py), embedded pod templates checked against the same
-version's PodTemplateSpec. A kind with no schema is an error.
-A self-test first makes sure misspelt fields are rejected (the check can fail).
-When kubectl is on PATH (not in CI), also checks that `kubectl kustomize DIR` gives the
-same objects as render.py. Exit 0 when everything validates.
+Custom resources (LeaderWorkerSet, ServiceMonitor, PodMonitor, PrometheusRule, KEDA's
+ScaledObject; the edge's Gateway, GRPCRoute, HTTPRoute, Certificate, Issuer): the CRD
+schemas vendored in schemas/ (made strict by schemas/vendor_crd.py), embedded pod
+templates checked against the same version's PodTemplateSpec. A kind with no schema is an
+error. A self-test first makes sure misspelt fields are rejected (the check can fail).
+When kubectl is on PATH (not in CI; this machine has one, with kustomize v5.5.0), also
+checks that `kubectl kustomize DIR` gives the same objects as render.py. Exit 0 when
+everything validates.
 """
 import argparse
 import json
@@ -19,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import jsonschema
 import kubernetes_validate.utils as kv
@@ -27,12 +29,16 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 import render  # noqa: E402
+import testlib  # noqa: E402
 
 # Every kustomization a user applies: the overlays, the secure ones (the edge's tls and
-# auth components on each), the edge's routing and development CA.
+# auth components on each), the example Gateway and development CA, and deploy/README.md's
+# "Another model" overlay (routing, TLS and tokens for a second model), which main()
+# writes into a copy of deploy/k8s.
 OVERLAYS = ["cpu", "gpu", "lws", "monitoring", "cpu-secure", "gpu-secure", "lws-secure",
-            "edge/routing", "edge/tls/dev-ca"]
+            "cpu-keda", "edge/gateway", "edge/tls/dev-ca"]
 
 
 def crd_schemas():
@@ -59,6 +65,12 @@ def validate_crd(obj, schema, version):
     jsonschema.validators.Draft202012Validator(schema, registry=registry).validate(obj)
 
 
+def kubectl_version():
+    r = subprocess.run(["kubectl", "version", "--client"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    return " ".join(l.strip() for l in r.stdout.splitlines() if "Kustomize" in l) or "?"
+
+
 def kubectl_matches(directory):
     """None if kubectl renders `directory` as render.py does, else the difference."""
     r = subprocess.run(["kubectl", "kustomize", directory], stdout=subprocess.PIPE,
@@ -74,15 +86,15 @@ def kubectl_matches(directory):
     return "objects differ: %s (kubectl %d objects, render.py %d)" % (diff, len(theirs), len(ours))
 
 
-def self_test(crds, version):
+def self_test(crds, version, another):
     """The checks can fail: a misspelt field in a Deployment's container, in a
     LeaderWorkerSet's pod template, in a ServiceMonitor endpoint, in the edge's routes,
     Gateway, Certificate and Issuer, and a wrong type in an HPA, must each be rejected.
     Returns the problems (empty when all were caught)."""
     import copy
-    objs = {(o["kind"]): o for d in ("cpu", "lws", "monitoring", "edge/routing", "cpu-secure",
-                                      "edge/tls/dev-ca")
-            for o in render.render(os.path.join(HERE, d))}
+    dirs = [os.path.join(HERE, d) for d in ("cpu", "lws", "monitoring", "edge/gateway",
+                                            "cpu-secure", "edge/tls/dev-ca", "cpu-keda")] + [another]
+    objs = {(o["kind"]): o for d in dirs for o in render.render(d)}
     cases = []
     d = copy.deepcopy(objs["Deployment"])
     d["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}
@@ -114,6 +126,15 @@ def self_test(crds, version):
     i = copy.deepcopy(objs["Issuer"])
     i["spec"]["selfsigned"] = {}
     cases.append(("Issuer field selfsigned", i))
+    k = copy.deepcopy(objs["ScaledObject"])
+    k["spec"]["triggers"][0]["threshhold"] = "8"
+    cases.append(("ScaledObject trigger field threshhold", k))
+    k = copy.deepcopy(objs["ScaledObject"])
+    k["spec"]["maxReplicaCount"] = "8"
+    cases.append(("ScaledObject maxReplicaCount as a string", k))
+    r = copy.deepcopy(objs["PrometheusRule"])
+    r["spec"]["groups"][0]["rules"][0]["recorded"] = "x"
+    cases.append(("PrometheusRule rule field recorded", r))
     problems = []
     for what, o in cases:
         try:
@@ -134,6 +155,10 @@ def main():
                     help="Kubernetes versions, comma-separated ('newest': the newest bundled)")
     ap.add_argument("dirs", nargs="*", default=[os.path.join(HERE, o) for o in OVERLAYS])
     a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="weft-validate-")
+    another = testlib.another_model_overlay(tmp)
+    if a.dirs == ap.get_default("dirs"):
+        a.dirs.append(another)
     versions = []
     for v in a.k8s.split(","):
         v = kv.latest_version() if v == "newest" else v
@@ -141,12 +166,12 @@ def main():
             versions.append(kv.major_minor(v))
     crds = crd_schemas()
     failures = 0
-    for problem in self_test(crds, versions[0]):
+    for problem in self_test(crds, versions[0], another):
         print("FAIL " + problem)
         failures += 1
     checked = {}
     for d in a.dirs:
-        name = os.path.relpath(d, HERE)
+        name = ("README's another-model overlay" if d == another else os.path.relpath(d, HERE))
         try:
             objs = render.render(d)
         except render.RenderError as e:
@@ -179,12 +204,14 @@ def main():
                 print("FAIL %s: kubectl kustomize and render.py disagree: %s" % (name, problem))
                 failures += 1
             else:
-                print("ok %s: kubectl kustomize renders the same %d objects" % (name, len(objs)))
+                print("ok %s: kubectl kustomize (%s) renders the same %d objects"
+                      % (name, kubectl_version(), len(objs)))
         print("%s %s: %d objects" % ("ok" if not failures else "..", name, len(objs)))
     for (version, how), n in sorted(checked.items()):
         print("validated %d objects against Kubernetes %s (%s)" % (n, version, how))
     if not shutil.which("kubectl"):
         print("note: no kubectl here; render.py was compared with kubectl kustomize where one was")
+    shutil.rmtree(tmp, ignore_errors=True)
     print("FAIL: %d problems" % failures if failures else "PASS")
     return 1 if failures else 0
 

@@ -77,7 +77,8 @@ int64_t Bf16RowsElements(int64_t rows, int64_t k);
 void ConvertRowsBf16(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end,
                      Bf16Rows* out);
 
-// Q4_0, Q4_1 and Q8_0 with k % 32 == 0 (what Int8MatmulSupported accepts).
+// Q4_0, Q4_1 and Q8_0 with k % 32 == 0 (the other quantized types have no bf16 records:
+// under --kernels=amx they take the int8 kernels, worker/model/linear.h).
 bool Bf16PackSupported(GgmlType type, int64_t k);
 int64_t Bf16RecordBytes(GgmlType type);
 int64_t Bf16PanelBytes(GgmlType type, int64_t k);

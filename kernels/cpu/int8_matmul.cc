@@ -7,6 +7,7 @@
 
 #include "glog/logging.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/int8_kformats.h"
 #include "kernels/cpu/int8_matmul_isa.h"
 
 namespace weft::kernels {
@@ -24,6 +25,13 @@ uint8_t* AmxScratch(int64_t blocks) {
 }
 
 bool IsQ4(GgmlType t) { return t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1; }
+
+// Per-thread buffer of a K-format call's HalfBlockSums.
+int32_t* HalfSumScratch(int64_t count) {
+  thread_local std::vector<int32_t> buf;
+  if (buf.size() < static_cast<size_t>(count)) buf.resize(static_cast<size_t>(count));
+  return buf.data();
+}
 
 void Put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 uint16_t Get16(const uint8_t* p) {
@@ -170,13 +178,39 @@ void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_
   }
 }
 
+bool IsInt8KFormat(GgmlType type) { return kformat::FormatOf(type) >= 0; }
+
 bool Int8MatmulSupported(GgmlType type, int64_t k) {
-  return (IsQ4(type) || type == GgmlType::kQ8_0) && k > 0 && k % 32 == 0;
+  if (k <= 0) return false;
+  if (IsInt8KFormat(type)) return k % (32 * kformat::kLayouts[kformat::FormatOf(type)].blocks) == 0;
+  return (IsQ4(type) || type == GgmlType::kQ8_0) && k % 32 == 0;
 }
 
 int64_t Int8RecordBytes(GgmlType type) { return IsQ4(type) ? kInt8Q4RecordBytes : kInt8Q8RecordBytes; }
 
-int64_t Int8PanelBytes(GgmlType type, int64_t k) { return (k / 32) * Int8RecordBytes(type); }
+int64_t Int8GroupBytes(GgmlType type) {
+  DCHECK(IsInt8KFormat(type));
+  return kformat::GroupBytes(kformat::kLayouts[kformat::FormatOf(type)]);
+}
+
+int64_t Int8KBlockBytes(GgmlType type) {
+  DCHECK(IsInt8KFormat(type));
+  return kformat::BlockBytes(kformat::kLayouts[kformat::FormatOf(type)]);
+}
+
+int64_t Int8PanelBytes(GgmlType type, int64_t k) {
+  if (IsInt8KFormat(type)) {
+    return k / (32 * kformat::kLayouts[kformat::FormatOf(type)].blocks) * Int8GroupBytes(type);
+  }
+  return (k / 32) * Int8RecordBytes(type);
+}
+
+Int8Isa Int8IsaFor(Int8Isa isa, GgmlType type) {
+  if (IsInt8KFormat(type) && (isa == Int8Isa::kAvx512Vnni || isa == Int8Isa::kAmx)) {
+    return Int8Isa::kAvx2;
+  }
+  return isa;
+}
 
 int64_t Int8PackedBytes(GgmlType type, int64_t n, int64_t k) {
   return (n + kInt8PanelRows - 1) / kInt8PanelRows * Int8PanelBytes(type, k);
@@ -184,6 +218,7 @@ int64_t Int8PackedBytes(GgmlType type, int64_t n, int64_t k) {
 
 void PackInt8Weights(const QuantMatrix& src, uint8_t* dst) {
   CHECK(Int8MatmulSupported(src.type, src.k)) << "int8 packing of this matrix";
+  if (IsInt8KFormat(src.type)) return PackInt8KFormat(src, dst);
   const int64_t nb = src.k / 32;
   const int64_t rec_bytes = Int8RecordBytes(src.type);
   const int64_t panels = (src.n + kInt8PanelRows - 1) / kInt8PanelRows;
@@ -198,10 +233,28 @@ void PackInt8Weights(const QuantMatrix& src, uint8_t* dst) {
   }
 }
 
+namespace {
+
+// The K formats: the scalar reference or AVX2 (int8_matmul.h: the only kernels they have).
+void Int8MatmulK(Int8Isa isa, const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y,
+                 int64_t ldy, int64_t n_begin, int64_t n_end) {
+  if (isa == Int8Isa::kScalar) return scalar::Int8MatmulK(w, x, m, y, ldy, n_begin, n_end);
+  DCHECK(isa == Int8Isa::kAvx2) << Int8IsaName(isa);
+  int32_t* s16 = nullptr;
+  if (w.type == GgmlType::kQ6_K) {
+    s16 = HalfSumScratch(m * (x.k / 16));
+    HalfBlockSums(x, m, s16);
+  }
+  avx2::Int8MatmulK(w, x, s16, m, y, ldy, n_begin, n_end);
+}
+
+}  // namespace
+
 void Int8Matmul(Int8Isa isa, const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y,
                 int64_t ldy, int64_t n_begin, int64_t n_end) {
   DCHECK_EQ(x.k, w.k);
   if (n_begin >= n_end || m <= 0) return;
+  if (IsInt8KFormat(w.type)) return Int8MatmulK(Int8IsaFor(isa, w.type), w, x, m, y, ldy, n_begin, n_end);
   switch (isa) {
     case Int8Isa::kAmx: {
       // Whole 16-row tiles on AMX, the rest on VNNI: the same bits either way.

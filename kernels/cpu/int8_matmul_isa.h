@@ -10,9 +10,16 @@
 
 namespace weft::kernels {
 
+// K formats (int8_kformats.cc, baseline code): packing, and the sums of q_x over each 16
+// values of rows 0..m-1 (out[i * (x.k / 16) + h]; Q6_K's S0 / S1).
+void PackInt8KFormat(const QuantMatrix& src, uint8_t* dst);
+void HalfBlockSums(const Q8Rows& x, int64_t m, int32_t* out);
+
 namespace scalar {
 void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
                 int64_t n_begin, int64_t n_end);
+void Int8MatmulK(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
+                 int64_t n_begin, int64_t n_end);
 void QuantizeRowsQ8(const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, Q8Rows* out);
 }  // namespace scalar
 
@@ -36,6 +43,9 @@ int64_t PeakLoop(int64_t iters);
 namespace avx2 {
 void Int8Matmul(const Int8PackedMatrix& w, const Q8Rows& x, int64_t m, float* y, int64_t ldy,
                 int64_t n_begin, int64_t n_end);
+// The K formats; s16: HalfBlockSums of x's rows 0..m-1 (read for Q6_K only).
+void Int8MatmulK(const Int8PackedMatrix& w, const Q8Rows& x, const int32_t* s16, int64_t m,
+                 float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
 }  // namespace avx2
 
 }  // namespace weft::kernels

@@ -8,14 +8,25 @@
 #include <vector>
 
 #include "common/ggml_types.h"
+#include "common/testing/ggml_quant_ref.h"
+#include "common/tokenizer_test_util.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/testing/random_weights.h"
 #include "kernels/cpu/int8_matmul_isa.h"
 
 namespace weft::kernels {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0};
+const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
+                           GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
+                           GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+// A row length near `k` that the type takes (K-quants: whole 256-weight super-blocks).
+int64_t RowLength(GgmlType type, int64_t k) {
+  const int64_t block = GetGgmlTypeTraits(static_cast<uint32_t>(type))->block_size;
+  return block == 32 ? k : (k + 255) / 256 * 256;
+}
 const Int8Isa kIsas[] = {Int8Isa::kScalar, Int8Isa::kAvx2, Int8Isa::kAvx512Vnni, Int8Isa::kAmx};
 
 // Owns the buffers of a Q8Rows.
@@ -128,7 +139,7 @@ TEST_P(Int8IsaTest, EqualsScalarBitwise) {
     for (auto [n, m] : {std::pair<int64_t, int64_t>{45, 11}, {192, 11}, {45, 37}, {80, 16}}) {
       SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " n=" + std::to_string(n) +
                    " m=" + std::to_string(m));
-      const Problem p = Make(type, n, 288, m, 7);
+      const Problem p = Make(type, n, RowLength(type, 288), m, 7);
       Q8Buffers q(p.m, p.k);
       QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
       const std::vector<float> want = RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1);
@@ -149,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(Isas, Int8IsaTest,
 // and AMX tiles vs the VNNI remainder, give the same bits).
 TEST(Int8MatmulTest, BatchInvariant) {
   for (GgmlType type : kTypes) {
-    const Problem p = Make(type, 64, 576, 35, 11);
+    const Problem p = Make(type, 64, RowLength(type, 576), 35, 11);
     Q8Buffers q(p.m, p.k);
     QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
     for (Int8Isa isa : kIsas) {
@@ -186,7 +197,7 @@ TEST(Int8MatmulTest, AmxTilesEqualScalarAtModelShapes) {
 TEST(Int8MatmulTest, WithinTheActivationQuantizationBound) {
   for (GgmlType type : kTypes) {
     SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)));
-    const Problem p = Make(type, 40, 320, 5, 13);
+    const Problem p = Make(type, 40, RowLength(type, 320), 5, 13);
     Q8Buffers q(p.m, p.k);
     QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
     const std::vector<float> y = RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1);
@@ -204,6 +215,91 @@ TEST(Int8MatmulTest, WithinTheActivationQuantizationBound) {
       }
     }
   }
+}
+
+// On tensors quantized by llama.cpp's ggml (tests/testdata/ggml_quant_ref.bin), every
+// ISA against ggml's own quantized dot products (vec_dot: activations in Q8_0 / Q8_1 /
+// Q8_K) and against the exact product: each side's error is what rounding its
+// activations allows (Weft: blocks of 32; ggml's Q8_K: blocks of 256), plus fp32 /
+// fp16-scale rounding. The fp32 reference kernel is exact up to fp32 rounding.
+TEST(Int8MatmulTest, AgreesWithLlamaCppOnItsQuantizedTensors) {
+  ::weft::testing::GgmlQuantRef ref;
+  std::string error;
+  ASSERT_TRUE(::weft::testing::ReadGgmlQuantRef(::weft::testing::TestDataPath("ggml_quant_ref.bin"), &ref,
+                                        &error))
+      << error;
+  ASSERT_EQ(ref.cases.size(), 8u);
+  for (const ::weft::testing::GgmlQuantCase& c : ref.cases) {
+    const auto type = static_cast<GgmlType>(c.type);
+    SCOPED_TRACE(GgmlTypeName(c.type));
+    ASSERT_TRUE(Int8MatmulSupported(type, c.k));
+    const QuantMatrix raw{type, c.bytes.data(), c.n, c.k, RowBytes(type, c.k)};
+    std::vector<uint8_t> packed(Int8PackedBytes(type, c.n, c.k));
+    PackInt8Weights(raw, packed.data());
+    const Int8PackedMatrix w{type, packed.data(), c.n, c.k};
+    Q8Buffers q(c.m, c.k);
+    QuantizeRowsQ8(c.x.data(), c.k, 0, c.m, &q.rows);
+    std::vector<float> fp32(c.m * c.n);
+    MatmulReference(raw, c.x.data(), c.k, c.m, fp32.data(), c.n, 0, c.n);
+    for (Int8Isa isa : kIsas) {
+      if (!Int8IsaSupported(isa)) continue;
+      SCOPED_TRACE(Int8IsaName(isa));
+      std::vector<float> y(c.m * c.n, NAN);
+      Int8Matmul(isa, w, q.rows, c.m, y.data(), c.n, 0, c.n);
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double exact = 0, mag = 0, ours = 0, theirs = 0;
+          for (int64_t e = 0; e < c.k; ++e) {
+            const double wv = c.dequant[j * c.k + e], xv = c.x[i * c.k + e];
+            exact += wv * xv;
+            mag += std::fabs(wv * xv);
+            ours += std::fabs(wv) * q.d[i * (c.k / 32) + e / 32] / 2;
+            float amax = 0;  // ggml's Q8_K block of 256 (or Q8_0 / Q8_1 of 32)
+            const int64_t blk = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K ||
+                                type == GgmlType::kQ6_K ? 256 : 32;
+            for (int64_t t = e / blk * blk; t < (e / blk + 1) * blk; ++t) {
+              amax = std::max(amax, std::fabs(c.x[i * c.k + t]));
+            }
+            theirs += std::fabs(wv) * amax / 127 / 2;
+          }
+          const float got = y[i * c.n + j], llama = c.y[i * c.n + j];
+          ASSERT_NEAR(got, exact, ours + 1e-5 * mag + 1e-6) << i << "," << j;
+          ASSERT_NEAR(got, llama, ours + theirs + 2e-3 * mag + 1e-6) << i << "," << j;
+          ASSERT_NEAR(fp32[i * c.n + j], exact, 1e-5 * mag + 1e-6) << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
+// The K formats keep about the file's bytes per weight (what a decode step streams).
+TEST(Int8MatmulTest, KFormatsKeepTheFilesBytesPerWeight) {
+  for (GgmlType type : kTypes) {
+    if (!IsInt8KFormat(type)) continue;
+    SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)));
+    const int64_t n = 64, k = 1536;
+    const double file = static_cast<double>(n * RowBytes(type, k));
+    const double packed = static_cast<double>(Int8PackedBytes(type, n, k));
+    EXPECT_GE(packed, file);
+    EXPECT_LE(packed, 1.03 * file);
+  }
+}
+
+// No AVX-512 VNNI / AMX code reads the K formats: those ISAs hand them to AVX2.
+TEST(Int8MatmulTest, KFormatsRunOnAvx2WhereAvx512IsAskedFor) {
+  for (GgmlType type : kTypes) {
+    SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)));
+    for (Int8Isa isa : kIsas) {
+      const Int8Isa want = IsInt8KFormat(type) && (isa == Int8Isa::kAvx512Vnni || isa == Int8Isa::kAmx)
+                               ? Int8Isa::kAvx2
+                               : isa;
+      EXPECT_EQ(Int8IsaFor(isa, type), want) << Int8IsaName(isa);
+    }
+  }
+  EXPECT_FALSE(Int8MatmulSupported(GgmlType::kQ4_K, 288));
+  EXPECT_TRUE(Int8MatmulSupported(GgmlType::kQ4_K, 512));
+  EXPECT_TRUE(Int8MatmulSupported(GgmlType::kQ5_0, 288));
+  EXPECT_FALSE(Int8MatmulSupported(GgmlType::kQ2_K, 512));
 }
 
 }  // namespace

@@ -17,23 +17,12 @@ namespace {
 constexpr int64_t kTile = 8;
 constexpr int64_t kChunk = 256;
 
-bool IsBlockType(GgmlType type) {
-  return type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0;
-}
-
+// Every type DequantizeRow supports, rows a whole number of its blocks (the chunks of
+// ReferenceTile, kChunk weights, are then whole blocks too: 256 is a multiple of every
+// block size).
 bool ReferenceSupports(GgmlType type, int64_t k) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return k > 0;
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ8_0:
-      return k > 0 && k % kQK == 0;
-    default:
-      return false;
-  }
+  const GgmlTypeTraits* t = GetGgmlTypeTraits(static_cast<uint32_t>(type));
+  return t != nullptr && t->dequantizable && k > 0 && k % t->block_size == 0;
 }
 
 // Bytes of `count` weights of `type` (count block-aligned for block types).
@@ -62,6 +51,22 @@ void ReferenceTile(const QuantMatrix& w, const float* x, int64_t ldx, int64_t mt
       }
       for (int64_t t = 0; t < mt; ++t) y[t * ldy + j] = acc[t];
     }
+  }
+}
+
+// The types the AVX-512 kernel decodes (no AVX-512 code is written for the 5-bit types
+// and the K-quants: they take the reference kernel on the fp32 paths).
+bool HasAvx512Format(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ8_0:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -103,7 +108,7 @@ bool MatmulSupported(MatmulImpl impl, GgmlType type, int64_t k) {
     case MatmulImpl::kReference:
       return true;
     case MatmulImpl::kAvx512:
-      return CpuFeatures::Get().HasAvx512() && k % 32 == 0;
+      return CpuFeatures::Get().HasAvx512() && k % 32 == 0 && HasAvx512Format(type);
   }
   return false;
 }
@@ -116,7 +121,6 @@ MatmulImpl BestMatmulImpl(GgmlType type, int64_t k) {
 void MatmulReference(const QuantMatrix& w, const float* x, int64_t ldx, int64_t m, float* y,
                      int64_t ldy, int64_t n_begin, int64_t n_end) {
   DCHECK(ReferenceSupports(w.type, w.k));
-  DCHECK(!IsBlockType(w.type) || w.k % kQK == 0);
   for (int64_t i0 = 0; i0 < m; i0 += kTile) {
     const int64_t mt = std::min(kTile, m - i0);
     if (mt == 1) {

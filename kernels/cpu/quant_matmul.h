@@ -13,12 +13,14 @@
 // same way):
 //   kReference: fp32 with exactly dequantized weights; each output is the sequential
 //     sum acc = acc + w*x over c = 0..k-1 (no FMA), independent of m and of the column
-//     split. Any k (block-aligned for block types).
+//     split. Every type DequantizeRow supports (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+//     Q8_0, Q4_K, Q5_K, Q6_K); k a whole number of the type's blocks.
 //   kAvx512: AVX-512F FMA, dequantizing 32-weight blocks on the fly (the dequantized
 //     weights are exact, as in the reference). Each output accumulates two 16-lane
 //     partial sums (low and high half of each block) in block order and reduces them in
 //     a fixed order, whatever m, the tile shape or the column split: batch invariant,
-//     and within fp32 rounding of the reference. Needs k % 32 == 0.
+//     and within fp32 rounding of the reference. Needs k % 32 == 0 and one of F32, F16,
+//     BF16, Q4_0, Q4_1, Q8_0.
 // Thread-safety: pure functions of their arguments.
 #ifndef WEFT_KERNELS_CPU_QUANT_MATMUL_H_
 #define WEFT_KERNELS_CPU_QUANT_MATMUL_H_

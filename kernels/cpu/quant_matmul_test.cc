@@ -194,7 +194,11 @@ TEST(QuantMatmulTest, BatchInvariantBitwise) {
 TEST(QuantMatmulTest, SupportAndBestImpl) {
   EXPECT_TRUE(MatmulSupported(MatmulImpl::kReference, GgmlType::kQ4_1, 64));
   EXPECT_FALSE(MatmulSupported(MatmulImpl::kReference, GgmlType::kQ4_1, 48));
-  EXPECT_FALSE(MatmulSupported(MatmulImpl::kReference, GgmlType::kQ5_0, 64));
+  EXPECT_TRUE(MatmulSupported(MatmulImpl::kReference, GgmlType::kQ5_0, 64));
+  EXPECT_TRUE(MatmulSupported(MatmulImpl::kReference, GgmlType::kQ6_K, 512));
+  EXPECT_FALSE(MatmulSupported(MatmulImpl::kReference, GgmlType::kQ4_K, 128));
+  EXPECT_FALSE(MatmulSupported(MatmulImpl::kReference, GgmlType::kQ2_K, 256));
+  EXPECT_FALSE(MatmulSupported(MatmulImpl::kAvx512, GgmlType::kQ4_K, 256));  // no AVX-512 code
   EXPECT_FALSE(MatmulSupported(MatmulImpl::kAvx512, GgmlType::kF32, 40));
   const MatmulImpl best = BestMatmulImpl(GgmlType::kQ4_1, 576);
   EXPECT_TRUE(MatmulSupported(best, GgmlType::kQ4_1, 576));

@@ -128,7 +128,8 @@ void RunGemvSwiGlu(GgmlType type, int64_t n, int64_t k, int32_t m) {
     x[i] = __float2bfloat16_rn(val(rng));
     xf[i] = __bfloat162float(x[i]);
   }
-  GemvWeights w{kType, r.qs.data(), r.d.data(), r.m.empty() ? nullptr : r.m.data(), n, k};
+  GemvWeights w{kType, r.qs.data(), r.d.empty() ? nullptr : r.d.data(),
+                r.m.empty() ? nullptr : r.m.data(), n, k};
   const int64_t ffn = n / 2;
   const unsigned grid_all = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
   const unsigned grid_half = static_cast<unsigned>((ffn + kGemvWarps - 1) / kGemvWarps);
@@ -159,6 +160,9 @@ TEST(EmulatedFusedDecodeTest, GemvSwiGluSameBitsAsGemvThenSwiGlu) {
   RunGemvSwiGlu<WeightType::kQ4_1>(GgmlType::kQ4_1, 96, 576, 3);
   RunGemvSwiGlu<WeightType::kQ8_0>(GgmlType::kQ8_0, 64, 256, 4);
   RunGemvSwiGlu<WeightType::kQ4_0>(GgmlType::kQ4_0, 50, 128, 1);
+  RunGemvSwiGlu<WeightType::kQ4_K>(GgmlType::kQ4_K, 64, 512, 2);
+  RunGemvSwiGlu<WeightType::kQ6_K>(GgmlType::kQ6_K, 34, 256, 3);
+  RunGemvSwiGlu<WeightType::kQ5_0>(GgmlType::kQ5_0, 40, 160, 4);
 }
 
 }  // namespace

@@ -15,11 +15,92 @@ __device__ __forceinline__ uint16_t LoadU16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));
 }
 
+__device__ __forceinline__ uint32_t LoadU32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+
+// The 5-, 4- or 6-bit quants (unsigned, no offset) of the raw GEMV types' 32-weight
+// block b of a GGUF row, and its scales as DequantizeRow (common/ggml_types.h) forms
+// them: w[i] = dlo * q[i] + mn for i < 16, dhi * q[i] + mn for i >= 16, where q has
+// the type's offset taken out (Q5_0: q - 16, Q6_K: q - 32). Every product is exact in
+// fp32 (at most 23 significant bits).
+template <WeightType kType>
+__device__ __forceinline__ void RawBlock(const uint8_t* row, int64_t b, float* q, float* dlo,
+                                         float* dhi, float* mn) {
+  if constexpr (kType == WeightType::kQ5_0 || kType == WeightType::kQ5_1) {
+    constexpr bool kQ51 = kType == WeightType::kQ5_1;
+    const uint8_t* p = row + b * (kQ51 ? 24 : 22);
+    const float d = HalfBitsToFloat(LoadU16(p));
+    const uint32_t qh = LoadU32(p + (kQ51 ? 4 : 2));
+    const uint8_t* qs = p + (kQ51 ? 8 : 6);
+#pragma unroll
+    for (int i = 0; i < kQK / 2; ++i) {
+      const int lo = (qs[i] & 0x0f) | static_cast<int>((qh >> i) & 1u) << 4;
+      const int hi = (qs[i] >> 4) | static_cast<int>((qh >> (i + 16)) & 1u) << 4;
+      q[i] = static_cast<float>(kQ51 ? lo : lo - 16);
+      q[i + 16] = static_cast<float>(kQ51 ? hi : hi - 16);
+    }
+    *dlo = *dhi = d;
+    *mn = kQ51 ? HalfBitsToFloat(LoadU16(p + 2)) : 0.0f;
+  } else if constexpr (kType == WeightType::kQ4_K || kType == WeightType::kQ5_K) {
+    constexpr bool kQ5 = kType == WeightType::kQ5_K;
+    const int t = static_cast<int>(b % 8);
+    const uint8_t* p = row + (b / 8) * (kQ5 ? 176 : 144);
+    const uint8_t* s = p + 4;  // 12 bytes of 6-bit scales and mins
+    int sc, m;
+    if (t < 4) {
+      sc = s[t] & 63;
+      m = s[t + 4] & 63;
+    } else {
+      sc = (s[t + 4] & 0x0f) | (s[t - 4] >> 6) << 4;
+      m = (s[t + 4] >> 4) | (s[t] >> 6) << 4;
+    }
+    const uint8_t* qh = p + 16;  // Q5_K only
+    const uint8_t* qs = p + (kQ5 ? 48 : 16) + 32 * (t / 2);
+#pragma unroll
+    for (int l = 0; l < kQK; ++l) {
+      int v = t % 2 == 0 ? qs[l] & 0x0f : qs[l] >> 4;
+      if (kQ5) v |= ((qh[l] >> t) & 1) << 4;
+      q[l] = static_cast<float>(v);
+    }
+    *dlo = *dhi = __fmul_rn(HalfBitsToFloat(LoadU16(p)), static_cast<float>(sc));
+    *mn = -__fmul_rn(HalfBitsToFloat(LoadU16(p + 2)), static_cast<float>(m));
+  } else {  // Q6_K: block b is weights 32t.. of super-block b / 8 (half h = t / 4)
+    static_assert(kType == WeightType::kQ6_K, "raw GEMV type");
+    const int t = static_cast<int>(b % 8), h = t / 4, u = t % 4;
+    const uint8_t* p = row + (b / 8) * 210;
+    const uint8_t* ql = p + 64 * h + 32 * (u & 1);
+    const uint8_t* qh = p + 128 + 32 * h;
+    const float d = HalfBitsToFloat(LoadU16(p + 208));
+#pragma unroll
+    for (int l = 0; l < kQK; ++l) {
+      const int v = (u >= 2 ? ql[l] >> 4 : ql[l] & 0x0f) | ((qh[l] >> (2 * u)) & 3) << 4;
+      q[l] = static_cast<float>(v - 32);
+    }
+    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
+    *dlo = __fmul_rn(d, static_cast<float>(sc[2 * t]));
+    *dhi = __fmul_rn(d, static_cast<float>(sc[2 * t + 1]));
+    *mn = 0.0f;
+  }
+}
+
 // The 32 weights of block `b` of a GGUF row, exactly (the arithmetic of DequantizeRow:
-// products of an fp16 scale and a small integer are exact in fp32; Q4_1 rounds the sum).
+// products of an fp16 scale and a small integer are exact in fp32; Q4_1, Q5_1, Q4_K and
+// Q5_K round the sum with their min once).
 template <WeightType kType>
 __device__ __forceinline__ void DequantBlock(const uint8_t* row, int64_t b, float* w) {
-  if constexpr (kType == WeightType::kF32) {
+  if constexpr (IsRawGemvType(kType)) {
+    float q[kQK], dlo, dhi, mn;
+    RawBlock<kType>(row, b, q, &dlo, &dhi, &mn);
+    constexpr bool kHasMin = kType == WeightType::kQ5_1 || kType == WeightType::kQ4_K ||
+                             kType == WeightType::kQ5_K;
+#pragma unroll
+    for (int i = 0; i < kQK; ++i) {
+      const float prod = __fmul_rn(i < kQK / 2 ? dlo : dhi, q[i]);
+      w[i] = kHasMin ? __fadd_rn(prod, mn) : prod;  // x - y is x + (-y), bit for bit
+    }
+  } else if constexpr (kType == WeightType::kF32) {
     const float* p = reinterpret_cast<const float*>(row) + b * kQK;
 #pragma unroll
     for (int i = 0; i < kQK; ++i) w[i] = p[i];
@@ -107,19 +188,46 @@ __device__ __forceinline__ void GemvBlock(const GemvWeights& w, int64_t i, float
   *mn = kType == WeightType::kQ4_1 ? HalfBitsToFloat(w.m[i]) : 0.0f;
 }
 
-// acc += x . (d q + mn) for one block: d sum(x q) + mn sum(x) (the GEMV's per-output
-// arithmetic; every caller accumulates in the same order, so the same bits).
+// Block b of row `row` for the GEMV: unscaled quants, the scales of its two halves
+// (equal but for Q6_K) and its min (repacked layout or raw GGUF rows, quant_types.h).
 template <WeightType kType>
-__device__ __forceinline__ void GemvAccumulate(const float* xv, const float* q, float d,
-                                               float mn, float* acc) {
+__device__ __forceinline__ void LoadGemvBlock(const GemvWeights& w, int64_t row, int64_t b,
+                                              float* q, float* dlo, float* dhi, float* mn) {
+  if constexpr (IsRawGemvType(kType)) {
+    RawBlock<kType>(w.qs + row * GgufRowBytes(kType, w.k), b, q, dlo, dhi, mn);
+  } else {
+    GemvBlock<kType>(w, row * (w.k / kQK) + b, q, dlo, mn);
+    *dhi = *dlo;
+  }
+}
+
+// acc += x . (d q + mn) for one block: d sum(x q) + mn sum(x) (the GEMV's per-output
+// arithmetic; every caller accumulates in the same order, so the same bits). Q6_K's
+// halves have their own scales: dlo sum_{e<16}(x q) + dhi sum_{e>=16}(x q).
+template <WeightType kType>
+__device__ __forceinline__ void GemvAccumulate(const float* xv, const float* q, float dlo,
+                                               float dhi, float mn, float* acc) {
+  constexpr bool kHasMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ5_1 ||
+                           kType == WeightType::kQ4_K || kType == WeightType::kQ5_K;
+  if constexpr (kType == WeightType::kQ6_K) {
+    float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kQK / 2; ++e) {
+      lo = fmaf(xv[e], q[e], lo);
+      hi = fmaf(xv[e + 16], q[e + 16], hi);
+    }
+    *acc = fmaf(dlo, lo, *acc);
+    *acc = fmaf(dhi, hi, *acc);
+    return;
+  }
   float dot = 0.0f, xsum = 0.0f;
 #pragma unroll
   for (int e = 0; e < kQK; ++e) {
     dot = fmaf(xv[e], q[e], dot);
-    if (kType == WeightType::kQ4_1) xsum += xv[e];
+    if (kHasMin) xsum += xv[e];
   }
-  *acc = fmaf(d, dot, *acc);
-  if (kType == WeightType::kQ4_1) *acc = fmaf(mn, xsum, *acc);
+  *acc = fmaf(dlo, dot, *acc);
+  if (kHasMin) *acc = fmaf(mn, xsum, *acc);
 }
 
 // One warp per output j (kSwiGlu: per output j < n/2, the pair of rows j and n/2 + j).
@@ -136,17 +244,17 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   float acc[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
   float acc_up[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int64_t b = lane; b < blocks; b += 32) {
-    float q[kQK], d, mn;
-    GemvBlock<kType>(w, j * blocks + b, q, &d, &mn);
-    float qu[kSwiGlu ? kQK : 1], du = 0.0f, mnu = 0.0f;
-    if constexpr (kSwiGlu) GemvBlock<kType>(w, (outputs + j) * blocks + b, qu, &du, &mnu);
+    float q[kQK], d, dh, mn;
+    LoadGemvBlock<kType>(w, j, b, q, &d, &dh, &mn);
+    float qu[kSwiGlu ? kQK : 1], du = 0.0f, duh = 0.0f, mnu = 0.0f;
+    if constexpr (kSwiGlu) LoadGemvBlock<kType>(w, outputs + j, b, qu, &du, &duh, &mnu);
 #pragma unroll
     for (int r = 0; r < kMaxGemvRows; ++r) {
       if (r < m) {
         float xv[kQK];
         LoadX32(x + r * ldx + b * kQK, xv);
-        GemvAccumulate<kType>(xv, q, d, mn, &acc[r]);
-        if constexpr (kSwiGlu) GemvAccumulate<kType>(xv, qu, du, mnu, &acc_up[r]);
+        GemvAccumulate<kType>(xv, q, d, dh, mn, &acc[r]);
+        if constexpr (kSwiGlu) GemvAccumulate<kType>(xv, qu, du, duh, mnu, &acc_up[r]);
       }
     }
   }
@@ -203,6 +311,16 @@ cudaError_t DequantTo(WeightType type, const void* src, int64_t stride, int64_t 
       return LaunchDequant<WeightType::kQ4_1, OutT>(src, stride, n, k, dst, stream);
     case WeightType::kQ8_0:
       return LaunchDequant<WeightType::kQ8_0, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ5_0:
+      return LaunchDequant<WeightType::kQ5_0, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ5_1:
+      return LaunchDequant<WeightType::kQ5_1, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ4_K:
+      return LaunchDequant<WeightType::kQ4_K, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ5_K:
+      return LaunchDequant<WeightType::kQ5_K, OutT>(src, stride, n, k, dst, stream);
+    case WeightType::kQ6_K:
+      return LaunchDequant<WeightType::kQ6_K, OutT>(src, stride, n, k, dst, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -215,26 +333,31 @@ cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int
   const unsigned grid = static_cast<unsigned>((outputs + kGemvWarps - 1) / kGemvWarps);
   const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
   auto* ab = reinterpret_cast<__nv_bfloat16*>(act);
+#define WEFT_GEMV_CASE(T)                                                                 \
+  case WeightType::T:                                                                     \
+    GemvKernel<WeightType::T, kSwiGlu><<<grid, kGemvWarps * 32, 0, stream>>>(             \
+        w, xb, ldx, m, y, ldy, accumulate, ab, ld_act);                                   \
+    break;
   switch (w.type) {
-    case WeightType::kQ4_0:
-      GemvKernel<WeightType::kQ4_0, kSwiGlu><<<grid, kGemvWarps * 32, 0, stream>>>(
-          w, xb, ldx, m, y, ldy, accumulate, ab, ld_act);
-      break;
-    case WeightType::kQ4_1:
-      GemvKernel<WeightType::kQ4_1, kSwiGlu><<<grid, kGemvWarps * 32, 0, stream>>>(
-          w, xb, ldx, m, y, ldy, accumulate, ab, ld_act);
-      break;
+    WEFT_GEMV_CASE(kQ4_0)
+    WEFT_GEMV_CASE(kQ4_1)
+    WEFT_GEMV_CASE(kQ8_0)
+    WEFT_GEMV_CASE(kQ5_0)
+    WEFT_GEMV_CASE(kQ5_1)
+    WEFT_GEMV_CASE(kQ4_K)
+    WEFT_GEMV_CASE(kQ5_K)
+    WEFT_GEMV_CASE(kQ6_K)
     default:
-      GemvKernel<WeightType::kQ8_0, kSwiGlu><<<grid, kGemvWarps * 32, 0, stream>>>(
-          w, xb, ldx, m, y, ldy, accumulate, ab, ld_act);
-      break;
+      return cudaErrorInvalidValue;
   }
+#undef WEFT_GEMV_CASE
   return cudaGetLastError();
 }
 
 bool GemvArgsValid(const GemvWeights& w, int64_t ldx, int32_t m) {
-  return m >= 0 && m <= kMaxGemvRows && w.k % kQK == 0 && ldx % 8 == 0 && w.n >= 0 &&
-         IsBlockQuantized(w.type) && (w.type != WeightType::kQ4_1 || w.m != nullptr);
+  return m >= 0 && m <= kMaxGemvRows && w.k > 0 && w.k % BlockWeights(w.type) == 0 &&
+         ldx % 8 == 0 && w.n >= 0 && HasGemv(w.type) &&
+         (w.type != WeightType::kQ4_1 || w.m != nullptr);
 }
 
 }  // namespace
@@ -242,7 +365,8 @@ bool GemvArgsValid(const GemvWeights& w, int64_t ldx, int32_t m) {
 cudaError_t DequantizeWeights(WeightType type, const void* src, int64_t src_row_stride,
                               int64_t n, int64_t k, void* dst, WeightDtype dtype,
                               cudaStream_t stream) {
-  if (n < 0 || k <= 0 || k % kQK != 0 || src_row_stride < GgufRowBytes(type, k)) {
+  if (n < 0 || k <= 0 || k % kQK != 0 || k % BlockWeights(type) != 0 ||
+      src_row_stride < GgufRowBytes(type, k)) {
     return cudaErrorInvalidValue;
   }
   if (n == 0) return cudaSuccess;

@@ -21,7 +21,8 @@ inline constexpr int32_t kMaxGemvRows = 4;
 
 // dst[j][c] (n rows of k, dtype) = the exact value of GGUF weight (j, c), rounded to
 // nearest even; row j of the GGUF bytes at src + j*src_row_stride (device memory).
-// Types: F32, F16, BF16, Q4_0, Q4_1, Q8_0; k % 32 == 0 for every type.
+// Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; k % 32 == 0
+// for every type, k % 256 == 0 for the K-quants.
 cudaError_t DequantizeWeights(WeightType type, const void* src, int64_t src_row_stride,
                               int64_t n, int64_t k, void* dst, WeightDtype dtype,
                               cudaStream_t stream);
@@ -29,7 +30,8 @@ cudaError_t DequantizeWeights(WeightType type, const void* src, int64_t src_row_
 // y[i][j] = sum_c x[i][c] * W[j][c] (+ y[i][j] when accumulate) for i < m <= 4, j < n.
 // x: bf16 rows (ldx elements apart, ldx % 8 == 0, 16-byte aligned), y: fp32 rows (ldy).
 // One warp per output: lanes take 32-weight blocks in turn, fp32 sums, a fixed shuffle
-// tree, so each output is one deterministic order whatever m is.
+// tree, so each output is one deterministic order whatever m is. w: Q4_0/Q4_1/Q8_0
+// repacked, or Q5_0/Q5_1/Q4_K/Q5_K/Q6_K as raw GGUF rows (quant_types.h, HasGemv).
 cudaError_t QuantGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
                       float* y, int64_t ldy, bool accumulate, cudaStream_t stream);
 

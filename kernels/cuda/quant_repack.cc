@@ -1,5 +1,6 @@
 #include "kernels/cuda/quant_repack.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "common/ggml_types.h"
@@ -12,10 +13,33 @@ static_assert(static_cast<uint32_t>(WeightType::kQ4_0) == static_cast<uint32_t>(
 static_assert(static_cast<uint32_t>(WeightType::kQ4_1) == static_cast<uint32_t>(GgmlType::kQ4_1));
 static_assert(static_cast<uint32_t>(WeightType::kQ8_0) == static_cast<uint32_t>(GgmlType::kQ8_0));
 static_assert(static_cast<uint32_t>(WeightType::kBF16) == static_cast<uint32_t>(GgmlType::kBF16));
+static_assert(static_cast<uint32_t>(WeightType::kQ5_0) == static_cast<uint32_t>(GgmlType::kQ5_0));
+static_assert(static_cast<uint32_t>(WeightType::kQ5_1) == static_cast<uint32_t>(GgmlType::kQ5_1));
+static_assert(static_cast<uint32_t>(WeightType::kQ4_K) == static_cast<uint32_t>(GgmlType::kQ4_K));
+static_assert(static_cast<uint32_t>(WeightType::kQ5_K) == static_cast<uint32_t>(GgmlType::kQ5_K));
+static_assert(static_cast<uint32_t>(WeightType::kQ6_K) == static_cast<uint32_t>(GgmlType::kQ6_K));
+static_assert(GgufRowBytes(WeightType::kQ5_0, 32) == sizeof(BlockQ5_0));
+static_assert(GgufRowBytes(WeightType::kQ5_1, 32) == sizeof(BlockQ5_1));
+static_assert(GgufRowBytes(WeightType::kQ4_K, 256) == sizeof(BlockQ4_K));
+static_assert(GgufRowBytes(WeightType::kQ5_K, 256) == sizeof(BlockQ5_K));
+static_assert(GgufRowBytes(WeightType::kQ6_K, 256) == sizeof(BlockQ6_K));
 
 bool RepackForGemv(WeightType type, const uint8_t* src, int64_t row_stride, int64_t n,
                    int64_t k, RepackedMatrix* out) {
-  if (!IsBlockQuantized(type) || k % kQK != 0 || n < 0) return false;
+  if (!HasGemv(type) || k <= 0 || k % BlockWeights(type) != 0 || n < 0) return false;
+  if (IsRawGemvType(type)) {  // the GGUF rows, packed
+    const int64_t row_bytes = GgufRowBytes(type, k);
+    out->type = type;
+    out->n = n;
+    out->k = k;
+    out->qs.resize(n * row_bytes);
+    for (int64_t j = 0; j < n; ++j) {
+      std::memcpy(out->qs.data() + j * row_bytes, src + j * row_stride, row_bytes);
+    }
+    out->d.clear();
+    out->m.clear();
+    return true;
+  }
   const int64_t blocks = k / kQK;
   out->type = type;
   out->n = n;
@@ -63,7 +87,13 @@ void GemvReference(const RepackedMatrix& w, const float* x, int64_t ldx, int64_t
   const int64_t blocks = w.k / kQK;
   std::vector<float> row(w.k);
   for (int64_t j = 0; j < w.n; ++j) {
-    for (int64_t b = 0; b < blocks; ++b) {
+    if (IsRawGemvType(w.type)) {
+      const int64_t row_bytes = GgufRowBytes(w.type, w.k);
+      const absl::Status s = DequantizeRow(static_cast<GgmlType>(w.type),
+                                           w.qs.data() + j * row_bytes, row.data(), w.k);
+      if (!s.ok()) std::abort();  // RepackForGemv accepted the type and k
+    }
+    for (int64_t b = 0; b < blocks && !IsRawGemvType(w.type); ++b) {
       const int64_t i = j * blocks + b;
       const float d = Fp16ToFp32(w.d[i]);
       float* out = row.data() + b * kQK;

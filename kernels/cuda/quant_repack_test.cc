@@ -17,12 +17,13 @@ class RepackTest : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(RepackTest, GemvReferenceEqualsCpuMatmul) {
   const GgmlType type = GetParam();
-  const int64_t n = 37, k = 320, m = 3;
+  const int64_t block = GetGgmlTypeTraits(static_cast<uint32_t>(type))->block_size;
+  const int64_t n = 37, k = 10 * block, m = 3;
   // Rows of a wider matrix (a tensor-parallel column slice): stride > row bytes.
-  const int64_t k_full = 384;
+  const int64_t k_full = k + 2 * block;
   const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(type, n, k_full, 11);
   const int64_t stride = RowBytes(type, k_full);
-  const uint8_t* start = bytes.data() + RowBytes(type, 32);  // skip the first block column
+  const uint8_t* start = bytes.data() + RowBytes(type, block);  // skip the first block column
   RepackedMatrix r;
   ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(type), start, stride, n, k, &r));
   std::mt19937 rng(3);
@@ -36,13 +37,17 @@ TEST_P(RepackTest, GemvReferenceEqualsCpuMatmul) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, RepackTest,
-                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0));
+                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
+                                           GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
+                                           GgmlType::kQ5_K, GgmlType::kQ6_K));
 
 TEST(RepackTest, RejectsOtherTypes) {
   RepackedMatrix r;
-  const uint8_t dummy[64] = {};
+  const uint8_t dummy[512] = {};
   EXPECT_FALSE(RepackForGemv(WeightType::kF16, dummy, 64, 1, 32, &r));
   EXPECT_FALSE(RepackForGemv(WeightType::kQ4_0, dummy, 18, 1, 16, &r));
+  EXPECT_FALSE(RepackForGemv(WeightType::kQ4_K, dummy, 144, 1, 128, &r));  // half a super-block
+  EXPECT_TRUE(RepackForGemv(WeightType::kQ6_K, dummy, 210, 1, 256, &r));
 }
 
 }  // namespace

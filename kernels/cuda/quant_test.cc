@@ -23,7 +23,8 @@ class DequantTest : public ::testing::TestWithParam<GgmlType> {};
 TEST_P(DequantTest, BitExactBf16AndFp16) {
   WEFT_SKIP_WITHOUT_CUDA();
   const GgmlType type = GetParam();
-  const int64_t n = 45, k = 576, k_full = 640;
+  const bool kquant = GetGgmlTypeTraits(static_cast<uint32_t>(type))->block_size == 256;
+  const int64_t n = 45, k = kquant ? 512 : 576, k_full = kquant ? 768 : 640;
   const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(type, n, k_full, 21);
   const int64_t stride = RowBytes(type, k_full);
   std::vector<float> row(k);
@@ -47,7 +48,9 @@ TEST_P(DequantTest, BitExactBf16AndFp16) {
 
 INSTANTIATE_TEST_SUITE_P(Types, DequantTest,
                          ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
-                                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0));
+                                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
+                                           GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
+                                           GgmlType::kQ5_K, GgmlType::kQ6_K));
 
 struct GemvCase {
   GgmlType type;
@@ -76,8 +79,9 @@ TEST_P(GemvTest, MatchesReference) {
   GemvReference(r, x.data(), c.k, c.m, want.data(), c.n);
 
   DeviceArray<uint8_t> qs(r.qs);
-  DeviceArray<uint16_t> d(r.d), m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
-  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), d.get(),
+  DeviceArray<uint16_t> d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
+      m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
+  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), r.d.empty() ? nullptr : d.get(),
                 r.m.empty() ? nullptr : m.get(), c.n, c.k};
   std::vector<float> init(c.m * c.n, 0.5f);
   DeviceArray<float> y(init);
@@ -93,7 +97,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest,
                                            GemvCase{GgmlType::kQ4_1, 576, 576, 4},
                                            GemvCase{GgmlType::kQ4_1, 1536, 576, 3},
                                            GemvCase{GgmlType::kQ8_0, 49152 / 16, 576, 2},
-                                           GemvCase{GgmlType::kQ8_0, 7, 1536, 4}));
+                                           GemvCase{GgmlType::kQ8_0, 7, 1536, 4},
+                                           GemvCase{GgmlType::kQ5_0, 577, 576, 1},
+                                           GemvCase{GgmlType::kQ5_1, 100, 1536, 3},
+                                           GemvCase{GgmlType::kQ4_K, 1536, 2048, 2},
+                                           GemvCase{GgmlType::kQ5_K, 300, 768, 4},
+                                           GemvCase{GgmlType::kQ6_K, 1024, 4096, 1}));
 
 // The fused gate/up GEMV + SwiGLU gives the bits of QuantGemv into fp32 followed by
 // SwiGlu with bf16 output (the two kernels it replaces in a decode step).
@@ -111,8 +120,9 @@ TEST_P(GemvTest, SwiGluFusedMatchesGemvThenSwiGlu) {
   std::vector<uint16_t> xb(c.m * c.k);
   for (uint16_t& b : xb) b = Fp32ToBf16(val(rng));
   DeviceArray<uint8_t> qs(r.qs);
-  DeviceArray<uint16_t> d(r.d), m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
-  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), d.get(),
+  DeviceArray<uint16_t> d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
+      m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
+  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), r.d.empty() ? nullptr : d.get(),
                 r.m.empty() ? nullptr : m.get(), c.n, c.k};
   DeviceArray<float> gu(c.m * c.n);
   DeviceArray<uint16_t> want(c.m * ffn), got(c.m * ffn);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/protocol_version.h"
 #include "common/shard_layout.h"
 #include "common/tokens_hash.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
@@ -138,6 +139,7 @@ class FakeRank {
         });
     weft::v1::WorkerMessage m;
     weft::v1::WorkerHello* h = m.mutable_hello();
+    h->set_protocol_version(kWorkerProtocolVersion);  // what WorkerClient sends
     h->set_model_fingerprint("fp");
     h->set_replica(replica);
     h->set_rank(rank);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "common/mutex.h"
+#include "common/protocol_version.h"
 #include "common/shard_layout.h"
 #include "common/testing/status_matchers.h"
 #include "scheduler/edge/generate_frontend.h"
@@ -475,6 +476,43 @@ TEST_F(EngineTest, WrongFingerprintIsRefused) {
   EXPECT_THAT(w->result, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_NE(w->result.message().find("fingerprint"), absl::string_view::npos);
   EXPECT_EQ(engine_->num_replicas(), 0);
+}
+
+// A worker of another Attach protocol version is refused on the wire: its stream gets a
+// Reject naming both versions and ends FAILED_PRECONDITION, the refusal is counted (in
+// weft_worker_protocol_mismatches_total and weft_workers_rejected_total), nothing is
+// admitted; a WorkerClient (which sends this build's version) is then admitted.
+TEST_F(EngineTest, OtherProtocolVersionIsRefusedNamingBothAndCounted) {
+  StartServer();
+  auto stub = weft::v1::WorkerControl::NewStub(
+      grpc::CreateChannel(addr_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));  // a hang guard
+  auto stream = stub->Attach(&ctx);
+  FakeExecutor exec("newer", 0, 1);
+  weft::v1::WorkerMessage hello;
+  *hello.mutable_hello() = exec.Hello();
+  const int32_t newer = kWorkerProtocolVersion + 1;
+  hello.mutable_hello()->set_protocol_version(newer);
+  ASSERT_TRUE(stream->Write(hello));
+  weft::v1::SchedulerMessage m;
+  ASSERT_TRUE(stream->Read(&m));
+  ASSERT_TRUE(m.has_reject()) << m.DebugString();
+  EXPECT_NE(m.reject().reason().find(absl::StrCat("worker protocol version ", newer)),
+            std::string::npos) << m.reject().reason();
+  EXPECT_NE(m.reject().reason().find(
+                absl::StrCat("scheduler's protocol version ", kWorkerProtocolVersion)),
+            std::string::npos) << m.reject().reason();
+  EXPECT_FALSE(stream->Read(&m));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(metrics_.worker_protocol_mismatches.Value(), 1);
+  EXPECT_EQ(metrics_.workers_rejected.Value(), 1);
+  EXPECT_EQ(engine_->num_replicas(), 0);
+
+  AddWorker("current");
+  ASSERT_TRUE(WaitReplicas(1));
+  EXPECT_EQ(metrics_.worker_protocol_mismatches.Value(), 1);
+  EXPECT_EQ(metrics_.workers_rejected.Value(), 1);
 }
 
 TEST_F(EngineTest, TensorParallelRanksFormOneReplicaAndDisagreementFences) {

@@ -73,6 +73,10 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       workers_rejected(C(*r, l, "weft_workers_rejected_total",
                          "Worker hellos refused (model fingerprint, shard layout, world size, "
                          "...); the reason is in the log and sent to the worker.")),
+      worker_protocol_mismatches(C(*r, l, "weft_worker_protocol_mismatches_total",
+                                   "Worker hellos refused for their Attach protocol version "
+                                   "(both versions are in the log and sent to the worker); "
+                                   "also counted in weft_workers_rejected_total.")),
       worker_forward_seconds(C(*r, l, "weft_worker_forward_seconds_total",
                                "Seconds rank 0 of the replicas spent in forward passes.")),
       worker_execute_seconds(C(*r, l, "weft_worker_execute_seconds_total",
@@ -96,6 +100,7 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       step_duration(H(*r, l, "weft_step_duration_seconds", "Plan sent to all results received.",
                       kLatency)),
       registry_(r),
+      constant_labels_(l),
       steps_family_(BuildCounter().Name("weft_steps_total").Help("Steps completed, per replica.").Labels(l).Register(*r)),
       finished_family_(BuildCounter()
                            .Name("weft_requests_finished_total")

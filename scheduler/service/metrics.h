@@ -26,6 +26,8 @@ class ServiceMetrics {
   explicit ServiceMetrics(const std::string& model);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // The labels every family carries (model="<served name>", or none).
+  const prometheus::Labels& constant_labels() const { return constant_labels_; }
 
   // Gauges (set each iteration).
   prometheus::Gauge& requests_running;
@@ -54,6 +56,9 @@ class ServiceMetrics {
   // Worker hellos refused (fingerprint, shard layout, world size ...; the reason is
   // logged and sent to the worker).
   prometheus::Counter& workers_rejected;
+  // Of those, the ones refused for their Attach protocol version (a worker older or newer
+  // than this scheduler supports: common/protocol_version.h).
+  prometheus::Counter& worker_protocol_mismatches;
   // Step overhead (BENCHMARKS.md): the workers' forward time and execute time (rank 0,
   // from each StepResult), and the planning thread's time planning, encoding plans and
   // applying results. Share of a step outside the forward pass =
@@ -86,6 +91,7 @@ class ServiceMetrics {
   ServiceMetrics(std::shared_ptr<prometheus::Registry> registry, const prometheus::Labels& labels);
 
   std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Labels constant_labels_;
   prometheus::Family<prometheus::Counter>& steps_family_;
   prometheus::Family<prometheus::Counter>& finished_family_;
   prometheus::Family<prometheus::Counter>& status_family_;

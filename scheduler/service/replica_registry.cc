@@ -3,10 +3,27 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/protocol_version.h"
 #include "common/shard_layout.h"
 #include "glog/logging.h"
 
 namespace weft {
+
+std::string ProtocolVersionMismatch(int32_t worker_version) {
+  if (worker_version >= kMinWorkerProtocolVersion && worker_version <= kWorkerProtocolVersion) {
+    return "";
+  }
+  const std::string supported =
+      kMinWorkerProtocolVersion == kWorkerProtocolVersion
+          ? absl::StrCat(kWorkerProtocolVersion)
+          : absl::StrCat(kMinWorkerProtocolVersion, "..", kWorkerProtocolVersion);
+  return absl::StrCat("worker protocol version ", worker_version,
+                      worker_version == 0 ? " (none sent: a worker older than versions)" : "",
+                      " is not the scheduler's protocol version ", supported,
+                      worker_version > kWorkerProtocolVersion
+                          ? " (upgrade the scheduler before the workers)"
+                          : " (upgrade the worker)");
+}
 
 std::string ReplicaRegistry::CheckHello(const weft::v1::WorkerHello& h) const {
   if (h.model_fingerprint() != expected_.fingerprint) {
@@ -43,6 +60,13 @@ std::string ReplicaRegistry::CheckHello(const weft::v1::WorkerHello& h) const {
 HelloOutcome ReplicaRegistry::OnHello(const std::shared_ptr<WorkerHandle>& handle,
                                       const weft::v1::WorkerHello& hello, absl::Time now) {
   HelloOutcome out;
+  // First: a worker of another protocol may mean other things by every other field.
+  if (std::string why = ProtocolVersionMismatch(hello.protocol_version()); !why.empty()) {
+    out.kind = HelloOutcome::kRejected;
+    out.reject_reason = why;
+    out.protocol_mismatch = true;
+    return out;
+  }
   if (std::string why = CheckHello(hello); !why.empty()) {
     out.kind = HelloOutcome::kRejected;
     out.reject_reason = why;

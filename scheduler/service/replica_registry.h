@@ -1,6 +1,7 @@
 // ReplicaRegistry: forms tensor-parallel replicas from worker hellos and tracks them.
 //
-// A replica is admitted only when all `world_size` ranks have said hello with the
+// A replica is admitted only when all `world_size` ranks have said hello with a protocol
+// version the scheduler supports (common/protocol_version.h; checked first), the
 // scheduler's model fingerprint, the same block size, backend and world size, and each
 // rank the shard layout ComputeShardLayout gives for it. Until then its ranks wait
 // (pending); a rank that does not fit is rejected with a reason and the others are never
@@ -61,6 +62,7 @@ struct AdmittedReplica {
 struct HelloOutcome {
   enum Kind { kRejected, kPending, kAdmitted } kind = kPending;
   std::string reject_reason;                  // kRejected
+  bool protocol_mismatch = false;             // kRejected for WorkerHello.protocol_version
   const AdmittedReplica* replica = nullptr;   // kAdmitted (owned by the registry)
   // Ranks of a replica the newcomer displaced (same name and rank attached again: the
   // old group is fenced, newest wins). Their streams should be closed.
@@ -71,6 +73,10 @@ struct HelloOutcome {
   std::vector<std::shared_ptr<WorkerHandle>> losers;
   std::string losers_reason;
 };
+
+// "" when a worker speaking Attach protocol `worker_version` is admissible
+// (common/protocol_version.h), else the refusal naming both versions.
+std::string ProtocolVersionMismatch(int32_t worker_version);
 
 struct FenceOutcome {
   std::string replica;   // empty: the handle belonged to no admitted replica

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/protocol_version.h"
 #include "common/shard_layout.h"
 
 namespace weft {
@@ -20,6 +21,7 @@ ExpectedModel Model() {
 
 weft::v1::WorkerHello Hello(const std::string& replica, int rank, int world, int blocks) {
   weft::v1::WorkerHello h;
+  h.set_protocol_version(kWorkerProtocolVersion);
   h.set_model_fingerprint("abc");
   h.set_replica(replica);
   h.set_rank(rank);
@@ -50,6 +52,40 @@ TEST(ReplicaRegistryTest, Tp2AdmittedOnlyWhenBothRanksArriveWithMinBlocks) {
   EXPECT_EQ(out.replica->comm_init, "init0");
   EXPECT_EQ(reg.FindByHandle(1)->name, "r0");
   EXPECT_TRUE(reg.PendingRanks().empty());
+}
+
+// A worker of another Attach protocol (older, newer, or one that sends none) is refused
+// before anything else is read from its hello, naming both versions; the refusal says so
+// (protocol_mismatch, for the metric), other refusals do not.
+TEST(ReplicaRegistryTest, OtherProtocolVersionsAreRefusedNamingBoth) {
+  ReplicaRegistry reg(Model());
+  for (int32_t v : {0, kMinWorkerProtocolVersion - 1, kWorkerProtocolVersion + 1, 1000}) {
+    auto h = Hello("r0", 0, 1, 10);
+    h.set_protocol_version(v);
+    HelloOutcome o = reg.OnHello(H(1), h, absl::Now());
+    ASSERT_EQ(o.kind, HelloOutcome::kRejected) << "version " << v;
+    EXPECT_TRUE(o.protocol_mismatch);
+    EXPECT_NE(o.reject_reason.find("worker protocol version " + std::to_string(v)),
+              std::string::npos) << o.reject_reason;
+    EXPECT_NE(o.reject_reason.find("scheduler's protocol version " +
+                                   std::to_string(kWorkerProtocolVersion)),
+              std::string::npos) << o.reject_reason;
+  }
+  EXPECT_EQ(reg.num_admitted(), 0u);
+  EXPECT_EQ(reg.num_pending_ranks(), 0u);
+
+  // Refused even when everything else would also be refused: the version is read first.
+  auto both = Hello("r0", 0, 1, 10);
+  both.set_protocol_version(kWorkerProtocolVersion + 1);
+  both.set_model_fingerprint("zzz");
+  EXPECT_TRUE(reg.OnHello(H(2), both, absl::Now()).protocol_mismatch);
+
+  auto fp = Hello("r0", 0, 1, 10);
+  fp.set_model_fingerprint("zzz");
+  HelloOutcome o = reg.OnHello(H(3), fp, absl::Now());
+  EXPECT_EQ(o.kind, HelloOutcome::kRejected);
+  EXPECT_FALSE(o.protocol_mismatch);
+  EXPECT_EQ(reg.OnHello(H(4), Hello("r0", 0, 1, 10), absl::Now()).kind, HelloOutcome::kAdmitted);
 }
 
 TEST(ReplicaRegistryTest, MismatchesAreRejectedAndOthersNotAdmittedAlone) {

@@ -45,6 +45,7 @@ void ReplicaSupervisor::OnHello(const std::shared_ptr<WorkerHandle>& w,
     case HelloOutcome::kRejected:
       LOG(WARNING) << "worker " << h.worker_id() << " is rank " << h.rank() << " of "
                    << h.world_size();
+      if (out.protocol_mismatch) metrics_->worker_protocol_mismatches.Increment();
       Reject(w, h.replica(), out.reject_reason);
       return;
     case HelloOutcome::kPending:

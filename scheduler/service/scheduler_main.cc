@@ -133,6 +133,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> StartMetrics(const SchedulerBinaryO
   ho.host = o.host;  // the gRPC ports' interface: 127.0.0.1 keeps everything on loopback
   ho.port = o.metrics_port;
   ho.registry = metrics->registry();
+  ho.constant_labels = metrics->constant_labels();  // weft_build_info's too
   ho.started = [started] { return started->load(); };
   ho.ready = [serving] { return serving->load(); };
   return MetricsHttp::Start(std::move(ho));
@@ -231,7 +232,9 @@ int Main() {
     LOG(ERROR) << "bad flags: " << o.status().message();
     return 2;
   }
-  auto file = GgufFile::Open(o->model_path);
+  // Metadata only (header, vocabulary, tensor table): no weight page is mapped or read,
+  // so the scheduler's memory and its pod's download do not grow with the model.
+  auto file = GgufFile::OpenMetadata(o->model_path);
   if (!file.ok()) {
     LOG(ERROR) << "cannot load the model: " << file.status().message();
     return 1;

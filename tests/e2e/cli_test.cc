@@ -2,7 +2,11 @@
 // user sees: status names and messages, exit status 2 for a bad command line or
 // INVALID_ARGUMENT, 1 for other failures; the sampling, stopping, logprobs and chat flags
 // reach the server (checked against the C++ client's results); --stop may be repeated
-// and a value keeps its commas.
+// and a value keeps its commas. Retries: a generate refused UNAVAILABLE (no replica yet)
+// is made again until a worker attaches; one that streamed tokens before its scheduler
+// went away is not.
+#include <signal.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -171,6 +175,70 @@ TEST_F(CliE2eTest, SamplingStoppingLogprobsAndChatFlagsReachTheServer) {
   StreamResult cchat = Generate(cluster_->stub(), req);
   ASSERT_TRUE(cchat.status.ok()) << cchat.status.error_message();
   EXPECT_EQ(Ids(chat.out), cchat.token_ids);
+}
+
+// The CLI started in the background (its own process), --server at `cluster`.
+std::unique_ptr<ChildProcess> StartWeft(const Cluster& cluster, std::vector<std::string> args,
+                                        const std::string& name) {
+  args.insert(args.begin(), Runfile("tools/cli/weft"));
+  args.push_back("--server=" + cluster.address());
+  auto child = ChildProcess::Start(args, cluster.dir() + "/" + name + ".log",
+                                   cluster.dir() + "/" + name + ".out");
+  EXPECT_TRUE(child.ok()) << child.status();
+  return child.ok() ? std::move(*child) : nullptr;
+}
+
+TEST(CliRetryE2eTest, UnavailableIsRetriedUntilAReplicaAttaches) {
+  WEFT_REQUIRE_DEFAULT_MODEL(model);
+  Cluster cluster(model);
+  ASSERT_TRUE(cluster.StartScheduler().ok()) << cluster.Logs();
+  // No worker yet: the scheduler answers UNAVAILABLE; the CLI keeps asking.
+  auto cli = StartWeft(cluster,
+                       {"generate", "--prompt=The capital of France is", "--max_tokens=4",
+                        "--temperature=0", "--ignore_eos", "--max_attempts=100000",
+                        "--retry_initial_backoff_s=0.05", "--retry_max_backoff_s=0.2",
+                        "--timeout_s=300"},
+                       "cli-retry");
+  ASSERT_NE(cli, nullptr);
+  const std::string refused = "weft_requests_status_total{code=\"UNAVAILABLE\"}";
+  ASSERT_TRUE(WaitFor([&] { return cluster.Metric(refused) >= 2; }, absl::Seconds(60)))
+      << cli->LogTail() << cluster.Logs();
+  EXPECT_TRUE(cli->Running()) << cli->LogTail();
+  WorkerSpec w;
+  w.num_kv_blocks = 64;
+  ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
+  ASSERT_TRUE(cli->Wait(absl::Seconds(180)).has_value()) << "the CLI never finished";
+  EXPECT_EQ(cli->exit_code(), 0) << cli->LogTail();
+  EXPECT_TRUE(absl::StrContains(cli->LogTail(), "retrying in")) << cli->LogTail();
+  EXPECT_TRUE(absl::StrContains(cli->LogTail(), "completion 4")) << cli->LogTail();
+  EXPECT_FALSE(ReadFile(cluster.dir() + "/cli-retry.out").empty());
+  EXPECT_EQ(cluster.Metric("weft_requests_status_total{code=\"OK\"}"), 1);
+}
+
+TEST(CliRetryE2eTest, NoRetryOnceTokensWereStreamed) {
+  WEFT_REQUIRE_DEFAULT_MODEL(model);
+  Cluster cluster(model);
+  ASSERT_TRUE(cluster.StartScheduler({"--drain_timeout_s=1"}).ok()) << cluster.Logs();
+  WorkerSpec w;
+  w.num_kv_blocks = 256;
+  ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
+  ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
+  auto cli = StartWeft(cluster,
+                       {"generate", "--prompt=Once upon a time", "--max_tokens=3000",
+                        "--temperature=0", "--ignore_eos", "--max_attempts=100",
+                        "--retry_initial_backoff_s=0.05", "--timeout_s=300"},
+                       "cli-stream");
+  ASSERT_NE(cli, nullptr);
+  const std::string out = cluster.dir() + "/cli-stream.out";
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(out).empty(); }, absl::Seconds(120)))
+      << cli->LogTail() << cluster.Logs();
+  // The scheduler drains for 1 s and ends the stream UNAVAILABLE, then exits: the call
+  // had streamed tokens, so the CLI reports it instead of asking again.
+  ASSERT_TRUE(cluster.scheduler()->Signal(SIGTERM));
+  ASSERT_TRUE(cli->Wait(absl::Seconds(120)).has_value()) << "the CLI never finished";
+  EXPECT_EQ(cli->exit_code(), 1) << cli->LogTail();
+  EXPECT_TRUE(absl::StrContains(cli->LogTail(), "weft: UNAVAILABLE")) << cli->LogTail();
+  EXPECT_FALSE(absl::StrContains(cli->LogTail(), "retrying")) << cli->LogTail();
 }
 
 }  // namespace

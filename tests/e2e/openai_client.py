@@ -20,10 +20,14 @@ gRPC calls and the scheduler's metrics. Phases:
   proxy       through HAProxy (--base_url=http://PROXY, no /v1; --models=alpha,beta
               served, --misrouted=a backend whose scheduler serves another model,
               --unknown=a model no backend has): by header (default_headers and
-              extra_headers) and by path prefix (base_url http://PROXY/<model>/v1), the
-              proxy's own errors, a stream left after 2 chunks. Prints "calls: <json>".
+              extra_headers), by path prefix (base_url http://PROXY/<model>/v1) and by the
+              JSON body's "model" alone (no header: short and 100 KB prompts, chat with
+              "messages" before "model"), the model list (GET /v1/models: alpha and beta,
+              not the misrouted one), the proxy's own errors (413 for a body larger than
+              its buffer), a stream left after 2 chunks. Prints "calls: <json>".
   proxy_down  through HAProxy after the second model's scheduler stopped: its calls are
-              503 (InternalServerError), the first model's are answered.
+              503 (InternalServerError) by path or body, it is no longer listed, the first
+              model's are answered (2 by header, 1 by body).
 
   python openai_client.py --base_url=http://127.0.0.1:PORT/v1 --phase=serve \
       --prompt=TEXT --max_tokens=N
@@ -276,6 +280,79 @@ def check_auth(base_url, ca, other_ca, token):
     print("calls: " + json.dumps(calls))
 
 
+def long_prompt(size):
+    """About `size` bytes of prompt that tokenizes into as few tokens as the default
+    model's vocabulary allows: a newline and 80 spaces are one token, so 100 KB is 1,235
+    tokens (measured with Weft's tokenizer), well inside its 8,192-token context: served,
+    not refused for its length, and cheap to prefill."""
+    return ("\n" + " " * 80) * (size // 81)
+
+
+def recorded_bodies():
+    """An httpx client for openai.OpenAI that keeps the request bodies it sent."""
+    bodies = []
+    client = openai.DefaultHttpxClient(
+        event_hooks={"request": [lambda request: bodies.append(request.read())]})
+    return client, bodies
+
+
+def check_proxy_body(proxy, models, calls):
+    """No header, no path prefix: the proxy routes by the JSON body's "model". openai
+    3.57 writes "model" first; older SDKs (openai-python 1.x) and many clients write
+    "messages" first, putting "model" after the whole prompt: both orders are sent."""
+    http, bodies = recorded_bodies()
+    c = new_client(proxy + "/v1", http_client=http)
+    assert [x.id for x in c.models.list().data] == sorted(models)
+    for m in models:
+        # GET /v1/models/<id>: the model's own scheduler answers (with max_model_len).
+        info = c.models.retrieve(m)
+        assert info.id == m and info.max_model_len > 0, info
+        r = c.chat.completions.create(model=m, messages=[{"role": "user", "content": "Hi"}],
+                                      max_completion_tokens=2, temperature=0)
+        assert r.model == m, r
+        r = c.completions.create(model=m, prompt="The capital of France is", max_tokens=2,
+                                 temperature=0)
+        assert r.model == m, r
+        calls[m] += 2
+
+    # 100 KB prompts: a chat to the first model with "messages" first (its "model" ~100 KB
+    # into the body, far past HAProxy's default 16 KiB buffer), sent through the SDK's
+    # low-level post() to fix the key order; an SDK completion to the second.
+    prompt = long_prompt(100_000)
+    # ~1,200 prompt tokens to prefill each on a shared 2-core machine: a generous guard.
+    c = c.with_options(timeout=600)
+    r = c.post("/chat/completions", cast_to=openai.types.chat.ChatCompletion,
+               body={"messages": [{"role": "user", "content": prompt}], "model": models[0],
+                     "max_completion_tokens": 2, "temperature": 0})
+    assert r.model == models[0] and r.usage.prompt_tokens > 1000, r.usage
+    assert bodies[-1].index(b'"model"') > 100_000, bodies[-1][:80]
+    r = c.completions.create(model=models[1], prompt=prompt, max_tokens=2, temperature=0)
+    assert r.model == models[1] and r.usage.prompt_tokens > 1000, r.usage
+    assert len(bodies[-1]) > 100_000, len(bodies[-1])
+    calls[models[0]] += 1
+    calls[models[1]] += 1
+    print("long_prompt_tokens: %d" % r.usage.prompt_tokens)
+
+    # What the body cannot route: no model (or ""), a model no backend has, a name that is
+    # not one, a body larger than the proxy's buffer (1 MiB: its "model" may be unread).
+    expect(openai.BadRequestError,
+           lambda: c.completions.create(model="", prompt="x", max_tokens=1), code="model_required")
+    expect(openai.NotFoundError,
+           lambda: c.completions.create(model="zeta", prompt="x", max_tokens=1),
+           code="model_not_found")
+    expect(openai.NotFoundError,
+           lambda: c.chat.completions.create(model="no such model",
+                                             messages=[{"role": "user", "content": "x"}]),
+           code="model_not_found")
+    e = expect(openai.APIStatusError,
+               lambda: c.post("/chat/completions", cast_to=openai.types.chat.ChatCompletion,
+                              body={"messages": [{"role": "user",
+                                                  "content": long_prompt(1_100_000)}],
+                                    "model": models[0], "max_completion_tokens": 1}),
+               code="body_too_large_to_route", param="model")
+    assert e.status_code == 413, e
+
+
 def check_proxy(proxy, models, misrouted, unknown):
     calls = {m: 0 for m in models}
     greedy = dict(prompt="The capital of France is", max_tokens=3, temperature=0,
@@ -313,10 +390,10 @@ def check_proxy(proxy, models, misrouted, unknown):
         with urllib.request.urlopen("%s/%s/health" % (proxy, m), timeout=30) as r:
             assert r.status == 200 and json.load(r)["status"] == "serving"
 
+    # By the body alone (what every OpenAI SDK sends), and the model list.
+    check_proxy_body(proxy, models, calls)
+
     # The proxy's own answers, in OpenAI's shape.
-    expect(openai.BadRequestError, lambda: shared.models.list(), code="model_required")
-    expect(openai.BadRequestError,
-           lambda: shared.completions.create(model=models[0], **greedy), code="model_required")
     expect(openai.NotFoundError,
            lambda: new_client("%s/%s/v1" % (proxy, unknown)).models.list(),
            code="model_not_found")
@@ -324,7 +401,8 @@ def check_proxy(proxy, models, misrouted, unknown):
            lambda: new_client("%s/%s/v1" % (proxy, models[0]),
                               default_headers={"x-weft-model": models[1]}).models.list(),
            code="invalid_argument")
-    # A backend whose scheduler serves another model fails the proxy's health check.
+    # A backend whose scheduler serves another model fails the proxy's health check (and
+    # is left out of the model list above).
     e = expect(openai.InternalServerError,
                lambda: new_client("%s/%s/v1" % (proxy, misrouted)).models.list(),
                code="unavailable", type="server_error")
@@ -354,8 +432,15 @@ def check_proxy_down(proxy, models):
                code="unavailable")
     assert e.status_code == 503, e
     c = new_client(proxy + "/v1", default_headers={"x-weft-model": up})
-    for _ in range(3):
+    for _ in range(2):
         assert c.completions.create(model=up, prompt="x", max_tokens=2).model == up
+    # By the body: the stopped model is 503 and no longer listed; the other is answered.
+    body_only = new_client(proxy + "/v1")
+    assert [x.id for x in body_only.models.list().data] == [up]
+    expect(openai.InternalServerError,
+           lambda: body_only.completions.create(model=down, prompt="x", max_tokens=2),
+           code="unavailable")
+    assert body_only.completions.create(model=up, prompt="x", max_tokens=2).model == up
 
 
 def main():

@@ -5,15 +5,21 @@
 // writes the "openai:<name>" backends as deploy/proxy/models/smollm2.cfg shows, plus
 // "openai:gamma" pointing at alpha's scheduler (a misrouted backend). PyPI's `openai`
 // client (openai_client.py phases proxy and proxy_down):
-//  * reaches each model's scheduler by the x-weft-model header (the client's
-//    default_headers, and per call extra_headers) and by path (base_url
-//    http://proxy/<model>/v1): every answered call is counted by that scheduler alone;
+//  * reaches each model's scheduler by the JSON body's "model" alone, as every OpenAI
+//    SDK sends it (no header, no path: short prompts, and 100 KB prompts whose chat
+//    body puts "model" after the messages, past HAProxy's default 16 KiB buffer), by
+//    the x-weft-model header (the client's default_headers, and per call extra_headers)
+//    and by path (base_url http://proxy/<model>/v1): every answered call is counted by
+//    that scheduler alone;
+//  * lists alpha and beta at GET /v1/models (not gamma, whose check fails), and gets
+//    each one's own entry at GET /v1/models/<model>;
 //  * gets the proxy's own errors in OpenAI's shape: no model 400, header and path that
-//    disagree 400, an unknown model 404, gamma 503 — the proxy's GET /health check
-//    (naming the backend's model) takes a scheduler serving another model out;
+//    disagree 400, an unknown model 404, a body larger than the proxy's buffer 413,
+//    gamma 503 — the proxy's GET /health check (naming the backend's model) takes a
+//    scheduler serving another model out;
 //  * a stream it leaves through the proxy is cancelled by the scheduler, blocks freed;
-//  * beta's scheduler stopped: the check takes beta out, beta's calls are 503 while
-//    alpha's are answered.
+//  * beta's scheduler stopped: the check takes beta out, beta's calls are 503 (by path
+//    and by body) and beta leaves the model list, while alpha's are answered.
 // Skips, saying why, when /usr/sbin/haproxy is missing or the package index cannot be
 // reached to make the client's venv.
 #include <signal.h>
@@ -123,7 +129,8 @@ TEST_F(OpenAiProxyE2eTest, OpenAiClientsReachTheirModelByHeaderOrPath) {
   // Each answered call was counted by its model's scheduler, and by it alone.
   EXPECT_EQ(OkCalls(alpha) - alpha_ok, calls["alpha"].get<double>());
   EXPECT_EQ(OkCalls(beta) - beta_ok, calls["beta"].get<double>());
-  EXPECT_EQ(calls["alpha"], 5);
+  EXPECT_EQ(calls["alpha"], 8);
+  EXPECT_EQ(calls["beta"], 8);
   // Routed to beta by the header, refused by beta for the body's "alpha".
   EXPECT_EQ(Count(beta, "weft_requests_status_total{code=\"INVALID_ARGUMENT\"}"), 1);
   EXPECT_EQ(Count(alpha, "weft_requests_status_total{code=\"INVALID_ARGUMENT\"}"), 0);

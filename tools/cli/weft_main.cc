@@ -12,11 +12,19 @@
 // --tls_server_name checks the server's certificate for that name; the bearer token is
 // read from --token_file or the WEFT_TOKEN environment variable.
 //
+// Retries (README.md, "Clients retry"; the Python client's Retry follows the same rule):
+// a generate or models call that ends UNAVAILABLE before the server sent anything (no
+// token streamed) is made again, up to --max_attempts calls in all, waiting
+// --retry_initial_backoff_s doubling up to --retry_max_backoff_s (shortened at random by
+// up to a fifth) between them, all within --timeout_s. A call that streamed a token is
+// never repeated. health is never retried (probes want the answer of now).
+//
 // Stdout carries only generated text (or ids with --print_token_ids); everything else
 // (seed, finish reasons, usage, logprobs, errors) goes to stderr. Errors print the status
 // name and message ("weft: NOT_FOUND: model 'x' is not served here ...").
 // Exit status: 0 ok; 2 a bad command line, or INVALID_ARGUMENT from the server (the
 // request the arguments made is invalid); 1 any other failure.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,8 +32,10 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -64,7 +74,12 @@ ABSL_FLAG(int32_t, logprobs, -1,
 ABSL_FLAG(int32_t, n, 1, "samples");
 ABSL_FLAG(int32_t, priority, 0, "request priority (higher first)");
 ABSL_FLAG(bool, print_token_ids, false, "print one token id per line instead of text");
-ABSL_FLAG(double, timeout_s, 600, "call deadline in seconds");
+ABSL_FLAG(double, timeout_s, 600, "call deadline in seconds (retries included)");
+ABSL_FLAG(int32_t, max_attempts, 10,
+          "calls in all for a generate or models call that fails UNAVAILABLE before anything "
+          "was streamed (1: no retry)");
+ABSL_FLAG(double, retry_initial_backoff_s, 0.25, "wait before the first retry, in seconds");
+ABSL_FLAG(double, retry_max_backoff_s, 5, "longest wait between retries (doubling up to it)");
 ABSL_FLAG(std::string, service, "", "weft health: the service to ask about (\"\": the server)");
 ABSL_FLAG(bool, tls, false, "dial TLS (the system's CA roots unless --tls_ca)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA bundle that signed the server's certificate");
@@ -90,16 +105,67 @@ int Fail(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? weft::kExitUsage : kExitFailure;
 }
 
+// The deadline of a generate or models call, its retries included: --timeout_s from now.
+std::chrono::system_clock::time_point CallDeadline() {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1000));
+}
+
+// When a call that failed is made again (see the header comment).
+struct RetryPolicy {
+  int32_t max_attempts = 10;
+  double initial_backoff_s = 0.25;
+  double max_backoff_s = 5;
+  static constexpr double kMultiplier = 2;
+  static constexpr double kJitter = 0.2;
+
+  static absl::StatusOr<RetryPolicy> FromFlags() {
+    RetryPolicy p;
+    p.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+    p.initial_backoff_s = absl::GetFlag(FLAGS_retry_initial_backoff_s);
+    p.max_backoff_s = absl::GetFlag(FLAGS_retry_max_backoff_s);
+    if (p.max_attempts < 1) return absl::InvalidArgumentError("--max_attempts must be >= 1");
+    if (!(p.initial_backoff_s > 0) || !(p.max_backoff_s >= p.initial_backoff_s)) {
+      return absl::InvalidArgumentError(
+          "need 0 < --retry_initial_backoff_s <= --retry_max_backoff_s");
+    }
+    return p;
+  }
+
+  // After `attempts` calls, the last ending with `s` and nothing received: waits and
+  // returns true when another call is due (within `deadline`), else false.
+  bool Wait(const grpc::Status& s, int attempts,
+            std::chrono::system_clock::time_point deadline) const {
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || attempts >= max_attempts) return false;
+    static std::mt19937_64 rng{std::random_device{}()};
+    const double base =
+        std::min(max_backoff_s, initial_backoff_s * std::pow(kMultiplier, attempts - 1));
+    const double wait_s = base * (1 - kJitter * std::uniform_real_distribution<>(0, 1)(rng));
+    const auto wait = std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        std::chrono::duration<double>(wait_s));
+    if (std::chrono::system_clock::now() + wait >= deadline) return false;
+    std::cerr << "weft: " << absl::StatusCodeToString(absl::StatusCode::kUnavailable) << ": "
+              << s.error_message() << "; retrying in " << wait_s << " s (call " << attempts + 1
+              << " of " << max_attempts << ")\n";
+    std::this_thread::sleep_for(wait);
+    return true;
+  }
+};
+
 // How every call is made: channel credentials, metadata, deadline.
 struct Connection {
   std::shared_ptr<grpc::Channel> channel;
   std::string token;
   std::string model;
+  RetryPolicy retry;
 
-  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
-    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  void Prepare(grpc::ClientContext* ctx, std::chrono::system_clock::time_point deadline) const {
+    ctx->set_deadline(deadline);
     if (!model.empty()) ctx->AddMetadata("x-weft-model", model);
     if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  }
+  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
+    Prepare(ctx, std::chrono::system_clock::now() + timeout);
   }
 };
 
@@ -119,6 +185,9 @@ absl::StatusOr<Connection> Connect() {
   } else if (const char* env = std::getenv("WEFT_TOKEN"); env != nullptr) {
     c.token = std::string(absl::StripAsciiWhitespace(env));
   }
+  absl::StatusOr<RetryPolicy> retry = RetryPolicy::FromFlags();
+  if (!retry.ok()) return retry.status();
+  c.retry = *retry;
   weft::ClientTlsFiles tls;
   tls.use_tls = absl::GetFlag(FLAGS_tls);
   tls.ca = absl::GetFlag(FLAGS_tls_ca);
@@ -230,12 +299,12 @@ void PrintLogprobs(const weft::v1::GenerateResponse& resp) {
   }
 }
 
-int Generate(const Connection& conn, const std::vector<std::string>& stops) {
-  weft::v1::GenerateRequest req;
-  if (absl::Status s = BuildRequest(stops, &req); !s.ok()) return Usage(std::string(s.message()));
+// One Generate call, its responses printed as they arrive. `received` tells whether the
+// server sent anything (then the call is never made again).
+grpc::Status GenerateOnce(const Connection& conn, const weft::v1::GenerateRequest& req,
+                          std::chrono::system_clock::time_point deadline, bool* received) {
   grpc::ClientContext ctx;
-  conn.Prepare(
-      &ctx, std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout_s) * 1000)));
+  conn.Prepare(&ctx, deadline);
   auto stub = weft::v1::Generation::NewStub(conn.channel);
   auto reader = stub->Generate(&ctx, req);
   weft::v1::GenerateResponse resp;
@@ -243,6 +312,7 @@ int Generate(const Connection& conn, const std::vector<std::string>& stops) {
   const bool multi = absl::GetFlag(FLAGS_n) > 1;
   bool wrote_text = false;
   while (reader->Read(&resp)) {
+    *received = true;
     if (resp.has_seed()) {
       std::cerr << "weft: request " << resp.request_id() << " seed " << resp.seed() << "\n";
     }
@@ -269,17 +339,33 @@ int Generate(const Connection& conn, const std::vector<std::string>& stops) {
     }
   }
   if (!ids && wrote_text) std::printf("\n");
-  grpc::Status s = reader->Finish();
-  return s.ok() ? 0 : Fail(s);
+  return reader->Finish();
+}
+
+int Generate(const Connection& conn, const std::vector<std::string>& stops) {
+  weft::v1::GenerateRequest req;
+  if (absl::Status s = BuildRequest(stops, &req); !s.ok()) return Usage(std::string(s.message()));
+  const auto deadline = CallDeadline();
+  for (int attempts = 1;; ++attempts) {
+    bool received = false;
+    grpc::Status s = GenerateOnce(conn, req, deadline, &received);
+    if (s.ok()) return 0;
+    if (received || !conn.retry.Wait(s, attempts, deadline)) return Fail(s);
+  }
 }
 
 int Models(const Connection& conn) {
-  grpc::ClientContext ctx;
-  conn.Prepare(&ctx, std::chrono::seconds(10));
+  const auto deadline = CallDeadline();
   weft::v1::ListModelsResponse resp;
-  grpc::Status s = weft::v1::Generation::NewStub(conn.channel)
-                       ->ListModels(&ctx, weft::v1::ListModelsRequest(), &resp);
-  if (!s.ok()) return Fail(s);
+  for (int attempts = 1;; ++attempts) {
+    grpc::ClientContext ctx;  // each call its own context, 10 s each at most
+    conn.Prepare(&ctx,
+                 std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(10)));
+    grpc::Status s = weft::v1::Generation::NewStub(conn.channel)
+                         ->ListModels(&ctx, weft::v1::ListModelsRequest(), &resp);
+    if (s.ok()) break;
+    if (!conn.retry.Wait(s, attempts, deadline)) return Fail(s);
+  }
   for (const auto& m : resp.models()) {
     std::cout << m.name() << "\tcontext " << m.context_length() << "\tvocab " << m.vocab_size()
               << "\treplicas " << m.num_replicas() << "\tfingerprint "

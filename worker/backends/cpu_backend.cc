@@ -1,6 +1,8 @@
 #include "worker/backends/cpu_backend.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -141,6 +143,23 @@ std::string CpuBackend::kernels() const {
   const KernelChoice choice = model_->options().kernels;
   std::string s = KernelChoiceName(ResolveKernelChoice(choice));
   if (choice == KernelChoice::kAuto) s += " (auto)";
+  // What the matmuls really run, when they differ (a mixed-type file: e.g. the K formats
+  // on AVX2 beside VNNI / AMX kernels): "matmuls avx512vnni x 90, avx2 x 121".
+  std::map<std::string, int> counts;
+  const LlamaWeights& w = model_->weights();
+  for (const LlamaLayerWeights& l : w.layers()) {
+    for (const Linear* lin : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      ++counts[lin->kernel_name()];
+    }
+  }
+  ++counts[w.lm_head().kernel_name()];
+  if (counts.size() > 1) {
+    const char* sep = ", matmuls ";
+    for (const auto& [name, count] : counts) {
+      absl::StrAppend(&s, sep, name, " x ", count);
+      sep = ", ";
+    }
+  }
   auto attn = model_->AttentionImplFor(kv_->block_size());
   if (attn.ok()) s += std::string(", attention ") + kernels::AttentionImplName(*attn);
   return s;

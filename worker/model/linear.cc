@@ -63,7 +63,8 @@ absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
           "kernels ", kernels::Int8IsaName(isa), " need CPU features this machine lacks (",
           kernels::CpuFeatures::Get().ToString(), ")"));
     }
-    if (int8) return Choice{kernels::MatmulImpl::kReference, false, isa};
+    // The ISA that really runs this type (K formats: AVX2 where AVX-512 was asked for).
+    if (int8) return Choice{kernels::MatmulImpl::kReference, false, kernels::Int8IsaFor(isa, type)};
     // Unquantized weights (F32/F16/BF16): fp32 kernels of the same ISA family.
     return Choice{isa != kernels::Int8Isa::kAvx2 ? kernels::BestMatmulImpl(type, k)
                                                         : kernels::MatmulImpl::kReference,
@@ -82,6 +83,9 @@ absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
       if (kernels::Bf16PackSupported(type, k)) {
         return Choice{kernels::MatmulImpl::kReference, false, std::nullopt, true};
       }
+      // Types without bf16 records (the K formats) take the int8 kernels: the model
+      // makes each input in every form its Linears want (InputForms).
+      if (int8) return int8_path(kernels::Int8Isa::kAmx);
       return Choice{kernels::BestMatmulImpl(type, k), false, std::nullopt, false};
     case KernelChoice::kAvx512Vnni:
       // Where AMX int8 tiles exist they take the whole 16-row tiles: the same bits.
@@ -92,10 +96,14 @@ absl::StatusOr<Choice> Choose(KernelChoice choice, GgmlType type, int64_t k,
       return int8_path(kernels::Int8Isa::kAvx2);
     case KernelChoice::kAvx512:
     case KernelChoice::kPacked:
-      if (!avx512) {
+      if (!kernels::CpuFeatures::Get().HasAvx512()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "tensor ", name, ": AVX-512 matmul unavailable (CPU or ", type_name, ")"));
+            "tensor ", name, ": AVX-512 matmul unavailable on this CPU (",
+            kernels::CpuFeatures::Get().ToString(), ")"));
       }
+      // These exact fp32 paths have AVX-512 code for F32/F16/BF16/Q4_0/Q4_1/Q8_0; other
+      // types (the K formats) keep exact arithmetic on the reference kernel.
+      if (!avx512) return Choice{};
       return Choice{kernels::MatmulImpl::kAvx512, choice == KernelChoice::kPacked && packed,
                     std::nullopt};
   }
@@ -281,10 +289,18 @@ absl::StatusOr<Linear> Linear::RowSlice(int64_t begin, int64_t end) const {
 
 absl::StatusOr<Linear> Linear::ColSlice(int64_t begin, int64_t end) const {
   const GgmlTypeTraits* traits = GetGgmlTypeTraits(static_cast<uint32_t>(matrix_.type));
-  if (begin < 0 || begin >= end || end > matrix_.k || traits == nullptr ||
-      begin % traits->block_size != 0 || (end - begin) % traits->block_size != 0) {
+  if (begin < 0 || begin >= end || end > matrix_.k || traits == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(name_, ": bad column slice [", begin, ", ",
                                                    end, ") of ", matrix_.k));
+  }
+  if (begin % traits->block_size != 0 || (end - begin) % traits->block_size != 0) {
+    // A quantization block cannot be split: K-quants (256-weight super-blocks) need
+    // tensor-parallel shards of input features on multiples of 256.
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_, ": column slice [", begin, ", ", end, ") of ", matrix_.k, " cuts ",
+        traits->name, " blocks of ", traits->block_size,
+        " weights (a tensor-parallel split of this matrix's input features must fall on "
+        "multiples of ", traits->block_size, ")"));
   }
   kernels::QuantMatrix m = matrix_;
   m.data += RowBytes(matrix_.type, begin);

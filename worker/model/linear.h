@@ -37,16 +37,21 @@ namespace weft {
 //   kReference   the fp32 reference kernels (exact dequantized weights; what the numpy
 //                accuracy test uses);
 //   kAvx512Vnni  int8: activations quantized in blocks of 32, Q4_0/Q4_1/Q8_0 weights
-//                repacked for `vpdpbusd` (kernels/cpu/int8_matmul.h);
+//                repacked for `vpdpbusd` (kernels/cpu/int8_matmul.h); Q5_0/Q5_1/Q4_K/
+//                Q5_K/Q6_K repacked for the int8 AVX2 kernel, which has no AVX-512 twin
+//                (the same bits; kernel_name() says "avx2" for those);
 //   kAvx2        the same int8 arithmetic (bitwise) with AVX2 instructions;
 //   kAmx         bf16 on AMX tiles: activations rounded to bf16, Q4_0/Q4_1/Q8_0 weights
 //                dequantized to bf16 per call (kernels/cpu/bf16_matmul.h), every batch
-//                size on the tiles;
+//                size on the tiles; the other quantized types take the int8 kernels
+//                (their inputs quantized to int8: a model mixes InputForms);
 //   kAvx512      fp32 AVX-512, dequantizing the GGUF's row-major bytes on the fly
 //                (kernels/cpu/quant_matmul.h);
 //   kPacked      fp32 AVX-512 on Q4_0/Q4_1/Q8_0 repacked into 16-row panels
 //                (kernels/cpu/packed_matmul.h).
-// Weights of other types (F32, F16, BF16) use the fp32 kernels of the path's ISA.
+// Weights of other types (F32, F16, BF16) use the fp32 kernels of the path's ISA; on the
+// fp32 AVX-512 paths, types with no AVX-512 code (Q5_0/Q5_1/Q4_K/Q5_K/Q6_K) use the
+// reference kernels (exact). kernel_name() names what really runs.
 // Asking for a path this CPU cannot run is FailedPrecondition.
 enum class KernelChoice {
   kAuto,
@@ -165,7 +170,9 @@ class Linear {
   // Multiplies bf16 activations on AMX (LinearInput::bf16 must be set).
   bool wants_bf16() const { return amx_bf16_; }
   InputForms input_forms() const { return {wants_q8(), wants_bf16()}; }
-  // "reference", "avx512", "packed", "avx512vnni", "avx2" or "amx_bf16".
+  // What runs: "reference", "avx512", "packed", "avx512vnni", "amx_int8", "avx2",
+  // "scalar" or "amx_bf16" (the int8 ISA after Int8IsaFor, e.g. "avx2" for a Q4_K
+  // matrix under --kernels=avx512vnni).
   const char* kernel_name() const;
   // The GGUF view (also for packed weights).
   const kernels::QuantMatrix& matrix() const { return matrix_; }
@@ -174,7 +181,8 @@ class Linear {
   absl::StatusOr<Linear> WithKernels(KernelChoice choice) const;
   // Output features [begin, end) (a column-parallel shard).
   absl::StatusOr<Linear> RowSlice(int64_t begin, int64_t end) const;
-  // Input features [begin, end), block-aligned (a row-parallel shard).
+  // Input features [begin, end), block-aligned (a row-parallel shard): K-quants on
+  // multiples of 256, else InvalidArgument naming the tensor and its type.
   absl::StatusOr<Linear> ColSlice(int64_t begin, int64_t end) const;
 
   // y[i][j] for i < m, j in [n_begin, n_end); y rows ldy floats apart.

@@ -28,7 +28,7 @@ absl::StatusOr<std::vector<float>> LoadVector(const GgufFile& file, const std::s
   }
   std::vector<float> out(size);
   absl::Status s = DequantizeRow(t->type, t->data, out.data(), size);
-  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": ", s.message()));
+  if (!s.ok()) return absl::UnimplementedError(absl::StrCat("tensor ", name, ": ", s.message()));
   return out;
 }
 
@@ -141,9 +141,13 @@ absl::StatusOr<LlamaWeights> LlamaWeights::Load(const GgufFile& file, const Llam
   w.embd_row_bytes_ = RowBytes(w.token_embd_->type, config.hidden_size);
   const GgmlTypeTraits* traits = GetGgmlTypeTraits(static_cast<uint32_t>(w.token_embd_->type));
   if (traits == nullptr || !traits->dequantizable ||
-      config.hidden_size % traits->block_size != 0 ||
-      static_cast<uint64_t>(w.embd_row_bytes_) * config.vocab_size > w.token_embd_->nbytes) {
-    return absl::InvalidArgumentError("token_embd.weight: unsupported type or truncated");
+      config.hidden_size % traits->block_size != 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor token_embd.weight: type ", GgmlTypeName(static_cast<uint32_t>(w.token_embd_->type)),
+        " is not supported with rows of ", config.hidden_size));
+  }
+  if (static_cast<uint64_t>(w.embd_row_bytes_) * config.vocab_size > w.token_embd_->nbytes) {
+    return absl::InvalidArgumentError("tensor token_embd.weight is truncated");
   }
   WEFT_ASSIGN_OR_RETURN(w.output_norm_,
                         LoadVector(file, "output_norm.weight", config.hidden_size));

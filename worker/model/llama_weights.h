@@ -1,8 +1,10 @@
 // LlamaWeights: a Llama model's tensors as used by the forward pass, for one
 // tensor-parallel rank.
 //
-// Matrices stay in the mmap'd GGUF (Linear, dequantized on the fly; any of F32, F16,
-// BF16, Q8_0, Q4_0, Q4_1); norm vectors are copied to fp32. The LM head is output.weight,
+// Matrices stay in the mmap'd GGUF (Linear, dequantized on the fly, or repacked for the
+// kernels); every tensor in its own type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q4_K, Q5_K, Q6_K, mixed within a file (another type is refused at load with an error
+// naming the tensor and the type); norm vectors are copied to fp32. The LM head is output.weight,
 // or token_embd.weight when the file has none (tied embeddings).
 //
 // ShardSpec says which slice a rank holds: common/shard_layout.h's ShardLayout (the same

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/protocol_version.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "weft/v1/worker.grpc.pb.h"
@@ -181,6 +182,8 @@ absl::Status WorkerClient::AttachOnce(bool* admitted, bool* rejected) {
 bool WorkerClient::Hello(AttachStream* stream) {
   weft::v1::WorkerMessage hello;
   *hello.mutable_hello() = executor_->Hello();
+  // The wire's version, whatever the executor: set here, at the edge, and nowhere else.
+  hello.mutable_hello()->set_protocol_version(kWorkerProtocolVersion);
   {
     // Published with the hello on it: a drain request can only follow the hello.
     MutexLock lock(&stream_mu_);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/protocol_version.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -233,6 +234,8 @@ class WorkerClientTest : public ::testing::Test {
     if (call == nullptr) return nullptr;
     EXPECT_TRUE(call->WaitForMessages(1));
     EXPECT_TRUE(call->messages()[0].has_hello());
+    // Every hello carries the wire's protocol version, whatever the executor said.
+    EXPECT_EQ(call->messages()[0].hello().protocol_version(), kWorkerProtocolVersion);
     call->Send(Welcome());
     return call;
   }

@@ -17,14 +17,21 @@ Every call sends the model as `x-weft-model` metadata (proxies route by it) and 
 as `authorization: Bearer <token>`. Errors are `grpc.RpcError`s: `e.code()` is the status
 (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, UNAVAILABLE, UNAUTHENTICATED ...) and
 `e.details()` the server's message; see proto/weft/v1/generate.proto.
+
+Calls that fail UNAVAILABLE before anything was streamed (a scheduler restarting or
+draining, no replica attached yet) are made again with backoff, within the call's
+timeout: `Retry` (README.md, "Clients retry"); `retry=NO_RETRY` turns it off.
 """
+
+import random
+import time
 
 import grpc
 
 from weft.v1 import generate_pb2
 from weft.v1 import generate_pb2_grpc
 
-__all__ = ["Client", "Completion", "generate_pb2"]
+__all__ = ["Client", "Completion", "NO_RETRY", "Retry", "generate_pb2"]
 
 MODEL_METADATA_KEY = "x-weft-model"
 
@@ -57,6 +64,100 @@ def _health_status(data):
     return "UNKNOWN"
 
 
+class Retry:
+    """When a call is made again (README.md, "Clients retry"; the CLI's --retry_* flags
+    follow the same rule): its status is one of `codes` (UNAVAILABLE) and it received no
+    response message — for Generate, no token was streamed — so nothing was lost and
+    nothing is repeated. Up to `max_attempts` calls in all; before call k+1 it waits
+    min(`max_backoff_s`, `initial_backoff_s` x `multiplier`^(k-1)), shortened at random by
+    up to `jitter` of it (clients restarting together do not retry in step), and never
+    past the call's deadline (its timeout covers every attempt and wait). A call that has
+    streamed a token is never repeated: its error reaches the caller.
+
+    The defaults wait 0.25, 0.5, 1, 2, 4, 5, 5 ... s: nine retries span about 30 s, a
+    scheduler pod's restart for a small model. `sleep` and `random` are for tests."""
+
+    def __init__(self, max_attempts=10, initial_backoff_s=0.25, max_backoff_s=5.0,
+                 multiplier=2.0, jitter=0.2, codes=(grpc.StatusCode.UNAVAILABLE,),
+                 sleep=time.sleep, random=random.random):
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1 (1: no retry)")
+        if not 0 < initial_backoff_s <= max_backoff_s:
+            raise ValueError("need 0 < initial_backoff_s <= max_backoff_s")
+        if multiplier < 1 or not 0 <= jitter < 1:
+            raise ValueError("need multiplier >= 1 and 0 <= jitter < 1")
+        self.max_attempts = max_attempts
+        self.initial_backoff_s = initial_backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.multiplier = multiplier
+        self.jitter = jitter
+        self.codes = frozenset(codes)
+        self.sleep = sleep
+        self.random = random
+
+    def backoff_s(self, retry):
+        """The wait before retry number `retry` (0: before the second call)."""
+        b = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** retry)
+        return b * (1.0 - self.jitter * self.random())
+
+    def wait(self, error, attempts, deadline):
+        """After `attempts` calls, the last failing with `error` (nothing received): waits
+        and returns True when another call is due, else False (the caller raises)."""
+        if error.code() not in self.codes or attempts >= self.max_attempts:
+            return False
+        delay = self.backoff_s(attempts - 1)
+        if time.monotonic() + delay >= deadline:
+            return False
+        self.sleep(delay)
+        return True
+
+
+NO_RETRY = Retry(max_attempts=1)
+
+
+class _RetryingCall:
+    """What Client.generate returns: an iterator of GenerateResponse messages with
+    .cancel(), which makes the call again under `retry` while no message has arrived.
+    Other attributes (code(), details(), trailing_metadata() ...) are the current call's.
+    `attempts` counts the calls made."""
+
+    def __init__(self, start, retry, deadline):
+        self._start = start  # start(timeout_s) -> a new grpc streaming call
+        self._retry = retry
+        self._deadline = deadline
+        self._received = False
+        self._cancelled = False
+        self.attempts = 0
+        self._call = self._new_call()
+
+    def _new_call(self):
+        self.attempts += 1
+        return self._start(max(0.0, self._deadline - time.monotonic()))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            try:
+                message = next(self._call)
+            except grpc.RpcError as e:
+                if self._received or self._cancelled or not self._retry.wait(
+                        e, self.attempts, self._deadline) or self._cancelled:
+                    raise
+                self._call = self._new_call()
+                continue
+            self._received = True
+            return message
+
+    def cancel(self):
+        self._cancelled = True
+        return self._call.cancel()
+
+    def __getattr__(self, name):
+        return getattr(self._call, name)
+
+
 class Completion:
     """A whole generation: sample texts and token ids, finish reasons, usage, seed."""
 
@@ -84,14 +185,17 @@ class Client:
     token: bearer token, if the server requires one. TLS is used when `tls` is true or
     any of root_certificates / private_key / certificate_chain is given (PEM bytes;
     no root_certificates: the system's CA roots). server_name overrides the name the
-    server's certificate must carry. timeout: default deadline in seconds per call.
+    server's certificate must carry. timeout: default deadline in seconds per call (its
+    retries included). retry: when Generate and ListModels are made again (Retry; the
+    default Retry(), NO_RETRY for none).
     """
 
     def __init__(self, target, model=None, token=None, tls=None, root_certificates=None,
                  private_key=None, certificate_chain=None, server_name=None, timeout=600.0,
-                 options=None):
+                 options=None, retry=None):
         self.model = model or ""
         self.timeout = timeout
+        self.retry = retry if retry is not None else Retry()
         self._metadata = []
         if self.model:
             self._metadata.append((MODEL_METADATA_KEY, self.model))
@@ -169,9 +273,13 @@ class Client:
     def generate(self, prompt=None, timeout=None, **kwargs):
         """Streams GenerateResponse messages (text deltas, token ids, finish reason;
         usage on the last one). Keyword arguments as for request(). The returned call
-        is an iterator with .cancel() (the server frees the request's KV blocks)."""
+        is an iterator with .cancel() (the server frees the request's KV blocks); it is
+        made again under self.retry while no message has arrived."""
         req = self.request(prompt, **kwargs)
-        return self._stub.Generate(req, timeout=timeout or self.timeout, metadata=self._metadata)
+        deadline = time.monotonic() + (timeout or self.timeout)
+        return _RetryingCall(
+            lambda left: self._stub.Generate(req, timeout=left, metadata=self._metadata),
+            self.retry, deadline)
 
     def complete(self, prompt=None, timeout=None, **kwargs):
         """Runs a generation to its end and returns a Completion."""
@@ -189,9 +297,19 @@ class Client:
         return out
 
     def list_models(self, timeout=10.0):
-        """The served models (weft.v1.ModelInfo messages)."""
-        return list(self._stub.ListModels(generate_pb2.ListModelsRequest(), timeout=timeout,
-                                          metadata=self._metadata).models)
+        """The served models (weft.v1.ModelInfo messages); made again under self.retry."""
+        deadline = time.monotonic() + timeout
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return list(self._stub.ListModels(
+                    generate_pb2.ListModelsRequest(),
+                    timeout=max(0.0, deadline - time.monotonic()),
+                    metadata=self._metadata).models)
+            except grpc.RpcError as e:
+                if not self.retry.wait(e, attempts, deadline):
+                    raise
 
     def health(self, service="", timeout=5.0):
         """grpc.health.v1 status of `service` ("", "weft.v1.Generation" or a model

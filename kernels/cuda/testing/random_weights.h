@@ -13,6 +13,49 @@
 
 namespace weft::kernels::cuda::testing {
 
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: random bytes with finite fp16 scales of a realistic
+// size (weights of magnitude ~0.01-0.5). False for other types.
+inline bool RandomBlocksWithScales(GgmlType type, uint8_t* row, int64_t k, std::mt19937& rng) {
+  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+  const auto put16 = [](uint8_t* p, float v) {
+    const uint16_t h = Fp32ToFp16(v);
+    std::memcpy(p, &h, 2);
+  };
+  const int64_t block = type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1 ? kQK : kQKK;
+  const int64_t block_bytes = RowBytes(type, block);
+  switch (type) {
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      break;
+    default:
+      return false;
+  }
+  for (int64_t i = 0; i < RowBytes(type, k); ++i) row[i] = static_cast<uint8_t>(rng());
+  for (int64_t b = 0; b < k / block; ++b) {
+    uint8_t* blk = row + b * block_bytes;
+    switch (type) {
+      case GgmlType::kQ5_0:
+        put16(blk, scale(rng) / 2);
+        break;
+      case GgmlType::kQ5_1:
+        put16(blk, scale(rng) / 2);
+        put16(blk + 2, -8.0f * scale(rng));
+        break;
+      case GgmlType::kQ6_K:
+        put16(blk + 208, scale(rng) / 64);
+        break;
+      default:  // Q4_K, Q5_K: d, dmin
+        put16(blk, scale(rng) / 32);
+        put16(blk + 2, scale(rng) / 8);
+        break;
+    }
+  }
+  return true;
+}
+
 // n rows of k weights of `type`, rows packed (row stride = RowBytes(type, k)).
 inline std::vector<uint8_t> RandomGgufMatrix(GgmlType type, int64_t n, int64_t k,
                                              uint32_t seed) {
@@ -23,6 +66,7 @@ inline std::vector<uint8_t> RandomGgufMatrix(GgmlType type, int64_t n, int64_t k
   std::vector<uint8_t> out(n * row_bytes);
   for (int64_t j = 0; j < n; ++j) {
     uint8_t* row = out.data() + j * row_bytes;
+    if (RandomBlocksWithScales(type, row, k, rng)) continue;
     for (int64_t b = 0; b < k / kQK; ++b) {
       switch (type) {
         case GgmlType::kQ4_0: {

@@ -22,7 +22,12 @@ bool DeviceCanDequantize(GgmlType t) {
     case GgmlType::kBF16:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
     case GgmlType::kQ8_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
       return true;
     default:
       return false;
@@ -55,7 +60,8 @@ absl::Status DeviceWeights::UploadFloats(const std::vector<float>& v, DeviceBuff
 
 absl::Status DeviceWeights::DequantInto(const QuantMatrix& m, void* dst,
                                         cudaStream_t stream) {
-  if (!DeviceCanDequantize(m.type) || m.k % 32 != 0) {
+  if (!DeviceCanDequantize(m.type) || m.k % 32 != 0 ||
+      m.k % kc::BlockWeights(static_cast<kc::WeightType>(m.type)) != 0) {
     return absl::UnimplementedError(absl::StrCat(
         "the CUDA backend cannot dequantize a ", GgmlTypeName(static_cast<uint32_t>(m.type)),
         " matrix with rows of ", m.k));
@@ -77,32 +83,58 @@ absl::Status DeviceWeights::DequantInto(const QuantMatrix& m, void* dst,
 
 absl::Status DeviceWeights::UploadGemv(const std::vector<const QuantMatrix*>& parts,
                                        DeviceLinear* out) {
-  const GgmlType type = parts[0]->type;
+  // Parts of one type are merged into one matrix (one launch); parts of different types
+  // (a mixed file) stay separate, one GEMV each.
+  bool one_type = true;
+  for (const QuantMatrix* p : parts) one_type = one_type && p->type == parts[0]->type;
+  std::vector<kc::RepackedMatrix> groups;
   for (const QuantMatrix* p : parts) {
-    if (p->type != type) return absl::OkStatus();  // mixed types: GEMMs only
-  }
-  if (!kc::IsBlockQuantized(static_cast<kc::WeightType>(type))) return absl::OkStatus();
-  kc::RepackedMatrix all;
-  for (const QuantMatrix* p : parts) {
+    const auto type = static_cast<kc::WeightType>(p->type);
     kc::RepackedMatrix r;
-    if (!kc::RepackForGemv(static_cast<kc::WeightType>(type), p->data, p->row_stride, p->n, p->k,
-                           &r)) {
-      return absl::OkStatus();
+    if (!kc::HasGemv(type) || !kc::RepackForGemv(type, p->data, p->row_stride, p->n, p->k, &r)) {
+      return absl::OkStatus();  // e.g. an unquantized part: GEMMs only
     }
-    all.type = r.type;
-    all.k = r.k;
-    all.n += r.n;
-    all.qs.insert(all.qs.end(), r.qs.begin(), r.qs.end());
-    all.d.insert(all.d.end(), r.d.begin(), r.d.end());
-    all.m.insert(all.m.end(), r.m.begin(), r.m.end());
+    if (one_type && !groups.empty()) {
+      kc::RepackedMatrix& all = groups.back();
+      all.n += r.n;
+      all.qs.insert(all.qs.end(), r.qs.begin(), r.qs.end());
+      all.d.insert(all.d.end(), r.d.begin(), r.d.end());
+      all.m.insert(all.m.end(), r.m.begin(), r.m.end());
+    } else {
+      groups.push_back(std::move(r));
+    }
   }
-  WEFT_RETURN_IF_ERROR(UploadVector(all.qs, &out->gemv_qs));
-  WEFT_RETURN_IF_ERROR(UploadVector(all.d, &out->gemv_d));
-  WEFT_RETURN_IF_ERROR(UploadVector(all.m, &out->gemv_m));
+  std::vector<uint8_t> qs;
+  std::vector<uint16_t> d, m;
+  struct Offsets {
+    size_t qs, d, m;
+  };
+  std::vector<Offsets> offsets;
+  for (const kc::RepackedMatrix& g : groups) {
+    // The repacked layout loads 16-byte vectors: every part starts 16-byte aligned.
+    qs.resize((qs.size() + 15) / 16 * 16, 0);
+    offsets.push_back({qs.size(), d.size(), m.size()});
+    qs.insert(qs.end(), g.qs.begin(), g.qs.end());
+    d.insert(d.end(), g.d.begin(), g.d.end());
+    m.insert(m.end(), g.m.begin(), g.m.end());
+  }
+  WEFT_RETURN_IF_ERROR(UploadVector(qs, &out->gemv_qs));
+  WEFT_RETURN_IF_ERROR(UploadVector(d, &out->gemv_d));
+  WEFT_RETURN_IF_ERROR(UploadVector(m, &out->gemv_m));
   device_bytes_ += static_cast<int64_t>(out->gemv_qs.bytes() + out->gemv_d.bytes() +
                                         out->gemv_m.bytes());
-  out->gemv = kc::GemvWeights{all.type, out->gemv_qs.as<uint8_t>(), out->gemv_d.as<uint16_t>(),
-                              all.m.empty() ? nullptr : out->gemv_m.as<uint16_t>(), all.n, all.k};
+  out->gemv_parts.clear();
+  int64_t row0 = 0;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const kc::RepackedMatrix& g = groups[i];
+    const kc::GemvWeights w{g.type, out->gemv_qs.as<uint8_t>() + offsets[i].qs,
+                            g.d.empty() ? nullptr : out->gemv_d.as<uint16_t>() + offsets[i].d,
+                            g.m.empty() ? nullptr : out->gemv_m.as<uint16_t>() + offsets[i].m,
+                            g.n, g.k};
+    out->gemv_parts.push_back({row0, w});
+    row0 += g.n;
+  }
+  out->gemv = out->gemv_parts[0].weights;
   out->has_gemv = true;
   return absl::OkStatus();
 }

@@ -4,10 +4,12 @@
 // tensor-parallel slicing as views of the mmap'd GGUF): every matrix is uploaded in its
 // GGUF encoding and dequantized on the device to bf16 ([n][k] row-major, the layout the
 // cuBLAS GEMM takes). Q, K and V are fused into one [q_width + 2*kv_width][hidden]
-// matrix and gate/up into one [2*ffn][hidden] (one GEMM each). For block-quantized
-// matrices (Q4_0/Q4_1/Q8_0) a repacked quantized copy is kept as well when
-// `gemv_copies` is set: the fused dequantizing GEMV reads it for batches of <= 4 rows,
-// streaming 4.5-8.5 bits per weight instead of 16. Norm weights are fp32; the token
+// matrix and gate/up into one [2*ffn][hidden] (one GEMM each). For quantized matrices
+// (Q4_0/Q4_1/Q8_0 repacked; Q5_0/Q5_1/Q4_K/Q5_K/Q6_K as their GGUF rows) a quantized
+// copy is kept as well when `gemv_copies` is set: the fused dequantizing GEMV reads it
+// for batches of <= 4 rows, streaming 4.5-8.5 bits per weight instead of 16. A fused
+// matrix whose parts differ in type (Q4_K_M files: a Q6_K V beside Q4_K Q and K) keeps
+// one quantized copy per part (one GEMV launch each, into its rows of the output). Norm weights are fp32; the token
 // embedding is bf16 [vocab][hidden]; a tied LM head shares it.
 //
 // Ownership: owns every device allocation. Thread-safety: immutable after Upload.
@@ -30,14 +32,23 @@
 
 namespace weft::cuda_backend {
 
+// Rows [row0, row0 + weights.n) of a DeviceLinear as a quantized GEMV copy.
+struct GemvPart {
+  int64_t row0 = 0;
+  kernels::cuda::GemvWeights weights;
+};
+
 struct DeviceLinear {
   int64_t n = 0;  // output features (rows)
   int64_t k = 0;  // input features
   const void* dense = nullptr;  // [n][k] bf16; owned by dense_owner or shared
   DeviceBuffer dense_owner;
+  // Every row has a quantized GEMV copy: one part when all rows share a type (gemv then
+  // covers them all), else one part per fused matrix.
   bool has_gemv = false;
-  kernels::cuda::GemvWeights gemv;
-  DeviceBuffer gemv_qs, gemv_d, gemv_m;
+  kernels::cuda::GemvWeights gemv;  // valid when has_gemv and gemv_parts.size() == 1
+  std::vector<GemvPart> gemv_parts;
+  DeviceBuffer gemv_qs, gemv_d, gemv_m;  // the parts' arrays, one after another
 };
 
 struct DeviceLayer {

@@ -99,8 +99,10 @@ absl::Status ModelRunner::Linear(const DeviceLinear& w, const void* x, int64_t l
   if (w.has_gemv && m <= options_.gemv_max_rows) {
     cudaStream_t stream;
     WEFT_CUBLAS_RETURN_IF_ERROR(cublasGetStream(cublas_, &stream));
-    WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemv(w.gemv, static_cast<const uint16_t*>(x), ldx, m, y,
-                                            ldy, accumulate, stream));
+    for (const GemvPart& part : w.gemv_parts) {  // one per type of a mixed fused matrix
+      WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemv(part.weights, static_cast<const uint16_t*>(x), ldx,
+                                              m, y + part.row0, ldy, accumulate, stream));
+    }
     return absl::OkStatus();
   }
   WEFT_CUBLAS_RETURN_IF_ERROR(kc::Gemm(cublas_, kc::WeightDtype::kBf16, x, ldx, w.dense, w.k, m,
@@ -230,7 +232,10 @@ absl::Status ModelRunner::RopeAndKv(const StepArgs& s, int32_t layer, cudaStream
 
 absl::Status ModelRunner::GateUpSwiGlu(const DeviceLinear& w, int32_t tokens,
                                        cudaStream_t stream) {
-  if (options_.fused && w.has_gemv && tokens <= options_.gemv_max_rows) {
+  // The fused kernel reads gate and up as one matrix (one type); a mixed pair takes the
+  // per-part GEMVs below.
+  if (options_.fused && w.has_gemv && w.gemv_parts.size() == 1 &&
+      tokens <= options_.gemv_max_rows) {
     WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemvSwiGlu(w.gemv, static_cast<const uint16_t*>(h_.get()),
                                                   config_.hidden_size, tokens,
                                                   static_cast<uint16_t*>(act_.get()), ffn_,

@@ -1,5 +1,6 @@
 #include "worker/model/testing/tiny_llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -40,8 +41,33 @@ std::vector<uint8_t> RandomMatrix(GgmlType type, int64_t rows, int64_t k, float 
           break;
       }
     }
-    for (int64_t b = 0; b < k / kQK; ++b) {
+    // One jitter per 32 weights (per 256 for K-quants; the draws of the other types are
+    // as they always were).
+    const int64_t block =
+        std::max<int64_t>(kQK, GetGgmlTypeTraits(static_cast<uint32_t>(type))->block_size);
+    for (int64_t b = 0; b < k / block; ++b) {
       const float jitter = 0.5f + std::fabs(u(*rng)) / s;
+      uint8_t* blk = row + b * RowBytes(type, block);
+      switch (type) {
+        case GgmlType::kQ5_0:
+          Put16(blk, Fp32ToFp16(s * jitter / 16));
+          break;
+        case GgmlType::kQ5_1:
+          Put16(blk, Fp32ToFp16(2 * s * jitter / 31));
+          Put16(blk + 2, Fp32ToFp16(-s * jitter));
+          break;
+        case GgmlType::kQ4_K:  // w = d*sc*q - dmin*mn, sc and mn 0..63 (random bytes)
+        case GgmlType::kQ5_K:
+          Put16(blk, Fp32ToFp16(2 * s * jitter / (63 * (type == GgmlType::kQ4_K ? 15 : 31))));
+          Put16(blk + 2, Fp32ToFp16(s * jitter / 63));
+          break;
+        case GgmlType::kQ6_K:  // w = d*sc*(q - 32), sc -128..127
+          Put16(blk + 208, Fp32ToFp16(s * jitter / (64 * 32)));
+          break;
+        default:
+          break;
+      }
+      if (block != kQK) continue;
       switch (type) {
         case GgmlType::kQ4_0:
           Put16(row + 18 * b, Fp32ToFp16(s * jitter / 8));
@@ -89,13 +115,24 @@ std::vector<uint8_t> BuildTinyLlama(const TinyLlamaSpec& spec) {
   b.AddFloat32(a + ".rope.freq_base", spec.rope_base);
   b.AddFloat32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
   const int64_t hd = spec.hidden / spec.num_heads;
+  auto type_of = [&](const std::string& name) {
+    for (const auto& [key, type] : spec.tensor_types) {
+      const std::string suffix = "." + key;
+      if (name == key || (name.size() > suffix.size() &&
+                          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)) {
+        return type;
+      }
+    }
+    return spec.matrix_type;
+  };
   auto matrix = [&](const std::string& name, int64_t k, int64_t n, float s) {
-    std::vector<uint8_t> bytes = RandomMatrix(spec.matrix_type, n, k, s, &rng);
+    const GgmlType type = type_of(name);
+    std::vector<uint8_t> bytes = RandomMatrix(type, n, k, s, &rng);
     if (name == spec.omit_tensor) return;
     if (spec.f32_twin) {
-      b.AddTensor(name, {uint64_t(k), uint64_t(n)}, 0, ToF32(spec.matrix_type, bytes, n, k));
+      b.AddTensor(name, {uint64_t(k), uint64_t(n)}, 0, ToF32(type, bytes, n, k));
     } else {
-      b.AddTensor(name, {uint64_t(k), uint64_t(n)}, uint32_t(spec.matrix_type), bytes);
+      b.AddTensor(name, {uint64_t(k), uint64_t(n)}, uint32_t(type), bytes);
     }
   };
   auto norm = [&](const std::string& name) {

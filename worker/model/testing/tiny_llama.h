@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/ggml_types.h"
@@ -24,6 +25,10 @@ struct TinyLlamaSpec {
   float rope_base = 10000.0f;
   bool tied = false;
   GgmlType matrix_type = GgmlType::kF32;  // every 2-D tensor, embeddings included
+  // Per-tensor types (a mixed file, as llama-quantize writes): a 2-D tensor named .first,
+  // or whose name ends with "." + .first (e.g. "attn_q.weight" for every layer's), is
+  // stored as .second instead of matrix_type; the first match wins.
+  std::vector<std::pair<std::string, GgmlType>> tensor_types;
   // Store every matrix as F32 holding the exact dequantized values of the matrix_type
   // version (same seed): a reference forward pass must then give the same bits.
   bool f32_twin = false;
