@@ -115,7 +115,7 @@ void KvCacheManager::Commit(absl::Span<const BlockHash> hashes, int32_t num_full
 }
 
 bool KvCacheManager::Fork(const BlockTable& parent, int32_t num_tokens, BlockTable* child,
-                          std::optional<BlockCopy>* copy) {
+                          std::optional<KvBlockCopy>* copy) {
   DCHECK(child->block_ids.empty());
   const int32_t num_blocks = BlocksFor(num_tokens);
   CHECK_LE(num_blocks, static_cast<int32_t>(parent.block_ids.size()));
@@ -132,7 +132,7 @@ bool KvCacheManager::Fork(const BlockTable& parent, int32_t num_tokens, BlockTab
     std::optional<BlockId> dst = pool_.CopyOnWrite(src);
     CHECK(dst.has_value() && *dst != src);
     child->block_ids.back() = *dst;
-    *copy = BlockCopy{src, *dst};
+    *copy = KvBlockCopy{src, *dst};
   }
   return true;
 }

@@ -104,7 +104,7 @@ class KvCacheManager {
   // the child will append to it. All or nothing: false when no block is left for the
   // copy (child stays empty).
   bool Fork(const BlockTable& parent, int32_t num_tokens, BlockTable* child,
-            std::optional<BlockCopy>* copy);
+            std::optional<KvBlockCopy>* copy);
 
   // Releases every block of `table` (last block first, so a sequence's tail is evicted
   // before its prefix) and empties it.

@@ -134,7 +134,7 @@ TEST(KvCacheManagerTest, ForkSharesFullBlocksAndCopiesPartialOne) {
   BlockTable parent;
   ASSERT_TRUE(kv.Grow(10, &parent));  // blocks 0,1,2 (2 is partial: tokens 8,9)
   BlockTable child;
-  std::optional<BlockCopy> copy;
+  std::optional<KvBlockCopy> copy;
   ASSERT_TRUE(kv.Fork(parent, 10, &child, &copy));
   EXPECT_THAT(child.block_ids, ElementsAre(BlockId(0), BlockId(1), BlockId(3)));
   ASSERT_TRUE(copy.has_value());
@@ -158,7 +158,7 @@ TEST(KvCacheManagerTest, ForkWithoutBlockForCopyFailsCleanly) {
   BlockTable parent;
   ASSERT_TRUE(kv.Grow(6, &parent));
   BlockTable child;
-  std::optional<BlockCopy> copy;
+  std::optional<KvBlockCopy> copy;
   EXPECT_FALSE(kv.Fork(parent, 6, &child, &copy));
   EXPECT_TRUE(child.block_ids.empty());
   EXPECT_EQ(kv.pool().ref_count(BlockId(0)), 1);
@@ -266,7 +266,7 @@ TEST_F(KvModelTest, RandomSequenceOperationsKeepOwnershipAndContents) {
         ModelSeq c;
         c.tokens = s->tokens;
         c.hashes = s->hashes;
-        std::optional<BlockCopy> copy;
+        std::optional<KvBlockCopy> copy;
         if (kv_.Fork(s->table, s->tokens.size(), &c.table, &copy)) {
           if (copy) {  // the worker executes the copy
             for (int32_t k = 0; k < kBs; ++k) {

@@ -263,7 +263,7 @@ bool Planner::ForkOne(Step& st, Sequence* parent, Sequence* child) {
   if (replica->num_running() >= options_->max_num_seqs) return false;
   const int32_t prompt = parent->num_prompt_tokens();
   DCHECK_EQ(parent->num_computed_tokens, prompt);
-  std::optional<BlockCopy> copy;
+  std::optional<KvBlockCopy> copy;
   if (!kv.Fork(parent->blocks, prompt, &child->blocks, &copy)) return false;
   const int32_t hold =
       policy_->TokensToHold(prompt, prompt + child->request->stopping.max_tokens);
@@ -307,6 +307,15 @@ void Planner::Finalize(Step& st) {
   record.samplers.insert(record.samplers.end(), new_samplers_.begin(), new_samplers_.end());
   record.samplers.insert(record.samplers.end(), cached_samplers_.begin(), cached_samplers_.end());
   plan->set_num_sampled(static_cast<int32_t>(record.samplers.size()));
+  for (const auto& e : plan->new_sequences()) {
+    record.requests.push_back(SequenceRef::FromSeqId(e.seq_id()).request_id);
+  }
+  for (const auto& e : plan->cached_sequences()) {
+    record.requests.push_back(SequenceRef::FromSeqId(e.seq_id()).request_id);
+  }
+  std::sort(record.requests.begin(), record.requests.end());
+  record.requests.erase(std::unique(record.requests.begin(), record.requests.end()),
+                        record.requests.end());
   replica->in_flight().push_back(std::move(record));
   ++counters_->steps_total;
   counters_->scheduled_tokens_total += plan->num_scheduled_tokens();

@@ -14,6 +14,7 @@
 //
 // Outputs carry text: a small TokenTextSource renders each token (as the service's
 // detokenizer would), so the incremental-text path is part of the cost.
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -46,7 +47,10 @@ class Fixture {
     o.block_size = 16;
     o.max_num_batched_tokens = std::max(8192, num_running);
     o.max_num_seqs = num_running;
-    o.max_model_len = 1 << 16;
+    o.limits.max_model_len = 1 << 16;
+    o.limits.vocab_size = std::numeric_limits<int32_t>::max();  // prompts: 100 + 37 i + j
+    o.limits.max_tokens = 1 << 15;
+    o.limits.max_n = std::min(o.limits.max_n, o.max_num_seqs);
     o.admission_watermark = 0;
     o.max_waiting = num_running + num_waiting + 16;
     o.eos_token_ids = {kEos};
@@ -69,7 +73,7 @@ class Fixture {
     spec.stopping.max_tokens = churn_ ? 64 + next_ % 128 : 16384;
     spec.stopping.ignore_eos = true;
     ++next_;
-    CHECK(scheduler_->AddRequest(spec, now_).ok());
+    CHECK(scheduler_->AddRequest(*ValidateRequest(std::move(spec), scheduler_->options().limits), now_).ok());
   }
 
   void Plan() {
@@ -77,11 +81,11 @@ class Fixture {
     results_.clear();
     for (const auto& e : plan_.new_sequences()) {
       const SequenceRef ref = SequenceRef::FromSeqId(e.seq_id());
-      if (e.do_sample()) results_.push_back(SampledToken{ref, 7 + ref.sample_index});
+      if (e.do_sample()) results_.push_back(StepToken{ref, 7 + ref.sample_index});
     }
     for (const auto& e : plan_.cached_sequences()) {
       const SequenceRef ref = SequenceRef::FromSeqId(e.seq_id());
-      if (e.do_sample()) results_.push_back(SampledToken{ref, 5 + e.num_computed_tokens() % 64});
+      if (e.do_sample()) results_.push_back(StepToken{ref, 5 + e.num_computed_tokens() % 64});
     }
   }
 
@@ -113,7 +117,7 @@ class Fixture {
   absl::Time now_ = absl::UnixEpoch();
   int64_t next_ = 0;
   StepPlan plan_;
-  std::vector<SampledToken> results_;
+  std::vector<StepToken> results_;
   std::vector<SequenceOutput> outputs_;
 };
 

@@ -25,10 +25,13 @@
 
 namespace weft {
 
-// A planned step whose results have not been applied yet.
+// A planned step whose results have not been applied yet: the one record of a step in
+// flight (the services layer keeps only its deadline and the ranks' answers).
 struct InFlightStep {
   StepId step_id;
   std::vector<Sequence*> samplers;  // in the order results come back
+  // Every request with a sequence in the plan (sorted, unique): what a failed step ends.
+  std::vector<RequestId> requests;
 };
 
 class Replica {

@@ -18,7 +18,7 @@ bool IsAbortReason(FinishReason r) {
 }
 
 absl::Status CheckTokenId(int32_t token, int32_t vocab_size, const char* what) {
-  if (token < 0 || (vocab_size > 0 && token >= vocab_size)) {
+  if (token < 0 || token >= vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", token, " out of range"));
   }
   return absl::OkStatus();
@@ -152,43 +152,11 @@ void Scheduler::RequeueDisplaced(const std::vector<Sequence*>& displaced, absl::
 
 // --- Requests -----------------------------------------------------------------------
 
-absl::Status Scheduler::ValidateSpec(const RequestSpec& spec) const {
-  const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
-  if (prompt == 0) return absl::InvalidArgumentError("empty prompt");
-  WEFT_RETURN_IF_ERROR(spec.sampling.Validate());
-  const StoppingParams& stop = spec.stopping;
-  if (stop.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be >= 1");
-  if (prompt + stop.max_tokens > options_.max_model_len) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt, ") + max_tokens (",
-                                                   stop.max_tokens, ") exceeds the context (",
-                                                   options_.max_model_len, ")"));
-  }
-  if (spec.n < 1 || spec.n > options_.max_n || spec.n > options_.max_num_seqs) {
-    return absl::InvalidArgumentError(absl::StrCat("n must be in [1, ", options_.max_n, "]"));
-  }
-  if (static_cast<int32_t>(stop.stop_strings.size()) > options_.max_stop_strings) {
-    return absl::InvalidArgumentError("too many stop strings");
-  }
-  for (const std::string& s : stop.stop_strings) {
-    if (s.empty() || static_cast<int32_t>(s.size()) > options_.max_stop_string_bytes ||
-        !IsValidUtf8(s)) {
-      return absl::InvalidArgumentError("stop strings must be non-empty valid UTF-8 within the limit");
-    }
-  }
-  if (!stop.stop_strings.empty() && text_ == nullptr) {
+absl::StatusOr<RequestId> Scheduler::AddRequest(const ValidRequest& valid, absl::Time now) {
+  const RequestSpec& spec = valid.spec();
+  if (!spec.stopping.stop_strings.empty() && text_ == nullptr) {
     return absl::InvalidArgumentError("stop strings need a tokenizer");
   }
-  for (int32_t t : spec.prompt_token_ids) {
-    WEFT_RETURN_IF_ERROR(CheckTokenId(t, options_.vocab_size, "prompt token id"));
-  }
-  for (int32_t t : stop.stop_token_ids) {
-    WEFT_RETURN_IF_ERROR(CheckTokenId(t, options_.vocab_size, "stop token id"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<RequestId> Scheduler::AddRequest(const RequestSpec& spec, absl::Time now) {
-  WEFT_RETURN_IF_ERROR(ValidateSpec(spec));
   if (replicas_.empty()) return absl::UnavailableError("no replica attached");
   const int32_t prompt = static_cast<int32_t>(spec.prompt_token_ids.size());
   const int32_t blocks_alone =
@@ -337,7 +305,7 @@ absl::Status Scheduler::Plan(ReplicaId id, absl::Time now, StepPlan* plan) {
 }
 
 absl::Status Scheduler::ApplyResults(ReplicaId id, StepId step,
-                                     absl::Span<const SampledToken> tokens, absl::Time now) {
+                                     absl::Span<const StepToken> tokens, absl::Time now) {
   Replica* replica = FindReplica(id);
   if (replica == nullptr) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
   if (replica->in_flight().empty() || replica->in_flight().front().step_id != step) {
@@ -357,7 +325,7 @@ absl::Status Scheduler::ApplyResults(ReplicaId id, StepId step,
       return absl::InvalidArgumentError(absl::StrCat("step ", step.value(), ": result ", i,
                                                      " is for the wrong sequence"));
     }
-    WEFT_RETURN_IF_ERROR(CheckTokenId(tokens[i].token_id, options_.vocab_size, "sampled token"));
+    WEFT_RETURN_IF_ERROR(CheckTokenId(tokens[i].token_id, options_.limits.vocab_size, "sampled token"));
   }
   InFlightStep done = std::move(replica->in_flight().front());
   replica->in_flight().pop_front();
@@ -373,6 +341,33 @@ absl::Status Scheduler::ApplyResults(ReplicaId id, StepId step,
   }
   replica->ReturnSpareVector(std::move(done.samplers));
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> Scheduler::FailStep(ReplicaId id, StepId step, absl::Time now) {
+  Replica* replica = FindReplica(id);
+  if (replica == nullptr) return absl::NotFoundError(absl::StrCat("no replica ", id.value()));
+  if (replica->in_flight().empty() || replica->in_flight().front().step_id != step) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step ", step.value(), " of replica ", id.value(),
+                     " is not the oldest step in flight"));
+  }
+  InFlightStep failed = std::move(replica->in_flight().front());
+  replica->in_flight().pop_front();
+  int ended = 0;
+  for (RequestId rid : failed.requests) {
+    auto it = requests_.find(rid);
+    if (it == requests_.end() || it->second->num_unfinished == 0) continue;
+    AbortInternal(it->second.get(), FinishReason::kError, now);
+    ++ended;
+  }
+  // Its samples never come: the sequences owe nothing more to this step.
+  for (Sequence* seq : failed.samplers) --seq->num_pending_samples;
+  for (RequestId rid : failed.requests) {
+    auto it = requests_.find(rid);
+    if (it != requests_.end()) MaybeErase(it->second.get());
+  }
+  replica->ReturnSpareVector(std::move(failed.samplers));
+  return ended;
 }
 
 void Scheduler::ApplyToken(Sequence* seq, int32_t token, int32_t aux, absl::Time now) {

@@ -3,9 +3,10 @@
 // per-iteration StepPlans; the services layer feeds it requests, results and time, and
 // streams its outputs.
 //
-// Life of a request: AddRequest validates it (bad input → INVALID_ARGUMENT; no replica
-// → UNAVAILABLE; queue full → RESOURCE_EXHAUSTED) and routes its first sequence to a
-// replica's waiting queue. Plan(replica) admits and schedules it (StepPlan documents
+// Life of a request: AddRequest takes a request validated against options().limits
+// (request_spec.h; stop strings without a TokenTextSource, or a request no replica can
+// ever hold → INVALID_ARGUMENT; no replica → UNAVAILABLE; queue full →
+// RESOURCE_EXHAUSTED) and routes its first sequence to a replica's waiting queue. Plan(replica) admits and schedules it (StepPlan documents
 // the worker side). ApplyResults(replica, step, tokens) appends sampled tokens, checks
 // stop conditions (max_tokens, EOS, stop tokens, stop strings) and emits
 // SequenceOutputs (tokens, a streamable text delta, the finish). Cancellation and
@@ -57,6 +58,7 @@
 #include "scheduler/planner.h"
 #include "scheduler/policy.h"
 #include "scheduler/replica.h"
+#include "scheduler/request_spec.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/sequence.h"
 #include "common/plan/step_plan.h"
@@ -116,7 +118,7 @@ class Scheduler {
   bool ReplicaDrained(ReplicaId id) const;
 
   // --- Requests -----------------------------------------------------------------
-  absl::StatusOr<RequestId> AddRequest(const RequestSpec& spec, absl::Time now);
+  absl::StatusOr<RequestId> AddRequest(const ValidRequest& request, absl::Time now);
   // Finishes every unfinished sequence of the request with `reason` (kCancelled,
   // kDeadline, kError or kUnavailable). NOT_FOUND if unknown or already finished.
   absl::Status AbortRequest(RequestId id, FinishReason reason, absl::Time now);
@@ -134,8 +136,13 @@ class Scheduler {
   // (FAILED_PRECONDITION otherwise). `tokens` must match the plan's sampling order
   // exactly (INVALID_ARGUMENT otherwise, nothing applied: the caller should fence the
   // replica).
-  absl::Status ApplyResults(ReplicaId id, StepId step, absl::Span<const SampledToken> tokens,
+  absl::Status ApplyResults(ReplicaId id, StepId step, absl::Span<const StepToken> tokens,
                             absl::Time now);
+  // The replica's oldest step in flight, which must be `step` (FAILED_PRECONDITION
+  // otherwise), failed on a worker: every request with a sequence in it finishes kError
+  // (its blocks freed; the workers are told to drop the sequences they still hold) and
+  // the step is retired without results. Returns the number of requests it ended.
+  absl::StatusOr<int> FailStep(ReplicaId id, StepId step, absl::Time now);
 
   // Moves every output produced since the last call into *out (cleared first).
   void TakeOutputs(std::vector<SequenceOutput>* out);
@@ -158,7 +165,6 @@ class Scheduler {
   Scheduler(const SchedulerOptions& options, std::unique_ptr<SchedulingPolicy> policy,
             const TokenTextSource* text);
 
-  absl::Status ValidateSpec(const RequestSpec& spec) const;
   Replica* FindReplica(ReplicaId id) const;
   // The replica a waiting sequence should queue on (draining ones only when no other
   // fits it); null if none fits it.

@@ -22,7 +22,7 @@ SchedulerOptions Opts(int32_t max_num_seqs = 16) {
   o.block_size = 4;
   o.max_num_batched_tokens = 64;
   o.max_num_seqs = max_num_seqs;
-  o.max_model_len = 4096;
+  o.limits.max_model_len = 4096;
   o.admission_watermark = 0;
   return o;
 }

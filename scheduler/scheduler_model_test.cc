@@ -52,13 +52,13 @@ class PlannerModelTest : public ::testing::TestWithParam<ModelConfig> {
     o.block_size = 4;
     o.max_num_batched_tokens = 24;
     o.max_num_seqs = 8;
-    o.max_model_len = 128;
+    o.limits.max_model_len = 128;
     o.admission_watermark = 0.05;
     o.max_preemptions_per_sequence = 3;
     o.max_steps_in_flight = GetParam().steps_in_flight;
     o.max_waiting = 48;
     o.max_retries = 2;
-    o.max_n = 3;
+    o.limits.max_n = 3;
     return o;
   }
 

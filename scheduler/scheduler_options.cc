@@ -16,25 +16,28 @@ absl::Status SchedulerOptions::Validate() const {
   for (auto [name, v] : {std::pair<const char*, int64_t>{"block_size", block_size},
                          {"max_num_batched_tokens", max_num_batched_tokens},
                          {"max_num_seqs", max_num_seqs},
-                         {"max_model_len", max_model_len},
-                         {"max_waiting", max_waiting},
-                         {"max_n", max_n},
-                         {"max_stop_string_bytes", max_stop_string_bytes}}) {
+                         {"max_waiting", max_waiting}}) {
     if (absl::Status s = Positive(name, v); !s.ok()) return s;
   }
   if (!(admission_watermark >= 0 && admission_watermark < 1)) {
     return absl::InvalidArgumentError("admission_watermark must be in [0, 1)");
   }
-  if (max_preemptions_per_sequence < 0 || max_retries < 0 || max_stop_strings < 0) {
-    return absl::InvalidArgumentError("max_preemptions, max_retries, max_stop_strings >= 0");
+  if (max_preemptions_per_sequence < 0 || max_retries < 0) {
+    return absl::InvalidArgumentError("max_preemptions, max_retries >= 0");
+  }
+  if (absl::Status s = limits.Validate(); !s.ok()) return s;
+  if (limits.max_n > max_num_seqs) {
+    // n above what one replica runs at once is refused with the real limit.
+    return absl::InvalidArgumentError(absl::StrCat("max_n (", limits.max_n,
+                                                   ") must be <= max_num_seqs (", max_num_seqs,
+                                                   ")"));
   }
   if (max_steps_in_flight < 1 || max_steps_in_flight > 8) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_steps_in_flight must be in [1, 8], got ", max_steps_in_flight));
   }
-  if (vocab_size < 0) return absl::InvalidArgumentError("vocab_size must be >= 0");
   for (int32_t t : eos_token_ids) {
-    if (t < 0 || (vocab_size > 0 && t >= vocab_size)) {
+    if (t < 0 || t >= limits.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("eos token id ", t, " out of range"));
     }
   }

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "scheduler/policy.h"
+#include "scheduler/request_spec.h"
 
 namespace weft {
 
@@ -21,8 +22,6 @@ struct SchedulerOptions {
   int32_t max_num_batched_tokens = 2048;
   // Sequences running at once on one replica.
   int32_t max_num_seqs = 256;
-  // Longest sequence (prompt + max_tokens) the model supports.
-  int32_t max_model_len = 8192;
   bool enable_prefix_caching = true;
   // Admission keeps this fraction of a replica's blocks free (anti-thrashing), unless
   // the replica runs nothing.
@@ -37,13 +36,10 @@ struct SchedulerOptions {
   int32_t max_waiting = 4096;
   // Re-queues after a replica is removed before a request ends "unavailable".
   int32_t max_retries = 2;
-  int32_t max_n = 16;
-  int32_t max_stop_strings = 16;
-  int32_t max_stop_string_bytes = 256;
+  // What a request may ask for (request_spec.h); limits.max_n <= max_num_seqs.
+  RequestLimits limits;
   // The model's end-of-sequence token ids.
   std::vector<int32_t> eos_token_ids;
-  // Token ids must be < vocab_size; 0 disables the check.
-  int32_t vocab_size = 0;
 
   absl::Status Validate() const;
 };

@@ -22,7 +22,7 @@ SchedulerOptions Opts(PolicyKind policy, int32_t budget, int32_t block_size = 4)
   o.block_size = block_size;
   o.max_num_batched_tokens = budget;
   o.max_num_seqs = 16;
-  o.max_model_len = 4096;
+  o.limits.max_model_len = 4096;
   o.admission_watermark = 0;
   return o;
 }
@@ -374,20 +374,19 @@ TEST(PlannerTableTest, StopStringEndsTheTextBeforeTheMatch) {
   }
 }
 
+// The request contract's rules are request_spec_test's; here, what only the core's state
+// decides (every other refusal happens in ValidateRequest, before AddRequest).
 TEST(SchedulerAdmissionTest, BadRequestsAreRejectedWithStatus) {
   SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
-  o.max_model_len = 64;
+  o.limits.max_model_len = 64;
   o.max_waiting = 2;
   TestHarness h(o, {4}, /*text=*/false);  // 4 blocks × 4 tokens
   RequestSpec ok;
   ok.prompt_token_ids = {1, 2, 3};
   ok.stopping.max_tokens = 4;
-  auto code = [&](RequestSpec s) { return h.scheduler().AddRequest(s, h.now()).status().code(); };
+  auto code = [&](RequestSpec s) { return h.Add(s).status().code(); };
   RequestSpec s = ok;
-  s.prompt_token_ids.clear();
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.stopping.max_tokens = 62;  // 3 + 62 > 64
+  s.stopping.max_tokens = 62;  // 3 + 62 > 64: the contract
   EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
   s = ok;
   s.stopping.max_tokens = 20;  // fits the context, never the 16-token replica
@@ -395,29 +394,32 @@ TEST(SchedulerAdmissionTest, BadRequestsAreRejectedWithStatus) {
   s = ok;
   s.stopping.stop_strings = {"x"};  // no tokenizer
   EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.prompt_token_ids.push_back(TestHarness::kVocab);
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.sampling.temperature = -1;
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.n = 0;
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
-  s = ok;
-  s.stopping.max_tokens = 0;
-  EXPECT_EQ(code(s), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(ok), absl::StatusCode::kOk);
   EXPECT_EQ(code(ok), absl::StatusCode::kOk);
   EXPECT_EQ(code(ok), absl::StatusCode::kResourceExhausted);  // queue bound 2
 
-  auto empty = Scheduler::Create(o, nullptr);
+  auto empty = Scheduler::Create(h.scheduler().options(), nullptr);
   ASSERT_TRUE(empty.ok());
-  EXPECT_THAT((*empty)->AddRequest(ok, h.now()).status(), StatusIs(absl::StatusCode::kUnavailable));
+  absl::StatusOr<ValidRequest> valid = ValidateRequest(ok, h.scheduler().options().limits);
+  ASSERT_TRUE(valid.ok());
+  EXPECT_THAT((*empty)->AddRequest(*valid, h.now()).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
   ReplicaOptions bad;
   bad.num_blocks = 8;
   bad.block_size = 8;  // differs from the scheduler's
   EXPECT_THAT((*empty)->AddReplica(bad).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// n is capped once (RequestLimits::max_n); a cap above what one replica runs at once is a
+// configuration error, so no request is refused with a limit other than the one it sees.
+TEST(SchedulerAdmissionTest, TheNCapIsAtMostMaxNumSeqs) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.limits.vocab_size = 64;
+  o.max_num_seqs = 8;
+  o.limits.max_n = 9;
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
+  o.limits.max_n = 8;
+  EXPECT_TRUE(o.Validate().ok());
 }
 
 TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
@@ -427,8 +429,8 @@ TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
   StepPlan plan;
   ASSERT_TRUE(h.scheduler().Plan(r, h.now(), &plan).ok());
   ASSERT_EQ(plan.num_sampled(), 1);
-  const SampledToken good{SequenceRef::FromSeqId(plan.new_sequences(0).seq_id()), 5};
-  const SampledToken wrong{SequenceRef{RequestId(99), 0}, 5};
+  const StepToken good{SequenceRef::FromSeqId(plan.new_sequences(0).seq_id()), 5};
+  const StepToken wrong{SequenceRef{RequestId(99), 0}, 5};
   Scheduler& s = h.scheduler();
   EXPECT_EQ(s.ApplyResults(r, StepId(2), {good}, h.now()).code(),
             absl::StatusCode::kFailedPrecondition);
@@ -440,6 +442,38 @@ TEST(SchedulerResultsTest, ResultsMustMatchThePlan) {
             absl::StatusCode::kNotFound);
   EXPECT_TRUE(s.ApplyResults(r, StepId(plan.step_id()), {good}, h.now()).ok());
   EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
+// A step that failed on its worker ends the requests in it (kError, blocks freed, no
+// token invented for them) and nothing else: a request that joined in the next step,
+// already in flight, is served to the end with the right tokens.
+TEST(SchedulerResultsTest, AFailedStepEndsItsRequestsAndOnlyThem) {
+  SchedulerOptions o = Opts(PolicyKind::kDecodeFirst, 64);
+  o.max_steps_in_flight = 2;
+  TestHarness h(o, {64});
+  const ReplicaId r = h.replica();
+  const RequestId r1 = h.AddSimple(4, 6);
+  EXPECT_EQ(*h.PlanAndExecute(r), "*1:4");
+  const RequestId r2 = h.AddSimple(4, 6, 0, 1, /*first_token=*/30);
+  EXPECT_EQ(*h.PlanAndExecute(r), "*2:4 1:1");
+  Scheduler& s = h.scheduler();
+  EXPECT_EQ(s.FailStep(r, StepId(h.last_plan().step_id()), h.now()).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "only the oldest step in flight can fail";
+  absl::StatusOr<int> ended = h.FailOldest(r);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(*ended, 1);
+  EXPECT_EQ(h.output(r1).finish_reason, FinishReason::kError);
+  EXPECT_TRUE(h.output(r1).tokens.empty()) << "no result was invented for the failed step";
+  EXPECT_FALSE(h.output(r2).request_finished);
+  EXPECT_TRUE(s.CheckInvariants().ok());
+  ASSERT_TRUE(h.ApplyOldest(r).ok());  // step 2: r1's token is discarded, r2 goes on
+  for (int i = 0; i < 20 && !h.output(r2).request_finished; ++i) h.Step();
+  EXPECT_EQ(h.output(r2).finish_reason, FinishReason::kLength);
+  EXPECT_EQ(h.output(r2).tokens.size(), 6u);
+  EXPECT_EQ(s.Metrics().kv_blocks_used, 0);
+  EXPECT_TRUE(h.VerifyFinished().ok());
+  EXPECT_TRUE(h.VerifyAllFinishedOnce().ok());
 }
 
 TEST(SchedulerReplicaTest, RoutingPrefersPrefixHitThenFreeBlocks) {

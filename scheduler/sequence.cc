@@ -4,20 +4,6 @@
 
 namespace weft {
 
-absl::string_view SequenceStateName(SequenceState state) {
-  switch (state) {
-    case SequenceState::kWaiting:
-      return "waiting";
-    case SequenceState::kRunning:
-      return "running";
-    case SequenceState::kPreempted:
-      return "preempted";
-    case SequenceState::kFinished:
-      return "finished";
-  }
-  return "unknown";
-}
-
 Sequence::Sequence(Request* request, int32_t sample_index, const std::vector<std::string>* stops)
     : request(request),
       sample_index(sample_index),
@@ -41,7 +27,7 @@ bool Request::Quiescent() const {
 FinishReason AppendTokenAndCheckStop(Sequence* seq, int32_t token, const StopContext& ctx,
                                      std::string* delta) {
   seq->token_ids.push_back(token);
-  const StoppingParams& stop = seq->request->stopping;
+  const StopConditions& stop = seq->request->stopping;
   if (!stop.ignore_eos &&
       std::find(ctx.eos_token_ids.begin(), ctx.eos_token_ids.end(), token) !=
           ctx.eos_token_ids.end()) {

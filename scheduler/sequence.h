@@ -30,6 +30,7 @@
 #include "absl/types/span.h"
 #include "common/strong_id.h"
 #include "scheduler/kv_cache_manager.h"
+#include "scheduler/request_spec.h"
 #include "scheduler/stop_checker.h"
 #include "scheduler/token_text_source.h"
 #include "scheduler/types.h"
@@ -45,8 +46,6 @@ enum class SequenceState : uint8_t {
   kPreempted,  // in the waiting queue after preemption; recomputes when resumed
   kFinished,
 };
-
-absl::string_view SequenceStateName(SequenceState state);
 
 // Queue order: higher priority first, then earlier arrival, then request id, then
 // sample. The running set uses the same order; its last element is the preemption
@@ -114,8 +113,8 @@ struct Sequence {
 struct Request {
   RequestId id;
   int32_t num_prompt_tokens = 0;
-  SamplingParams sampling;  // seed always set
-  StoppingParams stopping;
+  SamplingConfig sampling;  // seed always set
+  StopConditions stopping;
   int32_t priority = 0;
   absl::Time arrival;
   absl::Time deadline = absl::InfiniteFuture();

@@ -18,7 +18,7 @@ class TableText : public TokenTextSource {
 };
 
 struct Fixture {
-  explicit Fixture(StoppingParams stop) {
+  explicit Fixture(StopConditions stop) {
     request.num_prompt_tokens = 2;
     request.stopping = std::move(stop);
     seq = std::make_unique<Sequence>(&request, 0, &request.stopping.stop_strings);
@@ -35,7 +35,7 @@ struct Fixture {
 };
 
 TEST(SequenceTest, AccountingOfLengths) {
-  StoppingParams stop;
+  StopConditions stop;
   Fixture f(stop);
   f.seq->num_pending_samples = 1;
   f.seq->num_computed_tokens = 2;
@@ -45,7 +45,7 @@ TEST(SequenceTest, AccountingOfLengths) {
 }
 
 TEST(SequenceTest, MaxTokensFinishesWithLength) {
-  StoppingParams stop;
+  StopConditions stop;
   stop.max_tokens = 2;
   Fixture f(stop);
   std::string text;
@@ -55,7 +55,7 @@ TEST(SequenceTest, MaxTokensFinishesWithLength) {
 }
 
 TEST(SequenceTest, EosStopsUnlessIgnored) {
-  StoppingParams stop;
+  StopConditions stop;
   Fixture f(stop);
   std::string text;
   EXPECT_EQ(f.Add(0, &text), FinishReason::kStopEos);
@@ -66,7 +66,7 @@ TEST(SequenceTest, EosStopsUnlessIgnored) {
 }
 
 TEST(SequenceTest, StopTokenIdsStopWithoutText) {
-  StoppingParams stop;
+  StopConditions stop;
   stop.stop_token_ids = {4};
   Fixture f(stop);
   std::string text;
@@ -76,7 +76,7 @@ TEST(SequenceTest, StopTokenIdsStopWithoutText) {
 }
 
 TEST(SequenceTest, StopStringAcrossTokens) {
-  StoppingParams stop;
+  StopConditions stop;
   stop.stop_strings = {"b a"};
   Fixture f(stop);
   std::string text;

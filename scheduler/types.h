@@ -1,7 +1,7 @@
-// Small value types shared by the scheduler core: replica ids, finish reasons, per-request
-// stopping parameters, and the plain-data records that cross the scheduler/service
-// boundary. What crosses the scheduler/worker boundary (SequenceRef, SamplingParams, the
-// plan) is common/plan's.
+// Small value types shared by the scheduler core: replica ids, finish reasons, and the
+// plain-data records that cross the scheduler/service boundary. The request contract is
+// request_spec.h; what crosses the scheduler/worker boundary (SequenceRef, the plan) is
+// common/plan's.
 //
 // Everything here is plain data (proto-friendly: ints, strings, vectors), copyable,
 // and carries no behaviour beyond validation and naming.
@@ -18,7 +18,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/plan/sampling_params.h"
 #include "common/plan/step_plan.h"
 #include "common/strong_id.h"
 
@@ -45,26 +44,6 @@ absl::string_view FinishReasonName(FinishReason reason);
 // The OpenAI-style coarse reason: "length", "stop", "cancelled", "deadline", ...
 absl::string_view FinishReasonApiName(FinishReason reason);
 
-// Stopping parameters, evaluated by the scheduler (workers never stop a sequence).
-struct StoppingParams {
-  int32_t max_tokens = 16;
-  bool ignore_eos = false;
-  std::vector<int32_t> stop_token_ids;
-  // Matched on the output text across token boundaries; the matched string is not
-  // part of the returned text. Must be valid, non-empty UTF-8.
-  std::vector<std::string> stop_strings;
-};
-
-// What a client asks for. Validated by Scheduler::AddRequest.
-struct RequestSpec {
-  std::vector<int32_t> prompt_token_ids;
-  SamplingParams sampling;
-  StoppingParams stopping;
-  int32_t n = 1;          // independent samples; each is its own sequence
-  int32_t priority = 0;   // higher is served first; ties FCFS
-  absl::Time deadline = absl::InfiniteFuture();
-};
-
 // Usage of one request, reported with its last sequence's final output.
 struct RequestUsage {
   int32_t num_prompt_tokens = 0;
@@ -89,25 +68,26 @@ struct SequenceOutput {
   // True on the output that finishes the request's last sequence; `usage` is then set
   // (only then: a per-token output stays small).
   bool request_finished = false;
-  // The `aux` of the SampledToken that produced new_token_ids[0]; -1 when none. Lets the
+  // The `aux` of the StepToken that produced new_token_ids[0]; -1 when none. Lets the
   // services layer attach per-token data (logprobs) the core does not look at.
   int32_t token_aux = -1;
   std::optional<RequestUsage> usage;
 };
 
 // A copy-on-write block copy: the worker copies every KV slot of block `src` into block
-// `dst` (see StepPlan for when).
-struct BlockCopy {
+// `dst` (the plan lists it as a weft.v1.KvBlockCopy; see StepPlan for when).
+struct KvBlockCopy {
   BlockId src;
   BlockId dst;
 
-  friend bool operator==(const BlockCopy& a, const BlockCopy& b) {
+  friend bool operator==(const KvBlockCopy& a, const KvBlockCopy& b) {
     return a.src == b.src && a.dst == b.dst;
   }
 };
 
-// One sampled token from a worker, in the order StepPlan documents.
-struct SampledToken {
+// One sampled token of a step's result as the core takes it (a weft.v1.StepToken's
+// sequence and token), in the order StepPlan documents.
+struct StepToken {
   SequenceRef seq;
   int32_t token_id = 0;
   // Opaque to the core; copied to SequenceOutput::token_aux (e.g. an index into the

@@ -6,7 +6,10 @@
 # Only those rules' own translation units are compiled (--output_groups=
 # compilation_outputs: nothing is linked, their dependencies' sources are not compiled):
 # a header-only annotated class is checked in every target that includes it.
-# CUDA-only rules (cuda_cc_*) are left out: they exist only in --config=cuda builds.
+# CUDA-only rules (cuda_cc_*, e.g. the NCCL communicator) are checked too where the CUDA
+# headers are installed: their .cc files are host C++, compiled here by clang with
+# --define=cuda=1 (nothing is linked and no .cu file is compiled, so no GPU and no nvcc
+# run is needed); without the headers they are left out, saying so.
 # --list prints the labels and exits; other arguments go to `bazel build` (e.g.
 # --disk_cache= to time it cold). Exit status: the build's.
 # The clang-14 output base (WEFT_TSA_OUTPUT_BASE, default WEFT_CLANG_OUTPUT_BASE of
@@ -31,13 +34,20 @@ for f in $files; do
   if [ "$d" = . ]; then labels+=("//:$f"); else labels+=("//$d:${f#"$d"/}"); fi
 done
 
-# The C++ rules that list one of them in srcs/hdrs, but CUDA-only ones (cuda_cc_*: their
-# target_compatible_with is @platforms//:incompatible outside --config=cuda). Queried with
-# the default server: a //... pattern in another output base would wander into the
-# default base's convenience symlinks.
-targets=$("${QUERY[@]}" query --noshow_progress \
-  "let users = kind('cc_(library|binary|test)', rdeps(//..., set(${labels[*]}), 1)) in
-   \$users except attr(target_compatible_with, 'incompatible', \$users)" 2>/dev/null)
+# The C++ rules that list one of them in srcs/hdrs; CUDA-only ones (cuda_cc_*: their
+# target_compatible_with is @platforms//:incompatible without --define=cuda=1) only where
+# the CUDA headers exist. Queried with the default server: a //... pattern in another
+# output base would wander into the default base's convenience symlinks.
+CUDA_FLAGS=()
+USERS="kind('cc_(library|binary|test)', rdeps(//..., set(${labels[*]}), 1))"
+if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime_api.h" ]; then
+  CUDA_FLAGS=(--define=cuda=1)
+  query="$USERS"
+else
+  echo "clang_tsa.sh: no CUDA headers: CUDA-only rules are not checked" >&2
+  query="let users = $USERS in \$users except attr(target_compatible_with, 'incompatible', \$users)"
+fi
+targets=$("${QUERY[@]}" query --noshow_progress "$query" 2>/dev/null)
 if [ -z "$targets" ]; then
   echo "clang_tsa.sh: no targets found (query failed?)" >&2
   exit 1
@@ -49,5 +59,5 @@ fi
 echo "clang_tsa.sh: $(echo "$targets" | wc -l) targets" >&2
 # --symlink_prefix=/ keeps bazel-bin & co pointing at the default build.
 weft_bazel "clang_tsa.sh" "${BAZEL[@]}" build "${WEFT_BAZEL_BUILD_FLAGS[@]}" \
-  --config=clang_tsa --symlink_prefix=/ --keep_going --output_groups=compilation_outputs \
-  "$@" -- $targets
+  --config=clang_tsa "${CUDA_FLAGS[@]}" --symlink_prefix=/ --keep_going \
+  --output_groups=compilation_outputs "$@" -- $targets

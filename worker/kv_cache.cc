@@ -16,36 +16,19 @@ bool ValidBlock(BlockId b, int32_t num_blocks) { return b.value() >= 0 && b.valu
 
 }  // namespace
 
-absl::Status KvPoolOptions::Validate() const {
-  if (num_layers <= 0 || num_kv_heads <= 0 || head_dim <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "KV cache shape must be positive: layers ", num_layers, ", kv heads ", num_kv_heads,
-        ", head_dim ", head_dim));
-  }
-  if (block_size <= 0 || block_size > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("block_size ", block_size,
-                                                   " is outside [1, 1024]"));
-  }
-  if (num_blocks <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("num_blocks ", num_blocks, " must be > 0"));
-  }
-  if (!kernels::KvDtypeSupported(dtype, head_dim)) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", kernels::KvDtypeName(dtype),
-                                                   " KV cache needs head_dim % 4 == 0, not ",
-                                                   head_dim));
-  }
-  const int64_t max_blocks = std::numeric_limits<int64_t>::max() / 4 / BytesPerBlock();
-  if (num_blocks > max_blocks) return absl::InvalidArgumentError("KV pool size overflows");
-  return absl::OkStatus();
-}
-
-int64_t KvPoolOptions::BytesPerBlock() const {
-  return int64_t{num_layers} * 2 * num_kv_heads * kernels::KvTileBytes(dtype, head_dim, block_size);
+int64_t KvCache::BytesPerBlock(const KvPoolOptions& o) {
+  return int64_t{o.num_layers} * 2 * o.num_kv_heads *
+         kernels::KvTileBytes(o.dtype, o.head_dim, o.block_size);
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvPoolOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
-  const size_t bytes = static_cast<size_t>(options.BytesPerBlock()) * options.num_blocks;
+  if (!kernels::KvDtypeSupported(options.dtype, options.head_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", KvDtypeName(options.dtype),
+                                                   " KV cache needs head_dim % 4 == 0, not ",
+                                                   options.head_dim));
+  }
+  if (absl::Status s = options.Validate(BytesPerBlock(options)); !s.ok()) return s;
+  const size_t bytes = static_cast<size_t>(BytesPerBlock(options)) * options.num_blocks;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(
@@ -54,38 +37,11 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvPoolOptions& op
   return std::unique_ptr<KvCache>(new KvCache(options, static_cast<uint8_t*>(p), bytes));
 }
 
-absl::StatusOr<std::unique_ptr<KvCache>> KvCache::CreateWithBudget(KvPoolOptions options,
-                                                                   int64_t budget_bytes) {
-  options.num_blocks = 1;
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
-  const int64_t per_block = options.BytesPerBlock();
-  if (budget_bytes < per_block) {
-    return absl::InvalidArgumentError(absl::StrCat("KV budget of ", budget_bytes,
-                                                   " bytes is less than one block (",
-                                                   per_block, " bytes)"));
-  }
-  const int64_t blocks = budget_bytes / per_block;
-  if (blocks > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError("KV budget gives more than 2^31 blocks");
-  }
-  options.num_blocks = static_cast<int32_t>(blocks);
-  return Create(options);
-}
-
 KvCache::KvCache(const KvPoolOptions& options, uint8_t* pool, size_t mapped_bytes)
     : options_(options),
-      bytes_per_block_(options.BytesPerBlock()),
+      bytes_per_block_(BytesPerBlock(options)),
       pool_(pool),
       mapped_bytes_(mapped_bytes) {}
-
-absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name) {
-  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
-    if (name == kernels::KvDtypeName(d)) return d;
-  }
-  if (name == "fp16") return KvDtype::kF16;  // as the CUDA backend always took it
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown KV cache type '", name, "' (f32, f16, bf16, int8)"));
-}
 
 int64_t KvCache::floats_per_block() const {
   CHECK(options_.dtype == KvDtype::kF32) << "floats_per_block() of a non-fp32 pool";

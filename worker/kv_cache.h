@@ -30,34 +30,18 @@
 #include "absl/strings/string_view.h"
 #include "common/strong_id.h"
 #include "kernels/cpu/paged_attention.h"
+#include "worker/kv_pool.h"
 
 namespace weft {
 
-// Element type of the pool (kernels/cpu/kv_layout.h): f32, f16, bf16 or int8 (one fp16
-// scale per token and kv head; kv_layout.h says why not DESIGN.md's groups of 8).
-using KvDtype = kernels::KvDtype;
-
-absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name);
-
-struct KvPoolOptions {
-  int32_t num_layers = 0;
-  int32_t num_kv_heads = 0;  // this rank's
-  int32_t head_dim = 0;
-  int32_t block_size = 16;
-  int32_t num_blocks = 0;
-  KvDtype dtype = KvDtype::kF32;
-
-  absl::Status Validate() const;
-  // Bytes of one block (all layers, K and V); requires the shape fields to be valid.
-  int64_t BytesPerBlock() const;
-};
-
 class KvCache {
  public:
+  // Element types as kernels/cpu/kv_layout.h lays them out (int8: one fp16 scale per
+  // token and kv head; kv_layout.h says why not DESIGN.md's groups of 8).
   static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvPoolOptions& options);
-  // As Create, with num_blocks = floor(budget_bytes / BytesPerBlock()) (at least 1).
-  static absl::StatusOr<std::unique_ptr<KvCache>> CreateWithBudget(KvPoolOptions options,
-                                                                   int64_t budget_bytes);
+  // Bytes of one block of `options`' pool (all layers, K and V), for a shape
+  // options.Validate accepts.
+  static int64_t BytesPerBlock(const KvPoolOptions& options);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;

@@ -20,28 +20,32 @@ KvPoolOptions SmallOptions() {
   o.head_dim = 8;
   o.block_size = 4;
   o.num_blocks = 5;
+  o.dtype = KvDtype::kF32;  // the fp32 views (BlockData) below
   return o;
 }
 
+absl::Status Validate(const KvPoolOptions& o) { return o.Validate(KvCache::BytesPerBlock(o)); }
+
 TEST(KvCacheTest, ValidatesOptions) {
-  EXPECT_TRUE(SmallOptions().Validate().ok());
+  EXPECT_TRUE(Validate(SmallOptions()).ok());
   KvPoolOptions o = SmallOptions();
   o.num_blocks = 0;
-  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Validate(o), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(KvCache::Create(o).ok());
   o = SmallOptions();
   o.block_size = 0;
-  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Validate(o), StatusIs(absl::StatusCode::kInvalidArgument));
   o = SmallOptions();
   o.head_dim = -1;
-  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Validate(o), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(KvCache::Create(o).ok());
   o = SmallOptions();
   o.dtype = KvDtype::kInt8;
   o.head_dim = 10;  // int8 tiles take 4 values of head_dim together
-  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_FALSE(KvCache::Create(o).ok());
+  EXPECT_THAT(KvCache::Create(o).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
+TEST(KvCacheTest, DtypesSizeTheirBlocks) {
   KvPoolOptions o = SmallOptions();  // 3 layers, 2 heads, head_dim 8, blocks of 4
   const int64_t values = int64_t{o.num_layers} * 2 * o.num_kv_heads * o.head_dim * o.block_size;
   const struct {
@@ -54,16 +58,12 @@ TEST(KvCacheTest, DtypesParseAndSizeTheirBlocks) {
                // one fp16 scale per token and head
                {"int8", KvDtype::kInt8, values + 2 * values / o.head_dim}};
   for (const auto& c : cases) {
-    auto d = ParseKvDtype(c.name);
-    ASSERT_TRUE(d.ok());
-    EXPECT_EQ(*d, c.dtype);
     o.dtype = c.dtype;
-    EXPECT_EQ(o.BytesPerBlock(), c.bytes) << c.name;
+    EXPECT_EQ(KvCache::BytesPerBlock(o), c.bytes) << c.name;
     auto cache = KvCache::Create(o);
     ASSERT_TRUE(cache.ok()) << cache.status();
     EXPECT_EQ((*cache)->bytes_per_block(), c.bytes);
   }
-  EXPECT_THAT(ParseKvDtype("fp8").status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // int8: q and the fp16 scale of each token and head land where kv_layout.h says.
@@ -115,13 +115,19 @@ TEST(KvCacheTest, Int8LayoutIsTheDocumentedOne) {
 }
 
 TEST(KvCacheTest, BlocksFromByteBudget) {
-  const KvPoolOptions o = SmallOptions();
-  EXPECT_EQ(o.BytesPerBlock(), 3 * 2 * 2 * 8 * 4 * 4);
-  auto cache = KvCache::CreateWithBudget(o, o.BytesPerBlock() * 7 + 100);
+  KvPoolOptions o = SmallOptions();
+  const int64_t per_block = KvCache::BytesPerBlock(o);
+  EXPECT_EQ(per_block, 3 * 2 * 2 * 8 * 4 * 4);
+  absl::StatusOr<int32_t> blocks = KvPoolBlocks(0, per_block * 7 + 100, per_block);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_EQ(*blocks, 7);
+  o.num_blocks = *blocks;
+  auto cache = KvCache::Create(o);
   ASSERT_TRUE(cache.ok()) << cache.status();
-  EXPECT_EQ((*cache)->num_blocks(), 7);
-  EXPECT_EQ((*cache)->pool_bytes(), o.BytesPerBlock() * 7);
-  EXPECT_FALSE(KvCache::CreateWithBudget(o, o.BytesPerBlock() - 1).ok());
+  EXPECT_EQ((*cache)->pool_bytes(), per_block * 7);
+  EXPECT_FALSE(KvPoolBlocks(0, per_block - 1, per_block).ok());
+  EXPECT_FALSE(KvPoolBlocks(0, int64_t{1} << 62, 1).ok());  // over 2^31 blocks
+  EXPECT_EQ(*KvPoolBlocks(3, 0, per_block), 3);            // a count given wins
 }
 
 // Layer views and WritePagedKv put K[b, l, h, s][d] and V[b, l, h, s][d] where the header

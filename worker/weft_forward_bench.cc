@@ -22,18 +22,18 @@
 #include "absl/flags/flag.h"
 #include "common/flags.h"
 #include "common/gguf.h"
+#include "common/kv_dtype.h"
 #include "kernels/cpu/cpu_features.h"
 #include "worker/kv_cache.h"
 #include "worker/model/llama_model.h"
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 #include "worker/thread_pool.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF file (default: $WEFT_MODEL_DIR or models/, SmolLM2)");
 ABSL_FLAG(int32_t, threads, 2, "threads of the forward pass");
 ABSL_FLAG(std::string, kernels, "auto", "auto, amx, avx512vnni, avx2, reference, avx512 or packed");
-ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (one fp16 scale "
-          "per token and head) | f32");
+ABSL_FLAG(std::string, kv_dtype, weft::KvDtypeName(weft::kDefaultKvDtype),
+          weft::kKvDtypeFlagHelp);
 ABSL_FLAG(int32_t, context, 128, "tokens in the cache before the timed decode steps");
 ABSL_FLAG(int32_t, decode_tokens, 64, "timed decode steps");
 ABSL_FLAG(int32_t, prefill_tokens, 512, "prompt length of the prefill measurement");
@@ -253,7 +253,7 @@ int Main() {
       m->config().DebugString().c_str(), options.num_threads,
       KernelChoiceName(options.kernels), m->weights().layers()[0].wq.kernel_name(),
       m->weights().lm_head().kernel_name(), kernels::AttentionImplName(*attn),
-      kernels::KvDtypeName(options.kv_dtype));
+      KvDtypeName(options.kv_dtype));
   DecodeRun(m, cache->get(), context, 4);  // warm-up: page in weights
   std::vector<double> decode, prefill_rates;
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {

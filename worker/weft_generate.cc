@@ -20,10 +20,11 @@
 #include "common/flags.h"
 #include "common/detokenizer.h"
 #include "common/gguf.h"
+#include "common/kv_dtype.h"
 #include "common/tokenizer.h"
 #include "worker/kv_cache.h"
 #include "worker/model/llama_model.h"
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model file");
 ABSL_FLAG(std::string, prompt, "", "prompt text (required)");
@@ -37,9 +38,8 @@ ABSL_FLAG(bool, ignore_eos, false, "keep going past end-of-generation tokens");
 ABSL_FLAG(bool, print_token_ids, false, "print one generated token id per line");
 ABSL_FLAG(int32_t, threads, 2, "compute threads");
 ABSL_FLAG(std::string, kernels, "auto", "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed");
-ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (one fp16 scale "
-          "per token and head) | f32");
+ABSL_FLAG(std::string, kv_dtype, weft::KvDtypeName(weft::kDefaultKvDtype),
+          weft::kKvDtypeFlagHelp);
 ABSL_FLAG(int32_t, block_size, 16, "KV block size");
 
 namespace weft {

@@ -19,6 +19,7 @@
 #include "absl/flags/flag.h"
 #include "common/flags.h"
 #include "common/gguf.h"
+#include "common/kv_dtype.h"
 #include "common/tokenizer.h"
 #include "worker/backends/cpu_backend.h"
 #include "worker/model/perplexity.h"
@@ -29,9 +30,8 @@ ABSL_FLAG(int32_t, ctx, 512, "tokens per chunk (llama-perplexity -c)");
 ABSL_FLAG(int32_t, chunks, -1, "at most this many chunks (-1: all)");
 ABSL_FLAG(int32_t, threads, 2, "compute threads");
 ABSL_FLAG(std::string, kernels, "auto", "CPU kernels (see weft-worker --help)");
-ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (one fp16 scale "
-          "per token and head) | f32");
+ABSL_FLAG(std::string, kv_dtype, weft::KvDtypeName(weft::kDefaultKvDtype),
+          weft::kKvDtypeFlagHelp);
 
 namespace weft {
 namespace {

@@ -26,7 +26,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "common/plan/sampling_params.h"
 #include "common/plan/step_plan.h"
 
 namespace weft {
@@ -37,7 +36,7 @@ struct WorkerSequence {
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;
   std::vector<int32_t> block_ids;
-  SamplingParams sampling;        // validated
+  SamplingConfig sampling;        // checked (SamplingConfig::Check)
   int32_t sample_index = 0;       // of its request (Philox counter word 0)
   int32_t num_output_tokens = 0;  // outputs in `tokens` (Philox counter of the next one)
 };

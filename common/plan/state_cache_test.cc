@@ -7,7 +7,7 @@ namespace {
 
 // Default sampling settings for sequence `seq` (its sample index from the id).
 void DefaultSampling(int64_t seq, weft::v1::NewSequence* n) {
-  ToSpec(SamplingParams(), SequenceRef::FromSeqId(seq).sample_index, n->mutable_sampling());
+  ToSpec(SamplingConfig(), SequenceRef::FromSeqId(seq).sample_index, n->mutable_sampling());
 }
 
 StepPlan NewPlan(int64_t step, int64_t seq, std::vector<int32_t> tokens, int32_t computed,

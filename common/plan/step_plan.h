@@ -21,7 +21,7 @@
 //                       is already in the cache (prefix-cache hit, or a fork's shared
 //                       prompt) and is never rewritten.
 //     Every entry computes at least one token, except a fork (below), which computes
-//     none; its sampling settings pass SamplingParams::Validate.
+//     none; its sampling settings pass SamplingConfig::Check.
 //  3. cached_sequences: append new_block_ids to its block table; num_computed_tokens
 //     equals the worker's own count (a check, not an update).
 //  4. Forward pass over the flattened scheduled tokens of all sequences. Token i
@@ -57,6 +57,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/sampling/sampling_config.h"
 #include "common/strong_id.h"
 #include "weft/v1/worker.pb.h"
 
@@ -94,6 +95,11 @@ bool PlanIsEmpty(const StepPlan& plan);
 
 // The sequences the plan's result carries a token for, in result order (rule 7).
 void SampledSequences(const StepPlan& plan, std::vector<SequenceRef>* out);
+
+// A new sequence's sampling settings on the wire (weft.v1.SamplingSpec): its request's,
+// plus `sample_index`, the sequence's sample of its request (the Philox counter word 0).
+void ToSpec(const SamplingConfig& config, int32_t sample_index, weft::v1::SamplingSpec* out);
+SamplingConfig FromSpec(const weft::v1::SamplingSpec& spec);
 
 }  // namespace weft
 

@@ -16,7 +16,6 @@ class GgufBuilder {
       : version_(version), alignment_(alignment) {}
 
   void AddUint32(const std::string& key, uint32_t v) { Kv(key, 4, &v, 4); }
-  void AddInt32(const std::string& key, int32_t v) { Kv(key, 5, &v, 4); }
   void AddFloat32(const std::string& key, float v) { Kv(key, 6, &v, 4); }
   void AddBool(const std::string& key, bool b) {
     uint8_t v = b ? 1 : 0;

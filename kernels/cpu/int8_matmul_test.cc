@@ -130,10 +130,11 @@ TEST(QuantizeRowsQ8Test, DispatchedEqualsScalarBitwise) {
 // Every ISA path gives the scalar reference's bits, for any number of rows and any
 // column split (aligned to panels or not), including a partial last panel.
 // m = 37 gives the AMX path two whole 16-row tiles and 5 rows for its VNNI remainder.
-TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
-  if (!Int8IsaSupported(Int8Isa::kAvx2)) {
-    GTEST_SKIP() << "this CPU runs only the scalar path: nothing to compare with it";
-  }
+class Int8IsaTest : public ::testing::TestWithParam<Int8Isa> {};
+
+TEST_P(Int8IsaTest, EqualsScalarBitwise) {
+  const Int8Isa isa = GetParam();
+  if (!Int8IsaSupported(isa)) GTEST_SKIP() << Int8IsaName(isa) << ": this CPU cannot run it";
   for (GgmlType type : kTypes) {
     for (auto [n, m] : {std::pair<int64_t, int64_t>{45, 11}, {192, 11}, {45, 37}, {80, 16}}) {
       SCOPED_TRACE(GgmlTypeName(static_cast<uint32_t>(type)) + " n=" + std::to_string(n) +
@@ -142,17 +143,18 @@ TEST(Int8MatmulTest, EveryIsaEqualsScalarBitwise) {
       Q8Buffers q(p.m, p.k);
       QuantizeRowsQ8(p.x.data(), p.ldx, 0, p.m, &q.rows);
       const std::vector<float> want = RunMatmul(Int8Isa::kScalar, p, q.rows, p.m, 1);
-      for (Int8Isa isa : kIsas) {
-        if (!Int8IsaSupported(isa)) {
-          std::printf("skipping %s: this CPU cannot run it\n", Int8IsaName(isa));
-          continue;
-        }
-        SCOPED_TRACE(Int8IsaName(isa));
-        for (int splits : {1, 2, 5}) ExpectBitwiseEqual(RunMatmul(isa, p, q.rows, p.m, splits), want);
-      }
+      for (int splits : {1, 2, 5}) ExpectBitwiseEqual(RunMatmul(isa, p, q.rows, p.m, splits), want);
     }
   }
 }
+
+// Every ISA but the scalar reference itself, each its own case (skipped, counted as such,
+// where this CPU cannot run it).
+INSTANTIATE_TEST_SUITE_P(Isas, Int8IsaTest,
+                         ::testing::Values(Int8Isa::kAvx2, Int8Isa::kAvx512Vnni, Int8Isa::kAmx),
+                         [](const ::testing::TestParamInfo<Int8Isa>& info) {
+                           return std::string(Int8IsaName(info.param));
+                         });
 
 // A row's outputs do not depend on the other rows of the call (the GEMV and GEMM tiles,
 // and AMX tiles vs the VNNI remainder, give the same bits).

@@ -1,12 +1,17 @@
-// KV cache element types, shared by the cache (worker/kv_cache.h), the attention kernels
-// (paged_attention.h) and their ISA-specific translation units. Only the enum lives here
-// (no inline code), so including it from a TU built with AVX-512 flags is safe.
+// How the CPU's paged KV pool lays out each element type (common/kv_dtype.h, the one
+// KvDtype of every backend), shared by the cache (worker/kv_cache.h), the attention
+// kernels (paged_attention.h) and their ISA-specific translation units. No inline code
+// lives here, so including it from a TU built with AVX-512 flags is safe.
 #ifndef WEFT_KERNELS_CPU_KV_LAYOUT_H_
 #define WEFT_KERNELS_CPU_KV_LAYOUT_H_
 
+#include "common/kv_dtype.h"
+
 namespace weft::kernels {
 
-// Element type of a paged KV pool.
+using ::weft::KvDtype;
+
+// Element types in a CPU pool.
 //   kF32   4 bytes per value (the reference).
 //   kF16   IEEE half, round-to-nearest-even on write (llama.cpp's default KV type).
 //   kBf16  bfloat16, round-to-nearest-even on write.
@@ -42,13 +47,6 @@ namespace weft::kernels {
 // 1.01x bound (llama_accuracy_test) and the texts' standard errors.
 // The CUDA backend keeps groups of 8 (kernels/cuda/dtypes.h kKvInt8Group): KV never moves
 // between a CPU and a GPU worker, so the two pools need not share a format.
-enum class KvDtype {
-  kF32,
-  kF16,
-  kBf16,
-  kInt8,
-};
-
 inline constexpr int kKvInt8KBias = 128;
 
 }  // namespace weft::kernels

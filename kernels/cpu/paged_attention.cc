@@ -390,20 +390,6 @@ const char* AttentionImplName(AttentionImpl impl) {
   return "?";
 }
 
-const char* KvDtypeName(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32:
-      return "f32";
-    case KvDtype::kF16:
-      return "f16";
-    case KvDtype::kBf16:
-      return "bf16";
-    case KvDtype::kInt8:
-      return "int8";
-  }
-  return "?";
-}
-
 int64_t KvTileBytes(KvDtype dtype, int32_t head_dim, int32_t block_size) {
   const int64_t n = int64_t{head_dim} * block_size;
   switch (dtype) {

@@ -70,7 +70,6 @@ enum class AttentionImpl {
 };
 
 const char* AttentionImplName(AttentionImpl impl);
-const char* KvDtypeName(KvDtype dtype);
 // Bytes of one kv head's K (or V) tile of one block, scales included.
 int64_t KvTileBytes(KvDtype dtype, int32_t head_dim, int32_t block_size);
 // kInt8 needs head_dim % 4 == 0; the others take any shape.

@@ -76,6 +76,8 @@ cudaError_t DispatchKv(KvDtype dtype, int32_t head_dim, F&& f) {
       if (head_dim == 128) return f.template operator()<int8_t, 128>();
       if (head_dim == 256) return f.template operator()<int8_t, 256>();
       break;
+    case KvDtype::kF32:  // CPU only
+      break;
   }
   return cudaErrorInvalidValue;
 }

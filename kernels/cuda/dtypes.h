@@ -2,9 +2,10 @@
 // headers: included by host code and by the .cu files).
 //
 //   ActDtype     activations a kernel writes for the next GEMM: fp32 or bf16.
-//   KvDtype      elements of the paged KV cache: fp16, bf16, or int8 groups (DESIGN.md:
-//                8 consecutive values along head_dim share one fp16 scale =
-//                max|x| / 127, q = round(x / scale), symmetric).
+//   KvDtype      elements of the paged KV cache (common/kv_dtype.h, every backend's one
+//                enum; no f32 here): fp16, bf16, or int8 groups (DESIGN.md: 8
+//                consecutive values along head_dim share one fp16 scale = max|x| / 127,
+//                q = round(x / scale), symmetric).
 //   WeightDtype  dequantized weights: fp16 or bf16.
 // fp16 / bf16 values cross the host-device boundary as uint16_t bits.
 // Thread-safety: types only.
@@ -13,6 +14,8 @@
 
 #include <cstdint>
 
+#include "common/kv_dtype.h"
+
 namespace weft::kernels::cuda {
 
 enum class ActDtype : int32_t {
@@ -20,11 +23,7 @@ enum class ActDtype : int32_t {
   kBf16 = 1,
 };
 
-enum class KvDtype : int32_t {
-  kF16 = 0,
-  kBf16 = 1,
-  kInt8 = 2,
-};
+using ::weft::KvDtype;
 
 enum class WeightDtype : int32_t {
   kF16 = 0,
@@ -36,9 +35,6 @@ inline constexpr int32_t kKvInt8Group = 8;
 
 inline int32_t KvElementBytes(KvDtype d) { return d == KvDtype::kInt8 ? 1 : 2; }
 inline int32_t ActElementBytes(ActDtype d) { return d == ActDtype::kF32 ? 4 : 2; }
-inline const char* KvDtypeName(KvDtype d) {
-  return d == KvDtype::kF16 ? "fp16" : d == KvDtype::kBf16 ? "bf16" : "int8";
-}
 
 }  // namespace weft::kernels::cuda
 

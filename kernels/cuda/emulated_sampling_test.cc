@@ -1,7 +1,7 @@
 // The CUDA sampling kernels' own source (sampling.cu: history marks, then the 512-thread
 // per-row kernel with its radix descents over private shared-memory bins) run on the CPU
 // by the host emulation (testing/host_emulation.h), against the host Sampler
-// (worker/sampler.h): the tokens must be equal, every row, and the counts left zero —
+// (common/sampling/sampler.h): the tokens must be equal, every row, and the counts left zero —
 // the GPU test sampling_test's claim, checked here without a GPU.
 #define WEFT_CUDA_HOST_EMULATION 1
 #include "kernels/cuda/testing/host_emulation.h"
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 
 namespace weft::kernels::cuda {
 namespace {
@@ -45,12 +45,12 @@ std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab,
   if (scratch == nullptr) scratch = &fresh;
   const int32_t n = static_cast<int32_t>(rows.size());
   std::vector<float> logits;
-  std::vector<RowSamplingParams> params;
+  std::vector<sampling::RowParams> params;
   std::vector<int32_t> history;
   std::vector<int64_t> offsets = {0};
   for (const Row& r : rows) {
     logits.insert(logits.end(), r.logits.begin(), r.logits.end());
-    params.push_back(ToRowSamplingParams(r.params, static_cast<int32_t>(r.prompt.size()),
+    params.push_back(ToRowParams(r.params, static_cast<int32_t>(r.prompt.size()),
                                          static_cast<int32_t>(r.output.size())));
     history.insert(history.end(), r.prompt.begin(), r.prompt.end());
     history.insert(history.end(), r.output.begin(), r.output.end());

@@ -78,6 +78,8 @@ cudaError_t WritePagedKv(const PagedKvView& kv, const float* k_src, const float*
       WritePagedKvKernel<int8_t><<<grid, kWriteThreads, 0, stream>>>(kv, k_src, v_src, src_stride,
                                                                       slot_mapping);
       break;
+    case KvDtype::kF32:  // CPU only
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

@@ -109,6 +109,8 @@ cudaError_t RopeAndWritePagedKv(const RopeKvArgs& args, const PagedKvView& kv,
     case KvDtype::kInt8:
       RopeKvKernel<int8_t><<<grid, kThreads, 0, stream>>>(args, kv);
       break;
+    case KvDtype::kF32:  // CPU only
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

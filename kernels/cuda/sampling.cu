@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/sampling.h"
-#include "kernels/cuda/sampling_math.h"
+#include "common/sampling/sampling_math.h"
 
 namespace weft::kernels::cuda {
 namespace {
@@ -41,7 +41,7 @@ struct Shared {
   u64 before;
 };
 
-__device__ __forceinline__ bool HasPenalties(const RowSamplingParams& p) {
+__device__ __forceinline__ bool HasPenalties(const sampling::RowParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
          p.frequency_penalty != 0.0f;
 }
@@ -248,7 +248,7 @@ __device__ int FindCrossing(const float* w, int vocab, double target, Pred pred,
 
 __global__ void __launch_bounds__(kMarkThreads) MarkHistoryKernel(SampleArgs a) {
   const int r = blockIdx.y;
-  const RowSamplingParams p = a.params[r];
+  const sampling::RowParams p = a.params[r];
   if (!HasPenalties(p)) return;
   const int64_t h0 = a.history_offsets[r], h1 = a.history_offsets[r + 1];
   int32_t* counts = a.counts + int64_t{r} * a.vocab;
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   WEFT_DYNAMIC_SMEM(u64, bins);  // [kBins][kThreads]
   const int r = blockIdx.x;
   const int vocab = a.vocab;
-  const RowSamplingParams p = a.params[r];
+  const sampling::RowParams p = a.params[r];
   float* w = a.work + int64_t{r} * vocab;
   const int64_t logits_row = a.logits_rows != nullptr ? a.logits_rows[r] : r;
   const float* logits = a.logits + logits_row * a.logits_stride;

@@ -1,4 +1,4 @@
-// Token sampling on the GPU: the algorithm of worker/sampler.h (its CPU twin), step for
+// Token sampling on the GPU: the algorithm of common/sampling/sampler.h (its CPU twin), step for
 // step, for a batch of logits rows with per-row parameters and Philox seeds.
 //
 // Per row (one thread block):
@@ -10,13 +10,13 @@
 //   3. l /= temperature;  candidates = tokens with l != -inf.
 //   4. top_k: the k largest l, ties to the lower id (exact radix select on the fp32 key,
 //      then a scan over tied ids).
-//   5. W = sampling::Weight(l - max) for the candidates (kernels/cuda/sampling_math.h:
+//   5. W = sampling::Weight(l - max) for the candidates (common/sampling/sampling_math.h:
 //      integers, the top one 2^31, W = 0 drops out); the sorted order is (W desc, id
 //      asc).
 //   6. top_p: the shortest prefix of the sorted order whose running sum S has
 //      double(S) >= double(top_p) * double(sum W).  7. min_p: sampling::MinPKeeps.
-//   8. u = Philox4x32-10(key = seed, counter = (sample_index, output_index)) as in
-//      worker/philox.h; the first token of the sorted order whose running sum S has
+//   8. u = sampling::Uniform(seed, sample_index, output_index) (Philox4x32-10, the
+//      host's stream); the first token of the sorted order whose running sum S has
 //      double(S) > double(u) * double(sum of kept W) (the last kept one if none).
 // The sorted order is never materialized: prefix sums in that order are found by a
 // 4-bit radix descent over the bits of W, then a scan over tied ids in ascending order.
@@ -36,7 +36,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/sampling_types.h"
+#include "common/sampling/sampling_math.h"
 
 namespace weft::kernels::cuda {
 
@@ -47,7 +47,7 @@ struct SampleArgs {
                                          // logits_rows[r] (default r); rows may repeat
   int32_t num_rows = 0;
   int32_t vocab = 0;
-  const RowSamplingParams* params = nullptr;  // [num_rows], device memory
+  const sampling::RowParams* params = nullptr;  // [num_rows], device memory
   // Row r's history (prompt then output ids) is history[history_offsets[r] ..
   // history_offsets[r + 1]); ids must be in [0, vocab).
   const int32_t* history = nullptr;

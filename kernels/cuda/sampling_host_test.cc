@@ -1,5 +1,5 @@
-// The host half of device sampling, without a GPU: sampling_math.h's Philox equals
-// worker/philox.h's, its weights are floor(2^31 exp(x)) to within one unit, and a host
+// The host half of device sampling, without a GPU: sampling_math.h's weights are
+// floor(2^31 exp(x)) to within one unit, and a host
 // replay of the CUDA kernel's algorithm (testing/sampling_emulation.h: radix descents,
 // chunked tie scans, exact integer sums) draws exactly the host Sampler's token over
 // thousands of rows — random logits, exact ties, near-ties a few ulps apart, NaN and
@@ -13,27 +13,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/sampling_math.h"
-#include "kernels/cuda/sampling_types.h"
+#include "common/sampling/sampler.h"
+#include "common/sampling/sampling_math.h"
 #include "kernels/cuda/testing/sampling_emulation.h"
-#include "worker/philox.h"
-#include "worker/sampler.h"
 
 namespace weft::kernels::cuda {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-TEST(SamplingMathTest, UniformIsPhiloxOfTheContract) {
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 20000; ++i) {
-    const uint64_t seed = rng();
-    const uint32_t j = static_cast<uint32_t>(rng() % 8), n = static_cast<uint32_t>(rng());
-    ASSERT_EQ(sampling::Uniform(seed, j, n), SampleUniform(seed, j, n)) << seed;
-  }
-  EXPECT_EQ(sampling::Uniform(0, 0, 0), SampleUniform(0, 0, 0));
-  EXPECT_EQ(sampling::Uniform(~0ull, ~0u, ~0u), SampleUniform(~0ull, ~0u, ~0u));
-}
 
 TEST(SamplingMathTest, WeightIsTheScaledExponential) {
   EXPECT_EQ(sampling::Weight(0.0f), sampling::kWeightOne);
@@ -74,8 +61,8 @@ struct Row {
   SamplerParams params;
 };
 
-RowSamplingParams DeviceParams(const Row& r) {
-  return ToRowSamplingParams(r.params, static_cast<int32_t>(r.prompt.size()),
+sampling::RowParams DeviceParams(const Row& r) {
+  return ToRowParams(r.params, static_cast<int32_t>(r.prompt.size()),
                              static_cast<int32_t>(r.output.size()));
 }
 

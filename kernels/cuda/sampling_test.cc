@@ -1,9 +1,9 @@
-// The device sampler against its CPU twin (worker/sampler.h) on random logits: greedy,
+// The device sampler against its CPU twin (common/sampling/sampler.h) on random logits: greedy,
 // temperature, top-k, top-p, min-p and penalties alone and combined, ties (coarse
 // logits), NaN and -inf entries, a row with no finite logit, several samples of one
 // request (Philox counters), near-ties a few ulps apart, flat distributions, and a
 // vocabulary of the default model's size. Tokens must be identical (by construction:
-// kernels/cuda/sampling_math.h; sampling_host_test checks the algorithm without a GPU).
+// common/sampling/sampling_math.h; sampling_host_test checks the algorithm without a GPU).
 #include "kernels/cuda/sampling.h"
 
 #include <cmath>
@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/testing/cuda_test_util.h"
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 
 namespace weft::kernels::cuda {
 namespace {
@@ -40,19 +40,19 @@ std::vector<int32_t> CpuTokens(const std::vector<Row>& rows, int32_t vocab) {
 std::vector<int32_t> GpuTokens(const std::vector<Row>& rows, int32_t vocab) {
   const int32_t n = static_cast<int32_t>(rows.size());
   std::vector<float> logits;
-  std::vector<RowSamplingParams> params;
+  std::vector<sampling::RowParams> params;
   std::vector<int32_t> history;
   std::vector<int64_t> offsets = {0};
   for (const Row& r : rows) {
     logits.insert(logits.end(), r.logits.begin(), r.logits.end());
-    params.push_back(ToRowSamplingParams(r.params, static_cast<int32_t>(r.prompt.size()),
+    params.push_back(ToRowParams(r.params, static_cast<int32_t>(r.prompt.size()),
                                          static_cast<int32_t>(r.output.size())));
     history.insert(history.end(), r.prompt.begin(), r.prompt.end());
     history.insert(history.end(), r.output.begin(), r.output.end());
     offsets.push_back(static_cast<int64_t>(history.size()));
   }
   DeviceArray<float> dlogits(logits), work(int64_t{n} * vocab);
-  DeviceArray<RowSamplingParams> dparams(params);
+  DeviceArray<sampling::RowParams> dparams(params);
   DeviceArray<int32_t> dhist(history.empty() ? std::vector<int32_t>(1) : history);
   DeviceArray<int64_t> doff(offsets);
   DeviceArray<int32_t> counts(int64_t{n} * vocab), tokens(n);

@@ -9,20 +9,6 @@
 namespace weft {
 namespace {
 
-RequestSpec SpecFrom(const ResolvedRequest& r, absl::Time deadline) {
-  RequestSpec spec;
-  spec.prompt_token_ids = r.prompt_token_ids;
-  spec.sampling = r.sampling;
-  spec.stopping.max_tokens = r.max_tokens;
-  spec.stopping.ignore_eos = r.ignore_eos;
-  spec.stopping.stop_token_ids = r.stop_token_ids;
-  spec.stopping.stop_strings = r.stop_strings;
-  spec.n = r.n;
-  spec.priority = r.priority;
-  spec.deadline = deadline;
-  return spec;
-}
-
 // The status a call ends with when its request finished for `reason`.
 absl::Status StatusForReason(FinishReason reason) {
   switch (reason) {
@@ -75,7 +61,8 @@ ClientStreams::ClientStreams(Scheduler* core, const TokenTextSource* text,
 
 void ClientStreams::Admit(Submission& s, absl::Time now) {
   if (s.outbox->Closed()) return;  // the client left before we got to it
-  auto id = core_->AddRequest(SpecFrom(s.request, s.deadline), now);
+  const RequestSpec& spec = s.request->spec();
+  auto id = core_->AddRequest(*s.request, now);
   if (!id.ok()) {
     metrics_->ByStatus(absl::StatusCodeToString(id.status().code())).Increment();
     s.outbox->Finish(id.status());
@@ -84,11 +71,11 @@ void ClientStreams::Admit(Submission& s, absl::Time now) {
   ActiveRequest ar;
   ar.key = s.key;
   ar.outbox = std::move(s.outbox);
-  ar.num_logprobs = s.request.sampling.num_logprobs;
-  ar.seed = s.request.sampling.seed;
+  ar.num_logprobs = spec.sampling.num_logprobs;
+  ar.seed = spec.sampling.seed;
   ar.arrival = s.arrival;
-  ar.last_token_time.assign(s.request.n, absl::InfinitePast());
-  metrics_->prompt_tokens.Increment(static_cast<double>(s.request.prompt_token_ids.size()));
+  ar.last_token_time.assign(spec.n, absl::InfinitePast());
+  metrics_->prompt_tokens.Increment(static_cast<double>(spec.prompt_token_ids.size()));
   by_key_[s.key] = *id;
   requests_.emplace(*id, std::move(ar));
 }

@@ -42,7 +42,7 @@ class ClientStreams {
   // The client went away: the core ends the request (its blocks are freed).
   void Cancel(int64_t key, absl::Time now);
   // Keeps a sampled token's logprobs for Deliver when its request asked for them.
-  // Returns the index for SampledToken::aux, or -1 (none asked for).
+  // Returns the index for StepToken::aux, or -1 (none asked for).
   int32_t KeepLogprobs(const weft::v1::SampledToken& token);
   // Streams the core's outputs; ends the calls of finished requests.
   void Deliver(absl::Time now);
@@ -76,7 +76,7 @@ class ClientStreams {
     // Per sample: tokens held back for the stream interval (only when it is > 1).
     std::vector<weft::v1::GenerateResponse> held;
   };
-  // Per-token logprobs of the results applied this iteration (SampledToken::aux indexes it).
+  // Per-token logprobs of the results applied this iteration (StepToken::aux indexes it).
   struct TokenLogprobs {
     float logprob = 0;
     std::vector<std::pair<int32_t, float>> top;

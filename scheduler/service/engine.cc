@@ -55,6 +55,7 @@ void Engine::Stop() {
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
     wake_.SignalAll();
+    iteration_cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -245,6 +246,28 @@ void Engine::UpdateGaugesAndHealth() {
   MutexLock l(&mu_);
   unfinished_ = static_cast<int64_t>(streams_->size());
   if (unfinished_ == 0) drained_cv_.SignalAll();
+  ++iterations_;
+  iteration_cv_.SignalAll();
+}
+
+bool Engine::WaitUntil(const std::function<bool()>& done, absl::Time deadline) {
+  while (true) {
+    uint64_t seen;
+    {
+      MutexLock l(&mu_);
+      seen = iterations_;
+    }
+    if (done()) return true;
+    bool last = false;  // nothing will change any more, or the hang guard passed
+    {
+      MutexLock l(&mu_);
+      while (iterations_ == seen && !last) {
+        last = stop_ || absl::Now() >= deadline;
+        if (!last) iteration_cv_.WaitWithTimeout(&mu_, deadline - absl::Now());
+      }
+    }
+    if (last) return done();
+  }
 }
 
 }  // namespace weft

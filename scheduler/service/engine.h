@@ -94,6 +94,11 @@ class Engine : public EngineInterface {
   // For tests: steps completed on all replicas, admitted replicas.
   int64_t steps_completed() const { return steps_ ? steps_->steps_completed() : 0; }
   int num_replicas() const { return num_replicas_.load(); }
+  // For tests: waits until `done()` holds, checking it after each iteration of the
+  // planning loop (where the engine's state, its gauges and num_replicas change); false
+  // if `deadline` (a hang guard) passes first. `done` runs on the caller's thread.
+  bool WaitUntil(const std::function<bool()>& done, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct SubmitEvent { Submission submission; };
@@ -133,6 +138,8 @@ class Engine : public EngineInterface {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t unfinished_ ABSL_GUARDED_BY(mu_) = 0;  // published by the loop for WaitDrained
   CondVar drained_cv_;
+  uint64_t iterations_ ABSL_GUARDED_BY(mu_) = 0;  // loop iterations done (WaitUntil)
+  CondVar iteration_cv_;
 
   std::atomic<bool> draining_{false};
   std::atomic<int> num_replicas_{0};

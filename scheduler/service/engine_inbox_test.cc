@@ -3,7 +3,8 @@
 // touches the engine — the planning thread, submitters, cancellers, the ranks answering
 // plans, the stream "transports" completing writes. (Debian's gRPC is not built with
 // TSan; with it, every handoff gRPC orders internally looks like a race.) The plumbing
-// itself is covered by engine_test and services_test over real gRPC.
+// itself is covered by engine_test and the services' tests over real gRPC.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,12 +33,31 @@ class Text : public TokenTextSource {
   absl::string_view TokenBytes(int32_t id) const override { return id == kEos ? "" : "t "; }
 };
 
-// Waits (up to 20 s, a hang guard) for something the test is not told about.
-template <typename Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 4000 && !pred(); ++i) absl::SleepFor(absl::Milliseconds(5));
-  return pred();
-}
+// The fake streams' ends (clients' and ranks'), as events a test can wait for.
+class Ends {
+ public:
+  void Add() {
+    MutexLock l(&mu_);
+    ++ends_;
+    cv_.SignalAll();
+  }
+  // Waits until `pred` holds, re-checking it at every end; false after a 30 s hang guard.
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    MutexLock l(&mu_);
+    while (!pred()) {
+      if (absl::Now() >= deadline) return false;
+      cv_.WaitWithTimeout(&mu_, deadline - absl::Now());
+    }
+    return true;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  int64_t ends_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 // What a stream's transport does, on its own thread: takes each write the queue starts,
 // hands it to `on_write`, completes it; once the finish comes, ends the call.
@@ -103,17 +123,19 @@ class FakeTransport : public WriteTarget<Message> {
 // A worker rank: answers every plan with kToken for each sampled sequence.
 class FakeRank {
  public:
-  FakeRank(Engine* engine, int64_t id, const std::string& replica, int rank, int world)
+  FakeRank(Engine* engine, Ends* ends, int64_t id, const std::string& replica, int rank,
+           int world)
       : engine_(engine), rank_(rank), handle_(std::make_shared<WorkerHandle>(id, "fake")) {
     transport_ = std::make_unique<FakeTransport<grpc::ByteBuffer>>(
         handle_.get(), [this](const grpc::ByteBuffer& b) { Answer(b); },
-        [this](const absl::Status& st) {
+        [this, ends](const absl::Status& st) {
           {
             MutexLock l(&mu_);
             ended_ = true;
             status_ = st;
           }
           engine_->OnWorkerGone(handle_);
+          ends->Add();
         });
     weft::v1::WorkerMessage m;
     weft::v1::WorkerHello* h = m.mutable_hello();
@@ -142,6 +164,8 @@ class FakeRank {
     MutexLock l(&mu_);
     return status_;
   }
+  // The next `n` plans with sequences fail on this rank (the worker reports an error).
+  void FailPlans(int n) { fail_plans_ = n; }
 
  private:
   void Answer(const grpc::ByteBuffer& bytes) {
@@ -153,6 +177,11 @@ class FakeRank {
     weft::v1::StepResult* r = out.mutable_result();
     r->set_step_id(in.plan().step_id());
     r->set_rank(rank_);
+    if (in.plan().num_scheduled_tokens() > 0 && fail_plans_.fetch_sub(1) > 0) {
+      r->set_error("injected failure");
+      engine_->OnWorkerMessage(handle_, std::move(out));
+      return;
+    }
     std::vector<SequenceRef> order;
     SampledSequences(in.plan(), &order);
     for (SequenceRef ref : order) {
@@ -167,21 +196,34 @@ class FakeRank {
   Engine* const engine_;
   const int rank_;
   const std::shared_ptr<WorkerHandle> handle_;
+  std::atomic<int> fail_plans_{0};
   Mutex mu_;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<FakeTransport<grpc::ByteBuffer>> transport_;  // last: joined first
 };
 
+// The engine's request limits (the core's: FakeClient validates against them).
+RequestLimits Limits() {
+  RequestLimits l;
+  l.max_model_len = 256;
+  l.vocab_size = kVocab;
+  l.max_n = 8;  // max_num_seqs
+  return l;
+}
+
 // A Generate stream: collects what the engine writes until the call ends.
 class FakeClient {
  public:
-  FakeClient(Engine* engine, int64_t key, int max_tokens) : engine_(engine), key_(key) {
+  FakeClient(Engine* engine, Ends* ends, int64_t key, int max_tokens)
+      : engine_(engine), key_(key) {
+    RequestSpec spec;
+    spec.prompt_token_ids = {1, 2, 3, static_cast<int32_t>(key % 50)};
+    spec.stopping.max_tokens = max_tokens;
+    spec.sampling.seed = static_cast<uint64_t>(key);
     Submission s;
     s.key = key;
-    s.request.prompt_token_ids = {1, 2, 3, static_cast<int32_t>(key % 50)};
-    s.request.max_tokens = max_tokens;
-    s.request.sampling.seed = static_cast<uint64_t>(key);
+    s.request = *ValidateRequest(std::move(spec), Limits());
     s.outbox = std::make_shared<Outbox>(1 << 20);
     s.arrival = absl::Now();
     outbox_ = s.outbox;
@@ -191,10 +233,13 @@ class FakeClient {
           MutexLock l(&mu_);
           tokens_ += r.token_ids_size();
         },
-        [this](const absl::Status& st) {
-          MutexLock l(&mu_);
-          status_ = st;
-          ended_ = true;
+        [this, ends](const absl::Status& st) {
+          {
+            MutexLock l(&mu_);
+            status_ = st;
+            ended_ = true;
+          }
+          ends->Add();
         });
     if (absl::Status st = engine_->Submit(std::move(s)); !st.ok()) {
       outbox_->Finish(absl::UnavailableError(std::string(st.message())));
@@ -234,8 +279,7 @@ class EngineInboxTest : public ::testing::Test {
   EngineInboxTest() {
     EngineOptions eo;
     eo.core.block_size = 4;
-    eo.core.max_model_len = 256;
-    eo.core.vocab_size = kVocab;
+    eo.core.limits = Limits();
     eo.core.eos_token_ids = {kEos};
     eo.core.max_num_batched_tokens = 32;
     eo.core.max_num_seqs = 8;
@@ -257,7 +301,8 @@ class EngineInboxTest : public ::testing::Test {
   }
 
   FakeRank* AddRank(const std::string& replica, int rank, int world) {
-    ranks_.push_back(std::make_unique<FakeRank>(engine_.get(), next_id_++, replica, rank, world));
+    ranks_.push_back(
+        std::make_unique<FakeRank>(engine_.get(), &ends_, next_id_++, replica, rank, world));
     return ranks_.back().get();
   }
   // `threads` submitters, `each` requests apiece (max_tokens 4 .. 11).
@@ -268,7 +313,7 @@ class EngineInboxTest : public ::testing::Test {
       ts.emplace_back([&, t] {
         for (int i = 0; i < each; ++i) {
           const int64_t key = 1000 * (t + 1) + i;
-          made[t].push_back(std::make_unique<FakeClient>(engine_.get(), key, 4 + i % 8));
+          made[t].push_back(std::make_unique<FakeClient>(engine_.get(), &ends_, key, 4 + i % 8));
         }
       });
     }
@@ -283,9 +328,15 @@ class EngineInboxTest : public ::testing::Test {
     }
     return true;
   }
+  // Waits (a 30 s hang guard) for the engine's state after its loop iterations.
+  bool EngineReaches(const std::function<bool()>& done) {
+    return engine_->WaitUntil(done, absl::Now() + absl::Seconds(30));
+  }
+  bool WaitAllEnded() { return ends_.WaitFor([&] { return AllEnded(); }); }
 
   Text text_;
   ServiceMetrics metrics_;
+  Ends ends_;  // before the streams that report to it
   std::unique_ptr<Engine> engine_;
   int64_t next_id_ = 1;
   std::vector<std::unique_ptr<FakeRank>> ranks_;
@@ -296,9 +347,9 @@ TEST_F(EngineInboxTest, ConcurrentClientsOnTwoReplicasOneOfThemTensorParallel) {
   AddRank("tp", 0, 2);
   AddRank("tp", 1, 2);
   AddRank("solo", 0, 1);
-  ASSERT_TRUE(Eventually([&] { return engine_->num_replicas() == 2; }));
+  ASSERT_TRUE(EngineReaches([&] { return engine_->num_replicas() == 2; }));
   SubmitConcurrently(/*threads=*/4, /*each=*/6);
-  ASSERT_TRUE(Eventually([&] { return AllEnded(); }));
+  ASSERT_TRUE(WaitAllEnded());
   for (size_t i = 0; i < clients_.size(); ++i) {
     EXPECT_TRUE(clients_[i]->status().ok()) << i << ": " << clients_[i]->status();
   }
@@ -306,13 +357,13 @@ TEST_F(EngineInboxTest, ConcurrentClientsOnTwoReplicasOneOfThemTensorParallel) {
   int tokens = 0;
   for (auto& c : clients_) tokens += c->tokens();
   EXPECT_EQ(tokens, 4 * (4 + 5 + 6 + 7 + 8 + 9));
-  EXPECT_TRUE(Eventually([&] { return metrics_.kv_blocks_used.Value() == 0; }));
+  EXPECT_TRUE(EngineReaches([&] { return metrics_.kv_blocks_used.Value() == 0; }));
 }
 
 TEST_F(EngineInboxTest, CancelsAndABrokenReplicaRaceWithSteps) {
   AddRank("a", 0, 1);
   FakeRank* b = AddRank("b", 0, 1);
-  ASSERT_TRUE(Eventually([&] { return engine_->num_replicas() == 2; }));
+  ASSERT_TRUE(EngineReaches([&] { return engine_->num_replicas() == 2; }));
   SubmitConcurrently(/*threads=*/3, /*each=*/6);
   std::thread canceller([&] {
     for (size_t i = 0; i < clients_.size(); i += 3) clients_[i]->Cancel();
@@ -320,22 +371,42 @@ TEST_F(EngineInboxTest, CancelsAndABrokenReplicaRaceWithSteps) {
   std::thread breaker([&] { b->Break(); });
   canceller.join();
   breaker.join();
-  ASSERT_TRUE(Eventually([&] { return AllEnded(); }));
+  ASSERT_TRUE(WaitAllEnded());
   for (size_t i = 0; i < clients_.size(); ++i) {
     const absl::StatusCode code = clients_[i]->status().code();
     EXPECT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kCancelled) << i;
   }
-  EXPECT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; }));
-  EXPECT_TRUE(Eventually([&] { return metrics_.kv_blocks_used.Value() == 0; }));
+  EXPECT_TRUE(EngineReaches([&] { return engine_->num_replicas() == 1; }));
+  EXPECT_TRUE(EngineReaches([&] { return metrics_.kv_blocks_used.Value() == 0; }));
+}
+
+// A failed step (the worker reports an error) ends only its own requests, INTERNAL, while
+// clients keep arriving: the core retires it (Scheduler::FailStep) and the replica serves on.
+TEST_F(EngineInboxTest, FailedStepsEndTheirRequestsWhileOthersArrive) {
+  FakeRank* a = AddRank("a", 0, 1);
+  ASSERT_TRUE(EngineReaches([&] { return engine_->num_replicas() == 1; }));
+  a->FailPlans(1);
+  SubmitConcurrently(/*threads=*/3, /*each=*/4);
+  ASSERT_TRUE(WaitAllEnded());
+  int failed = 0;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    const absl::StatusCode code = clients_[i]->status().code();
+    EXPECT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kInternal) << i;
+    failed += code == absl::StatusCode::kInternal;
+  }
+  EXPECT_GE(failed, 1);
+  EXPECT_LT(failed, static_cast<int>(clients_.size()));
+  EXPECT_EQ(engine_->num_replicas(), 1) << "a failed step is not a protocol error";
+  EXPECT_TRUE(EngineReaches([&] { return metrics_.kv_blocks_used.Value() == 0; }));
 }
 
 TEST_F(EngineInboxTest, StopWhileStreamsRunEndsEveryStream) {
   AddRank("a", 0, 1);
-  ASSERT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; }));
+  ASSERT_TRUE(EngineReaches([&] { return engine_->num_replicas() == 1; }));
   SubmitConcurrently(/*threads=*/2, /*each=*/8);
   std::thread stopper([&] { engine_->Stop(); });
   stopper.join();
-  ASSERT_TRUE(Eventually([&] { return AllEnded(); }));
+  ASSERT_TRUE(WaitAllEnded());
   for (auto& c : clients_) {
     const absl::StatusCode code = c->status().code();
     EXPECT_TRUE(code == absl::StatusCode::kOk || code == absl::StatusCode::kUnavailable) << code;
@@ -347,11 +418,11 @@ TEST_F(EngineInboxTest, StopWhileStreamsRunEndsEveryStream) {
 TEST_F(EngineInboxTest, StopEndsTheStreamsOfRanksWaitingForTheirPeers) {
   FakeRank* admitted = AddRank("solo", 0, 1);
   FakeRank* waiting = AddRank("tp", 0, 2);
-  ASSERT_TRUE(Eventually([&] {
+  ASSERT_TRUE(EngineReaches([&] {
     return engine_->num_replicas() == 1 && metrics_.worker_ranks_pending.Value() == 1;
   }));
   engine_->Stop();
-  const bool ended = Eventually([&] { return admitted->ended() && waiting->ended(); });
+  const bool ended = ends_.WaitFor([&] { return admitted->ended() && waiting->ended(); });
   if (!waiting->ended()) waiting->Break();  // so that the fixture can join its transport
   ASSERT_TRUE(ended) << "admitted " << admitted->ended() << ", waiting " << waiting->ended();
   EXPECT_THAT(admitted->status(), StatusIs(absl::StatusCode::kUnavailable));

@@ -6,12 +6,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "scheduler/service/response_stream.h"
-#include "scheduler/service/validation.h"
+#include "scheduler/request_spec.h"
 #include "scheduler/service/worker_link.h"
 #include "weft/v1/generate.pb.h"
 #include "weft/v1/worker.pb.h"
@@ -21,10 +22,9 @@ namespace weft {
 // A validated request on its way to the planning thread.
 struct Submission {
   int64_t key = 0;                  // unique per call; used to cancel
-  ResolvedRequest request;
+  std::optional<ValidRequest> request;  // always set (std::optional: made before it)
   std::shared_ptr<Outbox> outbox;   // where responses go
   absl::Time arrival;
-  absl::Time deadline = absl::InfiniteFuture();  // the client's deadline
 };
 
 class EngineInterface {

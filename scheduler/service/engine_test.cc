@@ -9,10 +9,13 @@
 
 #include <gtest/gtest.h>
 
+#include "common/mutex.h"
 #include "common/protocol_version.h"
 #include "common/shard_layout.h"
 #include "common/testing/status_matchers.h"
-#include "scheduler/service/services.h"
+#include "scheduler/edge/generate_frontend.h"
+#include "scheduler/edge/generation_service.h"
+#include "scheduler/service/worker_control_service.h"
 #include "common/plan/state_cache.h"
 #include "worker/service/worker_client.h"
 
@@ -82,7 +85,10 @@ class FakeExecutor : public StepExecutor {
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
     ++executed;
-    while (hang_.load()) absl::SleepFor(absl::Milliseconds(5));
+    {
+      MutexLock l(&hang_mu_);
+      while (hang_) hang_cv_.Wait(&hang_mu_);
+    }
     weft::v1::StepResult r;
     r.set_step_id(plan.step_id());
     r.set_rank(rank_);
@@ -122,9 +128,16 @@ class FakeExecutor : public StepExecutor {
   }
   void OnDetach() override { ++detaches; }
 
+  // A hung worker: steps block until Hang(false).
+  void Hang(bool hang) {
+    MutexLock l(&hang_mu_);
+    hang_ = hang;
+    hang_cv_.SignalAll();
+  }
+
   int32_t blocks_ = 256;
-  int step_ms_ = 1;
-  std::atomic<bool> hang_{false}, fail_next_{false}, disagree_{false};
+  int step_ms_ = 1;  // the forward pass's time
+  std::atomic<bool> fail_next_{false}, disagree_{false};
   std::atomic<int> detaches{0};
   std::atomic<int> executed{0};  // plans received
 
@@ -133,6 +146,9 @@ class FakeExecutor : public StepExecutor {
   int rank_, world_;
   std::string fp_;
   std::unique_ptr<StateCache> cache_;
+  Mutex hang_mu_;
+  CondVar hang_cv_;
+  bool hang_ ABSL_GUARDED_BY(hang_mu_) = false;
 };
 
 struct Worker {
@@ -159,8 +175,8 @@ class EngineTest : public ::testing::Test {
                    const std::function<void(EngineOptions*)>& tweak = {}) {
     EngineOptions eo;
     eo.core.block_size = 4;
-    eo.core.max_model_len = 256;
-    eo.core.vocab_size = kVocab;
+    eo.core.limits.max_model_len = 256;
+    eo.core.limits.vocab_size = kVocab;
     eo.core.eos_token_ids = {kEos};
     eo.core.max_num_batched_tokens = 64;
     eo.step_deadline.floor = deadline_floor;
@@ -177,11 +193,12 @@ class EngineTest : public ::testing::Test {
     info.set_name("fake");
     engine_ = std::make_unique<Engine>(eo, em, info, &text_, &metrics_, nullptr);
     ASSERT_TRUE(engine_->Start().ok());
-    ValidationLimits lim;
-    lim.model_name = "fake";
+    RequestLimits lim;
     lim.vocab_size = kVocab;
-    lim.context_length = 256;
-    frontend_ = std::make_unique<GenerateFrontend>(FrontendOptions{}, lim, &encoder_,
+    lim.max_model_len = 256;
+    FrontendOptions fo;
+    fo.model_name = "fake";
+    frontend_ = std::make_unique<GenerateFrontend>(fo, lim, &encoder_,
                                                    engine_.get(), &metrics_);
     gen_ = std::make_unique<GenerationService>(frontend_.get());
     ctl_ = std::make_unique<WorkerControlService>(engine_.get());
@@ -201,11 +218,10 @@ class EngineTest : public ::testing::Test {
     workers_.push_back(std::move(w));
     return workers_.back().get();
   }
-  // Waits (up to 10 s, a hang guard) for an event the test cannot be told about.
-  template <typename Pred>
-  static bool Eventually(Pred pred) {
-    for (int i = 0; i < 2000 && !pred(); ++i) absl::SleepFor(absl::Milliseconds(5));
-    return pred();
+  // Waits for the engine's state (its metrics, replicas, and what its steps cause),
+  // re-checked after each iteration of its loop; false after a 30 s hang guard.
+  bool Eventually(const std::function<bool()>& pred) {
+    return engine_->WaitUntil(pred, absl::Now() + absl::Seconds(30));
   }
   bool WaitReplicas(int n) { return Eventually([&] { return engine_->num_replicas() == n; }); }
   void TearDown() override {
@@ -260,6 +276,7 @@ class EngineTest : public ::testing::Test {
     return v;
   }
   double BlocksUsed() { return metrics_.kv_blocks_used.Value(); }
+  double Steps(const std::string& replica) { return metrics_.Steps(replica).Value(); }
   bool WaitBlocksFree() { return Eventually([&] { return BlocksUsed() == 0; }); }
 
   FakeText text_;
@@ -417,7 +434,7 @@ TEST_F(EngineTest, KilledReplicaRequestsFinishOnTheOther) {
   for (int i = 0; i < 8; ++i) ts.emplace_back([&, i] { outs[i] = Generate(40, 7 + i); });
   // ra is decoding (same prompt: the prefix cache routes them all to the first replica;
   // 8 requests of 40 tokens are far from done after 5 steps).
-  EXPECT_TRUE(Eventually([&] { return a->exec->executed >= 5; }));
+  EXPECT_TRUE(Eventually([&] { return Steps("ra") >= 5; }));
   a->Stop();  // the stream breaks: replica ra is fenced, its requests re-queued on rb
   for (auto& t : ts) t.join();
   for (int i = 0; i < 8; ++i) {
@@ -432,10 +449,10 @@ TEST_F(EngineTest, HungReplicaIsFencedAfterMissedDeadlines) {
   StartServer(/*deadline_floor=*/absl::Milliseconds(100));
   Worker* a = AddWorker("ra");
   ASSERT_TRUE(WaitReplicas(1));
-  a->exec->hang_ = true;
+  a->exec->Hang(true);
   Outcome o = Generate(5, 1);
   EXPECT_EQ(o.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  a->exec->hang_ = false;
+  a->exec->Hang(false);
   EXPECT_TRUE(WaitBlocksFree());
 }
 
@@ -511,7 +528,7 @@ TEST_F(EngineTest, TensorParallelRanksFormOneReplicaAndDisagreementFences) {
   r1->exec->disagree_ = true;
   Outcome d = Generate(6, 9);
   EXPECT_EQ(d.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  r0->exec->hang_ = false;
+  r0->exec->Hang(false);
   EXPECT_TRUE(WaitBlocksFree());
 }
 
@@ -587,11 +604,6 @@ class EngineDrainTest : public EngineTest {
       EXPECT_EQ(outs_[i].tokens, Expected(50 + i, tokens)) << "stream " << i;
     }
   }
-  static bool WaitUntil(const std::function<bool()>& cond) {
-    for (int i = 0; i < 4000 && !cond(); ++i) absl::SleepFor(absl::Milliseconds(5));
-    return cond();
-  }
-  double Steps(const std::string& replica) { return metrics_.Steps(replica).Value(); }
 
   std::vector<Outcome> outs_;
   std::vector<std::thread> threads_;
@@ -605,11 +617,11 @@ TEST_F(EngineDrainTest, DrainedReplicaFinishesItsStreamsAndItsWorkerIsReleased) 
   b->exec->step_ms_ = 3;
   ASSERT_TRUE(WaitReplicas(2));
   StartStreams(8, 40);
-  ASSERT_TRUE(WaitUntil([&] { return Steps("ra") >= 2 && Steps("rb") >= 2; }));
+  ASSERT_TRUE(Eventually([&] { return Steps("ra") >= 2 && Steps("rb") >= 2; }));
   ASSERT_TRUE(a->client->RequestDrain("test"));
   EXPECT_TRUE(a->client->draining());
   EXPECT_FALSE(a->client->ready());
-  ASSERT_TRUE(WaitUntil([&] { return metrics_.replicas_draining.Value() == 1 || a->result.ok(); }));
+  ASSERT_TRUE(Eventually([&] { return metrics_.replicas_draining.Value() == 1 || a->result.ok(); }));
   // New work goes to rb only.
   Outcome late = Generate(5, 99);
   ASSERT_TRUE(late.status.ok()) << late.status.error_message();
@@ -618,7 +630,7 @@ TEST_F(EngineDrainTest, DrainedReplicaFinishesItsStreamsAndItsWorkerIsReleased) 
   EXPECT_TRUE(a->result.ok()) << a->result;
   EXPECT_FALSE(b->client->draining());
   EXPECT_EQ(metrics_.requeued_requests.Value(), 0) << "running streams finished where they ran";
-  EXPECT_TRUE(WaitUntil([&] { return metrics_.replicas_draining.Value() == 0; }));
+  EXPECT_TRUE(Eventually([&] { return metrics_.replicas_draining.Value() == 0; }));
   EXPECT_EQ(engine_->num_replicas(), 1);
   EXPECT_TRUE(WaitBlocksFree());
 }
@@ -633,7 +645,7 @@ TEST_F(EngineDrainTest, ADrainTimeoutRequeuesTheRestWithTheirTokens) {
   b->exec->step_ms_ = 5;
   ASSERT_TRUE(WaitReplicas(2));
   StartStreams(6, 120);
-  ASSERT_TRUE(WaitUntil([&] { return Steps("ra") >= 2; }));
+  ASSERT_TRUE(Eventually([&] { return Steps("ra") >= 2; }));
   ASSERT_TRUE(a->client->RequestDrain("test"));
   ExpectStreamsComplete(120);  // the re-queued ones recompute: same tokens, none twice
   a->thread.join();
@@ -652,9 +664,9 @@ TEST_F(EngineDrainTest, AnyRankDrainsTheWholeTensorParallelReplica) {
   ASSERT_TRUE(WaitReplicas(1));
   StartStreams(4, 30);
   // All four running (with no other replica, one still waiting would wait for one).
-  ASSERT_TRUE(WaitUntil([&] { return metrics_.requests_running.Value() == 4; }));
+  ASSERT_TRUE(Eventually([&] { return metrics_.requests_running.Value() == 4; }));
   ASSERT_TRUE(r1->client->RequestDrain("test"));
-  ASSERT_TRUE(WaitUntil([&] { return r0->client->draining(); })) << "rank 0 is told";
+  ASSERT_TRUE(Eventually([&] { return r0->client->draining(); })) << "rank 0 is told";
   EXPECT_FALSE(r0->client->ready());
   ExpectStreamsComplete(30);
   r0->thread.join();
@@ -671,9 +683,9 @@ TEST_F(EngineDrainTest, WithNoOtherReplicaNewWorkWaitsForOneToAttach) {
   a->exec->step_ms_ = 3;
   ASSERT_TRUE(WaitReplicas(1));
   StartStreams(1, 60);
-  ASSERT_TRUE(WaitUntil([&] { return Steps("ra") >= 2; }));
+  ASSERT_TRUE(Eventually([&] { return Steps("ra") >= 2; }));
   ASSERT_TRUE(a->client->RequestDrain("test"));
-  ASSERT_TRUE(WaitUntil([&] { return metrics_.replicas_draining.Value() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return metrics_.replicas_draining.Value() == 1; }));
   Outcome waited;
   std::thread late([&] { waited = Generate(5, 77); });
   // The running stream finishes on ra; the late one waits (ra admits nothing), so ra
@@ -681,7 +693,7 @@ TEST_F(EngineDrainTest, WithNoOtherReplicaNewWorkWaitsForOneToAttach) {
   for (auto& t : threads_) t.join();
   threads_.clear();
   ASSERT_TRUE(outs_[0].status.ok()) << outs_[0].status.error_message();
-  EXPECT_TRUE(WaitUntil([&] { return metrics_.requests_waiting.Value() == 1; }));
+  EXPECT_TRUE(Eventually([&] { return metrics_.requests_waiting.Value() == 1; }));
   EXPECT_EQ(engine_->num_replicas(), 1) << "ra holds the waiting request: not released";
   EXPECT_EQ(metrics_.replicas_draining.Value(), 1);
   AddWorker("rb");

@@ -7,91 +7,34 @@ namespace weft {
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
 
-// One Watch call: writes the status it was last told whenever it differs from the last
-// one written, one write at a time, and finishes when told to end (after writing).
-class HealthService::WatchReactor : public grpc::ServerWriteReactor<HealthCheckResponse> {
+// One Watch call: the gRPC writer of its WatchQueue.
+class HealthService::WatchReactor : public grpc::ServerWriteReactor<HealthCheckResponse>,
+                                    public WriteTarget<HealthCheckResponse> {
  public:
-  WatchReactor(HealthService* service, std::string service_name)
-      : service_(service), name_(std::move(service_name)) {}
-
-  const std::string& name() const { return name_; }
-
-  // The status to report; with `end`, the stream ends once it is written.
-  void Update(ServingStatus status, bool end) ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      MutexLock lock(&mu_);
-      wanted_ = status;
-      if (end && !end_) {
-        end_ = true;
-        end_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
-      }
-    }
-    Pump();
+  WatchReactor(HealthService* service, std::shared_ptr<WatchQueue> queue,
+               grpc::CallbackServerContext* context)
+      : service_(service), queue_(std::move(queue)), context_(context) {
+    queue_->Attach(NotOwned<HealthCheckResponse>(this));
   }
 
-  void OnWriteDone(bool ok) override {
-    {
-      MutexLock lock(&mu_);
-      write_in_flight_ = false;
-      if (!ok) Broken();
-    }
-    Pump();
+  // WriteTarget: only the queue calls these, one write at a time.
+  void WriteMessage(const HealthCheckResponse* response) override { StartWrite(response); }
+  void FinishCall(const absl::Status& status) override { Finish(ToGrpcStatus(status)); }
+  void CancelCall(const absl::Status& status) override { CancelServerCall(context_, status); }
+
+  void OnWriteDone(bool ok) override { queue_->OnWriteDone(ok); }
+  // A cancelled call must still be finished by the server.
+  void OnCancel() override { queue_->Finish(absl::CancelledError("cancelled")); }
+  void OnDone() override {
+    queue_->OnCallDone();
+    service_->Unregister(queue_.get());
+    delete this;
   }
-  void OnCancel() override {
-    {
-      MutexLock lock(&mu_);
-      Broken();
-    }
-    Pump();
-  }
-  void OnDone() override { service_->Unregister(this); }
 
  private:
-  // The call is cancelled or broken: write nothing more, finish.
-  void Broken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    broken_ = true;
-    end_ = true;
-    end_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-  }
-
-  // Starts the next write or the finish; never holds mu_ across the gRPC call.
-  void Pump() ABSL_LOCKS_EXCLUDED(mu_) {
-    bool write = false, finish = false;
-    grpc::Status status;
-    {
-      MutexLock lock(&mu_);
-      if (write_in_flight_ || finish_started_) return;
-      if (!broken_ && (!sent_any_ || sent_ != wanted_)) {
-        sent_any_ = true;
-        sent_ = wanted_;
-        out_.set_status(sent_);
-        write_in_flight_ = true;
-        write = true;
-      } else if (end_) {
-        finish_started_ = true;
-        finish = true;
-        status = end_status_;
-      }
-    }
-    if (write) {
-      StartWrite(&out_);  // out_ is not touched until OnWriteDone
-    } else if (finish) {
-      Finish(status);
-    }
-  }
-
   HealthService* const service_;
-  const std::string name_;
-  Mutex mu_;
-  ServingStatus wanted_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::SERVICE_UNKNOWN;
-  ServingStatus sent_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
-  bool sent_any_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool end_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
-  HealthCheckResponse out_;
+  const std::shared_ptr<WatchQueue> queue_;
+  grpc::CallbackServerContext* const context_;
 };
 
 namespace {
@@ -119,11 +62,6 @@ HealthService::ServingStatus HealthService::Status(const std::string& service) c
   return StatusLocked(service);
 }
 
-int HealthService::num_watches() const {
-  MutexLock lock(&mu_);
-  return static_cast<int>(watches_.size());
-}
-
 void HealthService::SetServing(bool serving) {
   {
     MutexLock lock(&mu_);
@@ -142,38 +80,46 @@ void HealthService::Shutdown() {
   NotifyWatches();
 }
 
+namespace {
+
+HealthCheckResponse Response(HealthService::ServingStatus status) {
+  HealthCheckResponse r;
+  r.set_status(status);
+  return r;
+}
+
+const absl::Status kShuttingDown = absl::UnavailableError("the server is shutting down");
+
+}  // namespace
+
 void HealthService::NotifyWatches() {
-  std::vector<std::pair<WatchReactor*, ServingStatus>> pinned;
+  MutexLock order(&notify_mu_);
+  std::vector<std::pair<std::shared_ptr<WatchQueue>, ServingStatus>> open;
   bool end = false;
   {
     MutexLock lock(&mu_);
     end = shut_down_;
-    for (auto& [w, entry] : watches_) {
-      if (entry.done) continue;
-      ++entry.pins;
-      pinned.emplace_back(w, StatusLocked(w->name()));
-    }
+    for (const auto& [q, watch] : watches_) open.emplace_back(watch.queue, StatusLocked(watch.service));
   }
-  for (auto& [w, status] : pinned) w->Update(status, end);
-  MutexLock lock(&mu_);
-  for (auto& [w, status] : pinned) {
-    auto it = watches_.find(w);
-    if (--it->second.pins == 0 && it->second.done) {
-      watches_.erase(it);
-      delete w;
-    }
+  for (auto& [queue, status] : open) {
+    queue->Push(Response(status));
+    if (end) queue->Finish(kShuttingDown);
   }
 }
 
-void HealthService::Unregister(WatchReactor* watch) {
+void HealthService::Unregister(const WatchQueue* queue) {
   MutexLock lock(&mu_);
-  auto it = watches_.find(watch);
-  if (it->second.pins > 0) {
-    it->second.done = true;  // the last unpin deletes it
-    return;
+  watches_.erase(queue);
+  watch_ended_.SignalAll();
+}
+
+bool HealthService::WaitForWatchesAtMost(int n, absl::Time deadline) const {
+  MutexLock lock(&mu_);
+  while (static_cast<int>(watches_.size()) > n) {
+    if (absl::Now() >= deadline) return false;
+    watch_ended_.WaitWithTimeout(&mu_, deadline - absl::Now());
   }
-  watches_.erase(it);
-  delete watch;
+  return true;
 }
 
 grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* context,
@@ -194,23 +140,21 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
 
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext* context, const HealthCheckRequest* request) {
-  auto* w = new WatchReactor(this, request->service());
+  auto queue = std::make_shared<WatchQueue>(WatchQueue::Options{
+      /*max_bytes=*/1 << 10, /*error_drops_queued=*/false, /*coalesce=*/true});
+  auto* reactor = new WatchReactor(this, queue, context);
+  MutexLock order(&notify_mu_);
   ServingStatus status;
   bool end;
   {
     MutexLock lock(&mu_);
-    watches_[w].pins = 1;  // pinned until its first Update is done
-    status = StatusLocked(w->name());
+    watches_[queue.get()] = OpenWatch{queue, request->service()};
+    status = StatusLocked(request->service());
     end = shut_down_;
   }
-  w->Update(status, end);
-  MutexLock lock(&mu_);
-  auto it = watches_.find(w);
-  if (--it->second.pins == 0 && it->second.done) {
-    watches_.erase(it);
-    delete w;
-  }
-  return w;
+  queue->Push(Response(status));
+  if (end) queue->Finish(kShuttingDown);
+  return reactor;
 }
 
 }  // namespace weft

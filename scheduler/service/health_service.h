@@ -11,23 +11,29 @@
 // built from proto/grpc/health/v1/health.proto, it is listed and described by server
 // reflection like weft.v1.Generation.
 //
-// Watch streams send the current status at once and every change after; Shutdown() sets
-// NOT_SERVING for good and ends the open Watch streams (UNAVAILABLE) once that status is
-// written, so they do not hold the server's shutdown.
+// Watch streams send the current status at once and every change after, each through a
+// WriteQueue (write_queue.h: one write at a time, the finish exactly once); statuses
+// that pile up behind a slow reader merge into the latest (a watcher may see one
+// repeated, never misses the last). Shutdown() sets NOT_SERVING for good and ends the
+// open Watch streams (UNAVAILABLE) once that status is written, so they do not hold the
+// server's shutdown.
 //
-// Ownership: gRPC owns each Watch reactor until OnDone, which unregisters it here first.
+// Ownership: gRPC owns each Watch reactor until OnDone, which unregisters its queue here.
 // Thread-safety: every method is safe from any thread.
 #ifndef WEFT_SCHEDULER_SERVICE_HEALTH_SERVICE_H_
 #define WEFT_SCHEDULER_SERVICE_HEALTH_SERVICE_H_
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "scheduler/service/write_queue.h"
 
 namespace weft {
 
@@ -44,7 +50,9 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
   // The status Check would report for `service` (nullopt-like: SERVICE_UNKNOWN).
   ServingStatus Status(const std::string& service) const ABSL_LOCKS_EXCLUDED(mu_);
-  int num_watches() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until at most `n` Watch streams are open (the server ends its side of a call
+  // after the client's); false if `deadline` passed first.
+  bool WaitForWatchesAtMost(int n, absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const grpc::health::v1::HealthCheckRequest* request,
@@ -55,23 +63,28 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
  private:
   class WatchReactor;
-  // A Watch stream: pinned while SetServing/Shutdown update it outside mu_; OnDone of a
-  // pinned stream leaves its deletion to the last unpin.
-  struct WatchEntry {
-    int pins = 0;
-    bool done = false;
+  using WatchQueue = WriteQueue<grpc::health::v1::HealthCheckResponse>;
+  struct OpenWatch {
+    std::shared_ptr<WatchQueue> queue;
+    std::string service;
   };
-  // Updates every open Watch with the current status (ending them after Shutdown).
-  void NotifyWatches() ABSL_LOCKS_EXCLUDED(mu_);
-  // OnDone of a Watch: forget it (and delete it unless it is pinned).
-  void Unregister(WatchReactor* watch) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Queues the current status on every open Watch (and ends them after Shutdown).
+  void NotifyWatches() ABSL_LOCKS_EXCLUDED(mu_, notify_mu_);
+  // OnDone of a Watch: forget it.
+  void Unregister(const WatchQueue* queue) ABSL_LOCKS_EXCLUDED(mu_);
   ServingStatus StatusLocked(const std::string& service) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::set<std::string> services_;
+  // Held while statuses are queued (never while a reactor might call back into mu_'s
+  // users): pushes happen in the order the statuses were read, so each Watch's last
+  // queued status is the current one.
+  Mutex notify_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable Mutex mu_;
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<WatchReactor*, WatchEntry> watches_ ABSL_GUARDED_BY(mu_);
+  std::map<const WatchQueue*, OpenWatch> watches_ ABSL_GUARDED_BY(mu_);
+  mutable CondVar watch_ended_;
 };
 
 }  // namespace weft

@@ -19,7 +19,6 @@
 #define WEFT_SCHEDULER_SERVICE_REPLICA_SUPERVISOR_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,21 +35,12 @@
 
 namespace weft {
 
-// A step sent to a replica's ranks and not yet answered (step_dispatch.h).
-struct InFlightPlan {
-  int64_t step_id = 0;
-  std::vector<SequenceRef> sample_order;
-  std::vector<RequestId> requests;  // every request with a sequence in the plan
-  absl::Time sent;
-};
-
 // An admitted replica as the planning thread works with it.
 struct ReplicaState {
   std::string name;
   ReplicaId id;
   std::vector<std::shared_ptr<WorkerHandle>> ranks;  // index = rank
-  std::unique_ptr<StepTracker> tracker;
-  std::deque<InFlightPlan> in_flight;  // oldest first
+  std::unique_ptr<StepTracker> tracker;  // its steps' deadlines and ranks' answers
   prometheus::Counter* steps = nullptr;
 };
 

@@ -2,13 +2,13 @@
 //
 // PlanSteps asks the scheduler core for every step a replica can take now (up to
 // max_steps_in_flight, so step t+1 is planned while t runs), serializes each plan once
-// and sends the same bytes to every rank of the replica, and records it in flight
-// (ReplicaState::in_flight, and the replica's StepTracker for its deadline). OnResult
-// takes one rank's StepResult; when every rank answered a step (StepTracker), the
-// step is applied to the core — its tokens checked against the plan, their logprobs kept
-// for the calls that asked (ClientStreams) — or, when a worker reported an error, the
-// step's requests end INTERNAL and its tokens are retired. A result that breaks the
-// protocol (an unexpected step, ranks that disagree, tokens the core refuses) is
+// and sends the same bytes to every rank of the replica, and starts its deadline (the
+// replica's StepTracker). OnResult takes one rank's StepResult; when every rank answered
+// a step (StepTracker), the core applies it — its tokens checked against the plan, their
+// logprobs kept for the calls that asked (ClientStreams) — or, when a worker reported an
+// error, the core fails it (Scheduler::FailStep: that step's requests end INTERNAL). The
+// core holds the one record of a step in flight; this holds none. A result that breaks
+// the protocol (an unexpected step, ranks that disagree, tokens the core refuses) is
 // returned as an error: the replica must be fenced (ReplicaSupervisor).
 // Thread-safety: not thread-safe; owned by the engine's planning thread (the step
 // counter may be read from any thread).
@@ -17,7 +17,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,17 +47,15 @@ class StepDispatcher {
   int64_t steps_completed() const { return steps_completed_.load(); }
 
  private:
-  absl::Status ApplyStep(ReplicaState& replica, const InFlightPlan& plan,
-                         const weft::v1::StepResult& result, absl::Time now);
-  absl::Status FailStep(ReplicaState& replica, const InFlightPlan& plan, const std::string& why,
-                        absl::Time now);
+  absl::Status ApplyStep(ReplicaState& replica, const StepTracker::ResultOutcome& step,
+                         absl::Time now);
 
   Scheduler* const core_;
   ClientStreams* const streams_;
   ServiceMetrics* const metrics_;
   std::atomic<int64_t> steps_completed_{0};
   weft::v1::SchedulerMessage plan_message_;  // its plan is the scratch plan of every step
-  std::vector<SampledToken> tokens_scratch_;
+  std::vector<StepToken> tokens_scratch_;
 };
 
 }  // namespace weft

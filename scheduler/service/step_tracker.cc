@@ -66,6 +66,8 @@ std::vector<StepTracker::ResultOutcome> StepTracker::OnResult(
 
 StepTracker::ResultOutcome StepTracker::Complete(InFlight done, absl::Time now) {
   ResultOutcome out;
+  out.step_id = done.step_id;
+  out.sent = done.sent;
   if (!done.error.empty()) {
     out.outcome = Outcome::kError;
     out.message = done.error;

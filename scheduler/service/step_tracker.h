@@ -1,5 +1,7 @@
-// StepTracker: one replica's steps in flight — adaptive deadlines, result collection
-// from every rank, and the check that ranks agree.
+// StepTracker: one replica's steps in flight as its ranks see them — adaptive deadlines,
+// result collection from every rank, and the check that ranks agree. What a step holds
+// (its sequences, their samples) is the scheduler core's (Scheduler::ApplyResults /
+// FailStep); this knows only step ids, token counts and times.
 //
 // Deadline of a step (DESIGN.md, Operations): max(floor, k x the replica's moving
 // average of seconds per planned token x tokens in this plan). Each full deadline period
@@ -24,8 +26,6 @@
 
 namespace weft {
 
-// FNV-1a over the (seq_id, token_id) pairs of a result, in order.
-
 struct StepDeadlineOptions {
   absl::Duration floor = absl::Seconds(10);
   double k = 8.0;
@@ -45,6 +45,8 @@ class StepTracker {
   enum class Outcome { kIncomplete, kComplete, kDisagree, kError, kUnexpected };
   struct ResultOutcome {
     Outcome outcome = Outcome::kIncomplete;
+    int64_t step_id = 0;            // but kUnexpected
+    absl::Time sent;                // when its plan was sent (but kUnexpected)
     std::string message;            // kDisagree / kError / kUnexpected
     weft::v1::StepResult result;    // kComplete / kError: rank 0's result
   };

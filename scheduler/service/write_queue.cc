@@ -211,5 +211,6 @@ void WriteQueue<Message>::Pump() {
 
 template class WriteQueue<weft::v1::GenerateResponse>;
 template class WriteQueue<grpc::ByteBuffer>;
+template class WriteQueue<grpc::health::v1::HealthCheckResponse>;
 
 }  // namespace weft

@@ -1,6 +1,7 @@
 // WriteQueue: the write side of one streaming call, shared by everything the scheduler
 // streams to: a client's Generate call (Outbox; written by the gRPC reactor or by an
-// OpenAI HTTP call) and a worker's Attach stream (WorkerHandle). Other threads queue
+// OpenAI HTTP call), a worker's Attach stream (WorkerHandle) and a health Watch
+// (HealthService). Other threads queue
 // messages and ask for the end of the call; the queue hands the call one write at a time
 // and, once everything before it is written, the Finish — exactly once, even when the
 // call breaks or is cancelled while a write is in flight (then the write completes not
@@ -35,6 +36,7 @@
 #include "common/mutex.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/support/status.h"
 #include "weft/v1/generate.pb.h"
 
@@ -72,6 +74,7 @@ void CancelServerCall(grpc::CallbackServerContext* context, const absl::Status& 
 // What the byte cap counts of a message.
 inline size_t WireBytes(const weft::v1::GenerateResponse& m) { return m.ByteSizeLong(); }
 inline size_t WireBytes(const grpc::ByteBuffer& b) { return b.Length(); }
+inline size_t WireBytes(const grpc::health::v1::HealthCheckResponse& m) { return m.ByteSizeLong(); }
 
 // Coalescing (Options::coalesce): merges `next` into `into`, the last message still
 // queued behind a write in flight, when the two can travel as one; false (both left
@@ -82,6 +85,12 @@ inline size_t WireBytes(const grpc::ByteBuffer& b) { return b.Length(); }
 // it (seed, request id). Pre-serialized bytes never merge.
 bool Coalesce(weft::v1::GenerateResponse* into, weft::v1::GenerateResponse* next);
 inline bool Coalesce(grpc::ByteBuffer*, grpc::ByteBuffer*) { return false; }
+// A health status replaces the one queued before it: only the latest matters.
+inline bool Coalesce(grpc::health::v1::HealthCheckResponse* into,
+                     grpc::health::v1::HealthCheckResponse* next) {
+  *into = *next;
+  return true;
+}
 
 template <typename Message>
 class WriteQueue {
@@ -155,6 +164,7 @@ class WriteQueue {
 
 extern template class WriteQueue<weft::v1::GenerateResponse>;
 extern template class WriteQueue<grpc::ByteBuffer>;
+extern template class WriteQueue<grpc::health::v1::HealthCheckResponse>;
 
 }  // namespace weft
 

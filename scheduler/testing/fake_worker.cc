@@ -40,7 +40,7 @@ int32_t FakeModel::Sample(uint64_t seed, int32_t sample_index, int32_t output_in
 }
 
 ReferenceOutput FakeModel::Reference(absl::Span<const int32_t> prompt, uint64_t seed,
-                                     int32_t sample_index, const StoppingParams& stop,
+                                     int32_t sample_index, const StopConditions& stop,
                                      const TokenTextSource* text) const {
   ReferenceOutput out;
   uint64_t hidden = 0;
@@ -101,7 +101,7 @@ void FakeWorker::Forward(const ScheduledSequence& sc) {
   num_tokens_computed_ += sc.num_tokens;
 }
 
-absl::Status FakeWorker::Execute(const StepPlan& plan, std::vector<SampledToken>* out) {
+absl::Status FakeWorker::Execute(const StepPlan& plan, std::vector<StepToken>* out) {
   out->clear();
   if (absl::Status s = cache_.Apply(plan, &batch_); !s.ok()) return s;
   // The KV a new sequence is told it already has must really be there (prefix hits).
@@ -128,7 +128,7 @@ absl::Status FakeWorker::Execute(const StepPlan& plan, std::vector<SampledToken>
     const int32_t tok =
         model_->Sample(s->sampling.seed, s->sample_index, s->num_output_tokens, hidden);
     cache_.AppendSampled(s, tok);
-    out->push_back(SampledToken{SequenceRef::FromSeqId(s->seq_id), tok});
+    out->push_back(StepToken{SequenceRef::FromSeqId(s->seq_id), tok});
   }
   for (const auto& [src, dst] : batch_.block_copies) {
     std::copy_n(kv_.begin() + static_cast<size_t>(src) * block_size_, block_size_,

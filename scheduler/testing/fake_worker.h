@@ -31,6 +31,7 @@
 #include "common/plan/state_cache.h"
 #include "common/plan/step_plan.h"
 #include "scheduler/token_text_source.h"
+#include "scheduler/request_spec.h"
 #include "scheduler/types.h"
 
 namespace weft {
@@ -57,7 +58,7 @@ class FakeModel {
 
   // What sample `sample_index` of a request must produce, run alone.
   ReferenceOutput Reference(absl::Span<const int32_t> prompt, uint64_t seed,
-                            int32_t sample_index, const StoppingParams& stop,
+                            int32_t sample_index, const StopConditions& stop,
                             const TokenTextSource* text) const;
 
   int32_t vocab_size() const { return vocab_size_; }
@@ -72,7 +73,7 @@ class FakeWorker {
   FakeWorker(int32_t num_blocks, int32_t block_size, const FakeModel* model);
 
   // Applies `plan` and returns its results (in contract order) in *out.
-  absl::Status Execute(const StepPlan& plan, std::vector<SampledToken>* out);
+  absl::Status Execute(const StepPlan& plan, std::vector<StepToken>* out);
 
   int32_t num_sequences() const { return static_cast<int32_t>(cache_.num_sequences()); }
   int64_t num_tokens_computed() const { return num_tokens_computed_; }

@@ -36,7 +36,9 @@ TestHarness::TestHarness(SchedulerOptions options, const std::vector<int32_t>& r
                          bool text)
     : options_(std::move(options)), model_(kVocab, {kEos}), text_enabled_(text) {
   options_.eos_token_ids = {kEos};
-  options_.vocab_size = kVocab;
+  options_.limits.vocab_size = kVocab;
+  // As weft-scheduler's flags do: no more samples than a replica runs at once.
+  options_.limits.max_n = std::min(options_.limits.max_n, options_.max_num_seqs);
   auto s = Scheduler::Create(options_, text ? &text_ : nullptr);
   CHECK(s.ok()) << s.status();
   scheduler_ = std::move(*s);
@@ -67,7 +69,9 @@ absl::Status TestHarness::RemoveReplica(ReplicaId r) {
 }
 
 absl::StatusOr<RequestId> TestHarness::Add(const RequestSpec& spec) {
-  absl::StatusOr<RequestId> id = scheduler_->AddRequest(spec, now_);
+  absl::StatusOr<ValidRequest> valid = ValidateRequest(spec, options_.limits);
+  if (!valid.ok()) return valid.status();
+  absl::StatusOr<RequestId> id = scheduler_->AddRequest(*valid, now_);
   if (!id.ok()) return id;
   specs_[*id] = spec;
   return id;
@@ -106,6 +110,17 @@ absl::Status TestHarness::ApplyOldest(ReplicaId r) {
   state.results.pop_front();
   if (absl::Status s = scheduler_->ApplyResults(r, step, tokens, now_); !s.ok()) return s;
   return Collect();
+}
+
+absl::StatusOr<int> TestHarness::FailOldest(ReplicaId r) {
+  ReplicaState& state = replicas_.at(r);
+  if (state.results.empty()) return absl::FailedPreconditionError("no results queued");
+  const StepId step = state.results.front().first;
+  state.results.pop_front();
+  absl::StatusOr<int> ended = scheduler_->FailStep(r, step, now_);
+  if (!ended.ok()) return ended;
+  if (absl::Status s = Collect(); !s.ok()) return s;
+  return ended;
 }
 
 size_t TestHarness::NumQueuedResults(ReplicaId r) const {
@@ -147,12 +162,6 @@ absl::Status TestHarness::Collect() {
     }
   }
   return absl::OkStatus();
-}
-
-int32_t TestHarness::num_finished_sequences() const {
-  int32_t n = 0;
-  for (const auto& e : outputs_) n += e.second.num_finishes;
-  return n;
 }
 
 absl::Status TestHarness::VerifyFinished() const {

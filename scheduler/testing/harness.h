@@ -65,6 +65,9 @@ class TestHarness {
   // Describe(plan) ("" when nothing was planned).
   absl::StatusOr<std::string> PlanAndExecute(ReplicaId r);
   absl::Status ApplyOldest(ReplicaId r);
+  // The oldest step failed on the worker: its results are dropped and the scheduler told
+  // (Scheduler::FailStep). Returns the number of requests it ended.
+  absl::StatusOr<int> FailOldest(ReplicaId r);
   size_t NumQueuedResults(ReplicaId r) const;
   // Synchronous step on replica `index`: plan, execute, apply. CHECK-fails on error.
   std::string Step(int index = 0);
@@ -85,13 +88,12 @@ class TestHarness {
   absl::Status VerifyNewlyFinished();
   // Every sequence of every request added so far finished exactly once.
   absl::Status VerifyAllFinishedOnce() const;
-  int32_t num_finished_sequences() const;
   size_t NumQueuedResultsTotal() const;
 
  private:
   struct ReplicaState {
     std::unique_ptr<FakeWorker> worker;
-    std::deque<std::pair<StepId, std::vector<SampledToken>>> results;
+    std::deque<std::pair<StepId, std::vector<StepToken>>> results;
   };
 
   absl::Status VerifyOne(SequenceRef ref, const CollectedOutput& out) const;
@@ -107,7 +109,7 @@ class TestHarness {
   absl::flat_hash_map<SequenceRef, CollectedOutput> outputs_;
   std::vector<SequenceRef> newly_finished_;
   std::vector<SequenceOutput> scratch_;
-  std::vector<SampledToken> sampled_;
+  std::vector<StepToken> sampled_;
   StepPlan plan_;
   bool text_enabled_;
 };

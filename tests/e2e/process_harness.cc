@@ -535,19 +535,6 @@ std::string Cluster::Health() const {
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
 }
 
-absl::Status Cluster::WaitHealth(const std::string& want, absl::Duration timeout) {
-  std::string last;
-  if (WaitFor(
-          [&] {
-            last = Health();
-            return last == want;
-          },
-          timeout, absl::Milliseconds(50))) {
-    return absl::OkStatus();
-  }
-  return absl::DeadlineExceededError(absl::StrCat("health is ", last, ", want ", want));
-}
-
 std::shared_ptr<grpc::Channel> Cluster::NewChannel(const grpc::ChannelArguments& args) const {
   grpc::ChannelArguments a = args;
   // Each channel its own connection: tests that need per-connection behaviour (flow

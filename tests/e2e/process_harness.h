@@ -164,12 +164,6 @@ class Cluster {
   ChildProcess* scheduler() { return scheduler_.get(); }
   // The process of `rank` of `replica`, or nullptr.
   ChildProcess* worker(const std::string& replica, int rank = 0);
-  // Drops the process object (SIGKILL + reap if still running).
-  void ForgetScheduler() { scheduler_.reset(); }
-  void ForgetWorker(const std::string& replica, int rank = 0) {
-    workers_.erase(WorkerKey(replica, rank));
-  }
-
   std::string address() const;  // 127.0.0.1:<public port>
   int port() const { return port_; }
   int worker_port() const { return worker_port_; }
@@ -189,7 +183,6 @@ class Cluster {
   absl::Status WaitReplicas(int n, absl::Duration timeout = absl::Seconds(120));
   // grpc.health.v1 Check on the public port: "SERVING", "NOT_SERVING", or the error.
   std::string Health() const;
-  absl::Status WaitHealth(const std::string& want, absl::Duration timeout = absl::Seconds(60));
 
   // The public port speaks TLS (--tls_cert ...): every channel made after this (the
   // stub, Health, NewChannel) dials it with `tls`. Call before StartScheduler.

@@ -6,6 +6,7 @@
 //       --policies=decode-first,prefill-first,static --cost=gpu
 //
 // Output: the table on stdout; errors on stderr.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -122,7 +123,8 @@ int Main() {
     o.scheduler.block_size = absl::GetFlag(FLAGS_block_size);
     o.scheduler.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
     o.scheduler.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
-    o.scheduler.max_model_len = 1 << 16;
+    o.scheduler.limits.max_model_len = 1 << 16;
+    o.scheduler.limits.max_n = std::min(o.scheduler.limits.max_n, o.scheduler.max_num_seqs);
     o.scheduler.max_waiting = trace_options->num_requests + 1;
     o.num_blocks = absl::GetFlag(FLAGS_num_blocks);
     o.cost = *cost;

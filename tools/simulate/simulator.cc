@@ -67,7 +67,8 @@ class Run {
     spec.stopping.ignore_eos = true;
     spec.sampling.seed = static_cast<uint64_t>(next_);
     // Closed loop: the request arrives now (its client just got its previous answer).
-    WEFT_ASSIGN_OR_RETURN(RequestId id, scheduler_->AddRequest(spec, Now()));
+    WEFT_ASSIGN_OR_RETURN(ValidRequest valid, ValidateRequest(std::move(spec), options_.scheduler.limits));
+    WEFT_ASSIGN_OR_RETURN(RequestId id, scheduler_->AddRequest(valid, Now()));
     tracks_[id] = Track{std::max(arrival_s, now_s_)};
     result_.prompt_tokens += static_cast<int64_t>(t.prompt_token_ids.size());
     ++next_;
@@ -84,7 +85,7 @@ class Run {
     sampled_.clear();
     std::uniform_int_distribution<int32_t> token(300, 39999);
     SampledSequences(plan_, &sample_order_);
-    for (SequenceRef ref : sample_order_) sampled_.push_back(SampledToken{ref, token(rng_)});
+    for (SequenceRef ref : sample_order_) sampled_.push_back(StepToken{ref, token(rng_)});
     WEFT_RETURN_IF_ERROR(
         scheduler_->ApplyResults(replica_, StepId(plan_.step_id()), sampled_, Now()));
     scheduler_->TakeOutputs(&outputs_);
@@ -149,7 +150,7 @@ class Run {
   absl::flat_hash_map<RequestId, Track> tracks_;
   StepPlan plan_;
   std::vector<SequenceRef> sample_order_;
-  std::vector<SampledToken> sampled_;
+  std::vector<StepToken> sampled_;
   std::vector<SequenceOutput> outputs_;
   std::vector<double> ttft_, itl_, e2e_;
   SimResult result_;

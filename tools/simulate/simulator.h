@@ -22,7 +22,12 @@
 
 namespace weft::sim {
 
+// The trace's token ids (trace.cc) and the sampled ones are below this.
+inline constexpr int32_t kSimulatedVocab = 40000;
+
 struct SimulatorOptions {
+  SimulatorOptions() { scheduler.limits.vocab_size = kSimulatedVocab; }
+
   SchedulerOptions scheduler;  // includes the policy
   int32_t num_blocks = 65536;  // the replica's KV pool (× block_size tokens)
   CostModel cost;

@@ -68,7 +68,7 @@ SimResult RunPolicy(PolicyKind policy, const std::vector<TraceRequest>& trace) {
   SimulatorOptions o;
   o.scheduler.policy = policy;
   o.scheduler.max_waiting = 10000;
-  o.scheduler.max_model_len = 1 << 16;
+  o.scheduler.limits.max_model_len = 1 << 16;
   o.num_blocks = 16384;
   o.concurrency = 64;
   absl::StatusOr<SimResult> r = Simulate(trace, o);

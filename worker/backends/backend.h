@@ -31,7 +31,7 @@
 #include "absl/types/span.h"
 #include "worker/model/forward_batch.h"
 #include "common/model_config.h"
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 
 namespace weft {
 
@@ -89,7 +89,7 @@ class Backend {
   virtual double collective_seconds() const { return 0; }
 
   // Optional device sampling of the last Forward()'s logits rows, with the algorithm of
-  // worker/sampler.h (tokens only, no logprobs). request.row is a row of that
+  // common/sampling/sampler.h (tokens only, no logprobs). request.row is a row of that
   // ForwardOutput; tokens[i] is -1 when request i's row has no finite logit. The default,
   // Unimplemented, means "sample on the host" (ModelExecutor's fallback).
   struct SampleRequest {

@@ -80,13 +80,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const GgufFile& f
     mo.all_reducer = b->reducer_.get();
   }
   WEFT_ASSIGN_OR_RETURN(b->model_, LlamaModel::Create(file, mo));
-  const KvPoolOptions kv =
-      b->model_->KvOptions(options.block_size, std::max(options.num_kv_blocks, 1));
-  if (options.num_kv_blocks > 0) {
-    WEFT_ASSIGN_OR_RETURN(b->kv_, KvCache::Create(kv));
-  } else {
-    WEFT_ASSIGN_OR_RETURN(b->kv_, KvCache::CreateWithBudget(kv, options.kv_memory_bytes));
-  }
+  KvPoolOptions kv = b->model_->KvOptions(options.block_size, options.num_kv_blocks);
+  WEFT_ASSIGN_OR_RETURN(kv.num_blocks, KvPoolBlocks(options.num_kv_blocks, options.kv_memory_bytes,
+                                                    KvCache::BytesPerBlock(kv)));
+  WEFT_ASSIGN_OR_RETURN(b->kv_, KvCache::Create(kv));
   // Fail at start, not at the first step, if the attention kernel cannot take this cache.
   WEFT_RETURN_IF_ERROR(b->model_->AttentionImplFor(options.block_size).status());
   LOG(INFO) << "CPU features: " << kernels::CpuFeatures::Get().ToString() << "; kernels "

@@ -16,14 +16,11 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const GgufFile& file,
   o.block_size = flags.block_size;
   o.num_kv_blocks = flags.num_kv_blocks;
   o.kv_memory_bytes = flags.kv_memory_bytes;
-  // The device kernels' own enum (kernels/cuda/dtypes.h, their ABI) has no f32.
+  // The device kernels have no f32 KV.
   if (flags.kv_dtype == KvDtype::kF32) {
     return absl::InvalidArgumentError("--backend=cuda: --kv_dtype must be f16, bf16 or int8");
   }
-  using DeviceKv = kernels::cuda::KvDtype;
-  o.kv_dtype = flags.kv_dtype == KvDtype::kBf16   ? DeviceKv::kBf16
-               : flags.kv_dtype == KvDtype::kInt8 ? DeviceKv::kInt8
-                                                  : DeviceKv::kF16;
+  o.kv_dtype = flags.kv_dtype;
   o.cuda_graphs = flags.cuda_graphs;
   o.device_sampling = flags.device_sampling;
   o.comm_timeout = absl::Seconds(flags.collective_timeout_s);

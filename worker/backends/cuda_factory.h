@@ -25,7 +25,7 @@ struct CudaBackendFlags {
   int32_t block_size = 16;
   int32_t num_kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{1} << 30;
-  KvDtype kv_dtype = KvDtype::kF16;  // --kv_dtype (ParseKvDtype); f32 is CPU-only
+  KvDtype kv_dtype = kDefaultKvDtype;  // --kv_dtype (ParseKvDtype); f32 is CPU-only
   bool cuda_graphs = true;
   bool device_sampling = true;
   double collective_timeout_s = 10;

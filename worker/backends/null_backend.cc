@@ -92,6 +92,7 @@ absl::StatusOr<std::unique_ptr<NullBackend>> NullBackend::Create(
                           ComputeShardLayout(config.num_heads, config.num_kv_heads,
                                              config.ffn_size, config.vocab_size,
                                              options.world_size, options.rank));
+    // As many blocks as the CPU pool of this shape would hold.
     KvPoolOptions kv;
     kv.num_layers = config.num_layers;
     kv.num_kv_heads = layout.num_kv_heads();
@@ -99,10 +100,9 @@ absl::StatusOr<std::unique_ptr<NullBackend>> NullBackend::Create(
     kv.block_size = options.block_size;
     kv.num_blocks = 1;
     kv.dtype = options.kv_dtype;
-    WEFT_RETURN_IF_ERROR(kv.Validate());
-    const int64_t n = options.kv_memory_bytes / kv.BytesPerBlock();
-    if (n < 1) return absl::InvalidArgumentError("KV budget is less than one block");
-    blocks = static_cast<int32_t>(std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
+    const int64_t per_block = KvCache::BytesPerBlock(kv);
+    WEFT_RETURN_IF_ERROR(kv.Validate(per_block));
+    WEFT_ASSIGN_OR_RETURN(blocks, KvPoolBlocks(0, options.kv_memory_bytes, per_block));
   }
   auto b = std::unique_ptr<NullBackend>(new NullBackend(options, config, blocks, std::move(eog)));
   LOG(INFO) << "null backend: no model arithmetic; " << b->kernels();

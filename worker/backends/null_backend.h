@@ -68,7 +68,7 @@ struct NullBackendOptions {
   // kv_memory_bytes would hold for this model (nothing is allocated).
   int32_t num_kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{1} << 30;
-  KvDtype kv_dtype = KvDtype::kF16;
+  KvDtype kv_dtype = kDefaultKvDtype;
   // Tensor-parallel shape (the KV heads per rank size the pool, as on the CPU).
   int32_t rank = 0;
   int32_t world_size = 1;

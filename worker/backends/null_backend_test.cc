@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "weft/v1/worker.pb.h"
 #include "worker/model/testing/tiny_llama.h"
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 #include "worker/service/model_executor.h"
 
 namespace weft {

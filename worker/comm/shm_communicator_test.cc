@@ -30,6 +30,7 @@ using ::weft::testing::StatusIs;
 
 using ::weft::testing::ChildResult;
 using ::weft::testing::ForkRanks;
+using ::weft::testing::PipeEvents;
 using ::weft::testing::RunRanks;
 using ::weft::testing::UniqueName;
 using ::weft::testing::WaitForChild;
@@ -204,32 +205,12 @@ TEST_P(ShmCommunicatorWorldTest, RandomSequenceEqualsSerialAndIsBitwiseRepeatabl
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmCommunicatorWorldTest, ::testing::Values(2, 3, 4));
 
-// The ranks' "I am looping" signal: each writes one byte to a pipe after its first
-// successful collective, and the parent waits for all of them before it harms one.
-struct ReadyPipe {
-  int fds[2] = {-1, -1};
-  ReadyPipe() { EXPECT_EQ(pipe(fds), 0); }
-  ~ReadyPipe() {
-    close(fds[0]);
-    close(fds[1]);
-  }
-  void Signal() const { (void)!write(fds[1], "r", 1); }
-  // True once `n` ranks signalled (false at the deadline).
-  bool WaitFor(int n, absl::Time deadline) const {
-    for (char c; n > 0; --n) {
-      pollfd p{fds[0], POLLIN, 0};
-      const int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-      if (ms <= 0 || poll(&p, 1, ms) != 1 || read(fds[0], &c, 1) != 1) return false;
-    }
-    return true;
-  }
-};
-
 // Ranks other than `victim` loop on all-reduces until one fails; the failing call must
 // return an error (not hang) well within 5x the deadline. `victim` just loops. Every rank
-// signals `ready` after its first collective.
+// signals `ready` after its first collective (the parent waits for all of them before it
+// harms one).
 int LoopUntilError(const std::string& name, int rank, int world_size, int victim,
-                   absl::Duration timeout, const ReadyPipe& ready) {
+                   absl::Duration timeout, const PipeEvents& ready) {
   ShmCommunicatorOptions o = Options(name, rank, world_size);
   o.timeout = timeout;
   auto comm = ShmCommunicator::Create(o);
@@ -260,7 +241,7 @@ int LoopUntilError(const std::string& name, int rank, int world_size, int victim
 TEST(ShmCommunicatorFailureTest, KilledPeerFailsTheOthersWithinTheDeadline) {
   const std::string name = UniqueName("kill");
   const absl::Duration timeout = absl::Seconds(1);
-  const ReadyPipe ready;
+  const PipeEvents ready;
   std::vector<pid_t> pids =
       ForkRanks(3, [&](int rank) { return LoopUntilError(name, rank, 3, 2, timeout, ready); });
   const bool looping = ready.WaitFor(3, absl::Now() + absl::Seconds(20));
@@ -281,7 +262,7 @@ TEST(ShmCommunicatorFailureTest, KilledPeerFailsTheOthersWithinTheDeadline) {
 TEST(ShmCommunicatorFailureTest, StoppedPeerFailsTheOthersWithinTheDeadline) {
   const std::string name = UniqueName("stop");
   const absl::Duration timeout = absl::Seconds(1);
-  const ReadyPipe ready;
+  const PipeEvents ready;
   std::vector<pid_t> pids =
       ForkRanks(3, [&](int rank) { return LoopUntilError(name, rank, 3, 1, timeout, ready); });
   ASSERT_TRUE(ready.WaitFor(3, absl::Now() + absl::Seconds(20)))
@@ -300,8 +281,11 @@ TEST(ShmCommunicatorFailureTest, StoppedPeerFailsTheOthersWithinTheDeadline) {
   EXPECT_LT(took, 5 * timeout);
 }
 
+// Rank 1 aborts once the others are about to enter their next collective: whether it
+// finds them waiting in it or not yet there, that call ends Aborted (and every later one).
 TEST(ShmCommunicatorFailureTest, AbortPropagatesToEveryRank) {
   const std::string name = UniqueName("abort");
+  const PipeEvents calling;
   const std::string failures = RunRanks(3, [&](int rank) {
     ShmCommunicatorOptions o = Options(name, rank, 3);
     o.timeout = absl::Seconds(30);  // the abort, not the deadline, must end the wait
@@ -313,8 +297,10 @@ TEST(ShmCommunicatorFailureTest, AbortPropagatesToEveryRank) {
     }
     const absl::Time start = absl::Now();
     if (rank == 1) {
-      absl::SleepFor(absl::Milliseconds(100));  // let the others block in the next call
+      RANK_CHECK(calling.WaitFor(2, start + absl::Seconds(20)), 8, "the others never called");
       (*comm)->Abort("scheduler fenced the replica");
+    } else {
+      calling.Signal();
     }
     const absl::Status st = (*comm)->AllReduceSum(data.data(), data.size());
     RANK_CHECK(absl::IsAborted(st), 4, st.ToString());
@@ -326,12 +312,14 @@ TEST(ShmCommunicatorFailureTest, AbortPropagatesToEveryRank) {
   EXPECT_EQ(failures, "");
 }
 
+// Rank 0's call waits for a peer that joins only after it; another thread aborts it.
 TEST(ShmCommunicatorFailureTest, AbortFromAnotherThreadEndsAPendingCall) {
   const std::string name = UniqueName("thread");
+  const PipeEvents aborted;  // rank 0's call returned: the peer may call now
   const pid_t peer = ForkRanks(1, [&](int) {
     auto comm = ShmCommunicator::Create(Options(name, 1, 2));
     RANK_CHECK(comm.ok(), 2, comm.status().ToString());
-    absl::SleepFor(absl::Seconds(1));  // rank 0 is aborted meanwhile
+    RANK_CHECK(aborted.WaitFor(1, absl::Now() + absl::Seconds(20)), 4, "rank 0 never returned");
     float x = 1.f;
     const absl::Status st = (*comm)->AllReduceSum(&x, 1);
     RANK_CHECK(absl::IsAborted(st), 3, st.ToString());
@@ -341,15 +329,18 @@ TEST(ShmCommunicatorFailureTest, AbortFromAnotherThreadEndsAPendingCall) {
   o.timeout = absl::Seconds(30);
   auto comm = ShmCommunicator::Create(o);
   ASSERT_TRUE(comm.ok()) << comm.status();
+  const PipeEvents calling;
   std::thread watchdog([&] {
-    absl::SleepFor(absl::Milliseconds(100));
+    ASSERT_TRUE(calling.WaitFor(1, absl::Now() + absl::Seconds(20)));
     (*comm)->SetTimeout(absl::Seconds(20));
     (*comm)->Abort("step deadline missed");
   });
   float x = 1.f;
   const absl::Time start = absl::Now();
+  calling.Signal();
   const absl::Status st = (*comm)->AllReduceSum(&x, 1);
   watchdog.join();
+  aborted.Signal();
   EXPECT_THAT(st, StatusIs(absl::StatusCode::kAborted)) << st;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ((*comm)->timeout(), absl::Seconds(20));

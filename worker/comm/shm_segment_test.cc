@@ -20,6 +20,7 @@ namespace {
 using ::weft::testing::StatusIs;
 
 using ::weft::testing::ForkRanks;
+using ::weft::testing::PipeEvents;
 using ::weft::testing::UniqueName;
 using ::weft::testing::WaitForChild;
 
@@ -160,14 +161,21 @@ TEST(ShmSegmentTest, OtherGenerationIsReplacedAndOldOwnerDoesNotUnlinkTheNewOne)
 TEST(ShmSegmentTest, AttachWaitsForTheCreator) {
   const std::string name = UniqueName("seg");
   CreateCrashedSegment(name);  // must be skipped, not attached to
+  const PipeEvents create, attached;
   const pid_t creator = ForkRanks(1, [&](int) {
-    absl::SleepFor(absl::Milliseconds(150));
+    if (!create.WaitFor(1, absl::Now() + absl::Seconds(20))) return 2;
     auto seg = ShmSegment::Create(Options(name));
     if (!seg.ok()) return 1;
-    absl::SleepFor(absl::Milliseconds(500));  // stay alive while the parent attaches
-    return 0;
+    // A live creator: it stays until the parent attached.
+    return attached.WaitFor(1, absl::Now() + absl::Seconds(20)) ? 0 : 3;
   })[0];
-  auto seg = ShmSegment::Attach(Options(name), absl::Now() + absl::Seconds(5));
+  // Nothing to attach to yet (only the crashed segment)...
+  EXPECT_THAT(ShmSegment::Attach(Options(name), absl::Now() + absl::Milliseconds(50)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  // ... until the creator makes it: the attach waits for it.
+  create.Signal();
+  auto seg = ShmSegment::Attach(Options(name), absl::Now() + absl::Seconds(20));
+  attached.Signal();
   ASSERT_TRUE(seg.ok()) << seg.status();
   EXPECT_EQ((*seg)->header()->creator_pid.load(), creator);
   EXPECT_TRUE(WaitForChild(creator, absl::Now() + absl::Seconds(10)).ok());
@@ -214,10 +222,11 @@ TEST(ProcessAliveTest, SeesZombiesAsDead) {
   EXPECT_TRUE(ProcessAlive(getpid()));
   EXPECT_FALSE(ProcessAlive(0));
   const pid_t child = ForkRanks(1, [](int) { return 0; })[0];
-  // Not reaped yet: a zombie once it exited.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (ProcessAlive(child) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  // Waits for its exit without reaping it: a zombie now.
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, child, &info, WEXITED | WNOWAIT), 0);
   EXPECT_FALSE(ProcessAlive(child));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
   EXPECT_TRUE(WaitForChild(child, deadline).ok());
   EXPECT_FALSE(ProcessAlive(child));
 }

@@ -65,7 +65,7 @@ struct Path {
 };
 
 std::string PathName(const Path& p) {
-  return std::string(KernelChoiceName(p.kernels)) + "_kv_" + kernels::KvDtypeName(p.kv_dtype);
+  return std::string(KernelChoiceName(p.kernels)) + "_kv_" + KvDtypeName(p.kv_dtype);
 }
 
 class LlamaAccuracyTest : public ::testing::TestWithParam<Path> {

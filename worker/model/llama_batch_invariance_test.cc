@@ -36,7 +36,7 @@ TEST_F(BatchInvarianceTest, BitwiseAloneAndIn16SequenceBatches) {
   paths.emplace_back(KernelChoice::kAuto, KvDtype::kF16);  // the served default
   paths.emplace_back(KernelChoice::kAuto, KvDtype::kInt8);
   for (const auto& [kernels, kv] : paths) {
-    SCOPED_TRACE(std::string(KernelChoiceName(kernels)) + " kv " + kernels::KvDtypeName(kv));
+    SCOPED_TRACE(std::string(KernelChoiceName(kernels)) + " kv " + KvDtypeName(kv));
     auto m = Model(kernels, kv);
     ASSERT_TRUE(m);
     auto cache = Cache(*m, 160);

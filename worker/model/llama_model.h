@@ -64,7 +64,7 @@ struct LlamaModelOptions {
   // tests use; kAuto picks the fastest this CPU has.
   KernelChoice kernels = KernelChoice::kAuto;
   // Element type of the KV cache the model writes and reads (KvOptions()).
-  KvDtype kv_dtype = KvDtype::kF32;
+  KvDtype kv_dtype = kDefaultKvDtype;
   // Tensor-parallel hook: null for TP = 1; otherwise this rank's group (rank and world
   // size come from it), not owned, must outlive the model.
   AllReducer* all_reducer = nullptr;

@@ -129,7 +129,7 @@ TEST_F(LlamaModelTest, ChunkedPrefillMatchesOneShot) {
   }
   for (const Case& c : cases) {
     const KernelChoice kernels = c.kernels;
-    SCOPED_TRACE(std::string(KernelChoiceName(kernels)) + " kv " + kernels::KvDtypeName(c.kv));
+    SCOPED_TRACE(std::string(KernelChoiceName(kernels)) + " kv " + KvDtypeName(c.kv));
     auto m = Model(kernels, c.kv);
     ASSERT_TRUE(m);
     auto one_cache = Cache(*m, 8);
@@ -140,7 +140,7 @@ TEST_F(LlamaModelTest, ChunkedPrefillMatchesOneShot) {
     const std::vector<float> chunked = Prefill(m.get(), chunk_cache.get(), prompt, other, 7);
     const Error e = Compare(chunked, one);
     std::printf("chunked (7) vs one-shot prefill (%s, kv %s): max |diff| %.3g (ratio %.3g)\n",
-                KernelChoiceName(kernels), kernels::KvDtypeName(c.kv), e.max_abs_diff, e.ratio());
+                KernelChoiceName(kernels), KvDtypeName(c.kv), e.max_abs_diff, e.ratio());
     EXPECT_LE(e.ratio(), 1e-5);
     EXPECT_EQ(chunked, one);
     // One decode step on top of each.

@@ -46,6 +46,7 @@ LlamaModelOptions Options(KernelChoice kernels, int threads = 2) {
   LlamaModelOptions o;
   o.kernels = kernels;
   o.num_threads = threads;
+  o.kv_dtype = KvDtype::kF32;  // the exact path
   return o;
 }
 

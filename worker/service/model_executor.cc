@@ -197,7 +197,7 @@ absl::Status ModelExecutor::SampleAll(const StepBatch& batch, weft::v1::StepResu
     t->set_token_id(sample_.token);
     if (seq->sampling.num_logprobs >= 0) {
       t->set_logprob(sample_.logprob);
-      for (const TokenLogprob& lp : sample_.top_logprobs) {
+      for (const LogprobEntry& lp : sample_.top_logprobs) {
         weft::v1::TokenLogprobEntry* e = t->add_top();
         e->set_token_id(lp.token);
         e->set_logprob(lp.logprob);

@@ -22,7 +22,7 @@
 #include "common/gguf.h"
 #include "worker/backends/backend.h"
 #include "common/plan/state_cache.h"
-#include "worker/sampler.h"
+#include "common/sampling/sampler.h"
 #include "worker/service/worker_client.h"
 
 namespace weft {

@@ -28,7 +28,7 @@
 // the scheduler's --worker_drain_timeout_s, the rest re-queued elsewhere with their
 // tokens); the worker exits 0 when the scheduler releases it — or at a second signal,
 // or after --drain_timeout_s.
-#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -37,70 +37,24 @@
 #include <memory>
 #include <thread>
 
-#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/flags.h"
 #include "common/gguf.h"
 #include "common/model_config.h"
 #include "common/metrics_http.h"
 #include "common/mutex.h"
+#include "common/server_process.h"
+#include "glog/logging.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "glog/logging.h"
 #include "worker/backends/cpu_backend.h"
 #include "worker/backends/cuda_factory.h"
 #include "worker/backends/null_backend.h"
 #include "worker/comm/shm_communicator.h"
-#include "worker/model/linear.h"
 #include "worker/service/model_executor.h"
 #include "worker/service/worker_client.h"
-
-ABSL_FLAG(std::string, scheduler, "127.0.0.1:50052", "host:port of the scheduler's worker port");
-ABSL_FLAG(std::string, model, "", "GGUF model file (required)");
-ABSL_FLAG(std::string, replica, "replica-0", "replica (tensor-parallel group) name");
-ABSL_FLAG(int32_t, rank, 0, "this process's rank in its replica");
-ABSL_FLAG(int32_t, world_size, 1, "ranks in the replica (tensor-parallel size)");
-ABSL_FLAG(std::string, backend, "cpu", "cpu | cuda | null (no model arithmetic)");
-ABSL_FLAG(std::string, kernels, "auto",
-          "CPU kernels: auto | avx512vnni | avx2 | reference | avx512 | packed (auto: the fastest "
-          "this CPU runs; avx512/packed are fp32 paths)");
-ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 (default, as llama.cpp) | bf16 | int8 (groups of 8, fp16 "
-          "scales) | f32");
-ABSL_FLAG(int32_t, threads, 0, "compute threads (0: the cores divided by --world_size)");
-ABSL_FLAG(int32_t, block_size, 16, "KV block size in tokens (must equal the scheduler's)");
-ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes holds)");
-ABSL_FLAG(int64_t, kv_memory_bytes, int64_t{1} << 30, "KV pool budget in bytes");
-ABSL_FLAG(double, collective_timeout_s, 10,
-          "tensor parallelism: a collective fails (and the step with it) if a peer rank has not "
-          "joined it within this long");
-ABSL_FLAG(int32_t, metrics_port, -1, "Prometheus /metrics HTTP port (-1: off, 0: any free port)");
-ABSL_FLAG(double, give_up_after_s, 0, "exit if no scheduler is reachable for this long (0: never)");
-ABSL_FLAG(std::string, ports_file, "",
-          "write the bound metrics port here as JSON {\"metrics_port\": N} once the model is "
-          "loaded");
-ABSL_FLAG(double, drain_timeout_s, 75,
-          "SIGTERM: exit after this long even if the scheduler has not finished draining the "
-          "replica (0: no bound). Keep it above the scheduler's --worker_drain_timeout_s "
-          "(default 60) and below Kubernetes' terminationGracePeriodSeconds");
-ABSL_FLAG(std::string, worker_tls_cert, "",
-          "mutual TLS to the attach port: this worker's PEM certificate (from the cluster CA)");
-ABSL_FLAG(std::string, worker_tls_key, "", "PEM private key of --worker_tls_cert");
-ABSL_FLAG(std::string, worker_tls_ca, "",
-          "PEM CA bundle that signed the scheduler's attach-port certificate");
-ABSL_FLAG(std::string, worker_tls_server_name, "",
-          "name the scheduler's certificate must carry (default: the --scheduler host)");
-ABSL_FLAG(int32_t, cuda_device, -1, "--backend=cuda: CUDA device (-1: rank % device count)");
-ABSL_FLAG(bool, cuda_graphs, true, "--backend=cuda: run decode steps as CUDA graphs");
-ABSL_FLAG(bool, device_sampling, true,
-          "--backend=cuda|null: sample on the device (steps that want logprobs use the host)");
-ABSL_FLAG(double, null_step_ms, 0,
-          "--backend=null: least time of a forward pass in ms (the step thread sleeps)");
-ABSL_FLAG(double, null_eos_probability, 0,
-          "--backend=null: chance that a token is end-of-generation (0: streams run to "
-          "max_tokens)");
+#include "worker/service/worker_flags.h"
 
 namespace weft {
 namespace {
@@ -205,13 +159,9 @@ class ShutdownWatcher {
  private:
   // The next SIGTERM/SIGINT, or 0 once `deadline` passed or the watcher is stopping.
   int WaitSignal(absl::Time deadline) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
     while (!done_ && absl::Now() < deadline) {
-      const timespec poll = {0, 100 * 1000 * 1000};  // to see done_ and the deadline
-      const int sig = sigtimedwait(&set, nullptr, &poll);
+      // In slices, to see done_ and the deadline.
+      const int sig = WaitForStopSignal(std::min(absl::Milliseconds(100), deadline - absl::Now()));
       if (sig > 0) return sig;
     }
     return 0;
@@ -250,121 +200,23 @@ class ShutdownWatcher {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-int Main() {
-  const std::string backend_name = absl::GetFlag(FLAGS_backend);
-  const bool cuda = backend_name == "cuda";
-  const bool null = backend_name == "null";
-  if (cuda && !CudaBackendAvailable()) {
-    LOG(ERROR) << "--backend=cuda: this weft-worker was built without CUDA; build it with "
-                  "`bazel build --config=cuda //worker/service:weft-worker` or use --backend=cpu";
-    return 2;
-  }
-  if (!cuda && !null && backend_name != "cpu") {
-    LOG(ERROR) << "--backend must be cpu, cuda or null, got '" << backend_name << "'";
-    return 2;
-  }
-  const std::string model_path = absl::GetFlag(FLAGS_model);
-  if (model_path.empty()) {
-    LOG(ERROR) << "--model is required";
-    return 2;
-  }
-  auto kernels = ParseKernelChoice(absl::GetFlag(FLAGS_kernels));
-  if (!kernels.ok()) {
-    LOG(ERROR) << kernels.status().message();
-    return 2;
-  }
-  ModelExecutorOptions eo;
-  eo.replica = absl::GetFlag(FLAGS_replica);
-  eo.rank = absl::GetFlag(FLAGS_rank);
-  eo.world_size = absl::GetFlag(FLAGS_world_size);
-  CpuBackendOptions bo;
-  bo.block_size = absl::GetFlag(FLAGS_block_size);
-  bo.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
-  bo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
-  bo.model.kernels = *kernels;
-  {
-    auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));  // every backend's
-    if (!kv_dtype.ok()) {
-      LOG(ERROR) << kv_dtype.status().message();
-      return 2;
-    }
-    bo.model.kv_dtype = *kv_dtype;
-  }
-  int threads = absl::GetFlag(FLAGS_threads);
-  if (threads <= 0) {
-    const int cores = std::max(1u, std::thread::hardware_concurrency());
-    threads = std::max(1, cores / std::max(1, eo.world_size));
-  }
-  bo.model.num_threads = threads;
-  bo.rank = eo.rank;
-  bo.world_size = eo.world_size;
-  bo.collective_timeout = absl::Seconds(absl::GetFlag(FLAGS_collective_timeout_s));
-  if (absl::Status s = eo.Validate(); !s.ok()) {
-    LOG(ERROR) << "bad flags: " << s.message();
-    return 2;
-  }
-  if (absl::Status s = bo.Validate(); !s.ok()) {
-    LOG(ERROR) << "bad flags: " << s.message();
-    return 2;
-  }
+template <typename B>
+absl::StatusOr<std::unique_ptr<Backend>> AsBackend(absl::StatusOr<std::unique_ptr<B>> b) {
+  if (!b.ok()) return b.status();
+  return std::unique_ptr<Backend>(std::move(*b));
+}
 
-  // The attach options are checked before the (possibly long) model load.
-  WorkerClientOptions co;
-  co.scheduler_address = absl::GetFlag(FLAGS_scheduler);
-  if (const double g = absl::GetFlag(FLAGS_give_up_after_s); g > 0) co.give_up_after = absl::Seconds(g);
-  co.tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
-  co.tls.key = absl::GetFlag(FLAGS_worker_tls_key);
-  co.tls.ca = absl::GetFlag(FLAGS_worker_tls_ca);
-  co.tls.server_name = absl::GetFlag(FLAGS_worker_tls_server_name);
-  if (co.tls.enabled() && (co.tls.cert.empty() || co.tls.key.empty() || co.tls.ca.empty())) {
-    LOG(ERROR) << "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
-                  "--worker_tls_ca together";
-    return 2;
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const GgufFile& file,
+                                                     const WorkerBinaryOptions& o) {
+  switch (o.backend) {
+    case BackendKind::kCuda:
+      return MakeCudaBackend(file, o.cuda);
+    case BackendKind::kNull:
+      return AsBackend(NullBackend::Create(file, o.null_backend));
+    case BackendKind::kCpu:
+      break;
   }
-  if (absl::Status s = co.Validate(); !s.ok()) {
-    LOG(ERROR) << "bad flags: " << s.message();
-    return 2;
-  }
-
-  // The file's header and its model description (metadata and tensor table only, no
-  // weight pages): an architecture or file this worker would refuse is refused before
-  // any port opens, naming what is wrong.
-  auto file = GgufFile::Open(model_path);
-  if (!file.ok()) {
-    LOG(ERROR) << "cannot load the model: " << file.status().message();
-    return 1;
-  }
-  if (absl::StatusOr<ModelConfig> config = ModelConfig::FromGguf(**file); !config.ok()) {
-    LOG(ERROR) << "cannot serve " << model_path << ": " << config.status().message();
-    return 1;
-  }
-
-  // Probes and /metrics next: liveness answers while the model loads. The objects the
-  // server's callbacks read are declared before it (destroyed after it).
-  auto registry = std::make_shared<prometheus::Registry>();
-  std::atomic<bool> started{false};
-  std::unique_ptr<WorkerClient> client;
-  std::atomic<WorkerClient*> serving{nullptr};
-  std::unique_ptr<MetricsHttp> metrics_http;
-  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    MetricsHttpOptions ho;
-    ho.port = absl::GetFlag(FLAGS_metrics_port);
-    ho.registry = registry;
-    ho.started = [&started] { return started.load(); };
-    ho.ready = [&serving] {
-      WorkerClient* c = serving.load();
-      return c != nullptr && c->ready();
-    };
-    auto m = MetricsHttp::Start(std::move(ho));
-    if (!m.ok()) {
-      LOG(ERROR) << m.status().message();
-      return 1;
-    }
-    metrics_http = std::move(*m);
-  }
-  ShutdownWatcher watcher(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
-
-  if (!cuda && !null && eo.world_size > 1) {
+  if (o.executor.world_size > 1) {
     // Groups whose creator died on this host (a SIGKILLed or OOM-killed rank 0) leave
     // their shared-memory segments behind; only provably dead ones are removed.
     absl::StatusOr<int> removed = ShmCommunicator::RemoveStaleSegments();
@@ -374,73 +226,85 @@ int Main() {
       LOG(INFO) << "removed " << *removed << " stale tensor-parallel segment(s) from /dev/shm";
     }
   }
-  LOG(INFO) << "loading " << model_path;
-  absl::StatusOr<std::unique_ptr<Backend>> backend;
-  if (cuda) {
-    CudaBackendFlags cf;
-    cf.rank = eo.rank;
-    cf.world_size = eo.world_size;
-    cf.device = absl::GetFlag(FLAGS_cuda_device);
-    cf.block_size = bo.block_size;
-    cf.num_kv_blocks = bo.num_kv_blocks;
-    cf.kv_memory_bytes = bo.kv_memory_bytes;
-    cf.kv_dtype = bo.model.kv_dtype;
-    cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-    cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);
-    cf.collective_timeout_s = absl::GetFlag(FLAGS_collective_timeout_s);
-    backend = MakeCudaBackend(**file, cf);
-  } else if (null) {
-    NullBackendOptions no;
-    no.block_size = bo.block_size;
-    no.num_kv_blocks = bo.num_kv_blocks;
-    no.kv_memory_bytes = bo.kv_memory_bytes;
-    no.kv_dtype = bo.model.kv_dtype;
-    no.rank = eo.rank;
-    no.world_size = eo.world_size;
-    no.step_time = absl::Milliseconds(absl::GetFlag(FLAGS_null_step_ms));
-    no.eos_probability = absl::GetFlag(FLAGS_null_eos_probability);
-    no.device_sampling = absl::GetFlag(FLAGS_device_sampling);
-    auto nb = NullBackend::Create(**file, no);
-    if (nb.ok()) {
-      backend = std::unique_ptr<Backend>(std::move(*nb));
-    } else {
-      backend = nb.status();
-    }
-  } else {
-    auto cpu = CpuBackend::Create(**file, bo);
-    if (cpu.ok()) {
-      backend = std::unique_ptr<Backend>(std::move(*cpu));
-    } else {
-      backend = cpu.status();
-    }
+  return AsBackend(CpuBackend::Create(file, o.cpu));
+}
+
+// Probes and /metrics, up before the model loads: liveness answers while it loads.
+absl::StatusOr<std::unique_ptr<MetricsHttp>> StartMetrics(
+    const WorkerBinaryOptions& o, std::shared_ptr<prometheus::Registry> registry,
+    const std::atomic<bool>* started, const std::atomic<WorkerClient*>* serving) {
+  if (o.metrics_port < 0) return nullptr;
+  MetricsHttpOptions ho;
+  ho.port = o.metrics_port;
+  ho.registry = std::move(registry);
+  ho.started = [started] { return started->load(); };
+  ho.ready = [serving] {
+    WorkerClient* c = serving->load();
+    return c != nullptr && c->ready();
+  };
+  return MetricsHttp::Start(std::move(ho));
+}
+
+// Written whole, then renamed: a reader never sees a partial file.
+bool WritePortsFile(const std::string& path, int metrics_port) {
+  if (path.empty()) return true;
+  std::ofstream(path + ".tmp") << "{\"metrics_port\": " << metrics_port << "}\n";
+  return std::rename((path + ".tmp").c_str(), path.c_str()) == 0;
+}
+
+int Main() {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  absl::StatusOr<WorkerBinaryOptions> o = OptionsFromFlags(cores);
+  if (!o.ok()) {
+    LOG(ERROR) << "bad flags: " << o.status().message();
+    return 2;
   }
+  // The file's header and its model description (metadata and tensor table only, no
+  // weight pages): an architecture or file this worker would refuse is refused before
+  // any port opens, naming what is wrong.
+  auto file = GgufFile::Open(o->model_path);
+  if (!file.ok()) {
+    LOG(ERROR) << "cannot load the model: " << file.status().message();
+    return 1;
+  }
+  if (absl::StatusOr<ModelConfig> config = ModelConfig::FromGguf(**file); !config.ok()) {
+    LOG(ERROR) << "cannot serve " << o->model_path << ": " << config.status().message();
+    return 1;
+  }
+  // The objects the probes' callbacks read are declared before their server.
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::atomic<bool> started{false};
+  std::unique_ptr<WorkerClient> client;
+  std::atomic<WorkerClient*> serving{nullptr};
+  auto metrics_http = StartMetrics(*o, registry, &started, &serving);
+  if (!metrics_http.ok()) {
+    LOG(ERROR) << metrics_http.status().message();
+    return 1;
+  }
+  ShutdownWatcher watcher(o->drain_timeout);
+
+  LOG(INFO) << "loading " << o->model_path;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(**file, *o);
   if (!backend.ok()) {
     LOG(ERROR) << "cannot start the model: " << backend.status().message();
     return 1;
   }
-  auto exec = ModelExecutor::Create(**file, std::move(*backend), eo);
+  auto exec = ModelExecutor::Create(**file, std::move(*backend), o->executor);
   if (!exec.ok()) {
     LOG(ERROR) << "cannot start the model: " << exec.status().message();
     return 1;
   }
-
-  MeteredExecutor metered(exec->get(), &(*exec)->backend(), registry.get(), (*exec)->num_kv_blocks());
+  MeteredExecutor metered(exec->get(), &(*exec)->backend(), registry.get(),
+                          (*exec)->num_kv_blocks());
   started = true;  // model loaded, KV pool allocated
-  if (const std::string pf = absl::GetFlag(FLAGS_ports_file); !pf.empty()) {
-    // Written whole, then renamed: a reader never sees a partial file.
-    std::ofstream(pf + ".tmp") << "{\"metrics_port\": " << (metrics_http ? metrics_http->port() : -1)
-                               << "}\n";
-    if (std::rename((pf + ".tmp").c_str(), pf.c_str()) != 0) {
-      LOG(ERROR) << "cannot write --ports_file " << pf;
-      return 1;
-    }
+  if (!WritePortsFile(o->ports_file, *metrics_http ? (*metrics_http)->port() : -1)) {
+    LOG(ERROR) << "cannot write --ports_file " << o->ports_file;
+    return 1;
   }
-
-  client = std::make_unique<WorkerClient>(co, &metered);
+  client = std::make_unique<WorkerClient>(o->client, &metered);
   serving = client.get();
   watcher.Publish(client.get());
-  absl::Status s = client->Run();
-  if (!s.ok()) {
+  if (absl::Status s = client->Run(); !s.ok()) {
     LOG(ERROR) << "worker ended: " << s;
     return 1;
   }
@@ -452,14 +316,6 @@ int Main() {
 }  // namespace weft
 
 int main(int argc, char** argv) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  weft::ParseFlags(argc, argv, "weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
+  weft::InitServerProcess(argc, argv, "weft-worker --scheduler=HOST:PORT --model=FILE.gguf [...]");
   return weft::Main();
 }

@@ -26,6 +26,7 @@ float RoundTrip(KvDtype dtype, float x) {
     case KvDtype::kBf16:
       return Bf16ToFp32(Fp32ToBf16(x));
     case KvDtype::kInt8:
+    case KvDtype::kF32:  // not a device type
       break;
   }
   return x;
@@ -64,6 +65,8 @@ float HostPagedKv::Get(int64_t elem, int64_t scale_index) const {
     case KvDtype::kInt8:
       return static_cast<float>(static_cast<int8_t>(data_[elem])) *
              Fp16ToFp32(scales_[scale_index]);
+    case KvDtype::kF32:  // not a device type
+      break;
   }
   return 0.0f;
 }
@@ -81,6 +84,7 @@ void HostPagedKv::Put(int64_t elem, int64_t scale_index, const float* x8) {
         std::memcpy(data_.data() + 2 * (elem + i), &h, 2);
         break;
       case KvDtype::kInt8:
+      case KvDtype::kF32:  // not a device type
         break;
     }
   }

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cuda/sampling_math.h"
+#include "common/sampling/sampling_math.h"
 
 namespace weft::kernels::cuda::testing {
 namespace {
@@ -118,7 +118,7 @@ int FindCrossing(const std::vector<uint32_t>& w, double target, Pred pred, uint3
 
 }  // namespace
 
-int32_t EmulateDeviceSample(const RowSamplingParams& p, const std::vector<float>& logits,
+int32_t EmulateDeviceSample(const sampling::RowParams& p, const std::vector<float>& logits,
                             const std::vector<int32_t>& history) {
   const int vocab = static_cast<int>(logits.size());
   std::vector<float> l(vocab);

@@ -1,7 +1,5 @@
-// Test doubles for the public APIs' plumbing (services_test, http_server_test):
-//
-// ByteEncoder: a prompt's bytes are its token ids; chat is UNIMPLEMENTED unless
-//   `chat` is set (then the messages' contents, concatenated).
+// A test double of the engine for the plumbing in front of it (the public APIs' tests,
+// worker_control_service_test):
 // FakeEngine: an EngineInterface that records what it is given (submissions with their
 //   outboxes, cancelled keys, worker messages) so a test can play the planning thread:
 //   push responses into a submission's outbox and finish it. `reject_` makes Submit fail
@@ -19,28 +17,8 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "scheduler/service/engine_interface.h"
-#include "scheduler/service/validation.h"
 
 namespace weft::testing {
-
-class ByteEncoder : public PromptEncoder {
- public:
-  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const override {
-    std::vector<int32_t> ids;
-    for (unsigned char c : text) ids.push_back(c);
-    return ids;
-  }
-  absl::StatusOr<std::vector<int32_t>> EncodeChat(
-      const weft::v1::ChatPrompt& prompt) const override {
-    if (!chat) return absl::UnimplementedError("no chat");
-    std::vector<int32_t> ids;
-    for (const auto& m : prompt.messages()) {
-      for (unsigned char c : m.content()) ids.push_back(c);
-    }
-    return ids;
-  }
-  bool chat = false;
-};
 
 class FakeEngine : public EngineInterface {
  public:

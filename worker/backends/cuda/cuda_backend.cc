@@ -139,19 +139,16 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
     WEFT_ASSIGN_OR_RETURN(weights_,
                           cuda_backend::DeviceWeights::Upload(file, host, wo, stream_));
   }
-  cuda_backend::DeviceKvOptions ko;
+  KvPoolOptions ko;
   ko.num_layers = config_.num_layers;
   ko.num_kv_heads = shard_.num_kv_heads();
   ko.head_dim = config_.head_dim;
   ko.block_size = options_.block_size;
-  ko.num_blocks = std::max(options_.num_kv_blocks, 1);
   ko.dtype = options_.kv_dtype;
-  if (options_.num_kv_blocks > 0) {
-    WEFT_ASSIGN_OR_RETURN(kv_, cuda_backend::DeviceKvCache::Create(ko));
-  } else {
-    WEFT_ASSIGN_OR_RETURN(kv_, cuda_backend::DeviceKvCache::CreateWithBudget(
-                                   ko, options_.kv_memory_bytes));
-  }
+  WEFT_ASSIGN_OR_RETURN(ko.num_blocks,
+                        KvPoolBlocks(options_.num_kv_blocks, options_.kv_memory_bytes,
+                                     cuda_backend::DeviceKvCache::BytesPerBlock(ko)));
+  WEFT_ASSIGN_OR_RETURN(kv_, cuda_backend::DeviceKvCache::Create(ko));
   // Kernel shared memory limits, before any step may be captured into a graph.
   WEFT_CUDA_RETURN_IF_ERROR(kc::PrepareAttentionKernels());
   cuda_backend::RunnerOptions ro;
@@ -176,7 +173,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
                           options_.gemv_max_rows > 0 ? ";gemv<=" : "",
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",
-                          ";kv=", kc::KvDtypeName(options_.kv_dtype),
+                          ";kv=", KvDtypeName(options_.kv_dtype),
                           options_.cuda_graphs && options_.world_size == 1 ? ";graphs" : "",
                           ";decode=", kc::DecodeKernelName(options_.decode_kernel),
                           options_.fused_kernels ? ";fused" : "",
@@ -440,7 +437,7 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   const int32_t n = static_cast<int32_t>(requests.size());
   const int32_t vocab = config_.vocab_size;
   const std::vector<cuda_backend::OutputRow>& rows = inputs_.output_rows();
-  std::vector<kc::RowSamplingParams> params(n);
+  std::vector<sampling::RowParams> params(n);
   std::vector<int32_t> logits_rows(n);
   sample_history_.clear();
   sample_offsets_.assign(1, 0);
@@ -449,7 +446,7 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
     if (q.row < 0 || q.row >= static_cast<int32_t>(rows.size()) || q.params == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("no logits row ", q.row));
     }
-    params[i] = ToRowSamplingParams(*q.params, static_cast<int32_t>(q.prompt.size()),
+    params[i] = ToRowParams(*q.params, static_cast<int32_t>(q.prompt.size()),
                                     static_cast<int32_t>(q.output.size()));
     logits_rows[i] = rows[q.row].logits_row;
     for (absl::Span<const int32_t> part : {q.prompt, q.output}) {
@@ -465,7 +462,7 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   }
   // One blob: params | offsets | logits rows | history | tokens (out).
   const size_t at_params = 0;
-  const size_t at_offsets = Align16(at_params + n * sizeof(kc::RowSamplingParams));
+  const size_t at_offsets = Align16(at_params + n * sizeof(sampling::RowParams));
   const size_t at_rows = Align16(at_offsets + (n + 1) * sizeof(int64_t));
   const size_t at_history = Align16(at_rows + n * sizeof(int32_t));
   const size_t at_tokens = Align16(at_history + sample_history_.size() * sizeof(int32_t));
@@ -473,7 +470,7 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   WEFT_RETURN_IF_ERROR(sample_host_.Reserve(total));
   WEFT_RETURN_IF_ERROR(sample_dev_.Reserve(total));
   char* h = sample_host_.as<char>();
-  std::memcpy(h + at_params, params.data(), n * sizeof(kc::RowSamplingParams));
+  std::memcpy(h + at_params, params.data(), n * sizeof(sampling::RowParams));
   std::memcpy(h + at_offsets, sample_offsets_.data(), (n + 1) * sizeof(int64_t));
   std::memcpy(h + at_rows, logits_rows.data(), n * sizeof(int32_t));
   if (!sample_history_.empty()) {
@@ -496,7 +493,7 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   a.logits_rows = reinterpret_cast<const int32_t*>(d + at_rows);
   a.num_rows = n;
   a.vocab = vocab;
-  a.params = reinterpret_cast<const kc::RowSamplingParams*>(d + at_params);
+  a.params = reinterpret_cast<const sampling::RowParams*>(d + at_params);
   a.history = reinterpret_cast<const int32_t*>(d + at_history);
   a.history_offsets = reinterpret_cast<const int64_t*>(d + at_offsets);
   a.work = sample_work_.as<float>();

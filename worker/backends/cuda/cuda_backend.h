@@ -72,7 +72,7 @@ struct CudaBackendOptions {
   // KV pool size: num_kv_blocks if > 0, else as many blocks as kv_memory_bytes holds.
   int32_t num_kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{1} << 30;
-  kernels::cuda::KvDtype kv_dtype = kernels::cuda::KvDtype::kBf16;
+  KvDtype kv_dtype = kDefaultKvDtype;  // f16, bf16 or int8
   bool cuda_graphs = true;
   int32_t max_graph_batch = 128;  // largest decode bucket (a power of two)
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)

@@ -50,6 +50,7 @@ std::unique_ptr<Pair> MakePair(const testing::TinyLlamaSpec& spec, CudaBackendOp
   p->file = std::move(*file);
   CpuBackendOptions co;
   co.model.kernels = KernelChoice::kReference;
+  co.model.kv_dtype = KvDtype::kF32;  // the exact reference
   co.model.num_threads = 2;
   co.num_kv_blocks = 64;
   auto cpu = CpuBackend::Create(*p->file, co);
@@ -432,14 +433,14 @@ TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
     const std::vector<float> a = RunDecodes(fused->gpu.get(), 5);
     const std::vector<float> b = RunDecodes(separate->gpu.get(), 5);
     const std::vector<float> c = RunDecodes(v1->gpu.get(), 5);
-    EXPECT_EQ(a, b) << "fused vs separate kernels, KV " << kc::KvDtypeName(kv);
+    EXPECT_EQ(a, b) << "fused vs separate kernels, KV " << KvDtypeName(kv);
     ASSERT_EQ(a.size(), c.size());
     double scale = 1e-3, worst = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       scale = std::max(scale, double{std::fabs(c[i])});
       worst = std::max(worst, double{std::fabs(a[i] - c[i])});
     }
-    EXPECT_LE(worst, 2e-3 * scale) << "pipelined vs split_v1 decode, KV " << kc::KvDtypeName(kv);
+    EXPECT_LE(worst, 2e-3 * scale) << "pipelined vs split_v1 decode, KV " << KvDtypeName(kv);
   }
 }
 
@@ -599,7 +600,7 @@ TEST(CudaBackendStateTest, GreedyRequestIsTheSameBeforeAndAfterMixedLoad) {
   for (const StateCase& c : cases) {
     SCOPED_TRACE(::testing::Message()
                  << (c.graphs ? "graphs up to " : "eager, ") << c.max_graph_batch << ", "
-                 << kc::DecodeKernelName(c.kernel) << ", KV " << kc::KvDtypeName(c.kv));
+                 << kc::DecodeKernelName(c.kernel) << ", KV " << KvDtypeName(c.kv));
     CudaBackendOptions o;
     o.num_kv_blocks = 256;
     o.cuda_graphs = c.graphs;
@@ -637,6 +638,7 @@ TEST(CudaBackendModelTest, DefaultModelMatchesCpu) {
   ASSERT_TRUE(file.ok()) << file.status();
   CpuBackendOptions co;
   co.model.kernels = KernelChoice::kReference;
+  co.model.kv_dtype = KvDtype::kF32;  // the exact reference
   co.num_kv_blocks = 32;
   auto cpu = CpuBackend::Create(**file, co);
   ASSERT_TRUE(cpu.ok()) << cpu.status();

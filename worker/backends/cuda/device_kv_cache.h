@@ -22,33 +22,24 @@
 #include "kernels/cuda/dtypes.h"
 #include "kernels/cuda/paged_kv.h"
 #include "worker/backends/cuda/device_buffer.h"
+#include "worker/kv_pool.h"
 
 namespace weft::cuda_backend {
 
-struct DeviceKvOptions {
-  int32_t num_layers = 0;
-  int32_t num_kv_heads = 0;  // this rank's
-  int32_t head_dim = 0;
-  int32_t block_size = 16;
-  int32_t num_blocks = 0;
-  kernels::cuda::KvDtype dtype = kernels::cuda::KvDtype::kBf16;
-
-  absl::Status Validate() const;
-  int64_t LayerBytes() const;
-  int64_t BytesPerBlock() const { return LayerBytes() * num_layers; }
-};
-
 class DeviceKvCache {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceKvCache>> Create(const DeviceKvOptions& options);
-  // As Create, with num_blocks = floor(budget_bytes / BytesPerBlock()).
-  static absl::StatusOr<std::unique_ptr<DeviceKvCache>> CreateWithBudget(
-      DeviceKvOptions options, int64_t budget_bytes);
+  // f16, bf16 or int8, head_dim a multiple of 8.
+  static absl::StatusOr<std::unique_ptr<DeviceKvCache>> Create(const KvPoolOptions& options);
+  // Bytes of one layer's part of a block, and of a whole block, of `options`' pool.
+  static int64_t LayerBytes(const KvPoolOptions& options);
+  static int64_t BytesPerBlock(const KvPoolOptions& options) {
+    return LayerBytes(options) * options.num_layers;
+  }
 
-  const DeviceKvOptions& options() const { return options_; }
+  const KvPoolOptions& options() const { return options_; }
   int32_t num_blocks() const { return options_.num_blocks; }
   int32_t block_size() const { return options_.block_size; }
-  int64_t bytes_per_block() const { return options_.BytesPerBlock(); }
+  int64_t bytes_per_block() const { return BytesPerBlock(options_); }
   int64_t pool_bytes() const { return bytes_per_block() * options_.num_blocks; }
   void* pool() const { return pool_.get(); }
 
@@ -59,9 +50,9 @@ class DeviceKvCache {
   absl::Status CopyBlock(int32_t src, int32_t dst, cudaStream_t stream);
 
  private:
-  explicit DeviceKvCache(const DeviceKvOptions& options) : options_(options) {}
+  explicit DeviceKvCache(const KvPoolOptions& options) : options_(options) {}
 
-  const DeviceKvOptions options_;
+  const KvPoolOptions options_;
   DeviceBuffer pool_;
 };
 

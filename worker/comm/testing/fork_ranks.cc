@@ -1,5 +1,6 @@
 #include "worker/comm/testing/fork_ranks.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,6 +90,26 @@ std::string UniqueName(const std::string& prefix) {
   static const uint64_t nonce = std::random_device()();
   static std::atomic<int> counter{0};
   return absl::StrCat(prefix, "-", getpid(), "-", absl::Hex(nonce), "-", counter.fetch_add(1));
+}
+
+PipeEvents::PipeEvents() {
+  if (pipe(fds_) != 0) std::perror("pipe");
+}
+
+PipeEvents::~PipeEvents() {
+  close(fds_[0]);
+  close(fds_[1]);
+}
+
+void PipeEvents::Signal() const { (void)!write(fds_[1], "e", 1); }
+
+bool PipeEvents::WaitFor(int n, absl::Time deadline) const {
+  for (char c; n > 0; --n) {
+    pollfd p{fds_[0], POLLIN, 0};
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (ms <= 0 || poll(&p, 1, ms) != 1 || read(fds_[0], &c, 1) != 1) return false;
+  }
+  return true;
 }
 
 }  // namespace testing

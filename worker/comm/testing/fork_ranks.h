@@ -47,6 +47,24 @@ std::string RunRanks(int world_size, const std::function<int(int rank)>& fn,
 // A name unique to this process and call, for shm segments.
 std::string UniqueName(const std::string& prefix);
 
+// Events between forked processes (and threads) over a pipe made before the fork: Signal
+// writes one byte, WaitFor(n) takes n of them. What a test waits for instead of sleeping
+// until "the other side got there".
+class PipeEvents {
+ public:
+  PipeEvents();
+  ~PipeEvents();
+  PipeEvents(const PipeEvents&) = delete;
+  PipeEvents& operator=(const PipeEvents&) = delete;
+
+  void Signal() const;
+  // True once `n` signals arrived (false at the deadline, a hang guard).
+  bool WaitFor(int n, absl::Time deadline) const;
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
 }  // namespace testing
 }  // namespace weft
 

@@ -1,0 +1,47 @@
+#include "common/server_process.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <ctime>
+
+#include "common/flags.h"
+#include "glog/logging.h"
+
+namespace weft {
+namespace {
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+}  // namespace
+
+void InitServerProcess(int argc, char** argv, absl::string_view usage) {
+  const sigset_t set = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  ParseFlags(argc, argv, usage);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+}
+
+int WaitForStopSignal(absl::Duration timeout) {
+  const sigset_t set = StopSignals();
+  if (timeout == absl::InfiniteDuration()) {
+    int sig = 0;
+    return sigwait(&set, &sig) == 0 ? sig : 0;
+  }
+  const timespec ts = absl::ToTimespec(timeout);
+  while (true) {
+    const int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig > 0) return sig;
+    if (errno != EINTR) return 0;  // EAGAIN: the timeout passed
+  }
+}
+
+}  // namespace weft

@@ -1,0 +1,103 @@
+#include "scheduler/edge/generate_request.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/field_error.h"
+#include "common/status_macros.h"
+
+namespace weft {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return FieldErrorStatus(kRequestFieldSchema, FieldError{std::string(field), std::string(why)});
+}
+
+// The client's sampling settings over SamplingConfig's defaults (checked by the core).
+void ResolveSampling(const weft::v1::GenerateRequest& req, SamplingConfig* out) {
+  const weft::v1::SamplingParams& s = req.sampling();
+  if (s.has_temperature()) out->temperature = s.temperature();
+  if (s.has_top_k()) out->top_k = s.top_k();
+  if (s.has_top_p()) out->top_p = s.top_p();
+  if (s.has_min_p()) out->min_p = s.min_p();
+  if (s.has_repetition_penalty()) out->repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) out->presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) out->frequency_penalty = s.frequency_penalty();
+  // An explicit negative count is the client's error, not "none" (-1).
+  if (req.has_logprobs()) out->num_logprobs = req.logprobs() < 0 ? -2 : req.logprobs();
+}
+
+absl::Status ResolvePrompt(const weft::v1::GenerateRequest& req, size_t max_bytes,
+                           const PromptEncoder& encoder, std::vector<int32_t>* ids) {
+  switch (req.prompt_case()) {
+    case weft::v1::GenerateRequest::kText: {
+      if (req.text().empty()) return Invalid("text", "prompt is empty");
+      if (req.text().size() > max_bytes) {
+        return Invalid("text", absl::StrCat("prompt is over ", max_bytes, " bytes"));
+      }
+      WEFT_ASSIGN_OR_RETURN(*ids, encoder.EncodeText(req.text()));
+      return absl::OkStatus();
+    }
+    case weft::v1::GenerateRequest::kTokenIds:
+      ids->assign(req.token_ids().ids().begin(), req.token_ids().ids().end());
+      return absl::OkStatus();
+    case weft::v1::GenerateRequest::kChat: {
+      if (req.chat().messages().empty()) return Invalid("chat", "no messages");
+      size_t bytes = 0;
+      for (const auto& m : req.chat().messages()) {
+        if (m.role() != "system" && m.role() != "user" && m.role() != "assistant") {
+          return Invalid("chat.messages.role",
+                         absl::StrCat("unknown role '", m.role().substr(0, 32),
+                                      "' (system, user or assistant)"));
+        }
+        bytes += m.content().size();
+      }
+      if (bytes > max_bytes) {
+        return Invalid("chat", absl::StrCat("messages are over ", max_bytes, " bytes"));
+      }
+      WEFT_ASSIGN_OR_RETURN(*ids, encoder.EncodeChat(req.chat()));
+      return absl::OkStatus();
+    }
+    case weft::v1::GenerateRequest::PROMPT_NOT_SET:
+      break;
+  }
+  return Invalid("prompt", "no prompt given (text, token_ids or chat)");
+}
+
+}  // namespace
+
+absl::Status CheckRequestedModel(absl::string_view field, absl::string_view header,
+                                 absl::string_view served) {
+  if (!field.empty() && !header.empty() && field != header) {
+    return Invalid("model", absl::StrCat("the request names '", field.substr(0, 128), "' but its ",
+                                         kModelMetadataKey, " metadata names '",
+                                         header.substr(0, 128), "'"));
+  }
+  const absl::string_view wanted = field.empty() ? header : field;
+  if (!wanted.empty() && wanted != served) {
+    return absl::NotFoundError(absl::StrCat("model '", wanted.substr(0, 128),
+                                            "' is not served here (serving '", served, "')"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestSpec> BuildSpec(const weft::v1::GenerateRequest& request,
+                                      const RequestLimits& limits, size_t max_prompt_bytes,
+                                      const PromptEncoder& encoder,
+                                      const std::function<uint64_t()>& seed_source) {
+  RequestSpec spec;
+  WEFT_RETURN_IF_ERROR(ResolvePrompt(request, max_prompt_bytes, encoder, &spec.prompt_token_ids));
+  ResolveSampling(request, &spec.sampling);
+  const weft::v1::StoppingParams& st = request.stopping();
+  spec.stopping.max_tokens =
+      st.has_max_tokens()
+          ? st.max_tokens()
+          : limits.DefaultMaxTokens(static_cast<int32_t>(spec.prompt_token_ids.size()));
+  spec.stopping.stop_strings.assign(st.stop().begin(), st.stop().end());
+  spec.stopping.stop_token_ids.assign(st.stop_token_ids().begin(), st.stop_token_ids().end());
+  spec.stopping.ignore_eos = st.ignore_eos();
+  if (request.has_n()) spec.n = request.n();
+  spec.priority = request.priority();
+  spec.sampling.seed = request.sampling().has_seed() ? request.sampling().seed() : seed_source();
+  return spec;
+}
+
+}  // namespace weft

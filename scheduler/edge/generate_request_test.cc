@@ -1,0 +1,175 @@
+#include "scheduler/edge/generate_request.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/field_error.h"
+#include "scheduler/edge/testing/byte_encoder.h"
+
+namespace weft {
+namespace {
+
+using testing::ByteEncoder;
+using weft::v1::GenerateRequest;
+
+RequestLimits Limits() {
+  RequestLimits l;
+  l.vocab_size = 1000;
+  l.max_model_len = 64;
+  l.max_tokens = 32;
+  return l;
+}
+
+constexpr size_t kMaxPromptBytes = 1 << 10;
+
+GenerateRequest Text(const std::string& t) {
+  GenerateRequest r;
+  r.set_text(t);
+  return r;
+}
+
+ByteEncoder Chat() {
+  ByteEncoder e;
+  e.chat = true;
+  return e;
+}
+
+// Builds and validates as the frontend does; the failing field ("" when it passes).
+std::string FailedField(const GenerateRequest& r, const ByteEncoder& enc = Chat()) {
+  absl::StatusOr<RequestSpec> spec = BuildSpec(r, Limits(), kMaxPromptBytes, enc, [] { return 42u; });
+  absl::Status s = spec.status();
+  if (spec.ok()) s = ValidateRequest(*std::move(spec), Limits()).status();
+  if (s.ok()) return "";
+  std::optional<FieldError> e = GetFieldError(s, kRequestFieldSchema);
+  return e ? e->field : absl::StrCat("(", absl::StatusCodeToString(s.code()), ")");
+}
+
+TEST(GenerateRequestTest, DefaultsApplied) {
+  auto r = BuildSpec(Text("hello"), Limits(), kMaxPromptBytes, Chat(), [] { return 7u; });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompt_token_ids.size(), 5u);
+  EXPECT_EQ(r->sampling.temperature, 1.0f);
+  EXPECT_EQ(r->sampling.top_p, 1.0f);
+  EXPECT_EQ(r->sampling.top_k, 0);
+  EXPECT_EQ(r->sampling.min_p, 0.0f);
+  EXPECT_EQ(r->sampling.repetition_penalty, 1.0f);
+  EXPECT_EQ(r->sampling.seed, 7u);
+  EXPECT_EQ(r->sampling.num_logprobs, -1);
+  EXPECT_EQ(r->n, 1);
+  EXPECT_EQ(r->stopping.max_tokens, 32);  // min(cap 32, 64 - 5)
+  auto longer = BuildSpec(Text(std::string(40, 'a')), Limits(), kMaxPromptBytes, Chat(),
+                          [] { return 7u; });
+  ASSERT_TRUE(longer.ok());
+  EXPECT_EQ(longer->stopping.max_tokens, 24);  // context - prompt
+}
+
+TEST(GenerateRequestTest, ExplicitValuesKeptAndSeedNotDrawn) {
+  GenerateRequest r = Text("hi");
+  r.mutable_sampling()->set_temperature(0.0f);
+  r.mutable_sampling()->set_seed(99);
+  r.mutable_sampling()->set_top_k(5);
+  r.set_n(3);
+  r.set_logprobs(2);
+  r.set_priority(-4);
+  r.mutable_stopping()->set_max_tokens(10);
+  r.mutable_stopping()->add_stop("\n\n");
+  r.mutable_stopping()->add_stop_token_ids(2);
+  r.mutable_stopping()->set_ignore_eos(true);
+  bool drawn = false;
+  auto v = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [&] {
+    drawn = true;
+    return 1u;
+  });
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_FALSE(drawn);
+  EXPECT_EQ(v->sampling.seed, 99u);
+  EXPECT_EQ(v->sampling.temperature, 0.0f);
+  EXPECT_EQ(v->sampling.top_k, 5);
+  EXPECT_EQ(v->n, 3);
+  EXPECT_EQ(v->sampling.num_logprobs, 2);
+  EXPECT_EQ(v->priority, -4);
+  EXPECT_EQ(v->stopping.max_tokens, 10);
+  EXPECT_EQ(v->stopping.stop_strings, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(v->stopping.stop_token_ids, std::vector<int32_t>{2});
+  EXPECT_TRUE(v->stopping.ignore_eos);
+  EXPECT_TRUE(ValidateRequest(*std::move(v), Limits()).ok());
+}
+
+struct Case {
+  const char* name;
+  std::function<void(GenerateRequest*)> mutate;
+  const char* field;
+};
+
+// What the edge finds itself (the prompt) and, through the core's validator, the rest:
+// each refusal names its field as data.
+TEST(GenerateRequestTest, BadInputNamesItsField) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<Case> cases = {
+      {"no prompt", [](GenerateRequest* r) { r->clear_text(); }, "prompt"},
+      {"empty text", [](GenerateRequest* r) { r->set_text(""); }, "text"},
+      {"text over the byte cap", [](GenerateRequest* r) { r->set_text(std::string(1025, 'a')); },
+       "text"},
+      {"empty ids", [](GenerateRequest* r) { r->mutable_token_ids(); }, "prompt"},
+      {"token id = vocab", [](GenerateRequest* r) { r->mutable_token_ids()->add_ids(1000); },
+       "prompt"},
+      {"prompt fills context", [](GenerateRequest* r) { r->set_text(std::string(64, 'a')); },
+       "prompt"},
+      {"max_tokens 0", [](GenerateRequest* r) { r->mutable_stopping()->set_max_tokens(0); },
+       "stopping.max_tokens"},
+      {"max_tokens over cap", [](GenerateRequest* r) { r->mutable_stopping()->set_max_tokens(33); },
+       "stopping.max_tokens"},
+      {"n over cap", [](GenerateRequest* r) { r->set_n(17); }, "n"},
+      {"logprobs over cap", [](GenerateRequest* r) { r->set_logprobs(21); }, "logprobs"},
+      {"logprobs negative", [](GenerateRequest* r) { r->set_logprobs(-1); }, "logprobs"},
+      {"temperature NaN", [=](GenerateRequest* r) { r->mutable_sampling()->set_temperature(nan); },
+       "sampling.temperature"},
+      {"top_p 0", [](GenerateRequest* r) { r->mutable_sampling()->set_top_p(0.0f); },
+       "sampling.top_p"},
+      {"stop token id over vocab",
+       [](GenerateRequest* r) { r->mutable_stopping()->add_stop_token_ids(5000); },
+       "stopping.stop_token_ids"},
+      {"empty stop string", [](GenerateRequest* r) { r->mutable_stopping()->add_stop(""); },
+       "stopping.stop"},
+      {"bad chat role",
+       [](GenerateRequest* r) {
+         auto* m = r->mutable_chat()->add_messages();
+         m->set_role("wizard");
+         m->set_content("hi");
+       },
+       "chat.messages.role"},
+      {"empty chat", [](GenerateRequest* r) { r->mutable_chat(); }, "chat"},
+  };
+  for (const Case& c : cases) {
+    GenerateRequest r = Text("hello");
+    c.mutate(&r);
+    EXPECT_EQ(FailedField(r), c.field) << c.name;
+  }
+  EXPECT_EQ(FailedField(Text("hello")), "");
+}
+
+TEST(GenerateRequestTest, ChatWithoutTemplateIsUnimplemented) {
+  GenerateRequest r;
+  auto* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  EXPECT_EQ(FailedField(r), "");
+  EXPECT_EQ(FailedField(r, ByteEncoder()), "(UNIMPLEMENTED)");
+}
+
+TEST(GenerateRequestTest, ModelMustBeTheServedOneAndAgreeWithTheHeader) {
+  EXPECT_TRUE(CheckRequestedModel("", "", "smol").ok());
+  EXPECT_TRUE(CheckRequestedModel("smol", "", "smol").ok());
+  EXPECT_TRUE(CheckRequestedModel("", "smol", "smol").ok());
+  EXPECT_TRUE(CheckRequestedModel("smol", "smol", "smol").ok());
+  EXPECT_EQ(CheckRequestedModel("gpt-9", "", "smol").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(CheckRequestedModel("smol", "other", "smol").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,169 @@
+#include "scheduler/service/scheduler_flags.h"
+
+#include <algorithm>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/edge/model_text.h"
+
+ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model file");
+ABSL_FLAG(std::string, model_name, "",
+          "served model name, routable by x-weft-model (default: the file's stem, lower case)");
+ABSL_FLAG(std::string, chat_template, "",
+          "Jinja chat template file replacing the model's tokenizer.chat_template (for "
+          "models without one)");
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind (gRPC ports and /metrics)");
+ABSL_FLAG(int32_t, port, 50051, "public Generate port (0 = ephemeral)");
+ABSL_FLAG(int32_t, worker_port, 50052, "port workers attach to (0 = ephemeral)");
+ABSL_FLAG(int32_t, metrics_port, 9090, "Prometheus /metrics port (0 = ephemeral, -1 = off)");
+ABSL_FLAG(int32_t, http_port, -1,
+          "OpenAI-compatible HTTP API port (/v1/completions, /v1/chat/completions, /v1/models, "
+          "/health); -1 = off, 0 = ephemeral; 8000 is the conventional one (vLLM's)");
+ABSL_FLAG(int32_t, http_max_connections, 512,
+          "HTTP connections served at once (one thread each); more wait to be accepted");
+ABSL_FLAG(std::string, ports_file, "", "write the bound ports here as JSON");
+ABSL_FLAG(std::string, policy, "decode-first", "decode-first | prefill-first | static");
+ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
+ABSL_FLAG(int32_t, max_num_batched_tokens, 2048, "token budget of one step");
+ABSL_FLAG(int32_t, max_num_seqs, 256, "sequences per step");
+ABSL_FLAG(int32_t, max_steps_in_flight, 0,
+          "steps planned ahead per replica (1 = synchronous, 2 = pipelined); 0 = by the "
+          "replica's backend: 2 for cuda and null, 1 for cpu");
+ABSL_FLAG(int32_t, max_tokens_cap, 4096, "largest max_tokens a request may ask for");
+ABSL_FLAG(int32_t, max_waiting, 4096, "waiting-queue bound (sequences)");
+ABSL_FLAG(int32_t, max_streams, 1024,
+          "open generation calls, gRPC Generate and HTTP /v1/*completions together");
+ABSL_FLAG(int64_t, stream_buffer_bytes, 4 << 20,
+          "response bytes queued per stream; a reader that falls this far behind is ended "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int32_t, max_retries, 2, "re-queues after a replica is lost");
+ABSL_FLAG(bool, prefix_caching, true, "automatic prefix caching");
+ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
+ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
+ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
+ABSL_FLAG(int32_t, stream_interval_tokens, 1,
+          "tokens per stream message: >1 holds a sample's tokens back until that many are "
+          "ready (its first and last messages go out at once), fewer writes for up to "
+          "N-1 steps of inter-token latency; 1 sends every step's tokens as they come");
+ABSL_FLAG(double, drain_timeout_s, 30, "SIGTERM: how long running streams may finish");
+ABSL_FLAG(double, worker_drain_timeout_s, 60,
+          "a worker's SIGTERM drains its replica: how long its running sequences may finish "
+          "before the rest is re-queued on other replicas (generated tokens kept)");
+ABSL_FLAG(int64_t, max_message_bytes, 4 << 20, "largest request message accepted");
+// One flag set for the whole public surface: the gRPC port and the HTTP API.
+ABSL_FLAG(std::string, tls_cert, "",
+          "public surface (gRPC --port and HTTP --http_port alike): PEM certificate chain; "
+          "with --tls_key both ports speak TLS only (re-read every 60 s: renewals need no "
+          "restart)");
+ABSL_FLAG(std::string, tls_key, "", "public surface (gRPC and HTTP): PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "public surface (gRPC and HTTP): PEM CA bundle; clients must present a certificate "
+          "it signed");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "bearer tokens, one a line ('#' comments), re-read when the file changes; gRPC "
+          "Generate/ListModels and HTTP /v1/* without one of them are UNAUTHENTICATED / 401 "
+          "(health stays open; empty: no auth)");
+ABSL_FLAG(std::string, worker_tls_cert, "",
+          "attach port: PEM certificate chain (mutual TLS with --worker_tls_key/--worker_tls_ca)");
+ABSL_FLAG(std::string, worker_tls_key, "", "attach port: PEM private key of --worker_tls_cert");
+ABSL_FLAG(std::string, worker_tls_ca, "",
+          "attach port: PEM CA bundle; a worker must present a certificate it signed");
+
+namespace weft {
+namespace {
+
+// The core's options from the flags; the model's part comes with ApplyModel.
+absl::Status CoreFromFlags(SchedulerOptions* core, bool* steps_in_flight_by_backend) {
+  absl::StatusOr<PolicyKind> policy = ParsePolicyKind(absl::GetFlag(FLAGS_policy));
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--policy: ", policy.status().message()));
+  }
+  core->policy = *policy;
+  core->block_size = absl::GetFlag(FLAGS_block_size);
+  core->max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  core->max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  core->enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
+  const int32_t steps_in_flight = absl::GetFlag(FLAGS_max_steps_in_flight);
+  core->max_steps_in_flight = steps_in_flight == 0 ? 1 : steps_in_flight;
+  *steps_in_flight_by_backend = steps_in_flight == 0;
+  core->max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  core->max_retries = absl::GetFlag(FLAGS_max_retries);
+  core->limits.max_tokens = absl::GetFlag(FLAGS_max_tokens_cap);
+  // The samples of one request never outnumber what a replica runs at once: the one cap
+  // a request is refused by, and the one its message reports.
+  core->limits.max_n = std::min(core->limits.max_n, core->max_num_seqs);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
+  SchedulerBinaryOptions o;
+  o.model_path = absl::GetFlag(FLAGS_model);
+  o.model_name = absl::GetFlag(FLAGS_model_name);
+  if (o.model_name.empty()) o.model_name = DefaultModelName(o.model_path);
+  if (absl::Status s = CheckModelName(o.model_name); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--model_name: ", s.message()));
+  }
+  o.chat_template_path = absl::GetFlag(FLAGS_chat_template);
+  o.host = absl::GetFlag(FLAGS_host);
+  o.port = absl::GetFlag(FLAGS_port);
+  o.worker_port = absl::GetFlag(FLAGS_worker_port);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.ports_file = absl::GetFlag(FLAGS_ports_file);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+
+  EngineOptions& eo = o.engine;
+  if (absl::Status s = CoreFromFlags(&eo.core, &eo.steps_in_flight_by_backend); !s.ok()) return s;
+  eo.step_deadline.floor = absl::Seconds(absl::GetFlag(FLAGS_step_deadline_floor_s));
+  eo.step_deadline.k = absl::GetFlag(FLAGS_step_deadline_k);
+  eo.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
+  eo.stream_interval_tokens = absl::GetFlag(FLAGS_stream_interval_tokens);
+  eo.worker_drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_drain_timeout_s));
+  eo.max_inbox_submissions = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_max_waiting)));
+
+  FrontendOptions& fo = o.frontend;
+  fo.model_name = o.model_name;
+  fo.max_streams = absl::GetFlag(FLAGS_max_streams);
+  fo.stream_buffer_bytes =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_stream_buffer_bytes)));
+  if (absl::Status s = fo.Validate(); !s.ok()) return s;
+
+  o.public_tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  o.public_tls.key = absl::GetFlag(FLAGS_tls_key);
+  o.public_tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  o.worker_tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
+  o.worker_tls.key = absl::GetFlag(FLAGS_worker_tls_key);
+  o.worker_tls.client_ca = absl::GetFlag(FLAGS_worker_tls_ca);
+  if (o.worker_tls.enabled() &&
+      (o.worker_tls.cert.empty() || o.worker_tls.key.empty() || o.worker_tls.client_ca.empty())) {
+    return absl::InvalidArgumentError(
+        "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
+        "--worker_tls_ca together");
+  }
+  o.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+
+  o.http = absl::GetFlag(FLAGS_http_port) >= 0;
+  HttpServerOptions& ho = o.http_server;
+  ho.host = o.host;
+  ho.port = absl::GetFlag(FLAGS_http_port);
+  ho.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  ho.max_body_bytes = static_cast<size_t>(std::max<int64_t>(0, o.max_message_bytes));
+  // A client that stops reading: the same patience as the engine's stall guard.
+  ho.write_timeout = std::max(absl::Seconds(1), eo.stall_timeout);
+  ho.tls = o.public_tls;  // the public surface is one: the gRPC port's TLS files
+  return o;
+}
+
+absl::Status ApplyModel(int32_t vocab_size, int32_t context_length,
+                        const std::vector<int32_t>& eos_token_ids,
+                        SchedulerBinaryOptions* options) {
+  SchedulerOptions& core = options->engine.core;
+  core.limits.vocab_size = vocab_size;
+  core.limits.max_model_len = context_length;
+  core.eos_token_ids = eos_token_ids;
+  return options->engine.Validate();
+}
+
+}  // namespace weft

@@ -1,0 +1,56 @@
+// weft-scheduler's command line: its flags (defined in scheduler_flags.cc) and
+// OptionsFromFlags, which turns them into the options every part of the binary is built
+// from — the engine and its scheduler core (with the request contract's limits, defined
+// once here for the core and the edge), the public edge (frontend, HTTP API, TLS files,
+// tokens file), the ports — without touching the model, the network or the disk.
+// main (scheduler_main.cc) only adds what the model says (ApplyModel) and wires.
+// Thread-safety: call from main's thread (reads the flags).
+#ifndef WEFT_SCHEDULER_SERVICE_SCHEDULER_FLAGS_H_
+#define WEFT_SCHEDULER_SERVICE_SCHEDULER_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/tls_credentials.h"
+#include "scheduler/edge/generate_frontend.h"
+#include "scheduler/edge/http_server.h"
+#include "scheduler/service/engine.h"
+
+namespace weft {
+
+struct SchedulerBinaryOptions {
+  std::string model_path;
+  std::string model_name;  // --model_name, else the file's stem (DefaultModelName)
+  std::string chat_template_path;  // --chat_template: replaces the GGUF's ("" = the GGUF's)
+  std::string host;
+  int port = 0;              // public gRPC
+  int worker_port = 0;       // attach
+  int metrics_port = -1;     // -1: off
+  bool http = false;         // --http_port >= 0
+  std::string ports_file;
+  int64_t max_message_bytes = 0;
+  absl::Duration drain_timeout;
+  EngineOptions engine;      // core.limits lacks the model's vocabulary and context
+  FrontendOptions frontend;  // model_name and auth set later
+  HttpServerOptions http_server;  // tls: the public port's
+  ServerTlsFiles public_tls;
+  ServerTlsFiles worker_tls;
+  std::string auth_tokens_file;  // "": no bearer tokens
+};
+
+// The flags' values as options; INVALID_ARGUMENT naming the flag for a bad one (exit 2).
+absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags();
+
+// What the model adds — its vocabulary, context and end tokens — into the request
+// limits and the core; then the engine's options are validated as a whole (INVALID_ARGUMENT:
+// a bad flag only the model shows, e.g. --block_size against the context).
+absl::Status ApplyModel(int32_t vocab_size, int32_t context_length,
+                        const std::vector<int32_t>& eos_token_ids,
+                        SchedulerBinaryOptions* options);
+
+}  // namespace weft
+
+#endif  // WEFT_SCHEDULER_SERVICE_SCHEDULER_FLAGS_H_
