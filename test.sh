@@ -97,6 +97,7 @@ query() {
 # Tags of the tests that need the CUDA build: "gpu" (skip without a device) and "cuda"
 # (the CUDA-built binaries, no device needed). A regex over the tags list.
 CUDA_TAGS='[\[ ](gpu|cuda)[,\]]'
+MANUAL_TAG='[\[ ]manual[,\]]'
 
 # run_tests <name> <flags...> -- <targets...>: bazel test (tests only, unless the flags say
 # --nobuild_tests_only) and records where each test's test.xml lives. Returns Bazel's exit
@@ -109,6 +110,8 @@ run_tests() {
   shift
   local targets=("$@")
   local tests="tests(set(${targets[*]}))"
+  # Manual tests (the --full phases run them by name) are not run here: not counted.
+  tests="$tests except attr(tags, \"$MANUAL_TAG\", $tests)"
   if [[ " ${flags[*]} " != *" --config=cuda"* ]]; then
     # Tests tagged gpu or cuda exist only in CUDA builds (elsewhere Bazel skips them as
     # incompatible and writes no test.xml): not counted here.
