@@ -21,7 +21,9 @@
 namespace weft {
 namespace {
 
+using testing::EntryBytes;
 using testing::FromHex;
+using testing::PiecesFnv1a64;
 using testing::JsonValue;
 
 struct Corpus {
@@ -55,28 +57,6 @@ Corpus LoadCorpus() {
     }
   }
   return c;
-}
-
-std::string EntryBytes(const JsonValue& e) {
-  if (const JsonValue* hex = e.Get("text_hex")) return FromHex(hex->str);
-  return e.Get("text")->str;
-}
-
-std::string Fnv1a64(const Tokenizer& tok, bool special) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  auto add = [&h](unsigned char b) {
-    h ^= b;
-    h *= 0x100000001B3ull;
-  };
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    const std::string piece = tok.Decode({id}, {.render_special = special});
-    const uint32_t n = static_cast<uint32_t>(piece.size());
-    for (int k = 0; k < 4; ++k) add(static_cast<unsigned char>(n >> (8 * k)));
-    for (char c : piece) add(static_cast<unsigned char>(c));
-  }
-  char buf[17];
-  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
 }
 
 std::string Show(const std::vector<int32_t>& ids) {
@@ -118,8 +98,8 @@ TEST_F(TokenizerCorpusTest, VocabularyMetadataMatchesLlamaCpp) {
   }
   EXPECT_EQ(control, m.Get("control")->Ints());
   // Every token's piece, as llama_token_to_piece(special=false/true) gives it.
-  EXPECT_EQ(Fnv1a64(*tok_, false), m.Get("pieces_fnv1a64")->str);
-  EXPECT_EQ(Fnv1a64(*tok_, true), m.Get("pieces_special_fnv1a64")->str);
+  EXPECT_EQ(PiecesFnv1a64(*tok_, false), m.Get("pieces_fnv1a64")->str);
+  EXPECT_EQ(PiecesFnv1a64(*tok_, true), m.Get("pieces_special_fnv1a64")->str);
 }
 
 TEST_F(TokenizerCorpusTest, EveryStringGivesLlamaCppIds) {

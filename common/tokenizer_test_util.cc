@@ -1,5 +1,6 @@
 #include "common/tokenizer_test_util.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -207,6 +208,28 @@ std::string FromHex(absl::string_view hex) {
     out.push_back(static_cast<char>(hi << 4 | lo));
   }
   return out;
+}
+
+std::string EntryBytes(const JsonValue& e) {
+  if (const JsonValue* hex = e.Get("text_hex")) return FromHex(hex->str);
+  return e.Get("text")->str;
+}
+
+std::string PiecesFnv1a64(const Tokenizer& tok, bool render_special) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  auto add = [&h](unsigned char b) {
+    h ^= b;
+    h *= 0x100000001B3ull;
+  };
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    const std::string piece = tok.Decode({id}, {.render_special = render_special});
+    const uint32_t n = static_cast<uint32_t>(piece.size());
+    for (int k = 0; k < 4; ++k) add(static_cast<unsigned char>(n >> (8 * k)));
+    for (char c : piece) add(static_cast<unsigned char>(c));
+  }
+  char buf[17];
+  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 }  // namespace weft::testing

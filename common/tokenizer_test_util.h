@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/tokenizer.h"
 
 namespace weft::testing {
 
@@ -44,6 +45,13 @@ std::string TestDataPath(const std::string& name);
 
 // Lower-case hex -> bytes (empty on malformed input).
 std::string FromHex(absl::string_view hex);
+
+// A reference entry's text: "text_hex" (bytes that are not UTF-8) or "text".
+std::string EntryBytes(const JsonValue& e);
+
+// FNV-1a 64 over every token's piece (4-byte little-endian length, then the bytes), as
+// tools/refdata/make_tokenizer_ref.py hashes them; lower-case hex.
+std::string PiecesFnv1a64(const Tokenizer& tok, bool render_special);
 
 }  // namespace weft::testing
 

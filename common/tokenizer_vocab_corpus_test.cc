@@ -26,7 +26,9 @@
 namespace weft {
 namespace {
 
+using testing::EntryBytes;
 using testing::FromHex;
+using testing::PiecesFnv1a64;
 using testing::JsonValue;
 
 std::vector<JsonValue> ReadJsonLines(const std::string& path) {
@@ -40,29 +42,6 @@ std::vector<JsonValue> ReadJsonLines(const std::string& path) {
     if (v.ok()) out.push_back(*std::move(v));
   }
   return out;
-}
-
-std::string EntryBytes(const JsonValue& e) {
-  if (const JsonValue* hex = e.Get("text_hex")) return FromHex(hex->str);
-  return e.Get("text")->str;
-}
-
-// FNV-1a 64 over every token's piece, as make_tokenizer_ref.py hashes them.
-std::string PiecesHash(const Tokenizer& tok, bool special) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  auto add = [&h](unsigned char b) {
-    h ^= b;
-    h *= 0x100000001B3ull;
-  };
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    const std::string piece = tok.Decode({id}, {.render_special = special});
-    const uint32_t n = static_cast<uint32_t>(piece.size());
-    for (int k = 0; k < 4; ++k) add(static_cast<unsigned char>(n >> (8 * k)));
-    for (char c : piece) add(static_cast<unsigned char>(c));
-  }
-  char buf[17];
-  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
 }
 
 std::vector<int32_t> ControlRanges(const Tokenizer& tok) {
@@ -131,8 +110,8 @@ TEST_P(VocabCorpusTest, MatchesLlamaCpp) {
     for (int32_t id : r.Ints()) control.push_back(id);
   }
   EXPECT_EQ(ControlRanges(tok), control);
-  EXPECT_EQ(PiecesHash(tok, false), m.Get("pieces_fnv1a64")->str);
-  EXPECT_EQ(PiecesHash(tok, true), m.Get("pieces_special_fnv1a64")->str);
+  EXPECT_EQ(PiecesFnv1a64(tok, false), m.Get("pieces_fnv1a64")->str);
+  EXPECT_EQ(PiecesFnv1a64(tok, true), m.Get("pieces_special_fnv1a64")->str);
 
   int failed = 0;
   const EncodeOptions no_bos_eos{.add_bos = false, .add_eos = false};
