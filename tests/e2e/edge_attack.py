@@ -245,7 +245,52 @@ def json_keys(args):
     return {"status": code, "seconds": dt, "body_bytes": len(body)}, 400
 
 
+def completion(args):
+    """Not an attack: a real generation (a worker must be attached)."""
+    c = http.client.HTTPConnection("127.0.0.1", args.http_port, timeout=120)
+    h = {"Content-Type": "application/json"}
+    if args.token:
+        h["Authorization"] = "Bearer " + args.token
+    t0 = time.monotonic()
+    c.request("POST", "/v1/completions", headers=h,
+              body=json.dumps({"prompt": "Hello", "max_tokens": 4}).encode())
+    r = c.getresponse()
+    text = json.loads(r.read())["choices"][0]["text"] if r.status == 200 else ""
+    c.close()
+    return {"status": r.status, "seconds": time.monotonic() - t0, "text_chars": len(text)}, 200
+
+
+def health_connection_header(args):
+    c = http.client.HTTPConnection("127.0.0.1", args.http_port, timeout=GUARD_S)
+    c.request("GET", "/health")
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status, (r.getheader("Connection") or "").lower()
+
+
+def keepalive(args):
+    """Serving: /health is 200 and the connection is kept alive."""
+    code, conn = health_connection_header(args)
+    return {"status": code if conn != "close" else -1, "connection": conn}, 200
+
+
+def drain(args):
+    """A drain has begun (the test sent SIGTERM): answers carry Connection: close."""
+    t0 = time.monotonic()
+    code, conn = 0, ""
+    while time.monotonic() - t0 < GUARD_S:
+        code, conn = health_connection_header(args)
+        if code == 503:
+            break
+        time.sleep(0.05)
+    return {"status": code if conn == "close" else -1, "connection": conn}, 503
+
+
 ATTACKS = {
+    "completion": completion,
+    "keepalive": keepalive,
+    "drain": drain,
     "chunked": chunked,
     "gzip": gzip_bomb,
     "headers": lambda a: many_headers(a, 128, 8000),
@@ -279,7 +324,7 @@ def main():
         row.update({"attack": name, "rss_before_mib": round(before["VmRSS"], 1),
                     "rss_after_mib": round(after["VmRSS"], 1),
                     "hwm_after_mib": round(after["VmHWM"], 1),
-                    "normal_request": normal_request(args)})
+                    "normal_request": 200 if name == "drain" else normal_request(args)})
         for k in ("seconds", "livez_max_s"):
             if k in row:
                 row[k] = round(row[k], 3)
