@@ -31,6 +31,10 @@ constexpr size_t kReadBuffer = 16 << 10;
 // the answer rather than a reset caused by its own unread bytes.
 constexpr size_t kLingerBytes = 1 << 20;
 constexpr absl::Duration kLingerTime = absl::Seconds(1);
+// The same for a connection over the cap, answered before it sent anything perhaps:
+// short, so that a flood of idle connections does not hold the overflow threads (its
+// request, when it comes later, meets a reset, with the 503 already in its buffer).
+constexpr absl::Duration kOverCapLingerTime = absl::Milliseconds(50);
 // How often an idle connection looks whether the server stops.
 constexpr int kIdleSliceMs = 100;
 
@@ -127,9 +131,9 @@ class GateStream final : public httplib::Stream {
   }
 
   // Reads and drops what the client still sends, briefly (see kLingerBytes).
-  void Linger() {
+  void Linger(absl::Duration patience = kLingerTime) {
     if (ssl_ == nullptr) ::shutdown(fd_, SHUT_WR);
-    const absl::Time until = absl::Now() + kLingerTime;
+    const absl::Time until = absl::Now() + patience;
     size_t dropped = 0;
     char buf[kReadBuffer];
     while (dropped < kLingerBytes && WaitFd(fd_, POLLIN, until) > 0) {
@@ -455,7 +459,7 @@ void GatedHttpServer::AnswerOverCap(int sock) {
   if (options_.tls != nullptr) return;  // a plaintext 503 means nothing to a TLS client
   GateStream stream(sock, nullptr, options_);
   stream.Refuse(503, "too many connections: try again later");
-  stream.Linger();
+  stream.Linger(kOverCapLingerTime);
 }
 
 bool GatedHttpServer::process_and_close_socket(socket_t sock) {
