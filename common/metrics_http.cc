@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/build_info.h"
+#include "common/http_gate.h"
 #include "glog/logging.h"
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
@@ -46,31 +47,48 @@ std::shared_ptr<prometheus::Registry> BuildInfoRegistry(const prometheus::Labels
 absl::Status MetricsHttpOptions::Validate() const {
   if (registry == nullptr) return absl::InvalidArgumentError("metrics HTTP: no registry");
   if (port < 0 || port > 65535) return absl::InvalidArgumentError("metrics HTTP: bad port");
-  if (num_threads < 1) return absl::InvalidArgumentError("metrics HTTP: num_threads must be >= 1");
+  if (max_connections < 1) {
+    return absl::InvalidArgumentError("metrics HTTP: max_connections must be >= 1");
+  }
+  if (request_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("metrics HTTP: request_timeout must be >= 1 s");
+  }
   return absl::OkStatus();
 }
 
+namespace {
+
+HttpGateOptions GateOptions(const MetricsHttpOptions& o) {
+  HttpGateOptions g;
+  g.max_connections = o.max_connections;
+  g.overflow_threads = 4;
+  g.max_header_bytes = 16 << 10;
+  g.max_header_fields = 64;
+  g.max_body_wire_bytes = 64 << 10;
+  g.request_timeout = o.request_timeout;
+  // Scrapers keep connections open; each holds a thread, so idle ones are let go quickly.
+  g.keep_alive_timeout = absl::Seconds(2);
+  g.write_timeout = absl::Seconds(5);
+  return g;
+}
+
+}  // namespace
+
 MetricsHttp::MetricsHttp(MetricsHttpOptions options)
-    : options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {}
+    : options_(std::move(options)),
+      server_(std::make_unique<GatedHttpServer>(GateOptions(options_))) {}
 
 absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptions options) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   std::unique_ptr<MetricsHttp> m(new MetricsHttp(std::move(options)));
-  httplib::Server& server = *m->server_;
+  GatedHttpServer& server = *m->server_;
   const MetricsHttpOptions& o = m->options_;
-  const int threads = o.num_threads;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // Scrapers keep connections open; a pool thread serves one connection at a time, so
-  // idle ones are let go quickly.
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second process
   // binds the same port silently and the kernel splits the scrapes between the two.
   server.set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  server.set_keep_alive_timeout(2);
-  server.set_read_timeout(5, 0);
-  server.set_write_timeout(5, 0);
   server.Get("/metrics", [registry = o.registry, build_info = BuildInfoRegistry(o.constant_labels)](
                              const httplib::Request&, httplib::Response& res) {
     std::vector<prometheus::MetricFamily> families = registry->Collect();
@@ -109,7 +127,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
 }
 
 MetricsHttp::~MetricsHttp() {
-  server_->stop();
+  server_->Stop();
   if (listener_.joinable()) listener_.join();
 }
 

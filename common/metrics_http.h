@@ -18,8 +18,16 @@
 // a fixed 100 KiB stack, and glibc puts every loaded library's static thread-local
 // storage on each thread's stack — 154 KB in the --config=cuda worker (cuBLASLt alone
 // 94 KB), so pthread_create failed and the worker exited at start. cpp-httplib's
-// threads (a listener and a pool of `num_threads`) use the default stack size
-// (RLIMIT_STACK, 8 MiB here).
+// threads use the default stack size (RLIMIT_STACK, 8 MiB here).
+//
+// Slow and hostile clients (the kubelet probes this port): it is a GatedHttpServer
+// (common/http_gate.h): threads are started per connection up to `max_connections`
+// (more are answered 503 at once), a request's head and body must arrive within
+// `request_timeout` (408) and within 16 KiB / 64 header fields (431), bodies are not
+// read (no route takes one; 413 past 64 KiB). So clients trickling bytes hold a thread
+// each for at most `request_timeout` and never hold up /livez while threads remain:
+// before, a fixed pool of 4 threads was held by 4 trickling connections for as long as
+// they trickled.
 //
 // Ownership: owns the server and its threads; the destructor stops and joins them.
 // Thread-safety: the callbacks and the registry are read from the server's threads:
@@ -35,11 +43,11 @@
 #include "absl/status/statusor.h"
 #include "prometheus/registry.h"
 
-namespace httplib {
-class Server;
-}  // namespace httplib
+#include "absl/time/time.h"
 
 namespace weft {
+
+class GatedHttpServer;
 
 struct MetricsHttpOptions {
   std::string host = "0.0.0.0";
@@ -50,7 +58,8 @@ struct MetricsHttpOptions {
   prometheus::Labels constant_labels;
   std::function<bool()> started;  // /startupz; null: always started
   std::function<bool()> ready;    // /readyz; null: ready once started
-  int num_threads = 4;            // request handlers (a scrape, probes, a keep-alive)
+  int max_connections = 64;       // served at once, one thread each (started on demand)
+  absl::Duration request_timeout = absl::Seconds(5);  // head + body
 
   absl::Status Validate() const;
 };
@@ -69,7 +78,7 @@ class MetricsHttp {
   explicit MetricsHttp(MetricsHttpOptions options);
 
   const MetricsHttpOptions options_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<GatedHttpServer> server_;
   std::thread listener_;
   int port_ = 0;
 };

@@ -93,7 +93,7 @@ TEST(MetricsHttpTest, RejectsBadOptions) {
   MetricsHttpOptions o;
   EXPECT_EQ(MetricsHttp::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.registry = std::make_shared<prometheus::Registry>();
-  o.num_threads = 0;
+  o.max_connections = 0;
   EXPECT_EQ(MetricsHttp::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -1,7 +1,6 @@
 #include "scheduler/edge/http_server.h"
 
-#include <dirent.h>
-#include <netdb.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -9,15 +8,13 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
-#include <deque>
 #include <functional>
 #include <thread>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/http_gate.h"
 #include "common/mutex.h"
 #include "glog/logging.h"
 #include "httplib.h"
@@ -30,132 +27,6 @@ namespace weft {
 namespace {
 
 using openai::Api;
-
-// ---------------------------------------------------------------------------------------
-// The connection's socket. cpp-httplib 0.11.4 hands a handler the request but not the
-// connection; the socket is the one whose local and peer addresses are the request's
-// (a TCP connection is unique by them). Looked up once per call: a keep-alive
-// connection stays on one thread, whose last match is checked first.
-
-bool SameEndpoint(const sockaddr_storage& a, socklen_t len, const std::string& ip, int port) {
-  char host[NI_MAXHOST];
-  char serv[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof host, serv, sizeof serv,
-                  NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-    return false;
-  }
-  return ip == host && port == std::atoi(serv);
-}
-
-bool IsConnection(int fd, const httplib::Request& req) {
-  sockaddr_storage addr;
-  socklen_t len = sizeof addr;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      !SameEndpoint(addr, len, req.local_addr, req.local_port)) {
-    return false;
-  }
-  len = sizeof addr;
-  return getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
-         SameEndpoint(addr, len, req.remote_addr, req.remote_port);
-}
-
-int FindConnectionSocket(const httplib::Request& req) {
-  thread_local int last = -1;
-  if (last >= 0 && IsConnection(last, req)) return last;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
-  const int dir_fd = dirfd(dir);
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
-    if (IsConnection(static_cast<int>(fd), req)) {
-      found = static_cast<int>(fd);
-      break;
-    }
-  }
-  closedir(dir);
-  last = found;
-  return found;
-}
-
-// ---------------------------------------------------------------------------------------
-// cpp-httplib serves a connection on one thread for its whole life. Threads are started
-// when a connection finds none idle, up to `max_threads`; then the accept loop waits in
-// enqueue until one is free, so unserved connections wait in the kernel's backlog
-// instead of an unbounded queue here.
-class ConnectionPool final : public httplib::TaskQueue {
- public:
-  ConnectionPool(int max_threads, prometheus::Gauge* busy)
-      : max_threads_(max_threads), busy_(busy) {}
-  ~ConnectionPool() override { shutdown(); }
-
-  void enqueue(std::function<void()> fn) override ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(&mu_);
-    while (!stopping_ && idle_ <= jobs_.size() &&
-           threads_.size() >= static_cast<size_t>(max_threads_)) {
-      freed_.Wait(&mu_);
-    }
-    jobs_.push_back(std::move(fn));
-    if (idle_ >= jobs_.size()) {
-      work_.Signal();
-    } else {
-      threads_.emplace_back([this] { Run(); });
-    }
-  }
-
-  // Lets a waiting enqueue through (the server is stopping).
-  void BeginStop() ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-    freed_.SignalAll();
-    work_.SignalAll();
-  }
-
-  // Runs what is queued (cpp-httplib closes those connections at once when stopped),
-  // then joins every thread.
-  void shutdown() override ABSL_LOCKS_EXCLUDED(mu_) {
-    BeginStop();
-    std::vector<std::thread> threads;
-    {
-      MutexLock lock(&mu_);
-      threads.swap(threads_);
-    }
-    for (std::thread& t : threads) t.join();
-  }
-
- private:
-  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
-    for (;;) {
-      std::function<void()> job;
-      {
-        MutexLock lock(&mu_);
-        ++idle_;
-        while (jobs_.empty() && !stopping_) work_.Wait(&mu_);
-        --idle_;
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      if (busy_ != nullptr) busy_->Increment();
-      job();
-      if (busy_ != nullptr) busy_->Decrement();
-      MutexLock lock(&mu_);
-      freed_.Signal();
-    }
-  }
-
-  const int max_threads_;
-  prometheus::Gauge* const busy_;
-  Mutex mu_;
-  CondVar work_;   // a job was queued (or stopping)
-  CondVar freed_;  // a thread became idle (or stopping)
-  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
-  size_t idle_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 // ---------------------------------------------------------------------------------------
 // The Outbox's writer (its WriteTarget) for an HTTP call. The outbox calls it from any
@@ -424,6 +295,9 @@ absl::Status HttpServerOptions::Validate() const {
     return absl::InvalidArgumentError("http port must be in [0, 65535]");
   if (max_connections < 1) return absl::InvalidArgumentError("max_connections must be >= 1");
   if (max_body_bytes < 1024) return absl::InvalidArgumentError("max_body_bytes must be >= 1024");
+  if (max_header_bytes < 1024 || max_header_fields < 1) {
+    return absl::InvalidArgumentError("max_header_bytes must be >= 1024, max_header_fields >= 1");
+  }
   if (keep_alive_timeout < absl::Seconds(1) || read_timeout < absl::Seconds(1) ||
       write_timeout < absl::Seconds(1)) {
     return absl::InvalidArgumentError("HTTP timeouts must be >= 1 s");
@@ -465,10 +339,19 @@ class OpenAiHttpServer::Impl {
   ServiceMetrics* const metrics_;  // may be null
   const int64_t started_ = UnixSeconds(absl::Now());
 
-  std::unique_ptr<HttpTls> tls_;  // outlives server_ (its SSL_CTX calls it)
-  std::unique_ptr<httplib::Server> server_;
-  Mutex pool_mu_;
-  ConnectionPool* pool_ ABSL_GUARDED_BY(pool_mu_) = nullptr;  // owned by server_ while it listens
+  // The connection is closed after this answer (part of the body is left unread).
+  static void CloseAfter(httplib::Response& res) {
+    res.set_header("Connection", "close");
+    GatedHttpServer::CloseAfterResponse();
+  }
+  HttpGateOptions GateOptions();
+
+  std::unique_ptr<HttpTls> tls_;  // outlives ssl_ctx_ (its callback calls it)
+  struct FreeCtx {
+    void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+  };
+  std::unique_ptr<SSL_CTX, FreeCtx> ssl_ctx_;  // outlives server_
+  std::unique_ptr<GatedHttpServer> server_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> serving_{false};
@@ -513,18 +396,33 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, http
                                       const httplib::ContentReader& content) {
   const absl::Time arrival = absl::Now();
   // The token before the body is stored or parsed. A refused body is still read (and
-  // dropped as it arrives): left unread, it would be taken for the connection's next
-  // request.
+  // dropped as it arrives, within the gate's wire cap and deadline): left unread, it
+  // would be taken for the connection's next request.
   if (!Authenticated(req, res, /*generation=*/true)) {
-    content([](const char*, size_t) { return true; });
+    if (!content([](const char*, size_t) { return true; })) CloseAfter(res);
     return;
   }
+  // The cap counts the bytes the library hands over: after de-chunking (Content-Encoding
+  // other than identity is refused by the gate before any byte is read). Reading stops
+  // at the first byte past it.
   std::string body;
-  if (!content([&body](const char* data, size_t n) {
+  bool too_large = false;
+  if (!content([&](const char* data, size_t n) {
+        if (n > options_.max_body_bytes - body.size()) {
+          too_large = true;
+          return false;
+        }
         body.append(data, n);
         return true;
       })) {
-    return;  // cpp-httplib set the status: 413 (too large) or 400 (unreadable)
+    if (too_large) {
+      frontend_->CountRejection(absl::ResourceExhaustedError("request body too large"));
+      HttpGeneration::SetError(
+          res, openai::ErrorForHttp(413, absl::StrCat("the request body is over ",
+                                                      options_.max_body_bytes, " bytes")));
+    }
+    CloseAfter(res);
+    return;  // otherwise the gate answered (408, 413, 415) or the client left
   }
   CallContext context;
   context.arrival = arrival;
@@ -549,9 +447,7 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, http
     HttpGeneration::SetError(res, openai::ErrorFor(call.status(), &*parsed));
     return;
   }
-  const int socket = FindConnectionSocket(req);
-  LOG_IF(WARNING, socket < 0) << "HTTP: no socket found for " << req.remote_addr << ":"
-                              << req.remote_port << "; its disconnect will not be noticed";
+  const int socket = GatedHttpServer::CurrentSocket();
   auto channel = std::make_shared<CallChannel>(socket);
   (*call)->outbox()->Attach(channel);
   openai::ResponseOptions ro;
@@ -650,34 +546,41 @@ void OpenAiHttpServer::Impl::Routes() {
   }
 }
 
+HttpGateOptions OpenAiHttpServer::Impl::GateOptions() {
+  HttpGateOptions g;
+  g.max_connections = options_.max_connections;
+  g.max_header_bytes = options_.max_header_bytes;
+  g.max_header_fields = options_.max_header_fields;
+  // On the wire, chunk framing included; the exact cap (de-chunked) is Generate's.
+  g.max_body_wire_bytes = 2 * options_.max_body_bytes + (64 << 10);
+  g.request_timeout = options_.read_timeout;
+  g.keep_alive_timeout = options_.keep_alive_timeout;
+  g.write_timeout = options_.write_timeout;
+  g.tls = ssl_ctx_.get();
+  // A drain (or before the first replica): every answer says Connection: close, so
+  // clients and proxies reconnect (to another scheduler) for their next request.
+  g.close_connections = [this] { return !serving_.load(); };
+  g.error_body = [](int status, absl::string_view message) {
+    return openai::ErrorBody(openai::ErrorForHttp(status, std::string(message)));
+  };
+  if (metrics_ != nullptr) g.busy = &metrics_->http_connections;
+  return g;
+}
+
 absl::Status OpenAiHttpServer::Impl::Start() {
   if (options_.tls.enabled()) {
     auto tls = HttpTls::Load(options_.tls);
     if (!tls.ok()) return tls.status();
     tls_ = std::move(*tls);
-    auto server = std::make_unique<httplib::SSLServer>(
-        [tls = tls_.get()](SSL_CTX& ctx) { return tls->Configure(ctx); });
-    if (!server->is_valid()) {
+    ssl_ctx_.reset(SSL_CTX_new(TLS_server_method()));
+    if (ssl_ctx_ == nullptr || !tls_->Configure(*ssl_ctx_)) {
       return absl::InternalError("HTTP TLS: cannot set up the OpenSSL context");
     }
-    server_ = std::move(server);
-  } else {
-    server_ = std::make_unique<httplib::Server>();
   }
+  server_ = std::make_unique<GatedHttpServer>(GateOptions());
   httplib::Server& svr = *server_;
-  svr.new_task_queue = [this] {
-    auto* pool = new ConnectionPool(options_.max_connections,
-                                    metrics_ != nullptr ? &metrics_->http_connections : nullptr);
-    MutexLock lock(&pool_mu_);
-    pool_ = pool;
-    return pool;
-  };
   svr.set_tcp_nodelay(true);             // events go out as they are written (no Nagle delay)
-  svr.set_keep_alive_max_count(100000);  // the library's default closes after 5 requests
-  svr.set_keep_alive_timeout(absl::ToInt64Seconds(options_.keep_alive_timeout));
-  svr.set_read_timeout(absl::ToInt64Seconds(options_.read_timeout));
-  svr.set_write_timeout(absl::ToInt64Seconds(options_.write_timeout));
-  svr.set_payload_max_length(options_.max_body_bytes);
+  svr.set_payload_max_length(options_.max_body_bytes);  // a Content-Length over it: 413
   // The library's default sets SO_REUSEPORT, which would let a second server bind the
   // same port and take half its connections; SO_REUSEADDR only. Keep the socket to
   // widen its backlog below.
@@ -697,22 +600,14 @@ absl::Status OpenAiHttpServer::Impl::Start() {
   // cpp-httplib 0.11.4 listens with a backlog of 5 (compiled in): a burst of clients
   // connecting at once would be refused. Listening again only widens the backlog.
   if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
-  listener_ = std::thread([this] {
-    server_->listen_after_bind();
-    MutexLock lock(&pool_mu_);
-    pool_ = nullptr;  // deleted by the server when listening ends
-  });
+  listener_ = std::thread([this] { server_->listen_after_bind(); });
   return absl::OkStatus();
 }
 
 void OpenAiHttpServer::Impl::Stop() {
   if (stopped_ || server_ == nullptr) return;
   stopped_ = true;
-  {
-    MutexLock lock(&pool_mu_);
-    if (pool_ != nullptr) pool_->BeginStop();
-  }
-  server_->stop();
+  server_->Stop();
   if (listener_.joinable()) listener_.join();
 }
 

@@ -19,12 +19,16 @@
 // guard (CancelCall shuts the socket down) or the write timeout, whichever comes first.
 //
 // Library: cpp-httplib (Debian's 0.11.4, see README "OpenAI-compatible HTTP API" for the
-// measurement and the choice). It serves each connection on one thread for the
-// connection's life, so threads are started on demand up to max_connections; when all
-// are busy the accept loop waits (TCP backpressure) rather than queueing without bound.
-// Its handlers cannot see the connection's socket: the socket is found once per call by
-// its addresses (FindConnectionSocket in the .cc) — the one place this file touches a
-// socket.
+// measurement and the choice) behind common/http_gate.h (GatedHttpServer), which owns
+// the connection loop and every byte read: one thread per connection, started on demand
+// up to max_connections, and one more connection is answered 503 at once; the request
+// head is capped (max_header_bytes, max_header_fields: 431); the head and body must
+// arrive within read_timeout (408, slowloris); a body with a Content-Encoding other
+// than identity is refused (415: no decompressor runs on a client's bytes); the body is
+// capped on the wire by the gate and exactly, after de-chunking, here (max_body_bytes:
+// 413, reading stops there). While not serving (a drain, or no replica yet) every
+// answer carries `Connection: close`. A handler finds its connection's socket through
+// GatedHttpServer::CurrentSocket().
 //
 // The edge is the gRPC port's, shared rather than copied:
 //  * bearer tokens: the GenerateFrontend's (FrontendOptions.auth, the BearerTokens of
@@ -64,13 +68,17 @@ namespace weft {
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
   int port = 8000;  // 0 = ephemeral
-  // Connections served at once, one thread each; more wait to be accepted.
+  // Connections served at once, one thread each; more are answered 503 at once.
   int max_connections = 512;
-  // Request bodies over this are refused (413).
+  // Request bodies over this (after de-chunking) are refused (413).
   size_t max_body_bytes = 4 << 20;
+  // The request line and headers: bytes and header fields (431 past either).
+  size_t max_header_bytes = 32 << 10;
+  int max_header_fields = 100;
   // An idle keep-alive connection is closed after this.
   absl::Duration keep_alive_timeout = absl::Seconds(5);
-  // Reading one request, and one write to a client that does not read.
+  // Reading one request (its head and body, from its first byte: 408 past it), and one
+  // write to a client that does not read.
   absl::Duration read_timeout = absl::Seconds(30);
   absl::Duration write_timeout = absl::Seconds(10);
   // HTTPS when tls.enabled() (the gRPC public port's files and reload interval).

@@ -334,6 +334,30 @@ TEST_F(HttpServerTest, OversizedBodyIs413InOpenAisShape) {
   EXPECT_TRUE(engine_.subs_.empty());
 }
 
+// A chunked body has no length to compare: the cap counts the bytes after de-chunking
+// (here well under the gate's wire cap), stops reading there, and closes the connection
+// (the rest of the body is unread) after the 413.
+TEST_F(HttpServerTest, ChunkedBodyOverTheCapIs413AfterDechunking) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1024;
+  Start(o);
+  RawClient c(server_->port());
+  std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 30; ++i) absl::StrAppend(&req, "64\r\n", std::string(100, 'x'), "\r\n");
+  ASSERT_TRUE(c.Send(req + "0\r\n\r\n"));
+  const std::string got = c.ReadUntil("}}");
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 413")) << got;
+  EXPECT_TRUE(absl::StrContains(got, "Connection: close")) << got;
+  EXPECT_TRUE(absl::StrContains(got, "over 1024 bytes")) << got;
+  // A body within the cap is parsed as before.
+  auto r = Client().Post("/v1/completions", R"({"prompt": 1})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);  // parsed (a bad prompt), not refused for its size
+  MutexLock l(&engine_.mu_);
+  EXPECT_TRUE(engine_.subs_.empty());
+}
+
 TEST_F(HttpServerTest, StreamLimitIsSharedAndAnswers429) {
   Start();  // max_streams = 2
   RawClient a(server_->port()), b(server_->port());

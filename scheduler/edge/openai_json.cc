@@ -12,6 +12,7 @@
 #include "common/field_error.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/edge/json_bounds.h"
 #include "scheduler/request_spec.h"
 
 namespace weft::openai {
@@ -304,6 +305,8 @@ absl::Status ParseLogprobs(Api api, const Json& o, ParsedRequest* p) {
 }  // namespace
 
 absl::StatusOr<ParsedRequest> ParseRequest(Api api, absl::string_view body) {
+  // Depth and members per object bounded first: building the document is then linear.
+  WEFT_RETURN_IF_ERROR(CheckJsonBounds(body));
   Json o = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (o.is_discarded()) return absl::InvalidArgumentError("the body is not valid JSON");
   if (!o.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");

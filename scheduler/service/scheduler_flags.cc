@@ -20,7 +20,10 @@ ABSL_FLAG(int32_t, http_port, -1,
           "OpenAI-compatible HTTP API port (/v1/completions, /v1/chat/completions, /v1/models, "
           "/health); -1 = off, 0 = ephemeral; 8000 is the conventional one (vLLM's)");
 ABSL_FLAG(int32_t, http_max_connections, 512,
-          "HTTP connections served at once (one thread each); more wait to be accepted");
+          "HTTP connections served at once (one thread each); more are answered 503 at once");
+ABSL_FLAG(int32_t, http_request_timeout_s, 30,
+          "HTTP: a request's head and body must arrive within this many seconds of its first "
+          "byte (408 otherwise; slow clients cannot hold a connection's thread longer)");
 ABSL_FLAG(std::string, ports_file, "", "write the bound ports here as JSON");
 ABSL_FLAG(std::string, policy, "decode-first", "decode-first | prefill-first | static");
 ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
@@ -149,6 +152,7 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   ho.host = o.host;
   ho.port = absl::GetFlag(FLAGS_http_port);
   ho.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  ho.read_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_http_request_timeout_s)));
   ho.max_body_bytes = static_cast<size_t>(std::max<int64_t>(0, o.max_message_bytes));
   // A client that stops reading: the same patience as the engine's stall guard.
   ho.write_timeout = std::max(absl::Seconds(1), eo.stall_timeout);
