@@ -1,5 +1,6 @@
 #include "scheduler/service/metrics.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace weft {
@@ -122,7 +123,17 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
                                  .Labels(l).Register(*r)) {}
 
 prometheus::Counter& ServiceMetrics::Steps(const std::string& replica) {
+  // Back again (a restart under the same name): its series is live, not departed.
+  departed_replicas_.erase(std::remove(departed_replicas_.begin(), departed_replicas_.end(), replica),
+                           departed_replicas_.end());
   return steps_family_.Add({{"replica", replica}});
+}
+void ServiceMetrics::ReplicaGone(const std::string& replica) {
+  departed_replicas_.push_back(replica);
+  while (departed_replicas_.size() > kDepartedReplicasKept) {
+    steps_family_.Remove(&steps_family_.Add({{"replica", departed_replicas_.front()}}));
+    departed_replicas_.pop_front();
+  }
 }
 prometheus::Counter& ServiceMetrics::Finished(const std::string& reason) {
   return finished_family_.Add({{"reason", reason}});

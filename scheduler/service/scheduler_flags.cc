@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/edge/model_text.h"
 
@@ -68,6 +69,19 @@ ABSL_FLAG(std::string, worker_tls_cert, "",
 ABSL_FLAG(std::string, worker_tls_key, "", "attach port: PEM private key of --worker_tls_cert");
 ABSL_FLAG(std::string, worker_tls_ca, "",
           "attach port: PEM CA bundle; a worker must present a certificate it signed");
+ABSL_FLAG(bool, allow_insecure_attach, false,
+          "serve the attach port in plaintext on a non-loopback --host (without "
+          "--worker_tls_*); any host that reaches it can then attach as a worker. Without "
+          "this flag such a scheduler refuses to start");
+ABSL_FLAG(int32_t, max_worker_kv_blocks, 1 << 20,
+          "most KV blocks one worker's hello may announce (the scheduler keeps ~45 bytes of "
+          "bookkeeping per block); a worker announcing more is refused");
+ABSL_FLAG(int64_t, max_total_kv_blocks, int64_t{4} << 20,
+          "most KV blocks of all admitted replicas together; a worker that would go past it "
+          "is refused");
+ABSL_FLAG(int32_t, max_replicas, 64,
+          "most replica names admitted or forming at once (each is a metric label); a worker "
+          "of a new name beyond it is refused");
 
 namespace weft {
 namespace {
@@ -142,6 +156,23 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
         "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
         "--worker_tls_ca together");
   }
+  if (!o.worker_tls.enabled() && !IsLoopbackHost(o.host) &&
+      !absl::GetFlag(FLAGS_allow_insecure_attach)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the attach port would be plaintext on --host=", o.host,
+        ": any host that reaches it could attach as a worker. Give --worker_tls_cert, "
+        "--worker_tls_key and --worker_tls_ca (mutual TLS), bind --host=127.0.0.1, or accept "
+        "it with --allow_insecure_attach (e.g. behind a NetworkPolicy)"));
+  }
+  o.max_worker_kv_blocks = absl::GetFlag(FLAGS_max_worker_kv_blocks);
+  o.max_total_kv_blocks = absl::GetFlag(FLAGS_max_total_kv_blocks);
+  o.max_replicas = absl::GetFlag(FLAGS_max_replicas);
+  if (o.max_worker_kv_blocks < 1 || o.max_total_kv_blocks < o.max_worker_kv_blocks ||
+      o.max_replicas < 1) {
+    return absl::InvalidArgumentError(
+        "--max_worker_kv_blocks and --max_replicas must be >= 1, and --max_total_kv_blocks >= "
+        "--max_worker_kv_blocks");
+  }
   o.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
 
   o.http = absl::GetFlag(FLAGS_http_port) >= 0;
@@ -154,6 +185,10 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   ho.write_timeout = std::max(absl::Seconds(1), eo.stall_timeout);
   ho.tls = o.public_tls;  // the public surface is one: the gRPC port's TLS files
   return o;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
 }
 
 absl::Status ApplyModel(int32_t vocab_size, int32_t context_length,

@@ -39,7 +39,15 @@ struct SchedulerBinaryOptions {
   ServerTlsFiles public_tls;
   ServerTlsFiles worker_tls;
   std::string auth_tokens_file;  // "": no bearer tokens
+  // What a worker's hello may announce (ExpectedModel's limits; the rest of ExpectedModel
+  // comes from the model).
+  int32_t max_worker_kv_blocks = 0;
+  int64_t max_total_kv_blocks = 0;
+  int32_t max_replicas = 0;
 };
+
+// True for an address only this host can reach (127.0.0.0/8, ::1, localhost).
+bool IsLoopbackHost(const std::string& host);
 
 // The flags' values as options; INVALID_ARGUMENT naming the flag for a bad one (exit 2).
 absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags();

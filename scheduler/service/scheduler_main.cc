@@ -175,7 +175,11 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
   HealthService health({weft::v1::Generation::service_full_name(), mt.name()});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<OpenAiHttpServer> http;  // set before the engine starts
-  Engine engine(o.engine, mt.expected_model(o.engine.core.block_size), mt.model_info(),
+  ExpectedModel expected = mt.expected_model(o.engine.core.block_size);
+  expected.max_worker_kv_blocks = o.max_worker_kv_blocks;
+  expected.max_total_kv_blocks = o.max_total_kv_blocks;
+  expected.max_replicas = o.max_replicas;
+  Engine engine(o.engine, std::move(expected), mt.model_info(),
                 &mt.text_source(), &metrics, [&health, &http, &serving](bool now_serving) {
                   serving = now_serving;
                   health.SetServing(now_serving);
