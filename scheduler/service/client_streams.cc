@@ -159,12 +159,20 @@ bool ClientStreams::ReleaseNow(ActiveRequest& ar, const SequenceOutput& out,
 
 void ClientStreams::PushOrEnd(ActiveRequest& ar, const SequenceOutput& out,
                               weft::v1::GenerateResponse resp, absl::Time now) {
-  if (ar.outbox->Push(std::move(resp)) || out.request_finished) return;
-  // Gone (client left) or over the byte cap (not reading): end it, free its blocks.
+  if (ar.outbox->Push(std::move(resp))) return;
+  // Gone (client left) or over the byte cap (not reading): end it, free its blocks. A
+  // finished request's last message that does not fit ends the call in error too: an OK
+  // end would tell the client it has everything when its last tokens were dropped.
   const bool gone = ar.outbox->Closed();
-  (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
+  if (!out.request_finished) {
+    (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
+  }
   if (!gone) {
-    ar.ended_with = absl::ResourceExhaustedError("stream buffer full: the client is not reading");
+    ar.ended_with = absl::ResourceExhaustedError(
+        out.request_finished
+            ? "stream buffer full: the stream's last message did not fit (the client is not "
+              "reading)"
+            : "stream buffer full: the client is not reading");
     ar.outbox->Abort(*ar.ended_with);
   }
 }
