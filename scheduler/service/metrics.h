@@ -93,6 +93,13 @@ class ServiceMetrics {
   prometheus::Counter& Fenced(const std::string& reason);
   // OpenAI HTTP API responses by HTTP status (499: the client left first).
   prometheus::Counter& HttpResponses(int status);
+  // Per tenant (names from the tokens file only, or "default"): calls admitted, and
+  // calls refused by a tenant limit (reason: priority, streams, tokens_per_minute).
+  prometheus::Counter& TenantAdmitted(const std::string& tenant);
+  prometheus::Counter& TenantRejected(const std::string& tenant, const std::string& reason);
+  // Tokens-file reloads that failed (file deleted, unreadable, or not parsing): the
+  // scheduler then accepts no token until a good version loads.
+  prometheus::Counter& auth_reload_failures;
 
  private:
   ServiceMetrics(std::shared_ptr<prometheus::Registry> registry, const prometheus::Labels& labels);
@@ -105,6 +112,8 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Counter>& status_family_;
   prometheus::Family<prometheus::Counter>& fenced_family_;
   prometheus::Family<prometheus::Counter>& http_responses_family_;
+  prometheus::Family<prometheus::Counter>& tenant_admitted_family_;
+  prometheus::Family<prometheus::Counter>& tenant_rejected_family_;
 };
 
 }  // namespace weft

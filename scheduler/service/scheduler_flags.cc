@@ -61,14 +61,21 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "public surface (gRPC and HTTP): PEM CA bundle; clients must present a certificate "
           "it signed");
 ABSL_FLAG(std::string, auth_tokens_file, "",
-          "bearer tokens, one a line ('#' comments), re-read when the file changes; gRPC "
-          "Generate/ListModels and HTTP /v1/* without one of them are UNAUTHENTICATED / 401 "
-          "(health stays open; empty: no auth)");
+          "bearer tokens, one a line ('#' comments), each optionally followed by its tenant "
+          "and limits: tenant=NAME max_streams=N max_priority=P tokens_per_minute=T; re-read "
+          "when the file changes (deleted or bad: no token accepted until it is good again); "
+          "gRPC Generate/ListModels and HTTP /v1/* without one of them are UNAUTHENTICATED / "
+          "401 (health stays open; empty: no auth)");
 ABSL_FLAG(std::string, worker_tls_cert, "",
           "attach port: PEM certificate chain (mutual TLS with --worker_tls_key/--worker_tls_ca)");
 ABSL_FLAG(std::string, worker_tls_key, "", "attach port: PEM private key of --worker_tls_cert");
 ABSL_FLAG(std::string, worker_tls_ca, "",
           "attach port: PEM CA bundle; a worker must present a certificate it signed");
+ABSL_FLAG(int32_t, max_priority, 0,
+          "highest request priority a caller may ask for when its tenant sets none (callers "
+          "without --auth_tokens_file, tokens without max_priority=); above it: "
+          "PERMISSION_DENIED. 0: only the tokens file can let a caller jump the queue or "
+          "preempt others; lower priorities are always allowed");
 ABSL_FLAG(bool, allow_insecure_attach, false,
           "serve the attach port in plaintext on a non-loopback --host (without "
           "--worker_tls_*); any host that reaches it can then attach as a worker. Without "
@@ -140,6 +147,7 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   FrontendOptions& fo = o.frontend;
   fo.model_name = o.model_name;
   fo.max_streams = absl::GetFlag(FLAGS_max_streams);
+  fo.default_max_priority = absl::GetFlag(FLAGS_max_priority);
   fo.stream_buffer_bytes =
       static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_stream_buffer_bytes)));
   if (absl::Status s = fo.Validate(); !s.ok()) return s;

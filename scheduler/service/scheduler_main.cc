@@ -78,7 +78,8 @@ struct Credentials {
   std::unique_ptr<BearerTokens> tokens;  // null: no auth
 };
 
-absl::StatusOr<Credentials> LoadCredentials(const SchedulerBinaryOptions& o) {
+absl::StatusOr<Credentials> LoadCredentials(const SchedulerBinaryOptions& o,
+                                            ServiceMetrics* metrics) {
   Credentials c;
   auto public_creds = MakeServerCredentials(o.public_tls);
   if (!public_creds.ok()) {
@@ -94,6 +95,7 @@ absl::StatusOr<Credentials> LoadCredentials(const SchedulerBinaryOptions& o) {
   if (!o.auth_tokens_file.empty()) {
     BearerTokens::Options to;
     to.path = o.auth_tokens_file;
+    to.on_failed_reload = [metrics] { metrics->auth_reload_failures.Increment(); };
     auto t = BearerTokens::Load(to);
     if (!t.ok()) {
       return absl::InvalidArgumentError(
@@ -165,7 +167,7 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
     LOG(ERROR) << metrics_http.status().message();
     return 1;
   }
-  absl::StatusOr<Credentials> creds = LoadCredentials(o);
+  absl::StatusOr<Credentials> creds = LoadCredentials(o, &metrics);
   if (!creds.ok()) {
     LOG(ERROR) << creds.status().message();
     return 2;
