@@ -71,6 +71,27 @@ ABSL_FLAG(std::string, worker_tls_cert, "",
 ABSL_FLAG(std::string, worker_tls_key, "", "attach port: PEM private key of --worker_tls_cert");
 ABSL_FLAG(std::string, worker_tls_ca, "",
           "attach port: PEM CA bundle; a worker must present a certificate it signed");
+// gRPC's HTTP/2 limits, explicit on both ports (gRPC 1.51's defaults are not a policy).
+ABSL_FLAG(int32_t, grpc_max_concurrent_streams, 100,
+          "public gRPC port: concurrent streams per HTTP/2 connection (SETTINGS); more wait");
+ABSL_FLAG(double, grpc_max_connection_age_s, 3600,
+          "public gRPC port: a connection older than this gets GOAWAY (0 = never); clients "
+          "reconnect, which also rebalances them behind a proxy");
+ABSL_FLAG(double, grpc_max_connection_age_grace_s, 600,
+          "public gRPC port: after that GOAWAY, how long its running calls may finish");
+ABSL_FLAG(double, grpc_max_connection_idle_s, 600,
+          "public gRPC port: a connection with no call this long gets GOAWAY (0 = never)");
+ABSL_FLAG(int32_t, attach_max_concurrent_streams, 4,
+          "attach port: concurrent streams per connection (a worker uses one Attach stream; "
+          "its age and idle limits are off: the stream lives as long as the worker)");
+ABSL_FLAG(double, grpc_min_ping_interval_s, 5,
+          "both gRPC ports: keepalive pings closer than this are strikes; "
+          "--grpc_max_ping_strikes of them end the connection (GOAWAY)");
+ABSL_FLAG(int32_t, grpc_max_ping_strikes, 2, "both gRPC ports: see --grpc_min_ping_interval_s");
+ABSL_FLAG(bool, grpc_permit_pings_without_calls, true,
+          "both gRPC ports: accept keepalive pings on a connection with no call");
+ABSL_FLAG(int32_t, grpc_max_metadata_bytes, 8 << 10,
+          "both gRPC ports: largest request metadata (headers) accepted");
 ABSL_FLAG(int32_t, max_priority, 0,
           "highest request priority a caller may ask for when its tenant sets none (callers "
           "without --auth_tokens_file, tokens without max_priority=); above it: "
@@ -113,6 +134,31 @@ absl::Status CoreFromFlags(SchedulerOptions* core, bool* steps_in_flight_by_back
   // The samples of one request never outnumber what a replica runs at once: the one cap
   // a request is refused by, and the one its message reports.
   core->limits.max_n = std::min(core->limits.max_n, core->max_num_seqs);
+  return absl::OkStatus();
+}
+
+absl::Duration SecondsFlag(double s) { return s > 0 ? absl::Seconds(s) : absl::ZeroDuration(); }
+
+absl::Status GrpcLimitsFromFlags(GrpcPortLimits* pub, GrpcPortLimits* attach) {
+  pub->max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
+  pub->max_connection_age = SecondsFlag(absl::GetFlag(FLAGS_grpc_max_connection_age_s));
+  pub->max_connection_age_grace =
+      SecondsFlag(absl::GetFlag(FLAGS_grpc_max_connection_age_grace_s));
+  pub->max_connection_idle = SecondsFlag(absl::GetFlag(FLAGS_grpc_max_connection_idle_s));
+  pub->min_ping_interval = SecondsFlag(absl::GetFlag(FLAGS_grpc_min_ping_interval_s));
+  pub->max_ping_strikes = absl::GetFlag(FLAGS_grpc_max_ping_strikes);
+  pub->permit_pings_without_calls = absl::GetFlag(FLAGS_grpc_permit_pings_without_calls);
+  pub->max_metadata_bytes = absl::GetFlag(FLAGS_grpc_max_metadata_bytes);
+  *attach = *pub;
+  attach->max_concurrent_streams = absl::GetFlag(FLAGS_attach_max_concurrent_streams);
+  attach->max_connection_age = attach->max_connection_age_grace = absl::ZeroDuration();
+  attach->max_connection_idle = absl::ZeroDuration();
+  if (pub->max_concurrent_streams < 1 || attach->max_concurrent_streams < 1 ||
+      pub->max_metadata_bytes < 1024 || pub->max_ping_strikes < 0) {
+    return absl::InvalidArgumentError(
+        "--grpc_max_concurrent_streams and --attach_max_concurrent_streams must be >= 1, "
+        "--grpc_max_metadata_bytes >= 1024, --grpc_max_ping_strikes >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -182,6 +228,7 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
         "--max_worker_kv_blocks");
   }
   o.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  if (absl::Status s = GrpcLimitsFromFlags(&o.public_grpc, &o.attach_grpc); !s.ok()) return s;
 
   o.http = absl::GetFlag(FLAGS_http_port) >= 0;
   HttpServerOptions& ho = o.http_server;

@@ -28,7 +28,9 @@
 // A worker's SIGTERM drains its replica: no new sequences there, the running ones
 // finish for up to --worker_drain_timeout_s, then the rest is re-queued on the other
 // replicas with its generated tokens, and the worker is released.
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -54,10 +56,15 @@
 namespace weft {
 namespace {
 
+int Millis(absl::Duration d) {
+  if (d <= absl::ZeroDuration()) return INT_MAX;  // gRPC's "never"
+  return static_cast<int>(std::min<int64_t>(INT_MAX, absl::ToInt64Milliseconds(d)));
+}
+
 std::unique_ptr<grpc::Server> Serve(const std::string& host, int port,
                                     const std::shared_ptr<grpc::ServerCredentials>& creds,
                                     std::vector<grpc::Service*> services, int* bound,
-                                    int64_t max_message) {
+                                    int64_t max_message, const GrpcPortLimits& limits) {
   grpc::ServerBuilder b;
   b.AddListeningPort(absl::StrCat(host, ":", port), creds, bound);
   for (grpc::Service* service : services) b.RegisterService(service);
@@ -65,8 +72,17 @@ std::unique_ptr<grpc::Server> Serve(const std::string& host, int port,
   b.SetMaxSendMessageSize(256 << 20);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                       Millis(limits.min_ping_interval));
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, limits.max_ping_strikes);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                       limits.permit_pings_without_calls ? 1 : 0);
+  b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams);
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, Millis(limits.max_connection_age));
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                       Millis(limits.max_connection_age_grace));
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Millis(limits.max_connection_idle));
+  b.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, limits.max_metadata_bytes);
   return b.BuildAndStart();
 }
 
@@ -195,9 +211,10 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
   WorkerControlService control(&engine);
   int port = 0, worker_port = 0;
   std::unique_ptr<grpc::Server> public_server = Serve(
-      o.host, o.port, creds->public_creds, {&generation, &health}, &port, o.max_message_bytes);
-  std::unique_ptr<grpc::Server> worker_server =
-      Serve(o.host, o.worker_port, creds->worker_creds, {&control}, &worker_port, 64 << 20);
+      o.host, o.port, creds->public_creds, {&generation, &health}, &port, o.max_message_bytes,
+      o.public_grpc);
+  std::unique_ptr<grpc::Server> worker_server = Serve(
+      o.host, o.worker_port, creds->worker_creds, {&control}, &worker_port, 64 << 20, o.attach_grpc);
   if (public_server == nullptr || worker_server == nullptr || port == 0 || worker_port == 0) {
     LOG(ERROR) << "cannot bind the gRPC ports (" << o.port << ", " << o.worker_port
                << "): in use?";

@@ -122,5 +122,36 @@ TEST(HostileAttachE2eTest, PlaintextAttachOffLoopbackRefusesToStart) {
   EXPECT_TRUE((*p)->Running());
 }
 
+// The public gRPC port's limits are explicit (--grpc_max_metadata_bytes): request
+// metadata over it is refused by the transport, and a normal call is served right after.
+TEST(HostileAttachE2eTest, OversizedMetadataIsRefusedOnThePublicPort) {
+  const std::string model = testing::FindModelFile();
+  if (model.empty()) GTEST_SKIP() << "no model file (tools/bootstrap.sh)";
+  Cluster cluster(model);
+  ASSERT_TRUE(cluster.StartScheduler({"--grpc_max_metadata_bytes=8192"}).ok()) << cluster.Logs();
+  WorkerSpec w;
+  w.extra_flags = {"--backend=null"};
+  ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
+  ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
+  const int64_t rss_before = RssKib(cluster.scheduler()->pid());
+  const absl::Time t0 = absl::Now();
+  grpc::ClientContext big;
+  big.AddMetadata("x-padding", std::string(64 << 10, 'a'));
+  StreamResult refused =
+      Generate(cluster.stub(), GreedyRequest("The capital of France is", 4), absl::Seconds(30), {}, &big);
+  const absl::Duration refuse = absl::Now() - t0;
+  EXPECT_FALSE(refused.status.ok());
+  EXPECT_TRUE(refused.token_ids.empty());
+  // The transport closed that connection; a client's next connection is served.
+  auto stub = weft::v1::Generation::NewStub(cluster.NewChannel());
+  StreamResult ok = Generate(stub.get(), GreedyRequest("The capital of France is", 4));
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message() << cluster.Logs();
+  EXPECT_EQ(ok.token_ids.size(), 4u);
+  std::cout << "RELIABILITY 64 KiB metadata on the public gRPC port: "
+            << CodeName(refused.status.error_code()) << " in " << absl::FormatDuration(refuse)
+            << ", scheduler RSS " << rss_before << " -> " << RssKib(cluster.scheduler()->pid())
+            << " KiB" << std::endl;
+}
+
 }  // namespace
 }  // namespace weft::e2e
