@@ -19,8 +19,9 @@
 // is the same public surface: the same TLS files and the same tokens (its /health open
 // too). The attach port is mutual
 // TLS when --worker_tls_* are given: a worker needs a certificate from that CA.
-// SIGTERM/SIGINT: not ready at once, new calls UNAVAILABLE, running streams finish up to
-// --drain_timeout_s, the rest end UNAVAILABLE, exit 0.
+// SIGTERM/SIGINT: not ready at once, GOAWAY on the public port's connections (new calls
+// UNAVAILABLE), running streams finish up to --drain_timeout_s, the rest end
+// UNAVAILABLE, exit 0.
 // HTTP on --metrics_port (common/metrics_http.h): /metrics; /livez 200 while the process
 // runs; /startupz 200 once the ports are bound and the engine runs; /readyz 200 while
 // the gRPC health is SERVING: a replica that does not drain is admitted and making
@@ -34,6 +35,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/gguf.h"
@@ -163,12 +165,20 @@ void DrainAndStop(absl::Duration drain_timeout, Engine* engine, OpenAiHttpServer
                   HealthService* health, grpc::Server* public_server, grpc::Server* worker_server) {
   const int sig = WaitForStopSignal();
   LOG(INFO) << "signal " << sig << ": draining for up to " << absl::FormatDuration(drain_timeout);
+  const absl::Time drain_deadline = absl::Now() + drain_timeout;
   engine->BeginDrain();
-  const int ended = engine->WaitDrained(absl::Now() + drain_timeout);
+  // GOAWAY on every public connection at once: the listener closes, clients (and
+  // proxies) move to another scheduler, the running calls go on until the drain ends.
+  // The health check then fails to connect (UNAVAILABLE) instead of answering
+  // NOT_SERVING: either way a probe takes the scheduler out; /readyz says 503.
+  std::thread goaway([public_server, drain_deadline] {
+    public_server->Shutdown(absl::ToChronoTime(drain_deadline + absl::Seconds(2)));
+  });
+  const int ended = engine->WaitDrained(drain_deadline);
   engine->Stop();
   if (http != nullptr) http->Stop();
   health->Shutdown();  // NOT_SERVING for good; open Watch streams end
-  public_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  goaway.join();  // every public call has ended (engine->Stop ended the rest)
   worker_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   LOG(INFO) << "stopped (" << ended << " streams ended by the drain timeout)";
 }
