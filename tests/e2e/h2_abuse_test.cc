@@ -3,10 +3,12 @@
 //  * the drain sends GOAWAY at once: a client connected to the public port gets a
 //    GOAWAY frame right after SIGTERM while a stream is still running, and that stream
 //    still finishes whole (before: the GOAWAY came only once every stream had ended);
-//  * behind the shipped proxy (deploy/proxy/haproxy.cfg, Debian's HAProxy), a rapid-reset
-//    flood (CVE-2023-44487's pattern: HEADERS then RST_STREAM, 20,000 streams on one
-//    connection) and a 64 KiB header block leave the scheduler's memory bounded and a
-//    normal call through the proxy is served right after. The same flood sent straight
+//  * behind the shipped proxy (deploy/proxy/haproxy.cfg, Debian's HAProxy), three
+//    rapid-reset floods (CVE-2023-44487's pattern: HEADERS then RST_STREAM, 20,000
+//    streams on one connection each) and a 64 KiB header block leave the scheduler's
+//    memory bounded and a normal call through the proxy is served right after (before
+//    the proxy waited for each stream's first message, the floods went through and the
+//    scheduler grew by ~100 MiB each). The same flood sent straight
 //    to the scheduler (gRPC 1.51.1) is measured and printed, not asserted: that is the
 //    advisory left open, and why deploy/README.md says not to expose the port directly.
 #include <signal.h>
@@ -125,17 +127,21 @@ TEST_F(H2AbuseE2eTest, TheProxyAbsorbsRapidResetAndHugeHeadersAndTheSchedulerSer
   const pid_t sched = cluster.scheduler()->pid();
   const int64_t before = RssKib(sched);
   const absl::Time t0 = absl::Now();
-  RunResult flood = H2({"rapid-reset", absl::StrCat("--port=", proxy_port), "--streams=20000",
-                        "--model=alpha"});
+  RunResult flood;
+  for (int i = 0; i < 3; ++i) {  // repeated: a leak per stream would add up
+    flood = H2({"rapid-reset", absl::StrCat("--port=", proxy_port), "--streams=20000",
+                "--model=alpha"});
+    ASSERT_EQ(flood.code, 0) << flood.log;
+    EXPECT_TRUE(absl::StrContains(flood.out, "sent=20000")) << flood.out;
+  }
   const absl::Duration flood_time = absl::Now() - t0;
-  ASSERT_EQ(flood.code, 0) << flood.log;
-  EXPECT_TRUE(absl::StrContains(flood.out, "sent=")) << flood.out;
   StreamResult after_flood = call();
   EXPECT_TRUE(after_flood.status.ok()) << after_flood.status.error_message() << (*proxy)->LogTail();
   EXPECT_EQ(after_flood.token_ids.size(), 4u);
   const int64_t after = RssKib(sched);
-  EXPECT_LT(after - before, 128 * 1024) << before << " -> " << after << " KiB";
-  std::cout << "RELIABILITY rapid reset x20000 via HAProxy: " << absl::StripAsciiWhitespace(flood.out)
+  // Before the proxy waited for a message, three floods grew it by ~300 MiB.
+  EXPECT_LT(after - before, 32 * 1024) << before << " -> " << after << " KiB";
+  std::cout << "RELIABILITY rapid reset 3 x 20000 via HAProxy: " << absl::StripAsciiWhitespace(flood.out)
             << " (" << absl::FormatDuration(flood_time) << "); scheduler RSS " << before << " -> "
             << after << " KiB; a normal call OK after" << std::endl;
 
