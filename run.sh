@@ -132,7 +132,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 weft_phase_begin start
-"$SCHED" --model="$MODEL" --port="$PORT" --worker_port="$WORKER_PORT" \
+"$SCHED" --model="$MODEL" --host=127.0.0.1 --port="$PORT" --worker_port="$WORKER_PORT" \
   --metrics_port="$METRICS_PORT" --http_port="$HTTP_PORT" --policy="$POLICY" --ports_file="$RUN/ports.json" \
   "${SCHED_EXTRA[@]}" >"$RUN/scheduler.log" 2>&1 &
 PIDS+=($!)

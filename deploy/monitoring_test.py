@@ -72,7 +72,7 @@ class Cluster:
         self.tmp = tmp
         self.procs = []
         sched_ports = os.path.join(tmp, "scheduler.ports.json")
-        self.start([ARGS.scheduler, "--model=" + model, "--model_name=m1", "--port=0",
+        self.start([ARGS.scheduler, "--model=" + model, "--model_name=m1", "--host=127.0.0.1", "--port=0",
                     "--worker_port=0", "--metrics_port=0", "--ports_file=" + sched_ports],
                    "scheduler")
         self.sched = self.ports(sched_ports)

@@ -98,11 +98,18 @@ TEST_F(BearerTokensTest, ReloadsWhenTheFileChanges) {
   ASSERT_EQ(::rename((dir_ + "/next").c_str(), path_.c_str()), 0);
   EXPECT_TRUE(t->Check("Bearer three").ok());
   EXPECT_FALSE(t->Check("Bearer two").ok());
-  // A broken version keeps the tokens in force, until a good one comes.
+  // A broken version fails closed (no token accepted) until a good one comes; so does
+  // a deleted file (before, both left the old tokens valid). Each failure counts once.
   Write("three\nbad token\n");
+  EXPECT_FALSE(t->Check("Bearer three").ok());
+  EXPECT_EQ(t->failed_reloads(), 1);
+  EXPECT_FALSE(t->Check("Bearer three").ok());
+  EXPECT_EQ(t->failed_reloads(), 1);
+  Write("three\n");
   EXPECT_TRUE(t->Check("Bearer three").ok());
   ASSERT_EQ(::unlink(path_.c_str()), 0);
-  EXPECT_TRUE(t->Check("Bearer three").ok());
+  EXPECT_FALSE(t->Check("Bearer three").ok());
+  EXPECT_EQ(t->failed_reloads(), 2);
   Write("four\n");
   EXPECT_TRUE(t->Check("Bearer four").ok());
   EXPECT_FALSE(t->Check("Bearer three").ok());
@@ -144,6 +151,40 @@ TEST_F(BearerTokensTest, ConcurrentChecksDuringReloads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(refused_a.load(), 0);  // "a" was in every version
+}
+
+TEST_F(BearerTokensTest, TokensMapToTenantsWithLimitsAndTheOldFormatIsTheDefaultTenant) {
+  Write("plain-1\n"
+        "a-1 tenant=team-a max_streams=2 max_priority=5 tokens_per_minute=1000\n"
+        "a-2 tenant=team-a\n"
+        "b-1 tenant=team.b max_priority=-1\n");
+  auto t = Load();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->num_tokens(), 4u);
+  auto plain = t->Resolve("Bearer plain-1");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->name, "default");
+  EXPECT_FALSE((*plain)->max_priority.has_value());
+  EXPECT_EQ((*plain)->max_streams, 0);
+  for (const char* token : {"Bearer a-1", "Bearer a-2"}) {
+    auto a = t->Resolve(token);
+    ASSERT_TRUE(a.ok()) << token;
+    EXPECT_EQ((*a)->name, "team-a");
+    EXPECT_EQ((*a)->max_streams, 2);
+    EXPECT_EQ((*a)->max_priority, 5);
+    EXPECT_EQ((*a)->tokens_per_minute, 1000);
+  }
+  EXPECT_EQ((*t->Resolve("Bearer b-1"))->max_priority, -1);
+  EXPECT_EQ(t->Resolve("Bearer a-3").status().code(), absl::StatusCode::kUnauthenticated);
+  // Bad fields name the line and the key, never the token.
+  for (const char* bad : {"sekr1t tenant=a b\n", "sekr1t tenant=\n", "sekr1t max_streams=0\n",
+                          "sekr1t max_priority=x\n", "sekr1t colour=red\n",
+                          "sekr1t tenant=a max_streams=1\nsekr2t tenant=a max_streams=2\n",
+                          "sekr1t tenant=a{b}\n"}) {
+    auto p = BearerTokens::Parse(bad);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_FALSE(absl::StrContains(p.status().message(), "sekr")) << p.status();
+  }
 }
 
 }  // namespace

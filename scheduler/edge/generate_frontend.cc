@@ -1,8 +1,10 @@
 #include "scheduler/edge/generate_frontend.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace weft {
@@ -17,7 +19,26 @@ absl::Status FrontendOptions::Validate() const {
   return absl::OkStatus();
 }
 
-GenerateFrontend::Call::~Call() { frontend_->ReleaseSlot(); }
+struct GenerateFrontend::TenantState {
+  std::atomic<int> open{0};
+  Mutex mu;
+  double bucket ABSL_GUARDED_BY(mu) = 0;  // tokens available now (may be negative)
+  absl::Time refilled ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  // Refills at tokens_per_minute / 60 per second, up to one minute's worth.
+  double Refill(int64_t tokens_per_minute, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const double cap = static_cast<double>(tokens_per_minute);
+    bucket = refilled == absl::InfinitePast()
+                 ? cap
+                 : std::min(cap, bucket + cap * absl::ToDoubleSeconds(now - refilled) / 60.0);
+    refilled = now;
+    return bucket;
+  }
+};
+
+GenerateFrontend::Call::~Call() {
+  if (tenant_) tenant_->open.fetch_sub(1);
+  frontend_->ReleaseSlot();
+}
 
 void GenerateFrontend::Call::Cancel() {
   if (!cancelled_.exchange(true)) frontend_->engine_->Cancel(key_);
@@ -55,8 +76,58 @@ void GenerateFrontend::ReleaseSlot() {
   metrics_->streams_open.Decrement();
 }
 
-void GenerateFrontend::CountRejection(const absl::Status& status) {
+void GenerateFrontend::CountRejection(const absl::Status& status, const std::string& request_id) {
   metrics_->ByStatus(absl::StatusCodeToString(status.code())).Increment();
+  AccessRecord rec;
+  rec.who = AccessIdentity{request_id.empty() ? "-" : request_id, "-", options_.model_name};
+  rec.code = status.code();
+  rec.duration = absl::ZeroDuration();
+  LogAccess(rec);
+}
+
+std::string GenerateFrontend::RequestId(absl::string_view given) {
+  bool ok = !given.empty() && given.size() <= 128;
+  for (char c : given) {
+    ok = ok && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                c == ':' || c == '-');
+  }
+  if (ok) return std::string(given);
+  return absl::StrCat(absl::Hex(NextSeed(), absl::kZeroPad16), absl::Hex(NextSeed(), absl::kZeroPad16));
+}
+
+std::shared_ptr<GenerateFrontend::TenantState> GenerateFrontend::StateOf(const std::string& tenant) {
+  MutexLock lock(&mu_);
+  std::shared_ptr<TenantState>& st = tenants_[tenant];
+  if (st == nullptr) st = std::make_shared<TenantState>();
+  return st;
+}
+
+absl::Status GenerateFrontend::AdmitTenant(const Tenant& tenant,
+                                           const weft::v1::GenerateRequest& request,
+                                           const std::shared_ptr<TenantState>& state,
+                                           absl::Time now) {
+  const int32_t max_priority = tenant.max_priority.value_or(options_.default_max_priority);
+  if (request.priority() > max_priority) {
+    metrics_->TenantRejected(tenant.name, "priority").Increment();
+    return absl::PermissionDeniedError(absl::StrCat("priority ", request.priority(),
+                                                    " is above this caller's highest, ",
+                                                    max_priority));
+  }
+  if (tenant.tokens_per_minute > 0) {
+    MutexLock lock(&state->mu);
+    if (state->Refill(tenant.tokens_per_minute, now) <= 0) {
+      metrics_->TenantRejected(tenant.name, "tokens_per_minute").Increment();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tenant ", tenant.name, " is over its ", tenant.tokens_per_minute, " tokens per minute"));
+    }
+  }
+  if (state->open.fetch_add(1) >= tenant.max_streams && tenant.max_streams > 0) {
+    state->open.fetch_sub(1);
+    metrics_->TenantRejected(tenant.name, "streams").Increment();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("tenant ", tenant.name, " has ", tenant.max_streams, " streams open already"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GenerateFrontend::Authenticate(absl::string_view authorization) const {
@@ -70,39 +141,64 @@ absl::Status GenerateFrontend::CheckModel(absl::string_view field, absl::string_
 
 absl::StatusOr<std::unique_ptr<GenerateFrontend::Call>> GenerateFrontend::Start(
     const weft::v1::GenerateRequest& request, const CallContext& context) {
+  const std::string& id = context.request_id;
   if (absl::Status s = CheckModel(request.model(), context.model_header); !s.ok()) {
-    CountRejection(s);
+    CountRejection(s, id);
+    return s;
+  }
+  std::shared_ptr<const Tenant> tenant = std::make_shared<const Tenant>();  // "default"
+  if (options_.auth != nullptr) {
+    auto resolved = options_.auth->Resolve(context.authorization);
+    if (!resolved.ok()) {
+      CountRejection(resolved.status(), id);
+      return resolved.status();
+    }
+    tenant = *std::move(resolved);
+  }
+  std::shared_ptr<TenantState> state = StateOf(tenant->name);
+  if (absl::Status s = AdmitTenant(*tenant, request, state, absl::Now()); !s.ok()) {
+    CountRejection(s, id);
     return s;
   }
   if (!AcquireSlot()) {
+    state->open.fetch_sub(1);
     absl::Status s = absl::ResourceExhaustedError(
         absl::StrCat("too many open streams (", options_.max_streams, ")"));
-    CountRejection(s);
+    CountRejection(s, id);
     return s;
   }
-  // From here the slot belongs to `call` (released by its destructor on every path).
+  // From here both slots belong to `call` (released by its destructor on every path).
   Submission sub;
   sub.key = next_key_.fetch_add(1);
   sub.outbox = std::make_shared<Outbox>(options_.stream_buffer_bytes);
   sub.arrival = context.arrival;
+  sub.who = AccessIdentity{id.empty() ? "-" : id, tenant->name, options_.model_name};
   std::unique_ptr<Call> call(new Call(this, sub.key, sub.outbox));
+  call->tenant_ = state;
   absl::StatusOr<RequestSpec> spec = BuildSpec(request, limits_, options_.max_prompt_bytes,
                                                *encoder_, [this] { return NextSeed(); });
   if (!spec.ok()) {
-    CountRejection(spec.status());
+    CountRejection(spec.status(), id);
     return spec.status();
   }
   spec->deadline = context.deadline;
   absl::StatusOr<ValidRequest> valid = ValidateRequest(*std::move(spec), limits_);
   if (!valid.ok()) {
-    CountRejection(valid.status());
+    CountRejection(valid.status(), id);
     return valid.status();
+  }
+  if (tenant->tokens_per_minute > 0) {
+    const RequestSpec& v = valid->spec();
+    MutexLock lock(&state->mu);
+    state->bucket -= static_cast<double>(v.prompt_token_ids.size()) +
+                     static_cast<double>(v.stopping.max_tokens) * v.n;
   }
   sub.request = std::move(*valid);
   if (absl::Status s = engine_->Submit(std::move(sub)); !s.ok()) {
-    CountRejection(s);
+    CountRejection(s, id);
     return s;
   }
+  metrics_->TenantAdmitted(tenant->name).Increment();
   return call;
 }
 

@@ -10,8 +10,14 @@
 // In the order a call meets them: Authenticate (before the API even parses the body: an
 // unauthenticated caller costs nothing), then Start — the model (CheckRequestedModel),
 // the open-call limit, the request contract, the engine's admission. What a later edge
-// adds per call (tenants and their limits, request ids, an access log) belongs here, in
-// Start and CallContext, where both APIs pass.
+// adds per call belongs here, in Start and CallContext, where both APIs pass: the
+// tenant's limits (bearer_tokens.h: max_priority — a higher priority is refused
+// PERMISSION_DENIED rather than clamped, so that a client learns at once that it is not
+// granted what it asked; max_streams and tokens_per_minute — RESOURCE_EXHAUSTED), all
+// checked before the request is tokenized, then its tokens (prompt + max_tokens x n)
+// taken from the tenant's per-minute bucket, which refills continuously and may go
+// negative (the tenant then waits until it is positive again); the request id; the
+// access-log line (access_log.h) of each call refused here.
 //
 // Every rejection made here (too many calls, a bad request, the engine's admission) is
 // counted in weft_requests_status_total by its code; an API that rejects a request
@@ -26,6 +32,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -33,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "scheduler/edge/bearer_tokens.h"
 #include "scheduler/edge/generate_request.h"
 #include "scheduler/request_spec.h"
@@ -42,6 +50,9 @@
 #include "weft/v1/generate.pb.h"
 
 namespace weft {
+
+// The request id's gRPC metadata key (HTTP: the X-Request-Id header).
+inline constexpr char kRequestIdMetadataKey[] = "x-request-id";
 
 struct FrontendOptions {
   // The served model's name (requests and the x-weft-model header must name it or none).
@@ -55,6 +66,11 @@ struct FrontendOptions {
   // The bearer tokens every public API checks (not owned; outlives the frontend).
   // Null: no token needed.
   const BearerTokens* auth = nullptr;
+  // The highest priority a caller may ask for when its tenant sets none: callers without
+  // a tokens file, and tenants without max_priority=. 0: nobody jumps the queue (or
+  // preempts others) unless the tokens file grants it; lower priorities are always
+  // allowed.
+  int32_t default_max_priority = 0;
 
   absl::Status Validate() const;
 };
@@ -65,10 +81,17 @@ struct CallContext {
   std::string model_header;
   absl::Time arrival = absl::Now();  // when the call arrived
   absl::Time deadline = absl::InfiniteFuture();
+  // The Authorization header's (metadata's) value; the API already authenticated it.
+  std::string authorization;
+  // From GenerateFrontend::RequestId: the call's id, echoed by the API and logged.
+  std::string request_id;
 };
 
 class GenerateFrontend {
  public:
+  // A tenant's live state: open calls and its tokens-per-minute bucket.
+  struct TenantState;
+
   // One admitted call: the engine has its request and ends it through outbox(). The
   // call holds one of the max_streams slots until it is destroyed; destroy it when
   // the client's call is over (not before: the slot bounds open client calls).
@@ -93,6 +116,7 @@ class GenerateFrontend {
     const int64_t key_;
     const std::shared_ptr<Outbox> outbox_;
     std::atomic<bool> cancelled_{false};
+    std::shared_ptr<TenantState> tenant_;  // its stream slot is given back with the call's
   };
 
   // `limits` are the scheduler core's (SchedulerOptions::limits): requests are validated
@@ -123,8 +147,14 @@ class GenerateFrontend {
   absl::StatusOr<std::unique_ptr<Call>> Start(const weft::v1::GenerateRequest& request,
                                               const CallContext& context);
 
-  // Counts a request an API rejected before Start (weft_requests_status_total).
-  void CountRejection(const absl::Status& status);
+  // Counts a request an API rejected before Start (weft_requests_status_total) and
+  // writes its access-log line (`request_id` from RequestId; "" when the API has none).
+  void CountRejection(const absl::Status& status, const std::string& request_id = "");
+
+  // The id of a call: the client's (X-Request-Id, x-request-id metadata or the request's
+  // client_request_id) when it is 1..128 characters of [A-Za-z0-9._:-], else a new
+  // random one (32 hex digits). APIs echo it and the access log names it.
+  std::string RequestId(absl::string_view given);
 
   weft::v1::ModelInfo ModelInfo() const { return engine_->ModelInfo(); }
   const std::string& model_name() const { return options_.model_name; }
@@ -133,6 +163,12 @@ class GenerateFrontend {
  private:
   bool AcquireSlot();
   void ReleaseSlot();
+  // The tenant limits (max_priority, max_streams, the tokens-per-minute bucket not
+  // empty) before any work; takes a tenant slot on OK. PERMISSION_DENIED for a priority
+  // above the tenant's, RESOURCE_EXHAUSTED for the others.
+  absl::Status AdmitTenant(const Tenant& tenant, const weft::v1::GenerateRequest& request,
+                           const std::shared_ptr<TenantState>& state, absl::Time now);
+  std::shared_ptr<TenantState> StateOf(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t NextSeed();
 
   const FrontendOptions options_;
@@ -143,6 +179,9 @@ class GenerateFrontend {
   std::atomic<int> open_streams_{0};
   std::atomic<int64_t> next_key_{1};
   std::atomic<uint64_t> seed_state_;
+  Mutex mu_;
+  // Tenant names come from the tokens file only (or "default"): bounded.
+  std::map<std::string, std::shared_ptr<TenantState>> tenants_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace weft

@@ -38,21 +38,35 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Reject(
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
   const absl::Time arrival = absl::Now();
+  // The call's id, echoed in the initial metadata whatever the outcome: the client's
+  // x-request-id (or, once the request is parsed, its client_request_id), else a new one.
+  absl::StatusOr<std::string> given_id = SingleMetadata(*context, kRequestIdMetadataKey);
+  std::string request_id = frontend_->RequestId(given_id.ok() ? *given_id : "");
   // Before the request's bytes are even parsed: an unauthenticated caller costs nothing.
   if (absl::Status s = CheckToken(*context); !s.ok()) {
-    frontend_->CountRejection(s);
+    context->AddInitialMetadata(kRequestIdMetadataKey, request_id);
+    frontend_->CountRejection(s, request_id);
     return Reject(s);
   }
   weft::v1::GenerateRequest request;
-  if (absl::Status s = ParseMessage(*raw_request, &request); !s.ok()) {
-    frontend_->CountRejection(s);
-    return Reject(s);
+  absl::Status parsed = ParseMessage(*raw_request, &request);
+  if (parsed.ok() && (!given_id.ok() || given_id->empty()) && !request.client_request_id().empty()) {
+    request_id = frontend_->RequestId(request.client_request_id());
+  }
+  context->AddInitialMetadata(kRequestIdMetadataKey, request_id);
+  if (!parsed.ok()) {
+    frontend_->CountRejection(parsed, request_id);
+    return Reject(parsed);
   }
   CallContext call_context;
   call_context.arrival = arrival;
+  call_context.request_id = request_id;
+  if (absl::StatusOr<std::string> a = SingleMetadata(*context, "authorization"); a.ok()) {
+    call_context.authorization = std::move(*a);
+  }
   absl::StatusOr<std::string> model = SingleMetadata(*context, kModelMetadataKey);
   if (!model.ok()) {
-    frontend_->CountRejection(model.status());
+    frontend_->CountRejection(model.status(), request_id);
     return Reject(model.status());
   }
   call_context.model_header = std::move(*model);

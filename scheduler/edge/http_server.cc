@@ -395,6 +395,9 @@ bool OpenAiHttpServer::Impl::ModelServed(absl::string_view field, const httplib:
 void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, httplib::Response& res,
                                       const httplib::ContentReader& content) {
   const absl::Time arrival = absl::Now();
+  // The call's id (the client's X-Request-Id, else a new one), echoed on every answer.
+  const std::string request_id = frontend_->RequestId(req.get_header_value("X-Request-Id"));
+  res.set_header("X-Request-Id", request_id);
   // The token before the body is stored or parsed. A refused body is still read (and
   // dropped as it arrives, within the gate's wire cap and deadline): left unread, it
   // would be taken for the connection's next request.
@@ -426,22 +429,22 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, http
   }
   CallContext context;
   context.arrival = arrival;
+  context.request_id = request_id;
+  context.authorization = req.get_header_value("Authorization");
   if (absl::StatusOr<std::string> header = ModelHeader(req); header.ok()) {
     context.model_header = std::move(*header);
   } else {
-    frontend_->CountRejection(header.status());
+    frontend_->CountRejection(header.status(), request_id);
     HttpGeneration::SetError(res, openai::ErrorFor(header.status()));
     return;
   }
   auto parsed = openai::ParseRequest(api, body);
   if (!parsed.ok()) {
-    frontend_->CountRejection(parsed.status());
+    frontend_->CountRejection(parsed.status(), request_id);
     HttpGeneration::SetError(res, openai::ErrorFor(parsed.status()));
     return;
   }
-  if (req.has_header("X-Request-Id")) {
-    parsed->request.set_client_request_id(req.get_header_value("X-Request-Id").substr(0, 256));
-  }
+  parsed->request.set_client_request_id(request_id);
   auto call = frontend_->Start(parsed->request, context);
   if (!call.ok()) {
     HttpGeneration::SetError(res, openai::ErrorFor(call.status(), &*parsed));

@@ -66,6 +66,11 @@ void ClientStreams::Admit(Submission& s, absl::Time now) {
   if (!id.ok()) {
     metrics_->ByStatus(absl::StatusCodeToString(id.status().code())).Increment();
     s.outbox->Finish(id.status());
+    AccessRecord rec;
+    rec.who = std::move(s.who);
+    rec.code = id.status().code();
+    rec.duration = now - s.arrival;
+    LogAccess(rec);
     return;
   }
   ActiveRequest ar;
@@ -74,6 +79,7 @@ void ClientStreams::Admit(Submission& s, absl::Time now) {
   ar.num_logprobs = spec.sampling.num_logprobs;
   ar.seed = spec.sampling.seed;
   ar.arrival = s.arrival;
+  ar.who = std::move(s.who);
   ar.last_token_time.assign(spec.n, absl::InfinitePast());
   metrics_->prompt_tokens.Increment(static_cast<double>(spec.prompt_token_ids.size()));
   by_key_[s.key] = *id;
@@ -159,12 +165,20 @@ bool ClientStreams::ReleaseNow(ActiveRequest& ar, const SequenceOutput& out,
 
 void ClientStreams::PushOrEnd(ActiveRequest& ar, const SequenceOutput& out,
                               weft::v1::GenerateResponse resp, absl::Time now) {
-  if (ar.outbox->Push(std::move(resp)) || out.request_finished) return;
-  // Gone (client left) or over the byte cap (not reading): end it, free its blocks.
+  if (ar.outbox->Push(std::move(resp))) return;
+  // Gone (client left) or over the byte cap (not reading): end it, free its blocks. A
+  // finished request's last message that does not fit ends the call in error too: an OK
+  // end would tell the client it has everything when its last tokens were dropped.
   const bool gone = ar.outbox->Closed();
-  (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
+  if (!out.request_finished) {
+    (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
+  }
   if (!gone) {
-    ar.ended_with = absl::ResourceExhaustedError("stream buffer full: the client is not reading");
+    ar.ended_with = absl::ResourceExhaustedError(
+        out.request_finished
+            ? "stream buffer full: the stream's last message did not fit (the client is not "
+              "reading)"
+            : "stream buffer full: the client is not reading");
     ar.outbox->Abort(*ar.ended_with);
   }
 }
@@ -208,6 +222,18 @@ void ClientStreams::EndRequest(absl::flat_hash_map<RequestId, ActiveRequest>::it
     metrics_->queue_time.Observe(Secs(out.usage->first_scheduled_time - ar.arrival));
   }
   ar.outbox->Finish(st);
+  AccessRecord rec;
+  rec.who = std::move(ar.who);
+  rec.code = st.code();
+  rec.duration = now - ar.arrival;
+  if (out.usage) {
+    rec.prompt_tokens = out.usage->num_prompt_tokens;
+    rec.completion_tokens = out.usage->num_completion_tokens;
+    if (out.usage->first_token_time != absl::InfiniteFuture()) {
+      rec.ttft = out.usage->first_token_time - ar.arrival;
+    }
+  }
+  LogAccess(rec);
   // Its last responses may still wait for a client that stopped reading: keep
   // watching the call so that it still ends (CheckStalls).
   if (!ar.outbox->Done()) lingering_.push_back(ar.outbox);

@@ -67,6 +67,7 @@ class ClientStreams {
     int32_t num_logprobs = -1;
     uint64_t seed = 0;
     absl::Time arrival;
+    AccessIdentity who;
     std::vector<absl::Time> last_token_time;  // per sample
     bool sent_first = false;
     bool got_first_token = false;

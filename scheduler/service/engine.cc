@@ -205,7 +205,8 @@ void Engine::HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
     ReplicaState* rs = replicas_->FindByHandle(w->id());
     if (rs == nullptr) return;  // a fenced replica's late answer
     if (absl::Status s = steps_->OnResult(*rs, std::move(*m.mutable_result()), now); !s.ok()) {
-      replicas_->Fence(rs->name, std::string(s.message()), now);
+      replicas_->Fence(rs->name, ReplicaSupervisor::kFenceStepError, std::string(s.message()),
+                       now);
     }
   } else if (m.has_drain()) {
     replicas_->OnDrainRequest(w, m.drain(), now);

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "scheduler/service/access_log.h"
 #include "scheduler/service/response_stream.h"
 #include "scheduler/request_spec.h"
 #include "scheduler/service/worker_link.h"
@@ -25,6 +26,7 @@ struct Submission {
   std::optional<ValidRequest> request;  // always set (std::optional: made before it)
   std::shared_ptr<Outbox> outbox;   // where responses go
   absl::Time arrival;
+  AccessIdentity who;  // for the call's access-log line when it ends
 };
 
 class EngineInterface {

@@ -4,11 +4,14 @@
 #include "scheduler/service/engine.h"
 
 #include <atomic>
+#include <optional>
 #include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/mutex.h"
 #include "common/protocol_version.h"
 #include "common/shard_layout.h"
@@ -704,6 +707,60 @@ TEST_F(EngineDrainTest, WithNoOtherReplicaNewWorkWaitsForOneToAttach) {
   EXPECT_TRUE(a->result.ok()) << a->result;
   EXPECT_EQ(metrics_.requeued_requests.Value(), 0);
   EXPECT_GT(metrics_.Steps("rb").Value(), 0);
+}
+
+// A write target that takes each message and completes it when the test says so.
+class RecordingTarget : public WriteTarget<weft::v1::GenerateResponse> {
+ public:
+  void WriteMessage(const weft::v1::GenerateResponse* m) override {
+    tokens += m->token_ids_size();
+    pending = true;
+  }
+  void FinishCall(const absl::Status& s) override { status = s; }
+  void CancelCall(const absl::Status& s) override { status = s; }
+  int tokens = 0;
+  bool pending = false;
+  std::optional<absl::Status> status;
+};
+
+// No stream ends OK with content lost: a client that reads nothing until its request is
+// over gets either every token and OK, or an error, for every length — including the
+// lengths where only the stream's last message overflows the buffer (before, the push
+// of a finished request's last message was allowed to fail and the call ended OK).
+TEST_F(EngineTest, AFinalMessageThatDoesNotFitEndsTheCallInError) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  FrontendOptions fo;
+  fo.model_name = "fake";
+  fo.stream_buffer_bytes = 1024;
+  RequestLimits lim;
+  lim.vocab_size = kVocab;
+  lim.max_model_len = 256;
+  GenerateFrontend small(fo, lim, &encoder_, engine_.get(), &metrics_);
+  int last_did_not_fit = 0;
+  for (int m = 60; m <= 160; ++m) {
+    auto call = small.Start(Request(m, 5), CallContext{});
+    ASSERT_TRUE(call.ok()) << call.status();
+    const std::shared_ptr<Outbox>& outbox = (*call)->outbox();
+    ASSERT_TRUE(Eventually([&] { return outbox->Closed(); })) << m;
+    auto target = std::make_shared<RecordingTarget>();
+    outbox->Attach(target);
+    while (target->pending) {
+      target->pending = false;
+      outbox->OnWriteDone(true);
+    }
+    ASSERT_TRUE(target->status.has_value()) << m;
+    outbox->OnCallDone();
+    if (target->status->ok()) {
+      EXPECT_EQ(target->tokens, m) << "ended OK with tokens missing";
+    } else {
+      EXPECT_EQ(target->status->code(), absl::StatusCode::kResourceExhausted) << *target->status;
+      if (absl::StrContains(target->status->message(), "last message")) ++last_did_not_fit;
+    }
+  }
+  EXPECT_GT(last_did_not_fit, 0) << "no length made only the last message overflow";
+  EXPECT_TRUE(WaitBlocksFree());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "scheduler/service/metrics.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace weft {
@@ -99,6 +100,9 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
                     kLatency)),
       step_duration(H(*r, l, "weft_step_duration_seconds", "Plan sent to all results received.",
                       kLatency)),
+      auth_reload_failures(C(*r, l, "weft_auth_reload_failures_total",
+                             "Tokens-file reloads that failed (deleted, unreadable, not "
+                             "parsing): no token is accepted until a good version loads.")),
       registry_(r),
       constant_labels_(l),
       steps_family_(BuildCounter().Name("weft_steps_total").Help("Steps completed, per replica.").Labels(l).Register(*r)),
@@ -119,10 +123,30 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
                                  .Name("weft_http_responses_total")
                                  .Help("OpenAI HTTP API responses, by HTTP status (499: the "
                                        "client left first).")
-                                 .Labels(l).Register(*r)) {}
+                                 .Labels(l).Register(*r)),
+      tenant_admitted_family_(BuildCounter()
+                                  .Name("weft_tenant_requests_admitted_total")
+                                  .Help("Generation calls admitted, by tenant (the tokens "
+                                        "file's names, or default).")
+                                  .Labels(l).Register(*r)),
+      tenant_rejected_family_(BuildCounter()
+                                  .Name("weft_tenant_requests_rejected_total")
+                                  .Help("Generation calls refused by a tenant limit, by tenant "
+                                        "and reason (priority, streams, tokens_per_minute).")
+                                  .Labels(l).Register(*r)) {}
 
 prometheus::Counter& ServiceMetrics::Steps(const std::string& replica) {
+  // Back again (a restart under the same name): its series is live, not departed.
+  departed_replicas_.erase(std::remove(departed_replicas_.begin(), departed_replicas_.end(), replica),
+                           departed_replicas_.end());
   return steps_family_.Add({{"replica", replica}});
+}
+void ServiceMetrics::ReplicaGone(const std::string& replica) {
+  departed_replicas_.push_back(replica);
+  while (departed_replicas_.size() > kDepartedReplicasKept) {
+    steps_family_.Remove(&steps_family_.Add({{"replica", departed_replicas_.front()}}));
+    departed_replicas_.pop_front();
+  }
 }
 prometheus::Counter& ServiceMetrics::Finished(const std::string& reason) {
   return finished_family_.Add({{"reason", reason}});
@@ -132,6 +156,13 @@ prometheus::Counter& ServiceMetrics::ByStatus(const std::string& code) {
 }
 prometheus::Counter& ServiceMetrics::Fenced(const std::string& reason) {
   return fenced_family_.Add({{"reason", reason}});
+}
+prometheus::Counter& ServiceMetrics::TenantAdmitted(const std::string& tenant) {
+  return tenant_admitted_family_.Add({{"tenant", tenant}});
+}
+prometheus::Counter& ServiceMetrics::TenantRejected(const std::string& tenant,
+                                                    const std::string& reason) {
+  return tenant_rejected_family_.Add({{"tenant", tenant}, {"reason", reason}});
 }
 prometheus::Counter& ServiceMetrics::HttpResponses(int status) {
   return http_responses_family_.Add({{"code", std::to_string(status)}});

@@ -4,6 +4,7 @@
 #ifndef WEFT_SCHEDULER_SERVICE_METRICS_H_
 #define WEFT_SCHEDULER_SERVICE_METRICS_H_
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -80,12 +81,25 @@ class ServiceMetrics {
   prometheus::Histogram& step_duration;
 
   // Labelled families.
+  // Steps per replica. Label values are replica names the registry validated
+  // (CheckReplicaName); a replica that left keeps its series (so sums over replicas do not
+  // drop) until more than kDepartedReplicasKept others left after it: the label set stays
+  // bounded under a Deployment whose pods get new names. Planning thread only.
+  static constexpr size_t kDepartedReplicasKept = 64;
   prometheus::Counter& Steps(const std::string& replica);
+  void ReplicaGone(const std::string& replica);
   prometheus::Counter& Finished(const std::string& reason);
   prometheus::Counter& ByStatus(const std::string& code);
   prometheus::Counter& Fenced(const std::string& reason);
   // OpenAI HTTP API responses by HTTP status (499: the client left first).
   prometheus::Counter& HttpResponses(int status);
+  // Per tenant (names from the tokens file only, or "default"): calls admitted, and
+  // calls refused by a tenant limit (reason: priority, streams, tokens_per_minute).
+  prometheus::Counter& TenantAdmitted(const std::string& tenant);
+  prometheus::Counter& TenantRejected(const std::string& tenant, const std::string& reason);
+  // Tokens-file reloads that failed (file deleted, unreadable, or not parsing): the
+  // scheduler then accepts no token until a good version loads.
+  prometheus::Counter& auth_reload_failures;
 
  private:
   ServiceMetrics(std::shared_ptr<prometheus::Registry> registry, const prometheus::Labels& labels);
@@ -93,10 +107,13 @@ class ServiceMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Labels constant_labels_;
   prometheus::Family<prometheus::Counter>& steps_family_;
+  std::deque<std::string> departed_replicas_;  // oldest first
   prometheus::Family<prometheus::Counter>& finished_family_;
   prometheus::Family<prometheus::Counter>& status_family_;
   prometheus::Family<prometheus::Counter>& fenced_family_;
   prometheus::Family<prometheus::Counter>& http_responses_family_;
+  prometheus::Family<prometheus::Counter>& tenant_admitted_family_;
+  prometheus::Family<prometheus::Counter>& tenant_rejected_family_;
 };
 
 }  // namespace weft

@@ -25,13 +25,73 @@ std::string ProtocolVersionMismatch(int32_t worker_version) {
                           : " (upgrade the worker)");
 }
 
+std::string CheckReplicaName(const std::string& name) {
+  if (name.empty() || name.size() > 128) return "replica name must be 1..128 bytes";
+  const auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (!alnum(name[0])) return "replica name must start with a letter or a digit";
+  for (char c : name) {
+    if (!alnum(c) && c != '.' && c != '_' && c != '-') {
+      return "replica name may hold only letters, digits, '.', '_' and '-'";
+    }
+  }
+  return "";
+}
+
+namespace {
+
+// Fields that only reach logs: bounded, printable ASCII.
+std::string CheckLogField(const char* what, const std::string& value, size_t max_bytes) {
+  if (value.size() > max_bytes) return absl::StrCat(what, " is over ", max_bytes, " bytes");
+  for (char c : value) {
+    if (c < 0x20 || c >= 0x7f) return absl::StrCat(what, " must be printable ASCII");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string ReplicaRegistry::CheckCapacity(const weft::v1::WorkerHello& h) const {
+  if (h.num_kv_blocks() < 1) return "worker has no KV blocks (memory budget too small?)";
+  if (h.num_kv_blocks() > expected_.max_worker_kv_blocks) {
+    return absl::StrCat("worker announces ", h.num_kv_blocks(), " KV blocks; the scheduler takes ",
+                        expected_.max_worker_kv_blocks,
+                        " at most per worker (--max_worker_kv_blocks)");
+  }
+  // A restart of an admitted replica gives its blocks back first.
+  int64_t total = h.num_kv_blocks();
+  for (const auto& [name, r] : admitted_) {
+    if (name != h.replica()) total += r.num_kv_blocks;
+  }
+  if (total > expected_.max_total_kv_blocks) {
+    return absl::StrCat("admitting ", h.num_kv_blocks(), " more KV blocks would make ", total,
+                        "; the scheduler takes ", expected_.max_total_kv_blocks,
+                        " at most (--max_total_kv_blocks)");
+  }
+  if (admitted_.count(h.replica()) == 0 && pending_.count(h.replica()) == 0) {
+    const size_t names = admitted_.size() + pending_.size();
+    if (names >= static_cast<size_t>(expected_.max_replicas)) {
+      return absl::StrCat("already ", names, " replicas admitted or forming; the scheduler takes ",
+                          expected_.max_replicas, " at most (--max_replicas)");
+    }
+  }
+  return "";
+}
+
 std::string ReplicaRegistry::CheckHello(const weft::v1::WorkerHello& h) const {
   if (h.model_fingerprint() != expected_.fingerprint) {
     return absl::StrCat("model fingerprint ", h.model_fingerprint().substr(0, 16),
                         "... differs from the scheduler's ", expected_.fingerprint.substr(0, 16),
                         "... (different model file?)");
   }
-  if (h.replica().empty() || h.replica().size() > 128) return "replica name must be 1..128 bytes";
+  if (std::string why = CheckReplicaName(h.replica()); !why.empty()) return why;
+  for (std::string why : {CheckLogField("worker id", h.worker_id(), 256),
+                          CheckLogField("kernels", h.kernels(), 256),
+                          CheckLogField("backend", h.backend(), 32)}) {
+    if (!why.empty()) return why;
+  }
+  if (h.comm_init().size() > 4096) return "comm_init is over 4096 bytes";
   if (h.world_size() < 1 || h.world_size() > expected_.max_world_size) {
     return absl::StrCat("world size ", h.world_size(), " outside 1..", expected_.max_world_size);
   }
@@ -42,7 +102,6 @@ std::string ReplicaRegistry::CheckHello(const weft::v1::WorkerHello& h) const {
     return absl::StrCat("block size ", h.block_size(), " differs from the scheduler's ",
                         expected_.block_size);
   }
-  if (h.num_kv_blocks() < 1) return "worker has no KV blocks (memory budget too small?)";
   if (h.vocab_size() != expected_.vocab_size) {
     return absl::StrCat("vocabulary size ", h.vocab_size(), " differs from the scheduler's ",
                         expected_.vocab_size);
@@ -54,7 +113,7 @@ std::string ReplicaRegistry::CheckHello(const weft::v1::WorkerHello& h) const {
     return absl::StrCat("shard layout '", h.shard_layout(), "' is not the expected '",
                         layout->ToString(), "'");
   }
-  return "";
+  return CheckCapacity(h);
 }
 
 HelloOutcome ReplicaRegistry::OnHello(const std::shared_ptr<WorkerHandle>& handle,

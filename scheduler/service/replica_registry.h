@@ -42,7 +42,20 @@ struct ExpectedModel {
   int32_t n_head = 0, n_head_kv = 0;
   int64_t n_ff = 0;
   int32_t max_world_size = 8;
+  // What workers may announce. A hello is untrusted input: nothing is sized from it
+  // before these checks (the scheduler keeps ~45 bytes of bookkeeping per KV block).
+  // A worker over max_worker_kv_blocks, or one that would take the admitted replicas
+  // past max_total_kv_blocks, is refused; so is a new replica name beyond max_replicas
+  // (admitted and pending together: the names are metric labels).
+  int32_t max_worker_kv_blocks = 1 << 20;
+  int64_t max_total_kv_blocks = int64_t{4} << 20;
+  int32_t max_replicas = 64;
 };
+
+// "" when `name` may name a replica (it becomes a metric label and a shared-memory
+// segment's name): 1..128 bytes of [A-Za-z0-9._-], starting with a letter or digit.
+// Otherwise the reason.
+std::string CheckReplicaName(const std::string& name);
 
 struct RankInfo {
   std::shared_ptr<WorkerHandle> handle;
@@ -112,6 +125,9 @@ class ReplicaRegistry {
   using Shape = std::pair<int32_t, std::string>;
 
   std::string CheckHello(const weft::v1::WorkerHello& hello) const;
+  // The capacity checks: KV blocks (per worker and all admitted replicas together) and
+  // the number of replica names.
+  std::string CheckCapacity(const weft::v1::WorkerHello& hello) const;
   FenceOutcome RemoveAdmitted(const std::string& replica, int64_t except_handle);
 
   const ExpectedModel expected_;

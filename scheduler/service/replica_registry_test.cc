@@ -183,5 +183,44 @@ TEST(ReplicaRegistryTest, PendingRankGoneIsForgotten) {
   EXPECT_EQ(reg.num_admitted(), 0u);  // rank 0 is gone: r0 is not admitted alone
 }
 
+// A hello is untrusted: announced capacity over what one worker may hold, or past what
+// all admitted replicas may hold together, is refused before anything is sized from it;
+// so are names that would become odd metric labels and replicas beyond the name cap.
+TEST(ReplicaRegistryTest, CapacityAndNamesAreBoundedBeforeAdmission) {
+  ExpectedModel m = Model();
+  m.max_worker_kv_blocks = 1000;
+  m.max_total_kv_blocks = 1500;
+  m.max_replicas = 2;
+  ReplicaRegistry reg(m);
+  HelloOutcome out = reg.OnHello(H(1), Hello("r0", 0, 1, 2147483647), absl::Now());
+  ASSERT_EQ(out.kind, HelloOutcome::kRejected);
+  EXPECT_NE(out.reject_reason.find("--max_worker_kv_blocks"), std::string::npos) << out.reject_reason;
+  ASSERT_EQ(reg.OnHello(H(2), Hello("r0", 0, 1, 1000), absl::Now()).kind, HelloOutcome::kAdmitted);
+  out = reg.OnHello(H(3), Hello("r1", 0, 1, 600), absl::Now());  // 1600 > 1500
+  ASSERT_EQ(out.kind, HelloOutcome::kRejected);
+  EXPECT_NE(out.reject_reason.find("--max_total_kv_blocks"), std::string::npos) << out.reject_reason;
+  // A restart of r0 gives its 1000 back first: 1000 again is fine.
+  EXPECT_EQ(reg.OnHello(H(4), Hello("r0", 0, 1, 1000), absl::Now()).kind, HelloOutcome::kAdmitted);
+  EXPECT_EQ(reg.OnHello(H(5), Hello("r1", 0, 2, 500), absl::Now()).kind, HelloOutcome::kPending);
+  out = reg.OnHello(H(6), Hello("r2", 0, 1, 10), absl::Now());  // a third name
+  ASSERT_EQ(out.kind, HelloOutcome::kRejected);
+  EXPECT_NE(out.reject_reason.find("--max_replicas"), std::string::npos) << out.reject_reason;
+  EXPECT_EQ(reg.num_admitted(), 1u);
+  EXPECT_EQ(reg.num_pending_ranks(), 1u);
+  for (const char* bad : {"", "-r", "r 0", "r0\"}\n", "r{0}", "r/0", "r\xc3\xa9"}) {
+    EXPECT_EQ(reg.OnHello(H(7), Hello(bad, 0, 1, 10), absl::Now()).kind, HelloOutcome::kRejected)
+        << bad;
+  }
+  EXPECT_EQ(reg.OnHello(H(8), Hello(std::string(129, 'a'), 0, 1, 10), absl::Now()).kind,
+            HelloOutcome::kRejected);
+  weft::v1::WorkerHello h = Hello("r1", 1, 2, 10);
+  h.set_worker_id(std::string(300, 'w'));
+  EXPECT_EQ(reg.OnHello(H(9), h, absl::Now()).kind, HelloOutcome::kRejected);
+  h = Hello("r1", 1, 2, 10);
+  h.set_kernels("avx2\x1b[31m");
+  EXPECT_EQ(reg.OnHello(H(10), h, absl::Now()).kind, HelloOutcome::kRejected);
+  EXPECT_EQ(CheckReplicaName("weft-worker-7d9f.a_b-0"), "");
+}
+
 }  // namespace
 }  // namespace weft

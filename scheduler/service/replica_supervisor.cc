@@ -38,7 +38,7 @@ void ReplicaSupervisor::OnHello(const std::shared_ptr<WorkerHandle>& w,
     old->Close(absl::UnavailableError("displaced by a newer process for the same rank"));
   }
   if (!out.displaced_replica.empty()) {
-    FenceRanks(out.displaced_replica, "a rank re-attached", {}, now);
+    FenceRanks(out.displaced_replica, kFenceReattached, "a rank re-attached", {}, now);
   }
   for (auto& loser : out.losers) Reject(loser, h.replica(), out.losers_reason);
   switch (out.kind) {
@@ -123,25 +123,27 @@ ReplicaState* ReplicaSupervisor::FindByHandle(int64_t handle_id) {
 void ReplicaSupervisor::OnGone(const std::shared_ptr<WorkerHandle>& w, absl::Time now) {
   FenceOutcome f = registry_.OnGone(w);
   if (f.replica.empty()) return;
-  FenceRanks(f.replica, absl::StrCat("worker stream ", w->id(), " (", w->peer(), ") ended"),
-             f.other_ranks, now);
+  FenceRanks(f.replica, kFenceWorkerGone,
+             absl::StrCat("worker stream ", w->id(), " (", w->peer(), ") ended"), f.other_ranks,
+             now);
 }
 
-void ReplicaSupervisor::Fence(const std::string& name, const std::string& reason,
-                              absl::Time now) {
+void ReplicaSupervisor::Fence(const std::string& name, const char* cause,
+                              const std::string& detail, absl::Time now) {
   if (replicas_.count(name) == 0) return;
-  FenceRanks(name, reason, registry_.Fence(name).other_ranks, now);
+  FenceRanks(name, cause, detail, registry_.Fence(name).other_ranks, now);
 }
 
-void ReplicaSupervisor::FenceRanks(const std::string& name, const std::string& reason,
+void ReplicaSupervisor::FenceRanks(const std::string& name, const char* cause,
+                                   const std::string& detail,
                                    const std::vector<std::shared_ptr<WorkerHandle>>& other_ranks,
                                    absl::Time now) {
   auto it = replicas_.find(name);
   if (it == replicas_.end()) return;
-  LOG(WARNING) << "fencing replica '" << name << "': " << reason;
-  metrics_->Fenced(reason.substr(0, reason.find(':'))).Increment();
+  LOG(WARNING) << "fencing replica '" << name << "' (" << cause << "): " << detail;
+  metrics_->Fenced(cause).Increment();
   for (auto& h : other_ranks) {
-    h->Close(absl::UnavailableError(absl::StrCat("replica fenced: ", reason)));
+    h->Close(absl::UnavailableError(absl::StrCat("replica fenced: ", detail)));
   }
   DropReplica(it, now);
 }
@@ -154,6 +156,7 @@ int64_t ReplicaSupervisor::DropReplica(std::map<std::string, ReplicaState>::iter
   const int64_t requeued = core_->counters().retries_total - before;
   metrics_->requeued_requests.Increment(static_cast<double>(requeued));
   drains_.End(it->first);
+  metrics_->ReplicaGone(it->first);
   replicas_.erase(it);
   return requeued;
 }
@@ -175,7 +178,8 @@ void ReplicaSupervisor::CheckStepDeadlines(absl::Time now) {
     if (rs.tracker->CheckDeadline(now)) late.push_back(name);
   }
   for (const std::string& name : late) {
-    Fence(name, absl::StrCat("missed ", step_deadline_.max_misses, " step deadlines"), now);
+    Fence(name, kFenceStepDeadlines,
+          absl::StrCat("missed ", step_deadline_.max_misses, " step deadlines"), now);
   }
 }
 

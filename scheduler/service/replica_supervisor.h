@@ -66,9 +66,16 @@ class ReplicaSupervisor {
   void OnGone(const std::shared_ptr<WorkerHandle>& w, absl::Time now);
   void OnDrainRequest(const std::shared_ptr<WorkerHandle>& w, const weft::v1::DrainRequest& r,
                       absl::Time now);
-  // Fences the admitted replica `name` (no-op if unknown). `reason`'s text before its
-  // first ':' labels weft_replicas_fenced_total.
-  void Fence(const std::string& name, const std::string& reason, absl::Time now);
+  // Fences the admitted replica `name` (no-op if unknown). `cause` labels
+  // weft_replicas_fenced_total: one of the fixed kFence* names, never free text (a
+  // worker's message or a stream id would grow the label set without bound); `detail`
+  // goes to the log and to the other ranks.
+  static constexpr char kFenceWorkerGone[] = "worker_gone";
+  static constexpr char kFenceStepDeadlines[] = "step_deadlines";
+  static constexpr char kFenceStepError[] = "step_error";
+  static constexpr char kFenceReattached[] = "rank_reattached";
+  void Fence(const std::string& name, const char* cause, const std::string& detail,
+             absl::Time now);
   // Fences the replicas that missed max_misses step deadlines.
   void CheckStepDeadlines(absl::Time now);
   // Releases the draining replicas that are empty or whose drain timed out.
@@ -93,7 +100,7 @@ class ReplicaSupervisor {
   void Reject(const std::shared_ptr<WorkerHandle>& w, const std::string& replica,
               const std::string& reason);
   // Closes `other_ranks` (the registry already forgot the replica) and drops it.
-  void FenceRanks(const std::string& name, const std::string& reason,
+  void FenceRanks(const std::string& name, const char* cause, const std::string& detail,
                   const std::vector<std::shared_ptr<WorkerHandle>>& other_ranks, absl::Time now);
   // Removes an admitted replica from the core (re-queueing what it still holds), from
   // replicas_ and from drains_; returns the number of requests re-queued.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/edge/model_text.h"
 
@@ -63,14 +64,55 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "public surface (gRPC and HTTP): PEM CA bundle; clients must present a certificate "
           "it signed");
 ABSL_FLAG(std::string, auth_tokens_file, "",
-          "bearer tokens, one a line ('#' comments), re-read when the file changes; gRPC "
-          "Generate/ListModels and HTTP /v1/* without one of them are UNAUTHENTICATED / 401 "
-          "(health stays open; empty: no auth)");
+          "bearer tokens, one a line ('#' comments), each optionally followed by its tenant "
+          "and limits: tenant=NAME max_streams=N max_priority=P tokens_per_minute=T; re-read "
+          "when the file changes (deleted or bad: no token accepted until it is good again); "
+          "gRPC Generate/ListModels and HTTP /v1/* without one of them are UNAUTHENTICATED / "
+          "401 (health stays open; empty: no auth)");
 ABSL_FLAG(std::string, worker_tls_cert, "",
           "attach port: PEM certificate chain (mutual TLS with --worker_tls_key/--worker_tls_ca)");
 ABSL_FLAG(std::string, worker_tls_key, "", "attach port: PEM private key of --worker_tls_cert");
 ABSL_FLAG(std::string, worker_tls_ca, "",
           "attach port: PEM CA bundle; a worker must present a certificate it signed");
+// gRPC's HTTP/2 limits, explicit on both ports (gRPC 1.51's defaults are not a policy).
+ABSL_FLAG(int32_t, grpc_max_concurrent_streams, 100,
+          "public gRPC port: concurrent streams per HTTP/2 connection (SETTINGS); more wait");
+ABSL_FLAG(double, grpc_max_connection_age_s, 3600,
+          "public gRPC port: a connection older than this gets GOAWAY (0 = never); clients "
+          "reconnect, which also rebalances them behind a proxy");
+ABSL_FLAG(double, grpc_max_connection_age_grace_s, 600,
+          "public gRPC port: after that GOAWAY, how long its running calls may finish");
+ABSL_FLAG(double, grpc_max_connection_idle_s, 600,
+          "public gRPC port: a connection with no call this long gets GOAWAY (0 = never)");
+ABSL_FLAG(int32_t, attach_max_concurrent_streams, 4,
+          "attach port: concurrent streams per connection (a worker uses one Attach stream; "
+          "its age and idle limits are off: the stream lives as long as the worker)");
+ABSL_FLAG(double, grpc_min_ping_interval_s, 5,
+          "both gRPC ports: keepalive pings closer than this are strikes; "
+          "--grpc_max_ping_strikes of them end the connection (GOAWAY)");
+ABSL_FLAG(int32_t, grpc_max_ping_strikes, 2, "both gRPC ports: see --grpc_min_ping_interval_s");
+ABSL_FLAG(bool, grpc_permit_pings_without_calls, true,
+          "both gRPC ports: accept keepalive pings on a connection with no call");
+ABSL_FLAG(int32_t, grpc_max_metadata_bytes, 8 << 10,
+          "both gRPC ports: largest request metadata (headers) accepted");
+ABSL_FLAG(int32_t, max_priority, 0,
+          "highest request priority a caller may ask for when its tenant sets none (callers "
+          "without --auth_tokens_file, tokens without max_priority=); above it: "
+          "PERMISSION_DENIED. 0: only the tokens file can let a caller jump the queue or "
+          "preempt others; lower priorities are always allowed");
+ABSL_FLAG(bool, allow_insecure_attach, false,
+          "serve the attach port in plaintext on a non-loopback --host (without "
+          "--worker_tls_*); any host that reaches it can then attach as a worker. Without "
+          "this flag such a scheduler refuses to start");
+ABSL_FLAG(int32_t, max_worker_kv_blocks, 1 << 20,
+          "most KV blocks one worker's hello may announce (the scheduler keeps ~45 bytes of "
+          "bookkeeping per block); a worker announcing more is refused");
+ABSL_FLAG(int64_t, max_total_kv_blocks, int64_t{4} << 20,
+          "most KV blocks of all admitted replicas together; a worker that would go past it "
+          "is refused");
+ABSL_FLAG(int32_t, max_replicas, 64,
+          "most replica names admitted or forming at once (each is a metric label); a worker "
+          "of a new name beyond it is refused");
 
 namespace weft {
 namespace {
@@ -95,6 +137,31 @@ absl::Status CoreFromFlags(SchedulerOptions* core, bool* steps_in_flight_by_back
   // The samples of one request never outnumber what a replica runs at once: the one cap
   // a request is refused by, and the one its message reports.
   core->limits.max_n = std::min(core->limits.max_n, core->max_num_seqs);
+  return absl::OkStatus();
+}
+
+absl::Duration SecondsFlag(double s) { return s > 0 ? absl::Seconds(s) : absl::ZeroDuration(); }
+
+absl::Status GrpcLimitsFromFlags(GrpcPortLimits* pub, GrpcPortLimits* attach) {
+  pub->max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
+  pub->max_connection_age = SecondsFlag(absl::GetFlag(FLAGS_grpc_max_connection_age_s));
+  pub->max_connection_age_grace =
+      SecondsFlag(absl::GetFlag(FLAGS_grpc_max_connection_age_grace_s));
+  pub->max_connection_idle = SecondsFlag(absl::GetFlag(FLAGS_grpc_max_connection_idle_s));
+  pub->min_ping_interval = SecondsFlag(absl::GetFlag(FLAGS_grpc_min_ping_interval_s));
+  pub->max_ping_strikes = absl::GetFlag(FLAGS_grpc_max_ping_strikes);
+  pub->permit_pings_without_calls = absl::GetFlag(FLAGS_grpc_permit_pings_without_calls);
+  pub->max_metadata_bytes = absl::GetFlag(FLAGS_grpc_max_metadata_bytes);
+  *attach = *pub;
+  attach->max_concurrent_streams = absl::GetFlag(FLAGS_attach_max_concurrent_streams);
+  attach->max_connection_age = attach->max_connection_age_grace = absl::ZeroDuration();
+  attach->max_connection_idle = absl::ZeroDuration();
+  if (pub->max_concurrent_streams < 1 || attach->max_concurrent_streams < 1 ||
+      pub->max_metadata_bytes < 1024 || pub->max_ping_strikes < 0) {
+    return absl::InvalidArgumentError(
+        "--grpc_max_concurrent_streams and --attach_max_concurrent_streams must be >= 1, "
+        "--grpc_max_metadata_bytes >= 1024, --grpc_max_ping_strikes >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -129,6 +196,7 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   FrontendOptions& fo = o.frontend;
   fo.model_name = o.model_name;
   fo.max_streams = absl::GetFlag(FLAGS_max_streams);
+  fo.default_max_priority = absl::GetFlag(FLAGS_max_priority);
   fo.stream_buffer_bytes =
       static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_stream_buffer_bytes)));
   if (absl::Status s = fo.Validate(); !s.ok()) return s;
@@ -145,7 +213,25 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
         "the attach port's TLS is mutual: give --worker_tls_cert, --worker_tls_key and "
         "--worker_tls_ca together");
   }
+  if (!o.worker_tls.enabled() && !IsLoopbackHost(o.host) &&
+      !absl::GetFlag(FLAGS_allow_insecure_attach)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the attach port would be plaintext on --host=", o.host,
+        ": any host that reaches it could attach as a worker. Give --worker_tls_cert, "
+        "--worker_tls_key and --worker_tls_ca (mutual TLS), bind --host=127.0.0.1, or accept "
+        "it with --allow_insecure_attach (e.g. behind a NetworkPolicy)"));
+  }
+  o.max_worker_kv_blocks = absl::GetFlag(FLAGS_max_worker_kv_blocks);
+  o.max_total_kv_blocks = absl::GetFlag(FLAGS_max_total_kv_blocks);
+  o.max_replicas = absl::GetFlag(FLAGS_max_replicas);
+  if (o.max_worker_kv_blocks < 1 || o.max_total_kv_blocks < o.max_worker_kv_blocks ||
+      o.max_replicas < 1) {
+    return absl::InvalidArgumentError(
+        "--max_worker_kv_blocks and --max_replicas must be >= 1, and --max_total_kv_blocks >= "
+        "--max_worker_kv_blocks");
+  }
   o.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  if (absl::Status s = GrpcLimitsFromFlags(&o.public_grpc, &o.attach_grpc); !s.ok()) return s;
 
   o.http = absl::GetFlag(FLAGS_http_port) >= 0;
   HttpServerOptions& ho = o.http_server;
@@ -158,6 +244,10 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   ho.write_timeout = std::max(absl::Seconds(1), eo.stall_timeout);
   ho.tls = o.public_tls;  // the public surface is one: the gRPC port's TLS files
   return o;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
 }
 
 absl::Status ApplyModel(int32_t vocab_size, int32_t context_length,

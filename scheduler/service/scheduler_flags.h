@@ -21,6 +21,19 @@
 
 namespace weft {
 
+// The HTTP/2 limits a gRPC port is built with (set explicitly, never gRPC's defaults).
+// A zero duration is "off" (gRPC's infinity).
+struct GrpcPortLimits {
+  int max_concurrent_streams = 100;  // per connection
+  absl::Duration max_connection_age;
+  absl::Duration max_connection_age_grace;
+  absl::Duration max_connection_idle;
+  absl::Duration min_ping_interval = absl::Seconds(5);  // a client pinging faster is struck
+  int max_ping_strikes = 2;                              // then GOAWAY
+  bool permit_pings_without_calls = true;
+  int max_metadata_bytes = 8 << 10;                      // request headers (metadata)
+};
+
 struct SchedulerBinaryOptions {
   std::string model_path;
   std::string model_name;  // --model_name, else the file's stem (DefaultModelName)
@@ -39,7 +52,17 @@ struct SchedulerBinaryOptions {
   ServerTlsFiles public_tls;
   ServerTlsFiles worker_tls;
   std::string auth_tokens_file;  // "": no bearer tokens
+  // What a worker's hello may announce (ExpectedModel's limits; the rest of ExpectedModel
+  // comes from the model).
+  int32_t max_worker_kv_blocks = 0;
+  int64_t max_total_kv_blocks = 0;
+  int32_t max_replicas = 0;
+  GrpcPortLimits public_grpc;  // --port
+  GrpcPortLimits attach_grpc;  // --worker_port
 };
+
+// True for an address only this host can reach (127.0.0.0/8, ::1, localhost).
+bool IsLoopbackHost(const std::string& host);
 
 // The flags' values as options; INVALID_ARGUMENT naming the flag for a bad one (exit 2).
 absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags();

@@ -15,14 +15,56 @@ ABSL_DECLARE_FLAG(int32_t, max_steps_in_flight);
 ABSL_DECLARE_FLAG(int32_t, http_port);
 ABSL_DECLARE_FLAG(double, stall_timeout_s);
 ABSL_DECLARE_FLAG(std::string, worker_tls_cert);
+ABSL_DECLARE_FLAG(std::string, worker_tls_key);
+ABSL_DECLARE_FLAG(std::string, worker_tls_ca);
+ABSL_DECLARE_FLAG(std::string, host);
+ABSL_DECLARE_FLAG(bool, allow_insecure_attach);
+ABSL_DECLARE_FLAG(int32_t, max_worker_kv_blocks);
+ABSL_DECLARE_FLAG(int64_t, max_total_kv_blocks);
 
 namespace weft {
 namespace {
 
 class SchedulerFlagsTest : public ::testing::Test {
  protected:
-  absl::FlagSaver saver_;  // every test starts from the defaults
+  // Every test starts from the defaults, on loopback (a plaintext attach port on the
+  // default 0.0.0.0 is refused: PlaintextAttachOffLoopbackNeedsTheFlag).
+  SchedulerFlagsTest() { absl::SetFlag(&FLAGS_host, "127.0.0.1"); }
+  absl::FlagSaver saver_;
 };
+
+TEST_F(SchedulerFlagsTest, PlaintextAttachOffLoopbackNeedsTheFlag) {
+  absl::SetFlag(&FLAGS_host, "0.0.0.0");
+  absl::StatusOr<SchedulerBinaryOptions> o = OptionsFromFlags();
+  ASSERT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(o.status().message().find("--allow_insecure_attach"), std::string::npos);
+  absl::SetFlag(&FLAGS_allow_insecure_attach, true);
+  EXPECT_TRUE(OptionsFromFlags().ok());
+  absl::SetFlag(&FLAGS_allow_insecure_attach, false);
+  absl::SetFlag(&FLAGS_worker_tls_cert, "c.pem");  // mutual TLS: fine anywhere
+  absl::SetFlag(&FLAGS_worker_tls_key, "k.pem");
+  absl::SetFlag(&FLAGS_worker_tls_ca, "ca.pem");
+  EXPECT_TRUE(OptionsFromFlags().ok());
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"0.0.0.0", "10.0.0.1", "::", "example.org", "1127.0.0.1"}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+}
+
+TEST_F(SchedulerFlagsTest, WorkerLimitsAreCheckedAndPassedOn) {
+  absl::StatusOr<SchedulerBinaryOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_worker_kv_blocks, 1 << 20);
+  EXPECT_EQ(o->max_total_kv_blocks, int64_t{4} << 20);
+  EXPECT_EQ(o->max_replicas, 64);
+  absl::SetFlag(&FLAGS_max_total_kv_blocks, 10);  // below the per-worker bound
+  EXPECT_EQ(OptionsFromFlags().status().code(), absl::StatusCode::kInvalidArgument);
+  absl::SetFlag(&FLAGS_max_worker_kv_blocks, 0);
+  absl::SetFlag(&FLAGS_max_total_kv_blocks, 10);
+  EXPECT_EQ(OptionsFromFlags().status().code(), absl::StatusCode::kInvalidArgument);
+}
 
 TEST_F(SchedulerFlagsTest, DefaultsMakeAWorkingConfiguration) {
   absl::SetFlag(&FLAGS_model, "models/SmolLM2-135M-Instruct.Q4_1.gguf");

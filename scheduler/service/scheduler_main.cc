@@ -19,8 +19,9 @@
 // is the same public surface: the same TLS files and the same tokens (its /health open
 // too). The attach port is mutual
 // TLS when --worker_tls_* are given: a worker needs a certificate from that CA.
-// SIGTERM/SIGINT: not ready at once, new calls UNAVAILABLE, running streams finish up to
-// --drain_timeout_s, the rest end UNAVAILABLE, exit 0.
+// SIGTERM/SIGINT: not ready at once, GOAWAY on the public port's connections (new calls
+// UNAVAILABLE), running streams finish up to --drain_timeout_s, the rest end
+// UNAVAILABLE, exit 0.
 // HTTP on --metrics_port (common/metrics_http.h): /metrics; /livez 200 while the process
 // runs; /startupz 200 once the ports are bound and the engine runs; /readyz 200 while
 // the gRPC health is SERVING: a replica that does not drain is admitted and making
@@ -28,10 +29,13 @@
 // A worker's SIGTERM drains its replica: no new sequences there, the running ones
 // finish for up to --worker_drain_timeout_s, then the rest is re-queued on the other
 // replicas with its generated tokens, and the worker is released.
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/gguf.h"
@@ -54,10 +58,15 @@
 namespace weft {
 namespace {
 
+int Millis(absl::Duration d) {
+  if (d <= absl::ZeroDuration()) return INT_MAX;  // gRPC's "never"
+  return static_cast<int>(std::min<int64_t>(INT_MAX, absl::ToInt64Milliseconds(d)));
+}
+
 std::unique_ptr<grpc::Server> Serve(const std::string& host, int port,
                                     const std::shared_ptr<grpc::ServerCredentials>& creds,
                                     std::vector<grpc::Service*> services, int* bound,
-                                    int64_t max_message) {
+                                    int64_t max_message, const GrpcPortLimits& limits) {
   grpc::ServerBuilder b;
   b.AddListeningPort(absl::StrCat(host, ":", port), creds, bound);
   for (grpc::Service* service : services) b.RegisterService(service);
@@ -65,8 +74,17 @@ std::unique_ptr<grpc::Server> Serve(const std::string& host, int port,
   b.SetMaxSendMessageSize(256 << 20);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                       Millis(limits.min_ping_interval));
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, limits.max_ping_strikes);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                       limits.permit_pings_without_calls ? 1 : 0);
+  b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams);
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, Millis(limits.max_connection_age));
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                       Millis(limits.max_connection_age_grace));
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Millis(limits.max_connection_idle));
+  b.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, limits.max_metadata_bytes);
   return b.BuildAndStart();
 }
 
@@ -78,7 +96,8 @@ struct Credentials {
   std::unique_ptr<BearerTokens> tokens;  // null: no auth
 };
 
-absl::StatusOr<Credentials> LoadCredentials(const SchedulerBinaryOptions& o) {
+absl::StatusOr<Credentials> LoadCredentials(const SchedulerBinaryOptions& o,
+                                            ServiceMetrics* metrics) {
   Credentials c;
   auto public_creds = MakeServerCredentials(o.public_tls);
   if (!public_creds.ok()) {
@@ -94,6 +113,7 @@ absl::StatusOr<Credentials> LoadCredentials(const SchedulerBinaryOptions& o) {
   if (!o.auth_tokens_file.empty()) {
     BearerTokens::Options to;
     to.path = o.auth_tokens_file;
+    to.on_failed_reload = [metrics] { metrics->auth_reload_failures.Increment(); };
     auto t = BearerTokens::Load(to);
     if (!t.ok()) {
       return absl::InvalidArgumentError(
@@ -145,12 +165,20 @@ void DrainAndStop(absl::Duration drain_timeout, Engine* engine, OpenAiHttpServer
                   HealthService* health, grpc::Server* public_server, grpc::Server* worker_server) {
   const int sig = WaitForStopSignal();
   LOG(INFO) << "signal " << sig << ": draining for up to " << absl::FormatDuration(drain_timeout);
+  const absl::Time drain_deadline = absl::Now() + drain_timeout;
   engine->BeginDrain();
-  const int ended = engine->WaitDrained(absl::Now() + drain_timeout);
+  // GOAWAY on every public connection at once: the listener closes, clients (and
+  // proxies) move to another scheduler, the running calls go on until the drain ends.
+  // The health check then fails to connect (UNAVAILABLE) instead of answering
+  // NOT_SERVING: either way a probe takes the scheduler out; /readyz says 503.
+  std::thread goaway([public_server, drain_deadline] {
+    public_server->Shutdown(absl::ToChronoTime(drain_deadline + absl::Seconds(2)));
+  });
+  const int ended = engine->WaitDrained(drain_deadline);
   engine->Stop();
   if (http != nullptr) http->Stop();
   health->Shutdown();  // NOT_SERVING for good; open Watch streams end
-  public_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  goaway.join();  // every public call has ended (engine->Stop ended the rest)
   worker_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   LOG(INFO) << "stopped (" << ended << " streams ended by the drain timeout)";
 }
@@ -165,7 +193,7 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
     LOG(ERROR) << metrics_http.status().message();
     return 1;
   }
-  absl::StatusOr<Credentials> creds = LoadCredentials(o);
+  absl::StatusOr<Credentials> creds = LoadCredentials(o, &metrics);
   if (!creds.ok()) {
     LOG(ERROR) << creds.status().message();
     return 2;
@@ -175,7 +203,11 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
   HealthService health({weft::v1::Generation::service_full_name(), mt.name()});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::unique_ptr<OpenAiHttpServer> http;  // set before the engine starts
-  Engine engine(o.engine, mt.expected_model(o.engine.core.block_size), mt.model_info(),
+  ExpectedModel expected = mt.expected_model(o.engine.core.block_size);
+  expected.max_worker_kv_blocks = o.max_worker_kv_blocks;
+  expected.max_total_kv_blocks = o.max_total_kv_blocks;
+  expected.max_replicas = o.max_replicas;
+  Engine engine(o.engine, std::move(expected), mt.model_info(),
                 &mt.text_source(), &metrics, [&health, &http, &serving](bool now_serving) {
                   serving = now_serving;
                   health.SetServing(now_serving);
@@ -189,9 +221,10 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
   WorkerControlService control(&engine);
   int port = 0, worker_port = 0;
   std::unique_ptr<grpc::Server> public_server = Serve(
-      o.host, o.port, creds->public_creds, {&generation, &health}, &port, o.max_message_bytes);
-  std::unique_ptr<grpc::Server> worker_server =
-      Serve(o.host, o.worker_port, creds->worker_creds, {&control}, &worker_port, 64 << 20);
+      o.host, o.port, creds->public_creds, {&generation, &health}, &port, o.max_message_bytes,
+      o.public_grpc);
+  std::unique_ptr<grpc::Server> worker_server = Serve(
+      o.host, o.worker_port, creds->worker_creds, {&control}, &worker_port, 64 << 20, o.attach_grpc);
   if (public_server == nullptr || worker_server == nullptr || port == 0 || worker_port == 0) {
     LOG(ERROR) << "cannot bind the gRPC ports (" << o.port << ", " << o.worker_port
                << "): in use?";

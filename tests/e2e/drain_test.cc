@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/testing/model_path.h"
 #include "gtest/gtest.h"
@@ -54,7 +55,11 @@ TEST(DrainE2eTest, SigtermStopsAdmittingAndFinishesInFlightStreams) {
       },
       absl::Seconds(30), absl::Milliseconds(1)));
   const double steps_at_not_serving = cluster->Steps();
-  EXPECT_EQ(health, "NOT_SERVING");
+  // NOT_SERVING, or (the drain sends GOAWAY and closes the listener) no connection; a
+  // check that races the GOAWAY on its connection is cancelled by gRPC 1.51's server.
+  EXPECT_TRUE(health == "NOT_SERVING" || absl::StartsWith(health, "error UNAVAILABLE") ||
+              absl::StartsWith(health, "error CANCELLED"))
+      << health;
   // At most the step that was running at the signal (and one that may complete between
   // the scrape and the signal) completed before health flipped.
   EXPECT_LE(steps_at_not_serving - steps_before, 2);

@@ -78,7 +78,7 @@ TEST(WorkerHangE2eTest, StoppedWorkerIsFencedAfterTwoMissedDeadlines) {
   }
 
   // Fenced for missed deadlines (two of them; the guard is generous).
-  const std::string fenced = "weft_replicas_fenced_total{reason=\"missed 2 step deadlines\"}";
+  const std::string fenced = "weft_replicas_fenced_total{reason=\"step_deadlines\"}";
   EXPECT_TRUE(WaitFor([&] { return cluster.Metric(fenced) == 1; }, absl::Seconds(60)))
       << cluster.Logs();
   EXPECT_EQ(cluster.Metric("weft_replicas"), 1);

@@ -64,7 +64,7 @@ METRICS=()
 start_weft() {  # label, extra scheduler flags
   local label=$1 extra=$2 p=$port
   port=$((port + 10))
-  "$BIN/scheduler/service/weft-scheduler" --model="$MODEL" --port=$p --worker_port=$((p + 1)) \
+  "$BIN/scheduler/service/weft-scheduler" --model="$MODEL" --host=127.0.0.1 --port=$p --worker_port=$((p + 1)) \
     --metrics_port=$((p + 2)) $extra $SCHED_FLAGS >"$OUT/$label-scheduler.log" 2>&1 &
   PIDS+=($!)
   "$BIN/worker/service/weft-worker" --scheduler=127.0.0.1:$((p + 1)) --model="$MODEL" \
