@@ -39,7 +39,7 @@ struct CpuBackendOptions {
   int32_t block_size = 16;
   // KV pool size: num_kv_blocks if > 0, else as many blocks as kv_memory_bytes holds.
   int32_t num_kv_blocks = 0;
-  int64_t kv_memory_bytes = int64_t{1} << 30;
+  int64_t kv_memory_bytes = kDefaultHostKvMemoryBytes;
 
   absl::Status Validate() const;
 };

@@ -67,7 +67,7 @@ struct NullBackendOptions {
   // KV pool size: num_kv_blocks if > 0, else as many blocks of kv_dtype as
   // kv_memory_bytes would hold for this model (nothing is allocated).
   int32_t num_kv_blocks = 0;
-  int64_t kv_memory_bytes = int64_t{1} << 30;
+  int64_t kv_memory_bytes = kDefaultHostKvMemoryBytes;
   KvDtype kv_dtype = kDefaultKvDtype;
   // Tensor-parallel shape (the KV heads per rank size the pool, as on the CPU).
   int32_t rank = 0;

@@ -69,12 +69,15 @@ struct CudaBackendOptions {
   int32_t world_size = 1;
   int32_t device = -1;  // CUDA device; -1: rank % device count
   int32_t block_size = 16;
-  // KV pool size: num_kv_blocks if > 0, else as many blocks as kv_memory_bytes holds.
+  // KV pool size (SizeDeviceKvPool, worker/kv_pool.h): num_kv_blocks if > 0, else as
+  // many blocks as kv_memory_bytes holds if > 0, else what gpu_memory_utilization of the
+  // device leaves after the weights (and kActivationReserveBytes) — logged at Create.
   int32_t num_kv_blocks = 0;
-  int64_t kv_memory_bytes = int64_t{1} << 30;
+  int64_t kv_memory_bytes = 0;
+  double gpu_memory_utilization = 0.9;
   KvDtype kv_dtype = kDefaultKvDtype;  // f16, bf16 or int8
   bool cuda_graphs = true;
-  int32_t max_graph_batch = 128;  // largest decode bucket (a power of two)
+  int32_t max_graph_batch = 256;  // largest decode bucket (ValidateMaxGraphBatch)
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
   bool device_sampling = true;    // SampleOnDevice (else the host Sampler)
   // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
