@@ -35,6 +35,14 @@ absl::Status StateCache::CheckBlocks(const google::protobuf::RepeatedField<int32
   return absl::OkStatus();
 }
 
+absl::Status StateCache::CheckContext(int64_t step, int64_t seq_id, int64_t end) const {
+  if (context_length_ > 0 && end > context_length_) {
+    return PlanError(step, absl::StrCat("sequence ", seq_id, " computes position ", end - 1,
+                                        ", past the context length ", context_length_));
+  }
+  return absl::OkStatus();
+}
+
 // Everything Apply would do, checked without mutating.
 absl::Status StateCache::Check(const StepPlan& plan) const {
   const int64_t step = plan.step_id();
@@ -77,6 +85,7 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
         n.num_computed_tokens() + n.num_scheduled_tokens() > len) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " schedules past its tokens"));
     }
+    WEFT_RETURN_IF_ERROR(CheckContext(step, n.seq_id(), n.num_computed_tokens() + int64_t{n.num_scheduled_tokens()}));
     const bool reaches_end = n.num_computed_tokens() + n.num_scheduled_tokens() == len;
     if (fork && (n.num_scheduled_tokens() != 0 || !n.do_sample() || !reaches_end)) {
       return PlanError(step, absl::StrCat("fork ", n.seq_id(), " computes or does not sample"));
@@ -120,6 +129,7 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
     if (c.num_scheduled_tokens() <= 0 || end > static_cast<int64_t>(s.tokens.size())) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " schedules past its tokens"));
     }
+    WEFT_RETURN_IF_ERROR(CheckContext(step, c.seq_id(), end));
     if (c.do_sample() != (end == static_cast<int64_t>(s.tokens.size()))) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " do_sample disagrees"));
     }

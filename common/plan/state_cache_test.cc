@@ -98,6 +98,30 @@ TEST(StateCacheTest, InconsistentPlansAreRejectedWithoutChangingState) {
   EXPECT_EQ(cache.num_sequences(), 1u);
 }
 
+// With the model's context length given, a step that computes a position at or past it
+// is refused, for a new and for a cached sequence (and nothing changes).
+TEST(StateCacheTest, PositionsPastTheContextLengthAreRejected) {
+  StateCache cache(/*block_size=*/4, /*num_blocks=*/8, /*vocab_size=*/100,
+                   /*context_length=*/6);
+  cache.Reset(1);
+  StepBatch batch;
+  EXPECT_FALSE(cache.Apply(NewPlan(1, 1, {1, 2, 3, 4, 5, 6, 7}, 0, 7, {0, 1}), &batch).ok());
+  EXPECT_EQ(cache.num_sequences(), 0u);
+  ASSERT_TRUE(cache.Apply(NewPlan(1, 1, {1, 2, 3, 4, 5, 6}, 0, 6, {0, 1}), &batch).ok());
+  cache.AppendSampled(batch.sequences[0].state, 9);  // position 6: one past the limit
+  StepPlan past;
+  past.set_step_id(2);
+  AddCached(&past, 1, 6, 1, true);
+  const absl::Status s = cache.Apply(past, &batch);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("context length 6"), std::string::npos) << s;
+  EXPECT_EQ(cache.next_step_id(), 2);
+  // Without a limit (0) the same plan applies.
+  StateCache unlimited(4, 8, 100);
+  unlimited.Reset(1);
+  EXPECT_TRUE(unlimited.Apply(NewPlan(1, 1, {1, 2, 3, 4, 5, 6, 7}, 0, 7, {0, 1}), &batch).ok());
+}
+
 TEST(StateCacheTest, FinishedAndPreemptedAreDroppedAndMayComeBackAsNew) {
   StateCache cache(4, 8, 100);
   cache.Reset(10);

@@ -185,6 +185,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
     limits_.prefill_tc_tile_tokens = kc::PrefillTcTileTokens(config_.queries_per_kv_head());
     limits_.prefill_tc_min_tokens = kc::kTensorCorePrefillMinTokens;
   }
+  stepper_ = std::make_unique<ForwardStepper>(config_.vocab_size);
   kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
                           options_.gemv_max_rows > 0 ? ";gemv<=" : "",
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",

@@ -53,6 +53,7 @@
 #include "kernels/cuda/dtypes.h"
 #include "kernels/cuda/paged_attention.h"
 #include "worker/backends/backend.h"
+#include "worker/backends/forward_stepper.h"
 #include "worker/backends/cuda/device_buffer.h"
 #include "worker/backends/cuda/device_kv_cache.h"
 #include "worker/backends/cuda/device_weights.h"
@@ -112,6 +113,11 @@ class CudaBackend : public Backend {
   int32_t num_kv_blocks() const override { return kv_->num_blocks(); }
   int64_t kv_pool_bytes() const override { return kv_->pool_bytes(); }
 
+  // ForwardStepper over Forward (logits copied to the host), CopyBlock and SampleOnDevice
+  // for the rows that want no logprobs. Logits kept on the device: not yet (issue 31).
+  absl::Status Step(const StepBatch& batch, StepOutput* out) override {
+    return stepper_->Step(*this, batch, out);
+  }
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
   absl::Status CopyBlock(int32_t src, int32_t dst) override;
   std::string CommInit() override;
@@ -156,6 +162,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<cuda_backend::DeviceKvCache> kv_;
   std::unique_ptr<cuda_backend::ModelRunner> runner_;
   std::unique_ptr<NcclCommunicator> comm_;
+  std::unique_ptr<ForwardStepper> stepper_;
   bool stream_dirty_ = false;  // a failed step may have left work queued
 
   cuda_backend::StepInputs inputs_;
