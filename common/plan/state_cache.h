@@ -40,6 +40,9 @@ struct WorkerSequence {
   SamplingConfig sampling;        // checked (SamplingConfig::Check)
   int32_t sample_index = 0;       // of its request (Philox counter word 0)
   int32_t num_output_tokens = 0;  // outputs in `tokens` (Philox counter of the next one)
+  // StateCache's own scratch: the Check pass that last found this sequence scheduled
+  // (a duplicate entry is one already stamped by the same pass; no set per step).
+  uint64_t check_stamp = 0;
 };
 
 // One sequence's share of a step.
@@ -91,7 +94,8 @@ class StateCache {
   int64_t next_step_id() const { return next_step_id_; }
 
  private:
-  absl::Status Check(const StepPlan& plan) const;
+  // Stamps the sequences it finds scheduled (check_stamp); changes nothing else.
+  absl::Status Check(const StepPlan& plan);
   // `end` (one past the last position a step computes) within the context length.
   absl::Status CheckContext(int64_t step, int64_t seq_id, int64_t end) const;
   absl::Status CheckBlocks(const google::protobuf::RepeatedField<int32_t>& ids) const;
@@ -101,6 +105,7 @@ class StateCache {
   const int32_t vocab_size_;
   const int32_t context_length_;
   int64_t next_step_id_ = 1;
+  uint64_t check_pass_ = 0;
   absl::flat_hash_map<int64_t, WorkerSequence> seqs_;
 };
 
