@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <ctime>
 
+#include "absl/synchronization/mutex.h"
 #include "common/flags.h"
 #include "glog/logging.h"
 
@@ -25,6 +26,11 @@ void InitServerProcess(int argc, char** argv, absl::string_view usage) {
   const sigset_t set = StopSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Debian's Abseil is built without NDEBUG, so every absl::Mutex lock (gRPC's locks are
+  // absl::Mutex) would run the debug deadlock detector: a global graph lock and lookups
+  // on each acquisition, ~140 ns a nested lock pair here. Weft's own locks are std::mutex
+  // (common/mutex.h); the detector stays on in tests, which do not call this.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   ParseFlags(argc, argv, usage);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

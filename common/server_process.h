@@ -4,7 +4,8 @@
 // InitServerProcess, first thing in main: blocks SIGTERM and SIGINT in this thread and
 // so in every thread started later (they are taken only by WaitForStopSignal, never
 // delivered asynchronously), ignores SIGPIPE (a peer that closed its socket is an error
-// return, not a death), parses the flags (common/flags.h: a bad one exits 2) and sends
+// return, not a death), turns off Abseil's debug-build mutex deadlock detector (it runs
+// on every absl::Mutex lock, gRPC's included: see the .cc), parses the flags (common/flags.h: a bad one exits 2) and sends
 // glog to stderr.
 // Thread-safety: InitServerProcess once from main before any thread starts;
 // WaitForStopSignal from one thread at a time.

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 
 namespace weft {
@@ -20,6 +21,32 @@ TEST(ServerProcessTest, WaitForStopSignalTakesAPendingSignalOrTimesOut) {
   EXPECT_EQ(WaitForStopSignal(absl::Seconds(30)), SIGTERM);
   ASSERT_EQ(kill(getpid(), SIGINT), 0);
   EXPECT_EQ(WaitForStopSignal(), SIGINT);
+}
+
+// Abseil's deadlock detector (on in Debian's build) aborts on a lock-order inversion;
+// after InitServerProcess it is off (a server does not pay for it on every lock).
+TEST(ServerProcessDeathTest, InitServerProcessTurnsOffAbslDeadlockDetection) {
+  auto invert = [] {
+    absl::Mutex a, b;
+    a.Lock();
+    b.Lock();
+    b.Unlock();
+    a.Unlock();
+    b.Lock();
+    a.Lock();
+    a.Unlock();
+    b.Unlock();
+  };
+  EXPECT_DEATH(
+      {
+        absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kAbort);
+        invert();
+      },
+      "deadlock");
+  char arg0[] = "server_process_test";
+  char* argv[] = {arg0, nullptr};
+  InitServerProcess(1, argv, "test");
+  invert();  // survives
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace weft {
 
@@ -39,6 +40,50 @@ absl::StatusOr<int32_t> KvPoolBlocks(int32_t num_blocks, int64_t budget_bytes,
     return absl::InvalidArgumentError("KV budget gives more than 2^31 blocks");
   }
   return static_cast<int32_t>(blocks);
+}
+
+absl::Status ValidateGpuMemoryUtilization(double utilization) {
+  if (!(utilization > 0 && utilization <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_memory_utilization must be in (0, 1], got ", utilization));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KvPoolSizing> SizeDeviceKvPool(int32_t num_blocks, int64_t budget_bytes,
+                                              double utilization, const DeviceMemory& memory,
+                                              int64_t reserve_bytes, int64_t bytes_per_block) {
+  KvPoolSizing out;
+  if (num_blocks > 0 || budget_bytes > 0) {
+    WEFT_ASSIGN_OR_RETURN(out.num_blocks, KvPoolBlocks(num_blocks, budget_bytes, bytes_per_block));
+    out.source = num_blocks > 0 ? absl::StrCat("--num_kv_blocks=", num_blocks)
+                                : absl::StrCat("--kv_memory_bytes=", budget_bytes);
+  } else {
+    WEFT_RETURN_IF_ERROR(ValidateGpuMemoryUtilization(utilization));
+    if (memory.total_bytes <= 0 || memory.free_bytes < 0 ||
+        memory.free_bytes > memory.total_bytes || reserve_bytes < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device memory figures out of range: free ", memory.free_bytes, " of ",
+          memory.total_bytes, " bytes, reserve ", reserve_bytes));
+    }
+    const int64_t allowed =
+        static_cast<int64_t>(utilization * static_cast<double>(memory.total_bytes));
+    const int64_t in_use = memory.total_bytes - memory.free_bytes;
+    const int64_t budget = allowed - in_use - reserve_bytes;
+    const std::string figures = absl::StrCat(
+        "--gpu_memory_utilization=", utilization, " of ", memory.total_bytes,
+        " bytes: ", allowed, " allowed - ", in_use, " in use (weights, context, other "
+        "processes) - ", reserve_bytes, " reserved for activations = ", budget, " bytes");
+    if (budget < bytes_per_block || bytes_per_block <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "no room for the KV pool: ", figures, ", less than one block (", bytes_per_block,
+          " bytes); raise --gpu_memory_utilization or set --kv_memory_bytes"));
+    }
+    WEFT_ASSIGN_OR_RETURN(out.num_blocks, KvPoolBlocks(0, budget, bytes_per_block));
+    out.source = figures;
+  }
+  out.bytes = int64_t{out.num_blocks} * bytes_per_block;
+  return out;
 }
 
 }  // namespace weft

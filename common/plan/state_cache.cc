@@ -35,8 +35,16 @@ absl::Status StateCache::CheckBlocks(const google::protobuf::RepeatedField<int32
   return absl::OkStatus();
 }
 
+absl::Status StateCache::CheckContext(int64_t step, int64_t seq_id, int64_t end) const {
+  if (context_length_ > 0 && end > context_length_) {
+    return PlanError(step, absl::StrCat("sequence ", seq_id, " computes position ", end - 1,
+                                        ", past the context length ", context_length_));
+  }
+  return absl::OkStatus();
+}
+
 // Everything Apply would do, checked without mutating.
-absl::Status StateCache::Check(const StepPlan& plan) const {
+absl::Status StateCache::Check(const StepPlan& plan) {
   const int64_t step = plan.step_id();
   if (step != next_step_id_) {
     return PlanError(step, absl::StrCat("expected plan ", next_step_id_, " (missed or repeated)"));
@@ -47,8 +55,11 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
   dropped.reserve(plan.finished_seq_ids_size() + plan.preempted_seq_ids_size());
   dropped.insert(plan.finished_seq_ids().begin(), plan.finished_seq_ids().end());
   dropped.insert(plan.preempted_seq_ids().begin(), plan.preempted_seq_ids().end());
+  // Duplicates: new sequences against each other by a set (few in steady state); a held
+  // sequence (every cached one) by its stamp from this pass.
+  const uint64_t pass = ++check_pass_;
   absl::flat_hash_set<int64_t> scheduled;
-  scheduled.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
+  scheduled.reserve(plan.new_sequences_size());
   int64_t total = 0;
   for (const auto& c : plan.block_copies()) {
     if (c.src() < 0 || c.src() >= num_blocks_ || c.dst() < 0 || c.dst() >= num_blocks_ ||
@@ -62,8 +73,11 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
   std::vector<int64_t> computing_samplers;
   for (const auto& n : plan.new_sequences()) {
     if (!scheduled.insert(n.seq_id()).second) return PlanError(step, "sequence scheduled twice");
-    if (seqs_.contains(n.seq_id()) && !dropped.contains(n.seq_id()) && !n.resumed()) {
-      return PlanError(step, absl::StrCat("new sequence ", n.seq_id(), " is already held"));
+    if (auto held = seqs_.find(n.seq_id()); held != seqs_.end()) {
+      if (!dropped.contains(n.seq_id()) && !n.resumed()) {
+        return PlanError(step, absl::StrCat("new sequence ", n.seq_id(), " is already held"));
+      }
+      held->second.check_stamp = pass;
     }
     const int64_t len = n.token_ids_size();
     if (len == 0 || n.num_prompt_tokens() <= 0 || n.num_prompt_tokens() > len) {
@@ -77,6 +91,7 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
         n.num_computed_tokens() + n.num_scheduled_tokens() > len) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " schedules past its tokens"));
     }
+    WEFT_RETURN_IF_ERROR(CheckContext(step, n.seq_id(), n.num_computed_tokens() + int64_t{n.num_scheduled_tokens()}));
     const bool reaches_end = n.num_computed_tokens() + n.num_scheduled_tokens() == len;
     if (fork && (n.num_scheduled_tokens() != 0 || !n.do_sample() || !reaches_end)) {
       return PlanError(step, absl::StrCat("fork ", n.seq_id(), " computes or does not sample"));
@@ -105,12 +120,13 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
     total += n.num_scheduled_tokens();
   }
   for (const auto& c : plan.cached_sequences()) {
-    if (!scheduled.insert(c.seq_id()).second) return PlanError(step, "sequence scheduled twice");
     auto it = seqs_.find(c.seq_id());
     if (it == seqs_.end() || dropped.contains(c.seq_id())) {
       return PlanError(step, absl::StrCat("cached sequence ", c.seq_id(), " is not held"));
     }
-    const WorkerSequence& s = it->second;
+    WorkerSequence& s = it->second;
+    if (s.check_stamp == pass) return PlanError(step, "sequence scheduled twice");
+    s.check_stamp = pass;
     if (c.num_computed_tokens() != s.num_computed_tokens) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " computed ",
                                           s.num_computed_tokens, " here, ",
@@ -120,6 +136,7 @@ absl::Status StateCache::Check(const StepPlan& plan) const {
     if (c.num_scheduled_tokens() <= 0 || end > static_cast<int64_t>(s.tokens.size())) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " schedules past its tokens"));
     }
+    WEFT_RETURN_IF_ERROR(CheckContext(step, c.seq_id(), end));
     if (c.do_sample() != (end == static_cast<int64_t>(s.tokens.size()))) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " do_sample disagrees"));
     }

@@ -14,7 +14,8 @@
 // parent's entry in the same step. Block copies run after the forward pass.
 //
 // Any inconsistency (a step id out of order, an unknown or duplicate sequence, a block id
-// out of range, a position past the known tokens, a computed count or sampling decision
+// out of range, a token id outside the vocabulary, a position past the known tokens or
+// past the model's context length (when one is given), a computed count or sampling decision
 // that differs from the scheduler's) is an error: the plan is not applied
 // (state unchanged), the caller reports the step as failed and never guesses.
 // Thread-safety: not thread-safe; owned by the rank's step thread.
@@ -39,6 +40,9 @@ struct WorkerSequence {
   SamplingConfig sampling;        // checked (SamplingConfig::Check)
   int32_t sample_index = 0;       // of its request (Philox counter word 0)
   int32_t num_output_tokens = 0;  // outputs in `tokens` (Philox counter of the next one)
+  // StateCache's own scratch: the Check pass that last found this sequence scheduled
+  // (a duplicate entry is one already stamped by the same pass; no set per step).
+  uint64_t check_stamp = 0;
 };
 
 // One sequence's share of a step.
@@ -62,8 +66,14 @@ struct StepBatch {
 
 class StateCache {
  public:
-  StateCache(int32_t block_size, int32_t num_blocks, int32_t vocab_size)
-      : block_size_(block_size), num_blocks_(num_blocks), vocab_size_(vocab_size) {}
+  // `context_length` > 0: no step computes a position at or past it (the model's limit;
+  // with it, a batch from Apply is everything Backend::Step needs checked).
+  StateCache(int32_t block_size, int32_t num_blocks, int32_t vocab_size,
+             int32_t context_length = 0)
+      : block_size_(block_size),
+        num_blocks_(num_blocks),
+        vocab_size_(vocab_size),
+        context_length_(context_length) {}
 
   // The first plan expected is `first_step_id` (from the Welcome); clears all state.
   void Reset(int64_t first_step_id);
@@ -84,13 +94,18 @@ class StateCache {
   int64_t next_step_id() const { return next_step_id_; }
 
  private:
-  absl::Status Check(const StepPlan& plan) const;
+  // Stamps the sequences it finds scheduled (check_stamp); changes nothing else.
+  absl::Status Check(const StepPlan& plan);
+  // `end` (one past the last position a step computes) within the context length.
+  absl::Status CheckContext(int64_t step, int64_t seq_id, int64_t end) const;
   absl::Status CheckBlocks(const google::protobuf::RepeatedField<int32_t>& ids) const;
 
   const int32_t block_size_;
   const int32_t num_blocks_;
   const int32_t vocab_size_;
+  const int32_t context_length_;
   int64_t next_step_id_ = 1;
+  uint64_t check_pass_ = 0;
   absl::flat_hash_map<int64_t, WorkerSequence> seqs_;
 };
 

@@ -98,6 +98,71 @@ TEST(StateCacheTest, InconsistentPlansAreRejectedWithoutChangingState) {
   EXPECT_EQ(cache.num_sequences(), 1u);
 }
 
+// With the model's context length given, a step that computes a position at or past it
+// is refused, for a new and for a cached sequence (and nothing changes).
+TEST(StateCacheTest, PositionsPastTheContextLengthAreRejected) {
+  StateCache cache(/*block_size=*/4, /*num_blocks=*/8, /*vocab_size=*/100,
+                   /*context_length=*/6);
+  cache.Reset(1);
+  StepBatch batch;
+  EXPECT_FALSE(cache.Apply(NewPlan(1, 1, {1, 2, 3, 4, 5, 6, 7}, 0, 7, {0, 1}), &batch).ok());
+  EXPECT_EQ(cache.num_sequences(), 0u);
+  ASSERT_TRUE(cache.Apply(NewPlan(1, 1, {1, 2, 3, 4, 5, 6}, 0, 6, {0, 1}), &batch).ok());
+  cache.AppendSampled(batch.sequences[0].state, 9);  // position 6: one past the limit
+  StepPlan past;
+  past.set_step_id(2);
+  AddCached(&past, 1, 6, 1, true);
+  const absl::Status s = cache.Apply(past, &batch);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("context length 6"), std::string::npos) << s;
+  EXPECT_EQ(cache.next_step_id(), 2);
+  // Without a limit (0) the same plan applies.
+  StateCache unlimited(4, 8, 100);
+  unlimited.Reset(1);
+  EXPECT_TRUE(unlimited.Apply(NewPlan(1, 1, {1, 2, 3, 4, 5, 6, 7}, 0, 7, {0, 1}), &batch).ok());
+}
+
+// A sequence listed twice in one plan (new twice, cached twice, or resumed as new and
+// cached) is refused; the duplicate check of a refused plan leaves nothing behind that
+// would refuse the next, valid one.
+TEST(StateCacheTest, DuplicateEntriesAreRejectedAcrossPlans) {
+  StateCache cache(4, 8, 100);
+  cache.Reset(1);
+  StepBatch batch;
+  StepPlan twice_new = NewPlan(1, 1, {1, 2}, 0, 2, {0});
+  *twice_new.add_new_sequences() = twice_new.new_sequences(0);
+  twice_new.set_num_scheduled_tokens(4);
+  twice_new.set_num_sampled(2);
+  EXPECT_FALSE(cache.Apply(twice_new, &batch).ok());
+  ASSERT_TRUE(cache.Apply(NewPlan(1, 1, {1, 2}, 0, 2, {0}), &batch).ok());
+  cache.AppendSampled(batch.sequences[0].state, 3);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    StepPlan twice_cached;
+    twice_cached.set_step_id(2);
+    AddCached(&twice_cached, 1, 2, 1, true);
+    AddCached(&twice_cached, 1, 2, 1, true);
+    const absl::Status s = cache.Apply(twice_cached, &batch);
+    EXPECT_NE(s.message().find("scheduled twice"), std::string::npos) << s;
+    StepPlan resumed_and_cached = NewPlan(2, 1, {1, 2, 3}, 0, 3, {0});
+    resumed_and_cached.mutable_new_sequences(0)->set_resumed(true);
+    resumed_and_cached.mutable_new_sequences(0)->set_num_prompt_tokens(2);
+    resumed_and_cached.mutable_new_sequences(0)->set_num_output_tokens(1);
+    AddCached(&resumed_and_cached, 1, 2, 1, true);
+    const absl::Status r = cache.Apply(resumed_and_cached, &batch);
+    EXPECT_NE(r.message().find("scheduled twice"), std::string::npos) << r;
+  }
+  EXPECT_EQ(cache.next_step_id(), 2);
+  StepPlan once;
+  once.set_step_id(2);
+  AddCached(&once, 1, 2, 1, true);
+  ASSERT_TRUE(cache.Apply(once, &batch).ok());
+  StepPlan again;  // the same sequence in the next plan: not a duplicate
+  again.set_step_id(3);
+  cache.AppendSampled(batch.sequences[0].state, 4);
+  AddCached(&again, 1, 3, 1, true);
+  EXPECT_TRUE(cache.Apply(again, &batch).ok());
+}
+
 TEST(StateCacheTest, FinishedAndPreemptedAreDroppedAndMayComeBackAsNew) {
   StateCache cache(4, 8, 100);
   cache.Reset(10);

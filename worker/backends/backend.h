@@ -31,6 +31,7 @@
 #include "absl/types/span.h"
 #include "worker/model/forward_batch.h"
 #include "common/model_config.h"
+#include "common/plan/state_cache.h"
 #include "common/sampling/sampler.h"
 
 namespace weft {
@@ -54,6 +55,31 @@ inline absl::Status ValidatePoolAndRank(int32_t block_size, int32_t num_kv_block
   return absl::OkStatus();
 }
 
+// One step's results (Backend::Step): a SampleResult per sampled entry of the StepBatch
+// (ScheduledSequence::sample), in batch order, in samples[0, num_samples); an entry whose
+// sampling asks for logprobs (num_logprobs >= 0) has its logprob and top_logprobs, the
+// others leave them empty. Reuse one StepOutput across steps: Clear keeps the entries'
+// buffers.
+struct StepOutput {
+  std::vector<SampleResult> samples;
+  int32_t num_samples = 0;
+  double forward_seconds = 0;  // the forward pass's share of the step (0: none ran)
+
+  void Clear() {
+    num_samples = 0;
+    forward_seconds = 0;
+  }
+  // The next entry, emptied (its buffers kept).
+  SampleResult* Add() {
+    if (static_cast<size_t>(num_samples) == samples.size()) samples.emplace_back();
+    SampleResult* r = &samples[num_samples++];
+    r->token = -1;
+    r->logprob = 0;
+    r->top_logprobs.clear();
+    return r;
+  }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -66,6 +92,15 @@ class Backend {
   virtual int32_t block_size() const = 0;
   virtual int32_t num_kv_blocks() const = 0;
   virtual int64_t kv_pool_bytes() const = 0;
+
+  // One step of the worker: the forward pass over the batch's chunks (entries with
+  // num_tokens > 0), then its block copies, then a token for every sampled entry (a fork,
+  // logits_from >= 0, from its parent's last position) into `out`. The batch comes from
+  // StateCache::Apply given this backend's block size, pool, vocabulary and context
+  // length: that is the step's one validation, Step checks none of it again. A row with no
+  // finite logit is INVALID_ARGUMENT. The worker's step path calls only this (and the
+  // group calls); Forward stays for whole-logits callers (perplexity, tests).
+  virtual absl::Status Step(const StepBatch& batch, StepOutput* out) = 0;
 
   virtual absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) = 0;
   // Copies every layer's K and V of block `src` into `dst`.

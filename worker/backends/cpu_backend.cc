@@ -84,6 +84,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const GgufFile& f
   WEFT_ASSIGN_OR_RETURN(kv.num_blocks, KvPoolBlocks(options.num_kv_blocks, options.kv_memory_bytes,
                                                     KvCache::BytesPerBlock(kv)));
   WEFT_ASSIGN_OR_RETURN(b->kv_, KvCache::Create(kv));
+  b->stepper_ = std::make_unique<ForwardStepper>(b->model_->config().vocab_size);
   // Fail at start, not at the first step, if the attention kernel cannot take this cache.
   WEFT_RETURN_IF_ERROR(b->model_->AttentionImplFor(options.block_size).status());
   LOG(INFO) << "CPU features: " << kernels::CpuFeatures::Get().ToString() << "; kernels "

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/gguf.h"
 #include "worker/backends/backend.h"
+#include "worker/backends/forward_stepper.h"
 #include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"
 #include "worker/model/llama_model.h"
@@ -39,7 +40,7 @@ struct CpuBackendOptions {
   int32_t block_size = 16;
   // KV pool size: num_kv_blocks if > 0, else as many blocks as kv_memory_bytes holds.
   int32_t num_kv_blocks = 0;
-  int64_t kv_memory_bytes = int64_t{1} << 30;
+  int64_t kv_memory_bytes = kDefaultHostKvMemoryBytes;
 
   absl::Status Validate() const;
 };
@@ -57,6 +58,11 @@ class CpuBackend : public Backend {
   int32_t num_kv_blocks() const override { return kv_->num_blocks(); }
   int64_t kv_pool_bytes() const override { return kv_->pool_bytes(); }
 
+  // The forward pass (which checks its batch again: LlamaModel::Forward's contract for
+  // its other callers), block copies, host sampling (ForwardStepper).
+  absl::Status Step(const StepBatch& batch, StepOutput* out) override {
+    return stepper_->Step(*this, batch, out);
+  }
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) override {
     return model_->Forward(batch, kv_.get(), out);
   }
@@ -81,6 +87,7 @@ class CpuBackend : public Backend {
   std::string group_name_;  // the segment of the current (or last) group; "" if none
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<ForwardStepper> stepper_;
 };
 
 // "<replica>-e<epoch>" with characters outside [A-Za-z0-9._-] replaced by '_': the name

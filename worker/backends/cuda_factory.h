@@ -14,22 +14,10 @@
 #include "absl/status/statusor.h"
 #include "common/gguf.h"
 #include "worker/backends/backend.h"
+#include "worker/backends/cuda_flags.h"
 #include "worker/kv_cache.h"
 
 namespace weft {
-
-struct CudaBackendFlags {
-  int32_t rank = 0;
-  int32_t world_size = 1;
-  int32_t device = -1;  // -1: rank % device count
-  int32_t block_size = 16;
-  int32_t num_kv_blocks = 0;
-  int64_t kv_memory_bytes = int64_t{1} << 30;
-  KvDtype kv_dtype = kDefaultKvDtype;  // --kv_dtype (ParseKvDtype); f32 is CPU-only
-  bool cuda_graphs = true;
-  bool device_sampling = true;
-  double collective_timeout_s = 10;
-};
 
 // True when this binary contains the CUDA backend.
 bool CudaBackendAvailable();

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/shard_layout.h"
 #include "common/status_macros.h"
 #include "common/tokenizer.h"
@@ -180,6 +181,54 @@ void NullBackend::WriteLogits(ForwardOutput* out) {
   filled_size_ = logits.size();
 }
 
+absl::Status NullBackend::Step(const StepBatch& batch, StepOutput* out) {
+  const timespec deadline = MonotonicAfter(options_.step_time);
+  const absl::Time start = absl::Now();
+  out->Clear();
+  entry_tokens_.assign(batch.sequences.size(), -1);
+  int64_t rows = 0;
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const ScheduledSequence& sc = batch.sequences[i];
+    if (sc.num_tokens == 0 || !sc.sample) continue;  // forks take their parent's below
+    const int32_t last = sc.start_pos + sc.num_tokens - 1;
+    entry_tokens_[i] = NextToken(sc.state->tokens[last], last);
+    ++rows;
+  }
+  ++num_forwards_;
+  num_rows_ += rows;
+  for (const auto& [src, dst] : batch.block_copies) WEFT_RETURN_IF_ERROR(CopyBlock(src, dst));
+  if (options_.step_time > absl::ZeroDuration()) SleepUntil(deadline);
+  out->forward_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const ScheduledSequence& sc = batch.sequences[i];
+    if (!sc.sample) continue;
+    const int32_t token = entry_tokens_[sc.logits_from >= 0 ? sc.logits_from : i];
+    SampleResult* r = out->Add();
+    if (options_.device_sampling && sc.state->sampling.num_logprobs < 0) {
+      r->token = token;
+    } else {
+      WEFT_RETURN_IF_ERROR(SampleOneHot(*sc.state, token, r));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NullBackend::SampleOneHot(const WorkerSequence& seq, int32_t token,
+                                       SampleResult* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (sampler_ == nullptr) {
+    sampler_ = std::make_unique<Sampler>(config_.vocab_size);
+    one_hot_.assign(config_.vocab_size, kNegInf);
+  }
+  one_hot_[token] = 0.0f;
+  const auto tokens = absl::MakeConstSpan(seq.tokens);
+  const absl::Status s = sampler_->Sample(SamplerParams{seq.sampling, seq.sample_index},
+                                          one_hot_, tokens.subspan(0, seq.num_prompt_tokens),
+                                          tokens.subspan(seq.num_prompt_tokens), out);
+  one_hot_[token] = kNegInf;
+  return s;
+}
+
 absl::Status NullBackend::CopyBlock(int32_t src, int32_t dst) {
   if (src < 0 || src >= num_kv_blocks_ || dst < 0 || dst >= num_kv_blocks_) {
     return absl::InvalidArgumentError(absl::StrCat("block copy ", src, " -> ", dst,
@@ -199,6 +248,7 @@ absl::Status NullBackend::SampleOnDevice(absl::Span<const SampleRequest> request
     }
     tokens->push_back(row_tokens_[q.row]);
   }
+  num_device_samples_ += static_cast<int64_t>(requests.size());
   return absl::OkStatus();
 }
 

@@ -4,6 +4,12 @@
 // without a GPU (`weft-worker --backend=null`, tools/bench/step_overhead.sh).
 //
 // What it does, per Backend contract:
+//   * Step() (the worker's step path) computes each sampled entry's token by the rule
+//     below straight from the StepBatch: no ForwardBatch, no logits, no second
+//     validation (StateCache::Apply was the step's one). An entry that wants logprobs,
+//     and every entry when device_sampling = false, is sampled by the host Sampler from a
+//     one-hot logits row (the same result Forward + the host Sampler give). Block copies
+//     are checked and counted as CopyBlock does; the step time is slept as Forward does.
 //   * Forward() validates the batch exactly as the CPU model does (non-empty chunks
 //     inside the context, token ids inside the vocabulary, a block table that covers
 //     the chunk, block ids inside the pool) and produces, for each logits row, one
@@ -67,7 +73,7 @@ struct NullBackendOptions {
   // KV pool size: num_kv_blocks if > 0, else as many blocks of kv_dtype as
   // kv_memory_bytes would hold for this model (nothing is allocated).
   int32_t num_kv_blocks = 0;
-  int64_t kv_memory_bytes = int64_t{1} << 30;
+  int64_t kv_memory_bytes = kDefaultHostKvMemoryBytes;
   KvDtype kv_dtype = kDefaultKvDtype;
   // Tensor-parallel shape (the KV heads per rank size the pool, as on the CPU).
   int32_t rank = 0;
@@ -97,6 +103,7 @@ class NullBackend : public Backend {
   int32_t num_kv_blocks() const override { return num_kv_blocks_; }
   int64_t kv_pool_bytes() const override { return 0; }
 
+  absl::Status Step(const StepBatch& batch, StepOutput* out) override;
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
   absl::Status CopyBlock(int32_t src, int32_t dst) override;
   absl::Status SampleOnDevice(absl::Span<const SampleRequest> requests,
@@ -110,12 +117,16 @@ class NullBackend : public Backend {
   int64_t num_forwards() const { return num_forwards_; }
   int64_t num_rows() const { return num_rows_; }
   int64_t num_block_copies() const { return num_block_copies_; }
+  // Rows SampleOnDevice sampled (ForwardStepper's device path).
+  int64_t num_device_samples() const { return num_device_samples_; }
 
  private:
   NullBackend(const NullBackendOptions& options, const ModelConfig& config,
               int32_t num_kv_blocks, std::vector<int32_t> eog);
   // Makes out->logits rows [0, row_tokens_.size()) one-hot at row_tokens_.
   void WriteLogits(ForwardOutput* out);
+  // The host Sampler on a one-hot row at `token` (Step's logprobs / host-sampling path).
+  absl::Status SampleOneHot(const WorkerSequence& seq, int32_t token, SampleResult* out);
 
   const NullBackendOptions options_;
   const ModelConfig config_;
@@ -129,9 +140,15 @@ class NullBackend : public Backend {
   const float* filled_ = nullptr;
   size_t filled_size_ = 0;
   std::vector<int32_t> hot_;
+  // Step: each entry's token (-1: not sampled); the host path's sampler and its one-hot
+  // row (all -inf between calls).
+  std::vector<int32_t> entry_tokens_;
+  std::unique_ptr<Sampler> sampler_;
+  std::vector<float> one_hot_;
   int64_t num_forwards_ = 0;
   int64_t num_rows_ = 0;
   int64_t num_block_copies_ = 0;
+  int64_t num_device_samples_ = 0;
 };
 
 }  // namespace weft

@@ -16,6 +16,8 @@
 #include "weft/v1/worker.pb.h"
 #include "worker/model/testing/tiny_llama.h"
 #include "common/sampling/sampler.h"
+#include "common/plan/state_cache.h"
+#include "worker/backends/forward_stepper.h"
 #include "worker/service/model_executor.h"
 
 namespace weft {
@@ -375,6 +377,83 @@ TEST(NullBackendTest, ExecutesEveryPlanOperationThroughTheStateCache) {
   AddCached(&p4, 769, 5, 1, true);
   EXPECT_NE(e.Execute(p4).error(), "");
   EXPECT_EQ(nb->num_forwards(), 3);
+}
+
+// Step (tokens from the batch, no logits) gives exactly what the generic path gives —
+// ForwardStepper over Forward's one-hot logits, SampleOnDevice and the host Sampler —
+// over plans with a chunked prefill, logprobs, a fork with its block copy and decodes;
+// with device sampling the generic path sends only the entries without logprobs to the
+// device (one logprobs request no longer moves the whole batch to the host).
+TEST(NullBackendTest, StepEqualsForwardThenSamplingOnEitherPath) {
+  Tiny t = MakeTinyFile();
+  for (const bool device : {true, false}) {
+    SCOPED_TRACE(device ? "device sampling" : "host sampling");
+    NullBackendOptions o = Options();
+    o.device_sampling = device;
+    auto direct = Make(t, o);
+    auto generic = Make(t, o);
+    ForwardStepper stepper(kVocab);
+    StateCache a(o.block_size, o.num_kv_blocks, kVocab, kContext);
+    StateCache b(o.block_size, o.num_kv_blocks, kVocab, kContext);
+    a.Reset(1);
+    b.Reset(1);
+    std::vector<weft::v1::StepPlan> plans(3);
+    plans[0].set_step_id(1);
+    AddNew(&plans[0], 256, {10, 11, 12, 13, 14, 15}, 0, 4, {1});
+    AddNew(&plans[0], 512, {20, 21, 22}, 0, 3, {2}, /*num_logprobs=*/2);
+    AddNew(&plans[0], 768, {30, 31, 32, 33, 34}, 0, 5, {3, 4});
+    AddNew(&plans[0], 769, {30, 31, 32, 33, 34}, 5, 0, {3, 5})->set_fork_parent_seq_id(768);
+    auto* copy = plans[0].add_block_copies();
+    copy->set_src(4);
+    copy->set_dst(5);
+    plans[1].set_step_id(2);
+    AddCached(&plans[1], 256, 4, 2, true, {6});
+    AddCached(&plans[1], 512, 3, 1, true, {7});
+    AddCached(&plans[1], 768, 5, 1, true);
+    AddCached(&plans[1], 769, 5, 1, true);
+    plans[2].set_step_id(3);
+    int64_t sampled_without_logprobs = 0;
+    for (weft::v1::StepPlan& plan : plans) {
+      if (plan.step_id() == 3) {  // every sequence decodes its own last sample
+        for (int64_t seq : {256, 512, 768, 769}) {
+          const WorkerSequence* s = a.Find(seq);
+          ASSERT_NE(s, nullptr);
+          AddCached(&plan, seq, static_cast<int32_t>(s->tokens.size()) - 1, 1, true);
+        }
+      }
+      StepBatch ba, bb;
+      ASSERT_TRUE(a.Apply(plan, &ba).ok()) << plan.step_id();
+      ASSERT_TRUE(b.Apply(plan, &bb).ok()) << plan.step_id();
+      StepOutput oa, ob;
+      ASSERT_TRUE(direct->Step(ba, &oa).ok());
+      ASSERT_TRUE(stepper.Step(*generic, bb, &ob).ok());
+      ASSERT_EQ(oa.num_samples, ba.num_sampled);
+      ASSERT_EQ(ob.num_samples, oa.num_samples);
+      int32_t k = 0;
+      for (size_t i = 0; i < ba.sequences.size(); ++i) {
+        if (!ba.sequences[i].sample) continue;
+        const SampleResult& x = oa.samples[k];
+        const SampleResult& y = ob.samples[k];
+        ++k;
+        EXPECT_EQ(x.token, y.token) << "step " << plan.step_id() << " entry " << i;
+        EXPECT_EQ(x.logprob, y.logprob);
+        ASSERT_EQ(x.top_logprobs.size(), y.top_logprobs.size());
+        const bool logprobs = ba.sequences[i].state->sampling.num_logprobs >= 0;
+        EXPECT_EQ(x.top_logprobs.empty(), !logprobs);
+        for (size_t j = 0; j < x.top_logprobs.size(); ++j) {
+          EXPECT_EQ(x.top_logprobs[j].token, y.top_logprobs[j].token);
+          EXPECT_EQ(x.top_logprobs[j].logprob, y.top_logprobs[j].logprob);
+        }
+        sampled_without_logprobs += !logprobs;
+        a.AppendSampled(ba.sequences[i].state, x.token);
+        b.AppendSampled(bb.sequences[i].state, y.token);
+      }
+    }
+    EXPECT_EQ(generic->num_device_samples(), device ? sampled_without_logprobs : 0);
+    EXPECT_EQ(direct->num_device_samples(), 0);  // Step never goes through it
+    EXPECT_EQ(direct->num_block_copies(), 1);
+    EXPECT_EQ(direct->num_rows(), generic->num_rows());
+  }
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
-// ModelExecutor: a worker rank's StepExecutor over any Backend (CPU or CUDA) — applies
-// each plan to the StateCache, runs one forward pass over the flattened batch, performs
-// the plan's copy-on-write block copies, samples every do_sample sequence (on the
-// backend's device when it offers Backend::SampleOnDevice and no sequence of the step
-// wants logprobs; else with the host Sampler), and answers.
+// ModelExecutor: a worker rank's StepExecutor over any Backend (CPU, CUDA or null) —
+// applies each plan to the StateCache (the step's one validation), makes one
+// Backend::Step call over the StepBatch (forward pass, copy-on-write block copies, a
+// token and the logprobs asked for per do_sample sequence), appends the tokens and
+// answers.
 //
 // Failure: a plan that cannot be applied or a forward pass that fails is reported in
 // StepResult.error; the plan still counts as consumed and its sequences' state is
 // dropped (StateCache::Fail), so the next plan applies cleanly and the scheduler ends
 // exactly that step's requests.
-// Ownership: borrows the GgufFile (must outlive it); owns the backend and the sampler.
+// Ownership: borrows the GgufFile (must outlive it); owns the backend.
 // Thread-safety: everything runs on the rank's step thread (WorkerClient::Run).
 #ifndef WEFT_WORKER_SERVICE_MODEL_EXECUTOR_H_
 #define WEFT_WORKER_SERVICE_MODEL_EXECUTOR_H_
@@ -53,25 +53,15 @@ class ModelExecutor : public StepExecutor {
   ModelExecutor(const GgufFile& file, std::unique_ptr<Backend> backend,
                 const ModelExecutorOptions& options);
   absl::Status Run(const weft::v1::StepPlan& plan, weft::v1::StepResult* result);
-  absl::Status SampleAll(const StepBatch& batch, weft::v1::StepResult* result);
-  absl::StatusOr<bool> TrySampleOnDevice(const StepBatch& batch);
 
   const GgufFile& file_;
   const ModelExecutorOptions options_;
   const std::string worker_id_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<StateCache> cache_;
   // Reused every step.
   StepBatch batch_;
-  ForwardBatch forward_;
-  ForwardOutput logits_;
-  std::vector<int32_t> row_of_entry_;
-  SampleResult sample_;
-  // Backend::SampleOnDevice's inputs and outputs (CUDA backend).
-  std::vector<SamplerParams> device_params_;
-  std::vector<Backend::SampleRequest> device_requests_;
-  std::vector<int32_t> device_tokens_;
+  StepOutput step_;
 };
 
 }  // namespace weft

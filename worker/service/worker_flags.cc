@@ -21,7 +21,15 @@ ABSL_FLAG(std::string, kv_dtype, weft::KvDtypeName(weft::kDefaultKvDtype),
 ABSL_FLAG(int32_t, threads, 0, "compute threads (0: the cores divided by --world_size)");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size in tokens (must equal the scheduler's)");
 ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV blocks (0: as many as --kv_memory_bytes holds)");
-ABSL_FLAG(int64_t, kv_memory_bytes, int64_t{1} << 30, "KV pool budget in bytes");
+ABSL_FLAG(int64_t, kv_memory_bytes, 0,
+          "KV pool budget in bytes (0: cpu/null 1 GiB; cuda: from --gpu_memory_utilization)");
+ABSL_FLAG(double, gpu_memory_utilization, 0.9,
+          "--backend=cuda: the share of the device's total memory this worker may use (vLLM's "
+          "meaning); the KV pool gets what the weights, other processes and an activation "
+          "reserve leave of it. --num_kv_blocks or --kv_memory_bytes override it");
+ABSL_FLAG(int32_t, max_graph_batch, 256,
+          "--backend=cuda: largest decode batch run as a CUDA graph (a power of two <= 1024; "
+          "graphs are captured per bucket 1, 2, 4, ..., this)");
 ABSL_FLAG(double, collective_timeout_s, 10,
           "tensor parallelism: a collective fails (and the step with it) if a peer rank has not "
           "joined it within this long");
@@ -78,7 +86,9 @@ absl::Status CpuFromFlags(const ModelExecutorOptions& eo, int hardware_threads,
   if (!kv_dtype.ok()) return kv_dtype.status();
   bo->block_size = absl::GetFlag(FLAGS_block_size);
   bo->num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
-  bo->kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
+  const int64_t kv_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);
+  if (kv_bytes < 0) return absl::InvalidArgumentError("--kv_memory_bytes must be >= 0");
+  bo->kv_memory_bytes = kv_bytes > 0 ? kv_bytes : kDefaultHostKvMemoryBytes;
   bo->model.kernels = *kernels;
   bo->model.kv_dtype = *kv_dtype;
   int threads = absl::GetFlag(FLAGS_threads);
@@ -92,7 +102,7 @@ absl::Status CpuFromFlags(const ModelExecutorOptions& eo, int hardware_threads,
   return bo->Validate();
 }
 
-void OtherBackendsFromFlags(WorkerBinaryOptions* o) {
+absl::Status OtherBackendsFromFlags(WorkerBinaryOptions* o) {
   const CpuBackendOptions& bo = o->cpu;
   CudaBackendFlags& cf = o->cuda;
   cf.rank = bo.rank;
@@ -100,7 +110,9 @@ void OtherBackendsFromFlags(WorkerBinaryOptions* o) {
   cf.device = absl::GetFlag(FLAGS_cuda_device);
   cf.block_size = bo.block_size;
   cf.num_kv_blocks = bo.num_kv_blocks;
-  cf.kv_memory_bytes = bo.kv_memory_bytes;
+  cf.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);  // 0: from the device
+  cf.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
+  cf.max_graph_batch = absl::GetFlag(FLAGS_max_graph_batch);
   cf.kv_dtype = bo.model.kv_dtype;
   cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);
@@ -115,6 +127,7 @@ void OtherBackendsFromFlags(WorkerBinaryOptions* o) {
   no.step_time = absl::Milliseconds(absl::GetFlag(FLAGS_null_step_ms));
   no.eos_probability = absl::GetFlag(FLAGS_null_eos_probability);
   no.device_sampling = absl::GetFlag(FLAGS_device_sampling);
+  return cf.Validate();
 }
 
 absl::Status ClientFromFlags(WorkerClientOptions* co) {
@@ -148,7 +161,7 @@ absl::StatusOr<WorkerBinaryOptions> OptionsFromFlags(int hardware_threads) {
   o.executor.world_size = absl::GetFlag(FLAGS_world_size);
   if (absl::Status s = o.executor.Validate(); !s.ok()) return s;
   if (absl::Status s = CpuFromFlags(o.executor, hardware_threads, &o.cpu); !s.ok()) return s;
-  OtherBackendsFromFlags(&o);
+  if (absl::Status s = OtherBackendsFromFlags(&o); !s.ok()) return s;
   if (absl::Status s = ClientFromFlags(&o.client); !s.ok()) return s;
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.ports_file = absl::GetFlag(FLAGS_ports_file);

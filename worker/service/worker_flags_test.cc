@@ -14,6 +14,9 @@ ABSL_DECLARE_FLAG(int32_t, rank);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(int32_t, num_kv_blocks);
 ABSL_DECLARE_FLAG(double, null_step_ms);
+ABSL_DECLARE_FLAG(int64_t, kv_memory_bytes);
+ABSL_DECLARE_FLAG(double, gpu_memory_utilization);
+ABSL_DECLARE_FLAG(int32_t, max_graph_batch);
 ABSL_DECLARE_FLAG(std::string, worker_tls_cert);
 
 namespace weft {
@@ -58,6 +61,30 @@ TEST_F(WorkerFlagsTest, KvPoolAndRankFlagsReachEveryBackend) {
   EXPECT_EQ(o->null_backend.step_time, absl::Milliseconds(3));
 }
 
+// The CUDA pool: from --gpu_memory_utilization (0.9) unless --kv_memory_bytes is given;
+// the host backends keep their 1 GiB default. Graphs up to --max_graph_batch (256).
+TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
+  absl::StatusOr<WorkerBinaryOptions> o = OptionsFromFlags(8);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cuda.kv_memory_bytes, 0);  // 0: from the device
+  EXPECT_EQ(o->cuda.gpu_memory_utilization, 0.9);
+  EXPECT_EQ(o->cuda.max_graph_batch, 256);
+  EXPECT_EQ(o->cpu.kv_memory_bytes, kDefaultHostKvMemoryBytes);
+  EXPECT_EQ(o->null_backend.kv_memory_bytes, kDefaultHostKvMemoryBytes);
+
+  absl::SetFlag(&FLAGS_kv_memory_bytes, int64_t{3} << 30);
+  absl::SetFlag(&FLAGS_gpu_memory_utilization, 0.5);
+  absl::SetFlag(&FLAGS_max_graph_batch, 64);
+  o = OptionsFromFlags(8);
+  ASSERT_TRUE(o.ok()) << o.status();
+  for (int64_t b : {o->cpu.kv_memory_bytes, o->cuda.kv_memory_bytes,
+                    o->null_backend.kv_memory_bytes}) {
+    EXPECT_EQ(b, int64_t{3} << 30);
+  }
+  EXPECT_EQ(o->cuda.gpu_memory_utilization, 0.5);
+  EXPECT_EQ(o->cuda.max_graph_batch, 64);
+}
+
 TEST_F(WorkerFlagsTest, BadFlagsAreInvalidArgument) {
   for (auto set : std::vector<void (*)()>{
            [] { absl::SetFlag(&FLAGS_model, ""); },
@@ -66,6 +93,11 @@ TEST_F(WorkerFlagsTest, BadFlagsAreInvalidArgument) {
            [] { absl::SetFlag(&FLAGS_kernels, "magic"); },
            [] { absl::SetFlag(&FLAGS_rank, 2); },  // of a world of 1
            [] { absl::SetFlag(&FLAGS_worker_tls_cert, "c.pem"); },  // without key and CA
+           [] { absl::SetFlag(&FLAGS_kv_memory_bytes, int64_t{-1}); },
+           [] { absl::SetFlag(&FLAGS_gpu_memory_utilization, 0.0); },
+           [] { absl::SetFlag(&FLAGS_gpu_memory_utilization, 1.5); },
+           [] { absl::SetFlag(&FLAGS_max_graph_batch, 96); },    // not a power of two
+           [] { absl::SetFlag(&FLAGS_max_graph_batch, 2048); },  // over 1024
        }) {
     absl::FlagSaver saver;
     set();

@@ -15,6 +15,8 @@
 #include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/quant.h"
 #include "kernels/cuda/sampling.h"
+#include "worker/backends/cuda_flags.h"
+#include "worker/kv_pool.h"
 
 namespace weft {
 namespace {
@@ -22,7 +24,11 @@ namespace {
 namespace kc = ::weft::kernels::cuda;
 using cuda_backend::StepArgs;
 
-bool IsPowerOfTwo(int32_t x) { return x > 0 && (x & (x - 1)) == 0; }
+// Device memory the pool leaves for what is allocated after it (the runner's activation
+// buffers and workspaces, CUDA graphs' pools): counted out of --gpu_memory_utilization's
+// share. An estimate for models of the default's size class; a larger model's
+// activations at 256 rows stay well inside it plus the share's (1 - utilization).
+constexpr int64_t kActivationReserveBytes = int64_t{512} << 20;
 
 size_t Align16(size_t x) { return (x + 15) / 16 * 16; }
 
@@ -49,12 +55,9 @@ absl::Status CudaBackendOptions::Validate() const {
     return absl::InvalidArgumentError("block size must be in 1..1024");
   }
   if (num_kv_blocks < 0) return absl::InvalidArgumentError("--num_kv_blocks must be >= 0");
-  if (num_kv_blocks == 0 && kv_memory_bytes <= 0) {
-    return absl::InvalidArgumentError("set --num_kv_blocks or a positive --kv_memory_bytes");
-  }
-  if (!IsPowerOfTwo(max_graph_batch) || max_graph_batch > 1024) {
-    return absl::InvalidArgumentError("max_graph_batch must be a power of two <= 1024");
-  }
+  if (kv_memory_bytes < 0) return absl::InvalidArgumentError("--kv_memory_bytes must be >= 0");
+  WEFT_RETURN_IF_ERROR(ValidateGpuMemoryUtilization(gpu_memory_utilization));
+  WEFT_RETURN_IF_ERROR(ValidateMaxGraphBatch(max_graph_batch));
   if (gemv_max_rows < 0 || gemv_max_rows > kc::kMaxGemvRows) {
     return absl::InvalidArgumentError(
         absl::StrCat("gemv_max_rows must be in [0, ", kc::kMaxGemvRows, "]"));
@@ -145,9 +148,21 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   ko.head_dim = config_.head_dim;
   ko.block_size = options_.block_size;
   ko.dtype = options_.kv_dtype;
-  WEFT_ASSIGN_OR_RETURN(ko.num_blocks,
-                        KvPoolBlocks(options_.num_kv_blocks, options_.kv_memory_bytes,
-                                     cuda_backend::DeviceKvCache::BytesPerBlock(ko)));
+  {
+    // After the weights: what is in use now counts against --gpu_memory_utilization.
+    size_t free_bytes = 0, total_bytes = 0;
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    WEFT_ASSIGN_OR_RETURN(
+        const KvPoolSizing sizing,
+        SizeDeviceKvPool(options_.num_kv_blocks, options_.kv_memory_bytes,
+                         options_.gpu_memory_utilization,
+                         DeviceMemory{static_cast<int64_t>(free_bytes),
+                                      static_cast<int64_t>(total_bytes)},
+                         kActivationReserveBytes, cuda_backend::DeviceKvCache::BytesPerBlock(ko)));
+    ko.num_blocks = sizing.num_blocks;
+    LOG(INFO) << "cuda: KV pool of " << sizing.num_blocks << " blocks, " << sizing.bytes
+              << " bytes on device " << device_ << " (" << sizing.source << ")";
+  }
   WEFT_ASSIGN_OR_RETURN(kv_, cuda_backend::DeviceKvCache::Create(ko));
   // Kernel shared memory limits, before any step may be captured into a graph.
   WEFT_CUDA_RETURN_IF_ERROR(kc::PrepareAttentionKernels());
@@ -170,6 +185,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
     limits_.prefill_tc_tile_tokens = kc::PrefillTcTileTokens(config_.queries_per_kv_head());
     limits_.prefill_tc_min_tokens = kc::kTensorCorePrefillMinTokens;
   }
+  stepper_ = std::make_unique<ForwardStepper>(config_.vocab_size);
   kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
                           options_.gemv_max_rows > 0 ? ";gemv<=" : "",
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",

@@ -53,6 +53,7 @@
 #include "kernels/cuda/dtypes.h"
 #include "kernels/cuda/paged_attention.h"
 #include "worker/backends/backend.h"
+#include "worker/backends/forward_stepper.h"
 #include "worker/backends/cuda/device_buffer.h"
 #include "worker/backends/cuda/device_kv_cache.h"
 #include "worker/backends/cuda/device_weights.h"
@@ -69,12 +70,15 @@ struct CudaBackendOptions {
   int32_t world_size = 1;
   int32_t device = -1;  // CUDA device; -1: rank % device count
   int32_t block_size = 16;
-  // KV pool size: num_kv_blocks if > 0, else as many blocks as kv_memory_bytes holds.
+  // KV pool size (SizeDeviceKvPool, worker/kv_pool.h): num_kv_blocks if > 0, else as
+  // many blocks as kv_memory_bytes holds if > 0, else what gpu_memory_utilization of the
+  // device leaves after the weights (and kActivationReserveBytes) — logged at Create.
   int32_t num_kv_blocks = 0;
-  int64_t kv_memory_bytes = int64_t{1} << 30;
+  int64_t kv_memory_bytes = 0;
+  double gpu_memory_utilization = 0.9;
   KvDtype kv_dtype = kDefaultKvDtype;  // f16, bf16 or int8
   bool cuda_graphs = true;
-  int32_t max_graph_batch = 128;  // largest decode bucket (a power of two)
+  int32_t max_graph_batch = 256;  // largest decode bucket (ValidateMaxGraphBatch)
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
   bool device_sampling = true;    // SampleOnDevice (else the host Sampler)
   // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
@@ -109,6 +113,11 @@ class CudaBackend : public Backend {
   int32_t num_kv_blocks() const override { return kv_->num_blocks(); }
   int64_t kv_pool_bytes() const override { return kv_->pool_bytes(); }
 
+  // ForwardStepper over Forward (logits copied to the host), CopyBlock and SampleOnDevice
+  // for the rows that want no logprobs. Logits kept on the device: not yet (issue 31).
+  absl::Status Step(const StepBatch& batch, StepOutput* out) override {
+    return stepper_->Step(*this, batch, out);
+  }
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
   absl::Status CopyBlock(int32_t src, int32_t dst) override;
   std::string CommInit() override;
@@ -153,6 +162,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<cuda_backend::DeviceKvCache> kv_;
   std::unique_ptr<cuda_backend::ModelRunner> runner_;
   std::unique_ptr<NcclCommunicator> comm_;
+  std::unique_ptr<ForwardStepper> stepper_;
   bool stream_dirty_ = false;  // a failed step may have left work queued
 
   cuda_backend::StepInputs inputs_;

@@ -1,0 +1,54 @@
+// CudaBackendFlags: the worker flags the CUDA backend takes, in a header both builds
+// compile (the default build refuses --backend=cuda later, in MakeCudaBackend, but checks
+// the values the same way), and the rules of the ones only the CUDA backend reads —
+// the one place CudaBackendOptions::Validate and OptionsFromFlags check them.
+// Thread-safety: value types and pure functions.
+#ifndef WEFT_WORKER_BACKENDS_CUDA_FLAGS_H_
+#define WEFT_WORKER_BACKENDS_CUDA_FLAGS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/kv_dtype.h"
+#include "worker/kv_pool.h"
+
+namespace weft {
+
+// --max_graph_batch: a power of two in [1, 1024] (graphs are captured per bucket 1, 2, 4,
+// ..., this).
+inline absl::Status ValidateMaxGraphBatch(int32_t max_graph_batch) {
+  if (max_graph_batch < 1 || max_graph_batch > 1024 ||
+      (max_graph_batch & (max_graph_batch - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_graph_batch must be a power of two in [1, 1024], got ", max_graph_batch));
+  }
+  return absl::OkStatus();
+}
+
+struct CudaBackendFlags {
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  int32_t device = -1;  // -1: rank % device count
+  int32_t block_size = 16;
+  // KV pool: num_kv_blocks if > 0, else kv_memory_bytes if > 0, else from the device's
+  // memory under gpu_memory_utilization (SizeDeviceKvPool, worker/kv_pool.h).
+  int32_t num_kv_blocks = 0;
+  int64_t kv_memory_bytes = 0;
+  double gpu_memory_utilization = 0.9;
+  KvDtype kv_dtype = kDefaultKvDtype;  // --kv_dtype (ParseKvDtype); f32 is CPU-only
+  bool cuda_graphs = true;
+  int32_t max_graph_batch = 256;
+  bool device_sampling = true;
+  double collective_timeout_s = 10;
+
+  absl::Status Validate() const {
+    if (kv_memory_bytes < 0) return absl::InvalidArgumentError("--kv_memory_bytes must be >= 0");
+    if (absl::Status s = ValidateGpuMemoryUtilization(gpu_memory_utilization); !s.ok()) return s;
+    return ValidateMaxGraphBatch(max_graph_batch);
+  }
+};
+
+}  // namespace weft
+
+#endif  // WEFT_WORKER_BACKENDS_CUDA_FLAGS_H_
