@@ -52,7 +52,7 @@ ARGS = None
 PROMPT = "The capital of France is"
 TOKEN = "launch-test-token-1"
 ON_CPU = {"--backend=cuda": "--backend=cpu",
-          "--kv_memory_bytes=4294967296": "--kv_memory_bytes=268435456"}
+          "--gpu_memory_utilization=0.9": "--kv_memory_bytes=268435456"}
 
 
 def scrape(address):
