@@ -194,6 +194,9 @@ absl::Status NullBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   tokens->clear();
   if (!options_.device_sampling) return absl::UnimplementedError("device sampling is off");
   for (const SampleRequest& q : requests) {
+    if (!q.allowed_tokens.empty()) return absl::UnimplementedError("token masks sample on the host");
+  }
+  for (const SampleRequest& q : requests) {
     if (q.row < 0 || q.row >= static_cast<int32_t>(row_tokens_.size())) {
       return absl::InvalidArgumentError(absl::StrCat("no logits row ", q.row));
     }

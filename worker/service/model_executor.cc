@@ -163,6 +163,7 @@ absl::StatusOr<bool> ModelExecutor::TrySampleOnDevice(const StepBatch& batch) {
     r.params = &device_params_[k++];
     r.prompt = tokens.subspan(0, sc.state->num_prompt_tokens);
     r.output = tokens.subspan(sc.state->num_prompt_tokens);
+    r.allowed_tokens = sc.allowed_tokens;
     device_requests_.push_back(r);
   }
   const absl::Status s = backend_->SampleOnDevice(device_requests_, &device_tokens_);
@@ -190,7 +191,8 @@ absl::Status ModelExecutor::SampleAll(const StepBatch& batch, weft::v1::StepResu
       const auto logits = absl::MakeConstSpan(logits_.Row(row), logits_.vocab_size);
       WEFT_RETURN_IF_ERROR(sampler_->Sample(ParamsOf(*seq), logits,
                                             tokens.subspan(0, seq->num_prompt_tokens),
-                                            tokens.subspan(seq->num_prompt_tokens), &sample_));
+                                            tokens.subspan(seq->num_prompt_tokens), &sample_,
+                                            sc.allowed_tokens));
     }
     weft::v1::SampledToken* t = result->add_tokens();
     t->set_seq_id(seq->seq_id);
