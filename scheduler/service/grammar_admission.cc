@@ -12,8 +12,9 @@ bool GrammarAdmission::Park(Submission& s, absl::Time now) {
         "constraint: structured output is not enabled on this server"));
     return true;
   }
-  Parked p{std::move(s), service_->Compile(*constraint)};
-  parked_.push_back(std::move(p));
+  // Compile before the submission (which holds the constraint) is moved.
+  std::unique_ptr<PendingGrammar> grammar = service_->Compile(*constraint);
+  parked_.push_back(Parked{std::move(s), std::move(grammar)});
   return true;
 }
 
