@@ -6,7 +6,7 @@
 # Prints each run's output tokens/s and, at the end, the median of the B/A ratios and
 # the scheduler's mask time per constrained token (weft_grammar_mask_seconds_total /
 # weft_grammar_masks_total).
-#   tools/bench/structured_ab.sh [PAIRS=5] [NUM_REQUESTS=32] [CONCURRENCY=16] [FRACTION=0.5]
+#   [TRACE=short] tools/bench/structured_ab.sh [PAIRS=5] [NUM_REQUESTS=32] [CONCURRENCY=16] [FRACTION=0.5]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PAIRS=${1:-5}
@@ -26,7 +26,7 @@ cat "$OUT/ports" >&2
 PORT=$(python3 -c "import json; print(json.load(open('$OUT/ports'))['port'])")
 WPORT=$(python3 -c "import json; print(json.load(open('$OUT/ports'))['worker_port'])")
 MPORT=$(python3 -c "import json; print(json.load(open('$OUT/ports'))['metrics_port'])")
-"$BIN/worker/service/weft-worker" --scheduler="127.0.0.1:$WPORT" --num_kv_blocks=2048 \
+"$BIN/worker/service/weft-worker" --model="$MODEL" --scheduler="127.0.0.1:$WPORT" --num_kv_blocks=2048 \
   --threads="$(nproc)" --metrics_port=-1 >"$OUT/worker.log" 2>&1 &
 WORKER=$!
 for _ in $(seq 300); do
@@ -34,7 +34,7 @@ for _ in $(seq 300); do
   sleep 0.5
 done
 run() {  # label fraction
-  "$BIN/tools/bench/weft-bench" --target="grpc://127.0.0.1:$PORT" --trace=sharegpt-like \
+  "$BIN/tools/bench/weft-bench" --target="grpc://127.0.0.1:$PORT" --trace="${TRACE:-sharegpt-like}" \
     --num_requests="$NUM" --concurrency="$CONC" --constrained_fraction="$2" --progress=off \
     --json_out="$OUT/$1.json" >"$OUT/$1.txt" 2>&1
   python3 -c "import json,sys; d=json.load(open('$OUT/$1.json')); print(json.dumps(d))" |
