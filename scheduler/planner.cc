@@ -41,6 +41,23 @@ bool Planner::OutputLimitReached(const Sequence& seq) const {
   return seq.num_output_tokens() + seq.num_pending_samples >= seq.max_tokens;
 }
 
+bool Planner::AwaitsGrammarToken(const Sequence& seq) const {
+  // Its next mask depends on the token a step in flight samples: no pipelining.
+  return seq.grammar != nullptr && seq.num_pending_samples > 0;
+}
+
+void Planner::FillMask(Sequence* seq, std::string* mask) {
+  const absl::Time start = absl::Now();
+  const int32_t words = (seq->grammar->vocab_size() + 31) / 32;
+  mask->resize(static_cast<size_t>(words) * 4);
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "TokenBitmask words are little-endian");
+  if (!seq->grammar->FillNextTokenBitmask(reinterpret_cast<uint32_t*>(mask->data()))) {
+    mask->clear();  // every token allowed: nothing to send
+  }
+  ++counters_->grammar_masks_total;
+  counters_->grammar_mask_seconds_total += absl::ToDoubleSeconds(absl::Now() - start);
+}
+
 int32_t Planner::WatermarkBlocks(const Replica& replica) const {
   return static_cast<int32_t>(options_->admission_watermark * replica.kv().pool().num_blocks());
 }
@@ -50,6 +67,7 @@ void Planner::RunDecodes(Step& st) {
     Sequence* seq = order_[i];
     if (seq->state != SequenceState::kRunning || seq->last_scheduled_step == st.step) continue;
     if (seq->num_uncomputed() != 1 || OutputLimitReached(*seq)) continue;
+    if (AwaitsGrammarToken(*seq)) continue;
     ScheduleRunning(st, seq, i, 1);
   }
 }
@@ -60,7 +78,7 @@ void Planner::RunPrefills(Step& st) {
     Sequence* seq = order_[i];
     if (seq->state != SequenceState::kRunning || seq->last_scheduled_step == st.step) continue;
     const int32_t uncomputed = seq->num_uncomputed();
-    if (uncomputed < 2) continue;
+    if (uncomputed < 2 || AwaitsGrammarToken(*seq)) continue;
     ScheduleRunning(st, seq, i, std::min(uncomputed, st.budget));
   }
 }
@@ -218,6 +236,7 @@ void Planner::Emit(Step& st, Sequence* seq, int32_t num_computed_before, int32_t
   e->set_num_computed_tokens(num_computed_before);
   e->set_num_scheduled_tokens(n);
   e->set_do_sample(sample);
+  if (sample && seq->grammar != nullptr) FillMask(seq, e->mutable_allowed_tokens());
   if (sample) cached_samplers_.push_back(seq);
   seq->num_blocks_sent = static_cast<int32_t>(ids.size());
 }
@@ -235,6 +254,7 @@ void Planner::EmitNew(Step& st, Sequence* seq, int32_t num_computed_before, int3
   ToSpec(seq->request->sampling, seq->sample_index, e->mutable_sampling());
   e->set_num_output_tokens(seq->num_output_tokens());
   e->set_do_sample(sample);
+  if (sample && seq->grammar != nullptr) FillMask(seq, e->mutable_allowed_tokens());
   if (fork_parent != nullptr) e->set_fork_parent_seq_id(fork_parent->ref().seq_id());
   e->set_resumed(seq->ever_sent);
   seq->known_to_worker = true;

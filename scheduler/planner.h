@@ -30,6 +30,7 @@
 #define WEFT_SCHEDULER_PLANNER_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -87,6 +88,10 @@ class Planner {
   bool ForkOne(Step& st, Sequence* parent, Sequence* child);
   void Finalize(Step& st);
   bool OutputLimitReached(const Sequence& seq) const;
+  // Structured output: a constrained sequence whose sampled token is not back yet.
+  bool AwaitsGrammarToken(const Sequence& seq) const;
+  // Writes the sequence's next-token mask into the plan entry (empty: all allowed).
+  void FillMask(Sequence* seq, std::string* mask);
   int32_t WatermarkBlocks(const Replica& replica) const;
 
   const SchedulerOptions* options_;

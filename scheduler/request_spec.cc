@@ -93,6 +93,16 @@ absl::StatusOr<ValidRequest> ValidateRequest(RequestSpec spec, const RequestLimi
   if (spec.n < 1 || spec.n > lim.max_n) {
     return Invalid("n", absl::StrCat("must be in [1, ", lim.max_n, "]"));
   }
+  if (spec.constraint) {
+    if (auto e = CheckConstraint(*spec.constraint, lim.constraint)) {
+      return Invalid(absl::StrCat("constraint.", e->field), e->reason);
+    }
+    if (spec.stopping.ignore_eos) {
+      return Invalid("stopping.ignore_eos",
+                     "cannot be combined with a constraint (the grammar ends at the "
+                     "end-of-sequence token)");
+    }
+  }
   return ValidRequest(std::move(spec));
 }
 

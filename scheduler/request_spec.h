@@ -17,6 +17,7 @@
 #define WEFT_SCHEDULER_REQUEST_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/sampling/sampling_config.h"
+#include "scheduler/grammar/constraint.h"
 
 namespace weft {
 
@@ -46,6 +48,8 @@ struct RequestSpec {
   int32_t n = 1;            // independent samples; each is its own sequence
   int32_t priority = 0;     // higher is served first; ties FCFS
   absl::Time deadline = absl::InfiniteFuture();
+  // Structured output (scheduler/grammar/constraint.h); unset: free text.
+  std::optional<GrammarConstraint> constraint;
 };
 
 struct RequestLimits {
@@ -57,6 +61,7 @@ struct RequestLimits {
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
   int32_t max_stop_token_ids = 64;
+  ConstraintLimits constraint;
 
   // max_tokens of a request that gives none: min(cap, context - prompt).
   int32_t DefaultMaxTokens(int32_t num_prompt_tokens) const;
@@ -83,7 +88,9 @@ class ValidRequest {
 // leaves room for one token; sampling settings SamplingConfig::Check accepts; logprobs in
 // [-1, max_logprobs]; max_tokens in [1, cap] with prompt + max_tokens within the context;
 // n in [1, max_n]; at most max_stop_strings non-empty valid UTF-8 stop strings of at most
-// max_stop_string_bytes; at most max_stop_token_ids stop token ids below the vocabulary.
+// max_stop_string_bytes; at most max_stop_token_ids stop token ids below the vocabulary;
+// a constraint within CheckConstraint's limits (field "constraint.<kind>"; whether it
+// compiles is the grammar engine's to say, after validation).
 // Otherwise INVALID_ARGUMENT naming the first field that fails (see the top).
 absl::StatusOr<ValidRequest> ValidateRequest(RequestSpec spec, const RequestLimits& limits);
 

@@ -154,3 +154,30 @@ TEST(RequestSpecTest, LimitsAreChecked) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+TEST(RequestSpecConstraintTest, AConstraintIsCheckedUnderItsField) {
+  RequestSpec s = Ok();
+  s.constraint = GrammarConstraint{};
+  s.constraint->kind = GrammarConstraint::Kind::kRegex;
+  s.constraint->source = "[a-z]+";
+  EXPECT_EQ(FailedField(s), "");
+  s.constraint->source = "";
+  EXPECT_EQ(FailedField(s), "constraint.regex");
+  s.constraint->kind = GrammarConstraint::Kind::kChoice;
+  s.constraint->choices = {"a", ""};
+  EXPECT_EQ(FailedField(s), "constraint.choice[1]");
+  RequestLimits lim = Limits();
+  lim.constraint.max_source_bytes = 8;
+  s.constraint->kind = GrammarConstraint::Kind::kJsonSchema;
+  s.constraint->source = R"({"type":"object"})";
+  EXPECT_EQ(FailedField(s, lim), "constraint.json_schema");
+  s.constraint->source = "{}";
+  s.stopping.ignore_eos = true;
+  EXPECT_EQ(FailedField(s, lim), "stopping.ignore_eos");
+}
+
+}  // namespace
+}  // namespace weft

@@ -152,10 +152,17 @@ void Scheduler::RequeueDisplaced(const std::vector<Sequence*>& displaced, absl::
 
 // --- Requests -----------------------------------------------------------------------
 
-absl::StatusOr<RequestId> Scheduler::AddRequest(const ValidRequest& valid, absl::Time now) {
+absl::StatusOr<RequestId> Scheduler::AddRequest(
+    const ValidRequest& valid, absl::Time now,
+    std::shared_ptr<const SequenceGrammarFactory> grammar) {
   const RequestSpec& spec = valid.spec();
   if (!spec.stopping.stop_strings.empty() && text_ == nullptr) {
     return absl::InvalidArgumentError("stop strings need a tokenizer");
+  }
+  if (spec.constraint.has_value() != (grammar != nullptr)) {
+    return absl::InvalidArgumentError(spec.constraint
+                                          ? "constraint: structured output is not enabled here"
+                                          : "a grammar was given for a request without constraint");
   }
   if (replicas_.empty()) return absl::UnavailableError("no replica attached");
   const int32_t prompt = static_cast<int32_t>(spec.prompt_token_ids.size());
@@ -185,10 +192,12 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(const ValidRequest& valid, absl:
   r->usage.num_prompt_tokens = prompt;
   r->usage.seed = r->sampling.seed;
   r->usage.arrival_time = now;
+  r->grammar = std::move(grammar);
   for (int32_t j = 0; j < spec.n; ++j) {
     auto seq = std::make_unique<Sequence>(r, j, &r->stopping.stop_strings);
     seq->token_ids = spec.prompt_token_ids;
     seq->awaiting_fork = j > 0;
+    if (r->grammar) seq->grammar = r->grammar->NewSequence();
     r->seqs.push_back(std::move(seq));
   }
   Sequence* first = r->seqs[0].get();
@@ -372,6 +381,19 @@ absl::StatusOr<int> Scheduler::FailStep(ReplicaId id, StepId step, absl::Time no
 
 void Scheduler::ApplyToken(Sequence* seq, int32_t token, int32_t aux, absl::Time now) {
   Request* request = seq->request;
+  if (seq->grammar != nullptr) {
+    if (absl::Status s = seq->grammar->Accept(token); !s.ok()) {
+      // The worker sampled outside the mask it was sent: never stream such a token.
+      LOG(ERROR) << "request " << request->id.value() << " sample " << seq->sample_index << ": "
+                 << s.message();
+      ++counters_.grammar_violations_total;
+      SequenceOutput& out = outbox_.emplace_back();
+      out.seq = seq->ref();
+      FinishSequence(seq, FinishReason::kError, now, &out);
+      MaybeErase(request);
+      return;
+    }
+  }
   SequenceOutput& out = outbox_.emplace_back();
   out.seq = seq->ref();
   out.new_token_ids.push_back(token);

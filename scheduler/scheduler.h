@@ -118,7 +118,13 @@ class Scheduler {
   bool ReplicaDrained(ReplicaId id) const;
 
   // --- Requests -----------------------------------------------------------------
-  absl::StatusOr<RequestId> AddRequest(const ValidRequest& request, absl::Time now);
+  // A request with a constraint needs `grammar`, its compiled grammar (the services
+  // layer compiles it off the planning thread); INVALID_ARGUMENT without. Its sequences
+  // then sample only what the grammar allows, one step at a time (never pipelined); a
+  // token the grammar refuses (a worker that ignored the mask) ends the sequence kError.
+  absl::StatusOr<RequestId> AddRequest(
+      const ValidRequest& request, absl::Time now,
+      std::shared_ptr<const SequenceGrammarFactory> grammar = nullptr);
   // Finishes every unfinished sequence of the request with `reason` (kCancelled,
   // kDeadline, kError or kUnavailable). NOT_FOUND if unknown or already finished.
   absl::Status AbortRequest(RequestId id, FinishReason reason, absl::Time now);

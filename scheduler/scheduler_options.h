@@ -63,6 +63,11 @@ struct SchedulerCounters {
   int64_t scheduled_tokens_total = 0;
   int64_t discarded_tokens_total = 0;  // sampled after the sequence had finished
   int64_t retries_total = 0;
+  // Structured output: token masks filled into plans, the planning thread's time in
+  // filling them, and sampled tokens a grammar refused (a worker ignored its mask).
+  int64_t grammar_masks_total = 0;
+  double grammar_mask_seconds_total = 0.0;
+  int64_t grammar_violations_total = 0;
 };
 
 }  // namespace weft

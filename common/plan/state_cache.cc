@@ -2,6 +2,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/sampling/sampling_math.h"
 #include "common/status_macros.h"
 
 namespace weft {
@@ -100,6 +101,7 @@ absl::Status StateCache::Check(const StepPlan& plan) {
     if (n.do_sample() != reaches_end) {
       return PlanError(step, absl::StrCat("sequence ", n.seq_id(), " do_sample disagrees"));
     }
+    WEFT_RETURN_IF_ERROR(CheckMask(step, n.seq_id(), n.do_sample(), n.allowed_tokens()));
     if (n.do_sample() && !fork) computing_samplers.push_back(n.seq_id());
     sampled += n.do_sample();
     if (n.block_ids_size() < BlocksFor(n.num_computed_tokens() + n.num_scheduled_tokens(), block_size_)) {
@@ -140,6 +142,7 @@ absl::Status StateCache::Check(const StepPlan& plan) {
     if (c.do_sample() != (end == static_cast<int64_t>(s.tokens.size()))) {
       return PlanError(step, absl::StrCat("sequence ", c.seq_id(), " do_sample disagrees"));
     }
+    WEFT_RETURN_IF_ERROR(CheckMask(step, c.seq_id(), c.do_sample(), c.allowed_tokens()));
     if (c.do_sample()) computing_samplers.push_back(c.seq_id());
     sampled += c.do_sample();
     if (static_cast<int64_t>(s.block_ids.size()) + c.new_block_ids_size() < BlocksFor(end, block_size_)) {
@@ -165,6 +168,28 @@ absl::Status StateCache::Check(const StepPlan& plan) {
                                         total, " and ", sampled));
   }
   return absl::OkStatus();
+}
+
+absl::Status StateCache::CheckMask(int64_t step, int64_t seq_id, bool do_sample,
+                                   const std::string& mask) const {
+  if (mask.empty()) return absl::OkStatus();
+  if (!do_sample) {
+    return PlanError(step, absl::StrCat("sequence ", seq_id, " has a token mask but no sample"));
+  }
+  if (static_cast<int64_t>(mask.size()) != sampling::MaskBytes(vocab_size_)) {
+    return PlanError(step, absl::StrCat("sequence ", seq_id, " token mask of ", mask.size(),
+                                        " bytes; the vocabulary needs ",
+                                        sampling::MaskBytes(vocab_size_)));
+  }
+  const auto* bits = reinterpret_cast<const uint8_t*>(mask.data());
+  for (int32_t t = 0; t < vocab_size_; ++t) {
+    if (bits[t >> 3] == 0) {
+      t |= 7;  // skip the byte
+      continue;
+    }
+    if (sampling::MaskAllows(bits, t)) return absl::OkStatus();
+  }
+  return PlanError(step, absl::StrCat("sequence ", seq_id, " token mask allows no token"));
 }
 
 absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
@@ -199,9 +224,10 @@ absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
   absl::flat_hash_map<int64_t, int32_t> index_of;
   if (has_forks) index_of.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
   batch->sequences.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
-  auto schedule = [&](WorkerSequence* s, int32_t n, bool sample) {
+  auto schedule = [&](WorkerSequence* s, int32_t n, bool sample, const std::string& mask) {
     ScheduledSequence sc;
     sc.state = s;
+    sc.allowed_tokens = mask;
     sc.start_pos = s->num_computed_tokens;
     sc.num_tokens = n;
     sc.sample = sample;
@@ -210,12 +236,12 @@ absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
     batch->sequences.push_back(sc);
   };
   for (const auto& n : plan.new_sequences()) {
-    schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens(), n.do_sample());
+    schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens(), n.do_sample(), n.allowed_tokens());
   }
   for (const auto& c : plan.cached_sequences()) {
     WorkerSequence* s = &seqs_[c.seq_id()];
     s->block_ids.insert(s->block_ids.end(), c.new_block_ids().begin(), c.new_block_ids().end());
-    schedule(s, c.num_scheduled_tokens(), c.do_sample());
+    schedule(s, c.num_scheduled_tokens(), c.do_sample(), c.allowed_tokens());
   }
   for (int i = 0; i < plan.new_sequences_size(); ++i) {  // forks: their parents' entries
     const int64_t parent = plan.new_sequences(i).fork_parent_seq_id();

@@ -23,10 +23,12 @@
 #define WEFT_COMMON_PLAN_STATE_CACHE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/plan/step_plan.h"
 
 namespace weft {
@@ -54,6 +56,10 @@ struct ScheduledSequence {
   // For a forked sample: index in StepBatch::sequences of the entry whose last-position
   // logits it samples from; -1 otherwise (its own last position).
   int32_t logits_from = -1;
+  // Structured output: the plan's token mask for this sample (sampling_math.h "token
+  // mask", checked: MaskBytes(vocab) bytes allowing at least one token), or empty. Points
+  // into the plan, which must outlive the batch's use.
+  absl::string_view allowed_tokens;
 };
 
 struct StepBatch {
@@ -99,6 +105,8 @@ class StateCache {
   // `end` (one past the last position a step computes) within the context length.
   absl::Status CheckContext(int64_t step, int64_t seq_id, int64_t end) const;
   absl::Status CheckBlocks(const google::protobuf::RepeatedField<int32_t>& ids) const;
+  absl::Status CheckMask(int64_t step, int64_t seq_id, bool do_sample,
+                         const std::string& mask) const;
 
   const int32_t block_size_;
   const int32_t num_blocks_;

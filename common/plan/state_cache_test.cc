@@ -1,5 +1,7 @@
 #include "common/plan/state_cache.h"
 
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace weft {
@@ -287,6 +289,42 @@ TEST(StateCacheTest, BlockCopiesChecked) {
   bad->set_src(0);
   bad->set_dst(9);
   EXPECT_FALSE(cache.Apply(q, &batch).ok());
+}
+
+// Structured output's token masks: checked (size, a sample to apply to, at least one
+// token allowed) and handed to the batch; a plan without one leaves the row unmasked.
+TEST(StateCacheTest, TokenMasksAreCheckedAndReachTheBatch) {
+  StateCache cache(4, 8, /*vocab_size=*/100);  // 4 words = 16 bytes
+  cache.Reset(1);
+  StepBatch batch;
+  StepPlan wrong_size = NewPlan(1, 1, {1, 2}, 0, 2, {0});
+  wrong_size.mutable_new_sequences(0)->set_allowed_tokens(std::string(13, '\xff'));
+  EXPECT_FALSE(cache.Apply(wrong_size, &batch).ok());
+  StepPlan none_allowed = NewPlan(1, 1, {1, 2}, 0, 2, {0});
+  none_allowed.mutable_new_sequences(0)->set_allowed_tokens(std::string(16, '\0'));
+  EXPECT_FALSE(cache.Apply(none_allowed, &batch).ok());
+  // Only the padding bits past the vocabulary (tokens 100..127) set: allows nothing.
+  std::string padding_only(16, '\0');
+  padding_only[13] = padding_only[14] = padding_only[15] = '\xff';
+  none_allowed.mutable_new_sequences(0)->set_allowed_tokens(padding_only);
+  EXPECT_FALSE(cache.Apply(none_allowed, &batch).ok());
+  StepPlan no_sample = NewPlan(1, 1, {1, 2, 3}, 0, 2, {0});
+  no_sample.mutable_new_sequences(0)->set_allowed_tokens(std::string(16, '\xff'));
+  EXPECT_FALSE(cache.Apply(no_sample, &batch).ok());
+  EXPECT_EQ(cache.num_sequences(), 0u);
+
+  std::string only_99(16, '\0');
+  only_99[99 / 8] = static_cast<char>(1 << (99 % 8));
+  StepPlan p1 = NewPlan(1, 1, {1, 2}, 0, 2, {0});
+  p1.mutable_new_sequences(0)->set_allowed_tokens(only_99);
+  ASSERT_TRUE(cache.Apply(p1, &batch).ok());
+  EXPECT_EQ(batch.sequences[0].allowed_tokens, only_99);
+  cache.AppendSampled(batch.sequences[0].state, 99);
+  StepPlan p2;
+  p2.set_step_id(2);
+  AddCached(&p2, 1, 2, 1, true);  // no mask this step
+  ASSERT_TRUE(cache.Apply(p2, &batch).ok());
+  EXPECT_TRUE(batch.sequences[0].allowed_tokens.empty());
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ Sampler::Sampler(int32_t vocab_size)
 
 absl::Status Sampler::Sample(const SamplerParams& params, absl::Span<const float> logits,
                              absl::Span<const int32_t> prompt_tokens,
-                             absl::Span<const int32_t> output_tokens, SampleResult* result) {
+                             absl::Span<const int32_t> output_tokens, SampleResult* result,
+                             absl::string_view allowed_tokens) {
   DCHECK(!params.Check().has_value()) << "unchecked sampling parameters";
   if (params.sample_index < 0) return absl::InvalidArgumentError("sample_index must be >= 0");
   if (static_cast<int64_t>(logits.size()) != vocab_size_) {
@@ -51,9 +52,14 @@ absl::Status Sampler::Sample(const SamplerParams& params, absl::Span<const float
   }
   if (absl::Status s = CheckTokens(prompt_tokens, vocab_size_, "prompt"); !s.ok()) return s;
   if (absl::Status s = CheckTokens(output_tokens, vocab_size_, "output"); !s.ok()) return s;
+  const bool masked = !allowed_tokens.empty();
+  if (masked && static_cast<int64_t>(allowed_tokens.size()) != sampling::MaskBytes(vocab_size_)) {
+    return absl::InvalidArgumentError(absl::StrCat("token mask of ", allowed_tokens.size(),
+                                                   " bytes for a vocabulary of ", vocab_size_));
+  }
   const bool penalties = params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
                          params.frequency_penalty != 0.0f;
-  if (params.temperature == 0.0f && !penalties) {
+  if (params.temperature == 0.0f && !penalties && !masked) {
     // Greedy on the raw logits: the same token as below, without the copy.
     const int32_t token = ArgmaxRaw(logits);
     if (token < 0) return absl::InvalidArgumentError("no token has a finite logit");
@@ -62,6 +68,12 @@ absl::Status Sampler::Sample(const SamplerParams& params, absl::Span<const float
     return absl::OkStatus();
   }
   for (int32_t t = 0; t < vocab_size_; ++t) l_[t] = std::isnan(logits[t]) ? kNegInf : logits[t];
+  if (masked) {
+    const auto* mask = reinterpret_cast<const uint8_t*>(allowed_tokens.data());
+    for (int32_t t = 0; t < vocab_size_; ++t) {
+      if (!sampling::MaskAllows(mask, t)) l_[t] = kNegInf;
+    }
+  }
   ApplyPenalties(params, prompt_tokens, output_tokens);
   int32_t token;
   if (params.temperature == 0.0f) {

@@ -2,7 +2,8 @@
 //
 // The algorithm, exactly (the CUDA twin follows the same steps; the logit arithmetic is
 // fp32, the weight arithmetic and the random stream are sampling_math.h's):
-//   0. l = the raw logits; NaN counts as -inf.
+//   0. l = the raw logits; NaN counts as -inf, and so does every token a structured
+//      output mask (sampling_math.h "token mask") does not allow.
 //   1. Penalties over the sequence's history:
 //        repetition r != 1: every distinct token in prompt or output:
 //                           l = l > 0 ? l / r : l * r            (CTRL / HF / vLLM)
@@ -28,7 +29,7 @@
 //      has double(S) > double(u) * double(Z') (the last one if none).
 // The device sampler (kernels/cuda/sampling.h) computes the same steps with the same
 // functions of sampling_math.h; its tokens are equal to these by construction.
-// Logprobs (num_logprobs >= 0) describe the raw logits, before penalties and
+// Logprobs (num_logprobs >= 0) describe the raw logits, before the mask, penalties and
 // temperature: logprob_t = l_t - logsumexp(l) (sum in double, ascending id order); the
 // chosen token's, and with num_logprobs = N the N most likely tokens (ties: lower id).
 //
@@ -42,6 +43,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/sampling/sampling_config.h"
 #include "common/sampling/sampling_math.h"
@@ -81,10 +83,12 @@ class Sampler {
   // output_tokens.size(). `params` must pass SamplingConfig::Check (not checked here:
   // once per request, not per token). InvalidArgument for a negative sample index, a
   // wrong logits size, num_logprobs over the vocabulary, token ids out of range, or
-  // logits with no finite value.
+  // logits with no finite value (or none the mask allows). `allowed_tokens`: empty, or a
+  // token mask of sampling::MaskBytes(vocab_size) bytes (else InvalidArgument).
   absl::Status Sample(const SamplerParams& params, absl::Span<const float> logits,
                       absl::Span<const int32_t> prompt_tokens,
-                      absl::Span<const int32_t> output_tokens, SampleResult* result);
+                      absl::Span<const int32_t> output_tokens, SampleResult* result,
+                      absl::string_view allowed_tokens = {});
 
  private:
   void ApplyPenalties(const SamplerParams& p, absl::Span<const int32_t> prompt,

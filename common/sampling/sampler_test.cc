@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -260,6 +261,60 @@ TEST(SamplerTest, RejectsBadInput) {
   p = SamplerParams();
   p.sample_index = -1;
   EXPECT_FALSE(s.Sample(p, logits, {}, {}, &r).ok());
+}
+
+// Structured output: a masked token is exactly a -inf logit (same bits, every
+// setting), across calls with and without a mask on the same Sampler.
+TEST(SamplerTest, TokenMaskIsTheSameAsMinusInfinityLogits) {
+  constexpr int32_t kVocab = 70;  // three mask words, the last one partial
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  Sampler s(kVocab);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<float> logits(kVocab);
+    for (float& l : logits) l = normal(rng);
+    std::string mask(sampling::MaskBytes(kVocab), '\0');
+    std::vector<float> minus_inf = logits;
+    for (int32_t t = 0; t < kVocab; ++t) {
+      if (rng() % 3 == 0 || t == round) {
+        mask[t / 8] = static_cast<char>(mask[t / 8] | (1 << (t % 8)));
+      } else {
+        minus_inf[t] = -kInf;
+      }
+    }
+    SamplerParams p;
+    p.seed = 1000 + round;
+    p.temperature = round % 4 == 0 ? 0.0f : 0.8f;
+    p.top_k = round % 3 == 0 ? 5 : 0;
+    p.top_p = round % 5 == 0 ? 0.9f : 1.0f;
+    p.repetition_penalty = round % 2 == 0 ? 1.3f : 1.0f;
+    const std::vector<int32_t> prompt = {1, 2, 3}, output = {4, 5};
+    SampleResult masked, reference;
+    ASSERT_TRUE(s.Sample(p, logits, prompt, output, &masked, mask).ok());
+    ASSERT_TRUE(s.Sample(p, minus_inf, prompt, output, &reference).ok());
+    EXPECT_EQ(masked.token, reference.token) << "round " << round;
+    EXPECT_TRUE(sampling::MaskAllows(reinterpret_cast<const uint8_t*>(mask.data()), masked.token));
+    // Unmasked in between: no state carried over from the masked call.
+    SampleResult free_run;
+    ASSERT_TRUE(s.Sample(Greedy(), logits, {}, {}, &free_run).ok());
+    int32_t argmax = 0;
+    for (int32_t t = 1; t < kVocab; ++t) argmax = logits[t] > logits[argmax] ? t : argmax;
+    EXPECT_EQ(free_run.token, argmax);
+  }
+}
+
+TEST(SamplerTest, TokenMaskOfTheWrongSizeOrAllowingNothingIsRefused) {
+  Sampler s(40);
+  std::vector<float> logits(40, 1.0f);
+  SampleResult r;
+  EXPECT_EQ(s.Sample(Greedy(), logits, {}, {}, &r, std::string(4, '\xff')).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.Sample(Greedy(), logits, {}, {}, &r, std::string(8, '\0')).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string only_39(8, '\0');
+  only_39[39 / 8] = static_cast<char>(1 << (39 % 8));
+  ASSERT_TRUE(s.Sample(Greedy(), logits, {}, {}, &r, only_39).ok());
+  EXPECT_EQ(r.token, 39);
 }
 
 }  // namespace

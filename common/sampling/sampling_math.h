@@ -24,6 +24,10 @@
 //                 draw:   the first token whose running sum S satisfies
 //                         double(S) > double(u) * double(Z')
 //   RowParams   one row's settings as the device sampler reads them (plain data).
+//   token mask  structured output's allowed tokens (worker.proto TokenBitmask):
+//               MaskBytes(vocab) bytes, token t allowed iff bit t % 8 of byte t / 8 is
+//               set (= bit t % 32 of little-endian uint32 word t / 32); a disallowed
+//               token's logit is -inf before every other step.
 //
 // Host builds of files that include this header must not contract a*b+c into an FMA
 // (x86-64 baseline code has no FMA instruction; the sampler targets also pass
@@ -50,6 +54,12 @@ inline constexpr uint32_t kWeightOne = 1u << 31;
 inline constexpr float kWeightCutoff = -22.0f;
 // Largest vocabulary whose weight sums stay exact in double (2^22 * 2^31 = 2^53).
 inline constexpr int32_t kMaxVocab = 1 << 22;
+
+// Bytes of a token mask over `vocab` tokens: whole uint32 words.
+WEFT_HD int32_t MaskBytes(int32_t vocab) { return (vocab + 31) / 32 * 4; }
+WEFT_HD bool MaskAllows(const uint8_t* mask, int32_t token) {
+  return (mask[token >> 3] >> (token & 7)) & 1;
+}
 
 WEFT_HD double Mul(double a, double b) {
 #if defined(__CUDA_ARCH__)

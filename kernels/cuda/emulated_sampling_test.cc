@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -24,6 +25,7 @@ struct Row {
   std::vector<float> logits;
   std::vector<int32_t> prompt, output;
   SamplerParams params;
+  std::string mask;  // structured output's token mask, or empty
 };
 
 // The backend's sampling scratch, kept for its life: grown when a call needs more (the
@@ -57,6 +59,12 @@ std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab,
     offsets.push_back(static_cast<int64_t>(history.size()));
   }
   history.push_back(0);  // never empty
+  std::string masks;
+  std::vector<int32_t> mask_index;
+  for (const Row& r : rows) {
+    mask_index.push_back(r.mask.empty() ? -1 : static_cast<int32_t>(masks.size() / sampling::MaskBytes(vocab)));
+    masks += r.mask;
+  }
   scratch->Reserve(static_cast<size_t>(n) * vocab);
   std::vector<int32_t> tokens(n, -7);
   SampleArgs a;
@@ -70,6 +78,10 @@ std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab,
   a.work = scratch->work.data();
   a.counts = scratch->counts.data();
   a.tokens = tokens.data();
+  if (!masks.empty()) {
+    a.masks = reinterpret_cast<const uint8_t*>(masks.data());
+    a.mask_index = mask_index.data();
+  }
   EmulateLaunch(dim3(8, n), dim3(kMarkThreads), 0, [&] { MarkHistoryKernel(a); });
   EmulateLaunch(dim3(n), dim3(kThreads), kBinBytes, [&] { SampleKernel(a); });
   const auto dirty = std::count_if(scratch->counts.begin(), scratch->counts.end(),
@@ -83,7 +95,7 @@ std::vector<int32_t> HostTokens(const std::vector<Row>& rows, int32_t vocab) {
   std::vector<int32_t> out;
   for (const Row& r : rows) {
     SampleResult res;
-    const absl::Status s = sampler.Sample(r.params, r.logits, r.prompt, r.output, &res);
+    const absl::Status s = sampler.Sample(r.params, r.logits, r.prompt, r.output, &res, r.mask);
     out.push_back(s.ok() ? res.token : -1);
   }
   return out;
@@ -127,6 +139,28 @@ TEST(EmulatedSamplingTest, MatchesHostSampler) {
     const std::vector<Row> rows = MakeRows(vocab, 18, 5 + vocab, false);
     EXPECT_EQ(EmulatedTokens(rows, vocab), HostTokens(rows, vocab)) << "vocab " << vocab;
   }
+}
+
+// Structured output's token masks (every other row, from one allowed token to most of
+// them), then the same scratch without masks: equal to the host Sampler each time.
+TEST(EmulatedSamplingTest, TokenMasksMatchHostSampler) {
+  const int32_t vocab = 300;
+  std::vector<Row> rows = MakeRows(vocab, 18, 77, false);
+  std::mt19937 rng(3);
+  for (size_t i = 0; i < rows.size(); i += 2) {
+    std::string mask(sampling::MaskBytes(vocab), '\0');
+    const uint32_t keep_one_in = 1 + i % 7;  // row 0: all; others sparser
+    for (int32_t t = 0; t < vocab; ++t) {
+      if (rng() % keep_one_in == 0 || t == static_cast<int32_t>(i)) {
+        mask[t / 8] = static_cast<char>(mask[t / 8] | (1 << (t % 8)));
+      }
+    }
+    rows[i].mask = mask;
+  }
+  Scratch scratch;
+  EXPECT_EQ(EmulatedTokens(rows, vocab, &scratch), HostTokens(rows, vocab));
+  for (Row& r : rows) r.mask.clear();
+  EXPECT_EQ(EmulatedTokens(rows, vocab, &scratch), HostTokens(rows, vocab));
 }
 
 TEST(EmulatedSamplingTest, TiesBreakToTheLowerId) {

@@ -269,9 +269,12 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   float* w = a.work + int64_t{r} * vocab;
   const int64_t logits_row = a.logits_rows != nullptr ? a.logits_rows[r] : r;
   const float* logits = a.logits + logits_row * a.logits_stride;
+  const uint8_t* mask = a.mask_index != nullptr && a.mask_index[r] >= 0
+                           ? a.masks + int64_t{a.mask_index[r]} * sampling::MaskBytes(vocab)
+                           : nullptr;
   for (int t = threadIdx.x; t < vocab; t += kThreads) {
     const float x = logits[t];
-    w[t] = isnan(x) ? -INFINITY : x;
+    w[t] = isnan(x) || (mask != nullptr && !sampling::MaskAllows(mask, t)) ? -INFINITY : x;
   }
   __syncthreads();
   // 1. Penalties: the first thread to clear a token's count applies them, once.

@@ -2,7 +2,8 @@
 // step, for a batch of logits rows with per-row parameters and Philox seeds.
 //
 // Per row (one thread block):
-//   0. l = logits, NaN -> -inf.
+//   0. l = logits, NaN -> -inf; with a token mask (structured output), every token the
+//      mask does not allow -> -inf (sampling_math.h "token mask").
 //   1. Penalties over the row's history (prompt then output tokens): every distinct
 //      token gets l = l > 0 ? l / r : l * r (repetition), then -= f * count and -= p for
 //      tokens in the output — the same fp32 operations as the CPU, so the same bits.
@@ -55,6 +56,10 @@ struct SampleArgs {
   float* work = nullptr;     // num_rows * vocab floats of scratch (later the weights' bits)
   int32_t* counts = nullptr;  // num_rows * vocab ints, zero on entry; left zero
   int32_t* tokens = nullptr;  // [num_rows] out: the token, or -1 if no finite logit
+  // Optional token masks: row r applies masks + mask_index[r] * MaskBytes(vocab) bytes,
+  // none when mask_index[r] < 0 (both null: no row has one).
+  const uint8_t* masks = nullptr;
+  const int32_t* mask_index = nullptr;  // [num_rows]
 };
 
 // Two kernels (history marks, then one 512-thread block per row with 64 KB of dynamic

@@ -25,6 +25,30 @@ void ResolveSampling(const weft::v1::GenerateRequest& req, SamplingConfig* out) 
   if (req.has_logprobs()) out->num_logprobs = req.logprobs() < 0 ? -2 : req.logprobs();
 }
 
+// The request's constraint as the core's GrammarConstraint (sizes are the core's check).
+absl::Status ResolveConstraint(const weft::v1::GenerateRequest& req,
+                               std::optional<GrammarConstraint>* out) {
+  if (!req.has_constraint()) return absl::OkStatus();
+  using C = weft::v1::Constraint;
+  using Kind = GrammarConstraint::Kind;
+  const C& c = req.constraint();
+  GrammarConstraint g;
+  switch (c.kind_case()) {
+    case C::kJsonSchema: g.kind = Kind::kJsonSchema; g.source = c.json_schema(); break;
+    case C::kJsonObject: g.kind = Kind::kJsonObject; break;
+    case C::kRegex: g.kind = Kind::kRegex; g.source = c.regex(); break;
+    case C::kGrammar: g.kind = Kind::kEbnf; g.source = c.grammar(); break;
+    case C::kChoice:
+      g.kind = Kind::kChoice;
+      g.choices.assign(c.choice().choices().begin(), c.choice().choices().end());
+      break;
+    case C::KIND_NOT_SET:
+      return Invalid("constraint", "set one of json_schema, json_object, regex, grammar, choice");
+  }
+  *out = std::move(g);
+  return absl::OkStatus();
+}
+
 absl::Status ResolvePrompt(const weft::v1::GenerateRequest& req, size_t max_bytes,
                            const PromptEncoder& encoder, std::vector<int32_t>* ids) {
   switch (req.prompt_case()) {
@@ -86,6 +110,7 @@ absl::StatusOr<RequestSpec> BuildSpec(const weft::v1::GenerateRequest& request,
   RequestSpec spec;
   WEFT_RETURN_IF_ERROR(ResolvePrompt(request, max_prompt_bytes, encoder, &spec.prompt_token_ids));
   ResolveSampling(request, &spec.sampling);
+  WEFT_RETURN_IF_ERROR(ResolveConstraint(request, &spec.constraint));
   const weft::v1::StoppingParams& st = request.stopping();
   spec.stopping.max_tokens =
       st.has_max_tokens()

@@ -107,6 +107,31 @@ struct Case {
 
 // What the edge finds itself (the prompt) and, through the core's validator, the rest:
 // each refusal names its field as data.
+TEST(GenerateRequestTest, ConstraintsMapToTheCoreKinds) {
+  using Kind = GrammarConstraint::Kind;
+  GenerateRequest r = Text("hi");
+  auto spec = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [] { return 1u; });
+  ASSERT_TRUE(spec.ok());
+  EXPECT_FALSE(spec->constraint.has_value());
+  r.mutable_constraint()->set_json_schema(R"({"type":"integer"})");
+  spec = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [] { return 1u; });
+  ASSERT_TRUE(spec.ok() && spec->constraint);
+  EXPECT_EQ(spec->constraint->kind, Kind::kJsonSchema);
+  EXPECT_EQ(spec->constraint->source, R"({"type":"integer"})");
+  r.mutable_constraint()->mutable_json_object();
+  spec = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [] { return 1u; });
+  EXPECT_EQ(spec->constraint->kind, Kind::kJsonObject);
+  r.mutable_constraint()->set_grammar("root ::= \"x\"");
+  spec = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [] { return 1u; });
+  EXPECT_EQ(spec->constraint->kind, Kind::kEbnf);
+  r.mutable_constraint()->mutable_choice()->add_choices("a");
+  r.mutable_constraint()->mutable_choice()->add_choices("b");
+  spec = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [] { return 1u; });
+  EXPECT_EQ(spec->constraint->kind, Kind::kChoice);
+  EXPECT_EQ(spec->constraint->choices, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(FailedField(r), "");
+}
+
 TEST(GenerateRequestTest, BadInputNamesItsField) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<Case> cases = {
@@ -124,6 +149,17 @@ TEST(GenerateRequestTest, BadInputNamesItsField) {
       {"max_tokens over cap", [](GenerateRequest* r) { r->mutable_stopping()->set_max_tokens(33); },
        "stopping.max_tokens"},
       {"n over cap", [](GenerateRequest* r) { r->set_n(17); }, "n"},
+      {"constraint without a kind", [](GenerateRequest* r) { r->mutable_constraint(); },
+       "constraint"},
+      {"empty regex", [](GenerateRequest* r) { r->mutable_constraint()->set_regex(""); },
+       "constraint.regex"},
+      {"empty choice list",
+       [](GenerateRequest* r) { r->mutable_constraint()->mutable_choice(); }, "constraint.choice"},
+      {"a schema nested 40 deep",
+       [](GenerateRequest* r) {
+         r->mutable_constraint()->set_json_schema(std::string(40, '[') + std::string(40, ']'));
+       },
+       "constraint.json_schema"},
       {"logprobs over cap", [](GenerateRequest* r) { r->set_logprobs(21); }, "logprobs"},
       {"logprobs negative", [](GenerateRequest* r) { r->set_logprobs(-1); }, "logprobs"},
       {"temperature NaN", [=](GenerateRequest* r) { r->mutable_sampling()->set_temperature(nan); },

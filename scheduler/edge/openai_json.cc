@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/edge/json_bounds.h"
+#include "scheduler/edge/openai_structured.h"
 #include "scheduler/request_spec.h"
 
 namespace weft::openai {
@@ -126,12 +127,6 @@ absl::Status RejectUnsupported(Api api, const Json& o, int32_t n) {
   }
   for (const char* name : {"tools", "functions"}) {
     if (non_empty(name)) return Invalid(name, "tools and function calling are not supported");
-  }
-  if (const Json* v = Field(o, "response_format"); v != nullptr) {
-    const Json* type = v->is_object() ? Field(*v, "type") : nullptr;
-    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text") {
-      return Invalid("response_format", "only {\"type\": \"text\"} is supported");
-    }
   }
   if (Field(o, "audio") != nullptr) return Invalid("audio", "audio output is not supported");
   if (const Json* v = Field(o, "modalities");
@@ -328,6 +323,7 @@ absl::StatusOr<ParsedRequest> ParseRequest(Api api, absl::string_view body) {
   WEFT_RETURN_IF_ERROR(ParseSampling(o, r.mutable_sampling()));
   WEFT_RETURN_IF_ERROR(ParseStopping(o, r.mutable_stopping()));
   WEFT_RETURN_IF_ERROR(ParseLogprobs(api, o, &p));
+  WEFT_RETURN_IF_ERROR(ParseResponseFormat(o, &r));  // openai_structured.h
 
   // Length: chat prefers max_completion_tokens (OpenAI deprecated max_tokens there).
   const char* length_field = "max_tokens";
@@ -424,6 +420,7 @@ std::string JsonField(absl::string_view proto_field, const ParsedRequest* req) {
     return req != nullptr ? req->max_tokens_field : "max_tokens";
   }
   if (proto_field == "logprobs") return chat ? "top_logprobs" : "logprobs";
+  if (absl::StartsWith(proto_field, "constraint")) return "response_format";
   if (proto_field == "text" || proto_field == "token_ids" || proto_field == "prompt" ||
       proto_field == "chat" || absl::StartsWith(proto_field, "chat.")) {
     return chat ? "messages" : "prompt";

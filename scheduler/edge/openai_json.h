@@ -13,8 +13,9 @@
 //   completions logprobs (int) | chat logprobs (bool) + top_logprobs -> logprobs.
 // Unknown fields are ignored, as vLLM does (clients send fields newer than this
 // server); fields Weft knows but cannot honour with the value given (echo, best_of > n,
-// suffix, logit_bias, tools, response_format other than text, guided decoding, ...)
-// are rejected with 400 naming the field, never silently ignored.
+// suffix, logit_bias, tools, guided decoding, ...) are rejected with 400 naming the
+// field, never silently ignored; response_format maps to structured output
+// (openai_structured.h).
 //
 // Thread-safety: pure functions; a ResponseBuilder belongs to one call.
 #ifndef WEFT_SCHEDULER_SERVICE_OPENAI_JSON_H_

@@ -59,10 +59,11 @@ ClientStreams::ClientStreams(Scheduler* core, const TokenTextSource* text,
                              ServiceMetrics* metrics, absl::Duration stall_timeout)
     : core_(core), text_(text), metrics_(metrics), stall_timeout_(stall_timeout) {}
 
-void ClientStreams::Admit(Submission& s, absl::Time now) {
+void ClientStreams::Admit(Submission& s, absl::Time now,
+                          std::shared_ptr<const SequenceGrammarFactory> grammar) {
   if (s.outbox->Closed()) return;  // the client left before we got to it
   const RequestSpec& spec = s.request->spec();
-  auto id = core_->AddRequest(*s.request, now);
+  auto id = core_->AddRequest(*s.request, now, std::move(grammar));
   if (!id.ok()) {
     metrics_->ByStatus(absl::StatusCodeToString(id.status().code())).Increment();
     s.outbox->Finish(id.status());

@@ -38,7 +38,9 @@ class ClientStreams {
                 absl::Duration stall_timeout);
 
   // Adds the request to the core; a refusal ends its call with the core's status.
-  void Admit(Submission& submission, absl::Time now);
+  // `grammar`: the compiled constraint of a request that has one (GrammarAdmission).
+  void Admit(Submission& submission, absl::Time now,
+             std::shared_ptr<const SequenceGrammarFactory> grammar = nullptr);
   // The client went away: the core ends the request (its blocks are freed).
   void Cancel(int64_t key, absl::Time now);
   // Keeps a sampled token's logprobs for Deliver when its request asked for them.

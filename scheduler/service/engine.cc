@@ -44,6 +44,7 @@ absl::Status Engine::Start() {
                                                   options_.worker_drain_timeout, metrics_);
   replicas_->set_steps_in_flight_by_backend(options_.steps_in_flight_by_backend);
   steps_ = std::make_unique<StepDispatcher>(core_.get(), streams_.get(), metrics_);
+  grammars_ = std::make_unique<GrammarAdmission>(grammar_service_);
   UpdateGaugesAndHealth();
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
@@ -139,6 +140,7 @@ weft::v1::ModelInfo Engine::ModelInfo() const {
 absl::Time Engine::NextWake(absl::Time now) const {
   absl::Time wake = now + absl::Seconds(1);
   if (streams_->size() > 0) wake = std::min(wake, now + options_.tick);
+  if (grammars_->size() > 0) wake = std::min(wake, now + GrammarAdmission::kPollInterval);
   return std::min(wake, replicas_->NextDeadline());
 }
 
@@ -159,6 +161,9 @@ void Engine::Loop() {
     const absl::Time now = absl::Now();
     for (Event& e : events) Handle(e, now);
     events.clear();
+    grammars_->Poll(now, [&](Submission& s, std::shared_ptr<const SequenceGrammarFactory> g) {
+      streams_->Admit(s, now, std::move(g));
+    });
     streams_->CheckTimers(now);
     replicas_->CheckStepDeadlines(now);
     for (auto& [name, rs] : replicas_->replicas()) steps_->PlanSteps(rs, now);
@@ -171,6 +176,7 @@ void Engine::Loop() {
 
 void Engine::EndEverything(std::deque<Event>& events) {
   const absl::Status stopping = absl::UnavailableError("scheduler stopping");
+  grammars_->EndAll(stopping);
   // Nothing is queued after stop_: these are the last events, never handled.
   for (Event& e : events) {
     if (auto* s = std::get_if<SubmitEvent>(&e)) s->submission.outbox->Finish(stopping);
@@ -185,6 +191,7 @@ void Engine::EndEverything(std::deque<Event>& events) {
 
 void Engine::Handle(Event& event, absl::Time now) {
   if (auto* s = std::get_if<SubmitEvent>(&event)) {
+    if (grammars_->Park(s->submission, now)) return;  // waits for its grammar
     streams_->Admit(s->submission, now);
   } else if (auto* c = std::get_if<CancelEvent>(&event)) {
     streams_->Cancel(c->key, now);
@@ -233,6 +240,12 @@ void Engine::UpdateGaugesAndHealth() {
   metrics_->worker_ranks_pending.Set(static_cast<double>(replicas_->num_pending_ranks()));
   metrics_->preemptions.Increment(
       std::max<double>(0, m.counters.preemptions_total - metrics_->preemptions.Value()));
+  metrics_->grammar_masks.Increment(
+      std::max<double>(0, m.counters.grammar_masks_total - metrics_->grammar_masks.Value()));
+  metrics_->grammar_mask_seconds.Increment(std::max<double>(
+      0, m.counters.grammar_mask_seconds_total - metrics_->grammar_mask_seconds.Value()));
+  metrics_->grammar_violations.Increment(std::max<double>(
+      0, m.counters.grammar_violations_total - metrics_->grammar_violations.Value()));
   metrics_->prefix_cache_hit_tokens.Increment(std::max<double>(
       0, m.counters.prefix_cache_hit_tokens_total - metrics_->prefix_cache_hit_tokens.Value()));
   metrics_->replicas_draining.Set(static_cast<double>(replicas_->num_draining()));

@@ -36,6 +36,7 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/service/client_streams.h"
 #include "scheduler/service/engine_interface.h"
+#include "scheduler/service/grammar_admission.h"
 #include "scheduler/service/metrics.h"
 #include "scheduler/service/replica_supervisor.h"
 #include "scheduler/service/step_dispatch.h"
@@ -71,6 +72,10 @@ class Engine : public EngineInterface {
   Engine(EngineOptions options, ExpectedModel model, weft::v1::ModelInfo info,
          const TokenTextSource* text, ServiceMetrics* metrics, HealthFn set_health);
   ~Engine() override;
+
+  // Structured output's compiler (borrowed; must outlive the engine). Without one, a
+  // request with a constraint ends INVALID_ARGUMENT. Call before Start.
+  void set_grammar_service(GrammarCompileService* service) { grammar_service_ = service; }
 
   absl::Status Start();
   // Ends the loop (pending calls and worker streams are ended UNAVAILABLE) and joins
@@ -129,6 +134,8 @@ class Engine : public EngineInterface {
   const TokenTextSource* const text_;
   ServiceMetrics* const metrics_;
   const HealthFn set_health_;
+  GrammarCompileService* grammar_service_ = nullptr;
+  std::unique_ptr<GrammarAdmission> grammars_;  // made by Start; the planning thread's
 
   // Inbox.
   mutable Mutex mu_;

@@ -91,6 +91,12 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       kv_slots_sampled(C(*r, l, "weft_kv_slots_sampled_total",
                          "KV slots held by running sequences' blocks (per owner), summed over "
                          "the same samples.")),
+      grammar_masks(C(*r, l, "weft_grammar_masks_total",
+                      "Structured output: token masks filled into plans.")),
+      grammar_mask_seconds(C(*r, l, "weft_grammar_mask_seconds_total",
+                             "Structured output: planning-thread seconds filling token masks.")),
+      grammar_violations(C(*r, l, "weft_grammar_violations_total",
+                           "Structured output: sampled tokens a grammar refused.")),
       time_to_first_token(H(*r, l, "weft_time_to_first_token_seconds",
                             "Arrival to first generated token.", kLatency)),
       inter_token_latency(H(*r, l, "weft_inter_token_latency_seconds",

@@ -72,6 +72,12 @@ class ServiceMetrics {
   // = 1 - (tokens increase) / (slots increase).
   prometheus::Counter& kv_tokens_sampled;
   prometheus::Counter& kv_slots_sampled;
+  // Structured output: token masks the planning thread filled and its time filling them
+  // (mask time per constrained token = seconds / masks), and sampled tokens a grammar
+  // refused (a worker that ignored its mask; each ends its sequence with an error).
+  prometheus::Counter& grammar_masks;
+  prometheus::Counter& grammar_mask_seconds;
+  prometheus::Counter& grammar_violations;
 
   // Histograms (seconds).
   prometheus::Histogram& time_to_first_token;

@@ -50,6 +50,7 @@
 #include "scheduler/edge/generation_service.h"
 #include "scheduler/edge/http_server.h"
 #include "scheduler/edge/model_text.h"
+#include "scheduler/grammar/grammar_engine.h"
 #include "scheduler/service/engine.h"
 #include "scheduler/service/health_service.h"
 #include "scheduler/service/scheduler_flags.h"
@@ -202,6 +203,14 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
   // service so that reflection lists it (gRPC's built-in one is not).
   HealthService health({weft::v1::Generation::service_full_name(), mt.name()});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Structured output: XGrammar over the served vocabulary (masks as wide as the
+  // request contract's vocabulary, which the workers' logits must equal).
+  auto grammars = GrammarEngine::Create(
+      GrammarVocabFromTokenizer(mt.tokenizer(), o.engine.core.limits.vocab_size), {});
+  if (!grammars.ok()) {
+    LOG(ERROR) << grammars.status().message();
+    return 1;
+  }
   std::unique_ptr<OpenAiHttpServer> http;  // set before the engine starts
   ExpectedModel expected = mt.expected_model(o.engine.core.block_size);
   expected.max_worker_kv_blocks = o.max_worker_kv_blocks;
@@ -213,6 +222,7 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
                   health.SetServing(now_serving);
                   if (http != nullptr) http->SetServing(now_serving);
                 });
+  engine.set_grammar_service(grammars->get());
   // One front end for both public APIs: one token check, one stream limit, one request
   // contract (the core's limits), one queue.
   o.frontend.auth = creds->tokens.get();

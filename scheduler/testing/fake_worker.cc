@@ -125,8 +125,21 @@ absl::Status FakeWorker::Execute(const StepPlan& plan, std::vector<StepToken>* o
     const ScheduledSequence& from = sc.logits_from >= 0 ? batch_.sequences[sc.logits_from] : sc;
     const uint64_t hidden = kv_[Slot(*from.state, from.state->num_computed_tokens - 1)];
     WorkerSequence* s = sc.state;
-    const int32_t tok =
-        model_->Sample(s->sampling.seed, s->sample_index, s->num_output_tokens, hidden);
+    int32_t tok = model_->Sample(s->sampling.seed, s->sample_index, s->num_output_tokens, hidden);
+    if (!sc.allowed_tokens.empty()) {
+      // A token mask (checked by the StateCache: it allows one at least): the first
+      // allowed token at or after the model's choice, wrapping — a function of this
+      // sequence's own state only, like a real masked sample.
+      const auto* mask = reinterpret_cast<const uint8_t*>(sc.allowed_tokens.data());
+      const int32_t vocab = model_->vocab_size();
+      for (int32_t k = 0; k < vocab; ++k) {
+        const int32_t t = (tok + k) % vocab;
+        if ((mask[t >> 3] >> (t & 7)) & 1) {
+          tok = t;
+          break;
+        }
+      }
+    }
     cache_.AppendSampled(s, tok);
     out->push_back(StepToken{SequenceRef::FromSeqId(s->seq_id), tok});
   }

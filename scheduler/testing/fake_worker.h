@@ -16,6 +16,9 @@
 // a plan the real worker would refuse (unknown ids, gaps in step ids, sampling before
 // the end, an entry that computes nothing) is an error here too.
 //
+// Structured output: a sample with a token mask takes the first allowed token at or after
+// the model's choice (wrapping around the vocabulary).
+//
 // FakeTokenText: token id → a few bytes (including split UTF-8 characters).
 //
 // Thread-safety: thread-compatible. Test-only.

@@ -55,7 +55,10 @@ class TestHarness {
   void Advance(absl::Duration d) { now_ += d; }
   ReplicaId replica(int index = 0) const { return replica_ids_[index]; }
 
-  absl::StatusOr<RequestId> Add(const RequestSpec& spec);
+  // A constrained request (spec.constraint set) needs `grammar`; its outputs do not
+  // follow FakeModel::Reference (the masks change them): Verify* skips it.
+  absl::StatusOr<RequestId> Add(const RequestSpec& spec,
+                                std::shared_ptr<const SequenceGrammarFactory> grammar = nullptr);
   // Convenience: prompt of `prompt_len` tokens (ids first_token, first_token + 1, ...
   // modulo the vocabulary), ignore_eos.
   RequestId AddSimple(int32_t prompt_len, int32_t max_tokens, int32_t priority = 0,

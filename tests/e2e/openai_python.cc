@@ -40,10 +40,14 @@ nlohmann::json PrintedJson(const std::string& out, const std::string& key) {
   return found;
 }
 
-RunResult RunOpenAiClient(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {OpenAiPython().python, Runfile("tests/e2e/openai_client.py")};
+RunResult RunOpenAiScript(const std::string& script, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {OpenAiPython().python, Runfile(script)};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunToEnd(argv, kClientTimeout);
+}
+
+RunResult RunOpenAiClient(const std::vector<std::string>& args) {
+  return RunOpenAiScript("tests/e2e/openai_client.py", args);
 }
 
 }  // namespace weft::e2e

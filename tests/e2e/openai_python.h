@@ -27,6 +27,9 @@ const OpenAiVenv& OpenAiPython();
 
 // Runs openai_client.py with `args` (--phase=... and the phase's flags) in the venv.
 RunResult RunOpenAiClient(const std::vector<std::string>& args);
+// Runs another script of the venv's users (a runfiles path, e.g.
+// "tests/e2e/structured_client.py") with `args`.
+RunResult RunOpenAiScript(const std::string& script, const std::vector<std::string>& args);
 
 // What openai_client.py printed as "<key>: <json>" on stdout (the last such line);
 // null when it printed none.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/e2e/openai_venv.sh — makes (once) the venv with PyPI's official `openai` client
-# that openai_http_test drives Weft's OpenAI-compatible HTTP API with, and prints the
-# venv's python on stdout. The venv lives outside the repository:
+# that openai_http_test drives Weft's OpenAI-compatible HTTP API with (and PyPI's
+# `jsonschema`, sha256-pinned in jsonschema_requirements.txt, for structured_output_test),
+# and prints the venv's python on stdout. The venv lives outside the repository:
 # ${WEFT_CACHE_DIR:-~/.cache/weft}/venv-openai (reused while it has the pinned version).
 #
 # Exit 0: ready. Exit 3: the package index cannot be reached (or cannot provide the
@@ -17,7 +18,13 @@ mkdir -p "$CACHE"
 exec 9>"$CACHE/venv-openai.lock"
 flock 9  # tests running at once build it once
 
-have() { [ -x "$PY" ] && "$PY" -c "import openai, sys; sys.exit(openai.__version__ != '$VERSION')" 2>/dev/null; }
+REQS=$(dirname "$0")/jsonschema_requirements.txt
+JSONSCHEMA=4.23.0  # as pinned there
+have() {
+  [ -x "$PY" ] && "$PY" -c "
+import importlib.metadata as m, openai, jsonschema, sys
+sys.exit(openai.__version__ != '$VERSION' or m.version('jsonschema') != '$JSONSCHEMA')" 2>/dev/null
+}
 if have; then
   echo "$PY"
   exit 0
@@ -35,5 +42,10 @@ if ! "$VENV/bin/pip" install --disable-pip-version-check -q "openai==$VERSION" >
   echo "openai_venv: the index has openai==$VERSION but installing it failed" >&2
   exit 1
 fi
-have || { echo "openai_venv: openai $VERSION does not import after installing" >&2; exit 1; }
+if ! "$VENV/bin/pip" install --disable-pip-version-check -q --require-hashes -r "$REQS" >&2; then
+  rm -rf "$VENV"
+  echo "openai_venv: installing jsonschema ($REQS) failed (index unreachable?)" >&2
+  exit 3
+fi
+have || { echo "openai_venv: openai $VERSION or jsonschema $JSONSCHEMA does not import after installing" >&2; exit 1; }
 echo "$PY"

@@ -49,6 +49,13 @@ ABSL_FLAG(bool, salt_prompts, true,
           "vary each prompt's first token per (level, pair) so prefix caches cannot hit");
 ABSL_FLAG(std::string, model, "", "gRPC model name (empty: the only one)");
 ABSL_FLAG(double, temperature, 0, "sampling temperature (0 = greedy)");
+ABSL_FLAG(double, constrained_fraction, 0,
+          "gRPC: share of requests with structured output (constraint_json_schema)");
+ABSL_FLAG(std::string, constraint_json_schema,
+          R"({"type":"object","properties":{"name":{"type":"string","maxLength":40},)"
+          R"("items":{"type":"array","items":{"type":"integer"},"maxItems":64}},)"
+          R"("required":["name","items"]})",
+          "the JSON schema of --constrained_fraction's requests");
 ABSL_FLAG(double, timeout_s, 600, "per-request deadline in seconds");
 ABSL_FLAG(std::string, json_out, "", "write the JSON report here");
 ABSL_FLAG(bool, per_request, false, "include per-request records in the JSON");
@@ -117,6 +124,8 @@ bool ParseOptions(const std::vector<std::string>& targets, weft::bench::BenchOpt
   o->request.model = absl::GetFlag(FLAGS_model);
   o->request.temperature = absl::GetFlag(FLAGS_temperature);
   o->request.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  o->request.constrained_fraction = absl::GetFlag(FLAGS_constrained_fraction);
+  o->request.constraint_json_schema = absl::GetFlag(FLAGS_constraint_json_schema);
   o->json_out = absl::GetFlag(FLAGS_json_out);
   o->per_request = absl::GetFlag(FLAGS_per_request);
   o->plot_out = absl::GetFlag(FLAGS_plot_out);

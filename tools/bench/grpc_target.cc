@@ -100,6 +100,14 @@ weft::v1::GenerateRequest GrpcTarget::BuildRequest(const TraceRequest& request) 
   req.mutable_sampling()->set_temperature(static_cast<float>(options_.temperature));
   req.mutable_stopping()->set_max_tokens(request.max_tokens);
   req.mutable_stopping()->set_ignore_eos(true);
+  if (options_.constrained_fraction > 0) {
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a over the prompt ids
+    for (int32_t t : request.prompt) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ULL;
+    if (static_cast<double>(h % 1000000) < options_.constrained_fraction * 1e6) {
+      req.mutable_constraint()->set_json_schema(options_.constraint_json_schema);
+      req.mutable_stopping()->set_ignore_eos(false);
+    }
+  }
   return req;
 }
 

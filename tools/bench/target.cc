@@ -17,6 +17,9 @@ absl::Status RequestOptions::Validate() const {
     return absl::InvalidArgumentError("temperature must be finite and >= 0");
   }
   if (!(timeout_s > 0)) return absl::InvalidArgumentError("timeout_s must be > 0");
+  if (!(constrained_fraction >= 0 && constrained_fraction <= 1)) {
+    return absl::InvalidArgumentError("constrained_fraction must be in [0, 1]");
+  }
   return absl::OkStatus();
 }
 

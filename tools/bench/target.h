@@ -42,6 +42,11 @@ struct RequestOptions {
   std::string model;         // gRPC model name ("" = the only one)
   double temperature = 0;    // 0 = greedy
   double timeout_s = 600;    // per-request deadline
+  // Structured output (gRPC targets): this share of the requests, chosen by a hash of
+  // the prompt (the same ones every run), carries constraint.json_schema =
+  // constraint_json_schema and stops at its end (no ignore_eos); the rest run as usual.
+  double constrained_fraction = 0;
+  std::string constraint_json_schema;
 
   absl::Status Validate() const;
 };

@@ -132,6 +132,9 @@ class Backend {
     const SamplerParams* params = nullptr;
     absl::Span<const int32_t> prompt;
     absl::Span<const int32_t> output;
+    // Structured output's token mask (common/sampling/sampling_math.h), or empty. A
+    // backend that cannot apply one returns Unimplemented (the step samples on the host).
+    absl::string_view allowed_tokens;
   };
   virtual absl::Status SampleOnDevice(absl::Span<const SampleRequest> requests,
                                       std::vector<int32_t>* tokens) {

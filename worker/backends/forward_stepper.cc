@@ -52,7 +52,8 @@ absl::Status ForwardStepper::Step(Backend& backend, const StepBatch& batch, Step
     const auto logits = absl::MakeConstSpan(logits_.Row(RowOf(sc, i)), logits_.vocab_size);
     WEFT_RETURN_IF_ERROR(sampler_.Sample(ParamsOf(seq), logits,
                                          tokens.subspan(0, seq.num_prompt_tokens),
-                                         tokens.subspan(seq.num_prompt_tokens), &r));
+                                         tokens.subspan(seq.num_prompt_tokens), &r,
+                                         sc.allowed_tokens));
   }
   return absl::OkStatus();
 }
@@ -82,6 +83,7 @@ absl::StatusOr<bool> ForwardStepper::SampleOnDevice(Backend& backend, const Step
     r.params = &device_params_[d++];
     r.prompt = tokens.subspan(0, sc.state->num_prompt_tokens);
     r.output = tokens.subspan(sc.state->num_prompt_tokens);
+    r.allowed_tokens = sc.allowed_tokens;
     device_requests_.push_back(r);
   }
   const absl::Status s = backend.SampleOnDevice(device_requests_, &device_tokens_);

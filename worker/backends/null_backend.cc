@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/sampling/sampling_math.h"
 #include "common/shard_layout.h"
 #include "common/status_macros.h"
 #include "common/tokenizer.h"
@@ -181,6 +182,18 @@ void NullBackend::WriteLogits(ForwardOutput* out) {
   filled_size_ = logits.size();
 }
 
+// A constrained row (a grammar's bit-packed mask, bit t of byte t / 8; StateCache checked
+// that it allows a token): the null model's token if allowed, else the next allowed one
+// (wrapping), so constrained streams run on --backend=null as they do on a real model.
+static int32_t FirstAllowedFrom(absl::string_view mask, int32_t token, int32_t vocab) {
+  const auto* bits = reinterpret_cast<const uint8_t*>(mask.data());
+  for (int32_t k = 0; k < vocab; ++k) {
+    const int32_t t = (token + k) % vocab;
+    if (sampling::MaskAllows(bits, t)) return t;
+  }
+  return token;
+}
+
 absl::Status NullBackend::Step(const StepBatch& batch, StepOutput* out) {
   const timespec deadline = MonotonicAfter(options_.step_time);
   const absl::Time start = absl::Now();
@@ -202,7 +215,8 @@ absl::Status NullBackend::Step(const StepBatch& batch, StepOutput* out) {
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const ScheduledSequence& sc = batch.sequences[i];
     if (!sc.sample) continue;
-    const int32_t token = entry_tokens_[sc.logits_from >= 0 ? sc.logits_from : i];
+    int32_t token = entry_tokens_[sc.logits_from >= 0 ? sc.logits_from : i];
+    if (!sc.allowed_tokens.empty()) token = FirstAllowedFrom(sc.allowed_tokens, token, config_.vocab_size);
     SampleResult* r = out->Add();
     if (options_.device_sampling && sc.state->sampling.num_logprobs < 0) {
       r->token = token;
@@ -242,6 +256,9 @@ absl::Status NullBackend::SampleOnDevice(absl::Span<const SampleRequest> request
                                          std::vector<int32_t>* tokens) {
   tokens->clear();
   if (!options_.device_sampling) return absl::UnimplementedError("device sampling is off");
+  for (const SampleRequest& q : requests) {
+    if (!q.allowed_tokens.empty()) return absl::UnimplementedError("token masks sample on the host");
+  }
   for (const SampleRequest& q : requests) {
     if (q.row < 0 || q.row >= static_cast<int32_t>(row_tokens_.size())) {
       return absl::InvalidArgumentError(absl::StrCat("no logits row ", q.row));

@@ -448,6 +448,7 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   if (!options_.device_sampling || requests.size() > 65535) {
     return absl::UnimplementedError("device sampling is off");
   }
+
   if (requests.empty()) return absl::OkStatus();
   WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   const int32_t n = static_cast<int32_t>(requests.size());
@@ -457,6 +458,10 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   std::vector<int32_t> logits_rows(n);
   sample_history_.clear();
   sample_offsets_.assign(1, 0);
+  // Structured output's token masks (checked by the StateCache), one per masked row.
+  std::vector<int32_t> mask_index(n, -1);
+  int32_t num_masks = 0;
+  const int32_t mask_bytes = sampling::MaskBytes(vocab);
   for (int32_t i = 0; i < n; ++i) {
     const SampleRequest& q = requests[i];
     if (q.row < 0 || q.row >= static_cast<int32_t>(rows.size()) || q.params == nullptr) {
@@ -475,13 +480,21 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
       }
     }
     sample_offsets_.push_back(static_cast<int64_t>(sample_history_.size()));
+    if (!q.allowed_tokens.empty()) {
+      if (static_cast<int32_t>(q.allowed_tokens.size()) != mask_bytes) {
+        return absl::InvalidArgumentError("token mask of the wrong size");
+      }
+      mask_index[i] = num_masks++;
+    }
   }
-  // One blob: params | offsets | logits rows | history | tokens (out).
+  // One blob: params | offsets | logits rows | history | mask index | masks | tokens (out).
   const size_t at_params = 0;
   const size_t at_offsets = Align16(at_params + n * sizeof(sampling::RowParams));
   const size_t at_rows = Align16(at_offsets + (n + 1) * sizeof(int64_t));
   const size_t at_history = Align16(at_rows + n * sizeof(int32_t));
-  const size_t at_tokens = Align16(at_history + sample_history_.size() * sizeof(int32_t));
+  const size_t at_mask_index = Align16(at_history + sample_history_.size() * sizeof(int32_t));
+  const size_t at_masks = Align16(at_mask_index + n * sizeof(int32_t));
+  const size_t at_tokens = Align16(at_masks + static_cast<size_t>(num_masks) * mask_bytes);
   const size_t total = Align16(at_tokens + n * sizeof(int32_t));
   WEFT_RETURN_IF_ERROR(sample_host_.Reserve(total));
   WEFT_RETURN_IF_ERROR(sample_dev_.Reserve(total));
@@ -491,6 +504,14 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   std::memcpy(h + at_rows, logits_rows.data(), n * sizeof(int32_t));
   if (!sample_history_.empty()) {
     std::memcpy(h + at_history, sample_history_.data(), sample_history_.size() * sizeof(int32_t));
+  }
+  if (num_masks > 0) {
+    std::memcpy(h + at_mask_index, mask_index.data(), n * sizeof(int32_t));
+    for (int32_t i = 0; i < n; ++i) {
+      if (mask_index[i] < 0) continue;
+      std::memcpy(h + at_masks + static_cast<size_t>(mask_index[i]) * mask_bytes,
+                  requests[i].allowed_tokens.data(), mask_bytes);
+    }
   }
   const size_t scratch = static_cast<size_t>(n) * vocab * sizeof(float);
   WEFT_RETURN_IF_ERROR(sample_work_.Reserve(scratch));
@@ -515,6 +536,10 @@ absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> request
   a.work = sample_work_.as<float>();
   a.counts = sample_counts_.as<int32_t>();
   a.tokens = reinterpret_cast<int32_t*>(d + at_tokens);
+  if (num_masks > 0) {
+    a.masks = reinterpret_cast<const uint8_t*>(d + at_masks);
+    a.mask_index = reinterpret_cast<const int32_t*>(d + at_mask_index);
+  }
   WEFT_CUDA_RETURN_IF_ERROR(kc::SampleTokens(a, stream_));
   WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h + at_tokens, d + at_tokens, n * sizeof(int32_t),
                                             cudaMemcpyDeviceToHost, stream_));

@@ -1,0 +1,250 @@
+#include "scheduler/grammar/grammar_engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "common/gguf.h"
+#include "common/testing/model_path.h"
+#include "common/tokenizer.h"
+#include "gtest/gtest.h"
+
+namespace weft {
+namespace {
+
+using Kind = GrammarConstraint::Kind;
+
+constexpr int32_t kEos = 1;
+
+// Token 0: a control token (""), 1: EOS, then every printable ASCII character, then a
+// few multi-character tokens; the logits are 5 wider than the vocabulary.
+GrammarVocab TinyVocab() {
+  GrammarVocab v;
+  v.token_bytes = {"", ""};
+  for (char c = 0x20; c < 0x7f; ++c) v.token_bytes.push_back(std::string(1, c));
+  for (const char* t : {"yes", "no", "ye", "{\"", "\":", "true", "123"}) v.token_bytes.push_back(t);
+  v.stop_token_ids = {kEos};
+  v.vocab_size = static_cast<int32_t>(v.token_bytes.size()) + 5;
+  return v;
+}
+
+int32_t Id(const GrammarVocab& v, const std::string& text) {
+  auto it = std::find(v.token_bytes.begin() + 2, v.token_bytes.end(), text);
+  return it == v.token_bytes.end() ? -1 : static_cast<int32_t>(it - v.token_bytes.begin());
+}
+
+std::vector<int32_t> Allowed(GrammarMatcherState& m, int32_t vocab_size) {
+  std::vector<uint32_t> words(BitmaskWords(vocab_size), 0xdeadbeef);
+  m.FillNextTokenBitmask(words.data());
+  std::vector<int32_t> out;
+  for (int32_t t = 0; t < vocab_size; ++t) {
+    if (words[t / 32] >> (t % 32) & 1) out.push_back(t);
+  }
+  return out;
+}
+
+std::shared_ptr<const CompiledConstraint> MustCompile(GrammarEngine& e, const GrammarConstraint& c) {
+  GrammarFuture f = e.CompileAsync(c);
+  EXPECT_TRUE(f.Wait(absl::Seconds(60)));
+  auto r = f.result();
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : nullptr;
+}
+
+GrammarConstraint Make(Kind kind, std::string source) {
+  GrammarConstraint c;
+  c.kind = kind;
+  c.source = std::move(source);
+  return c;
+}
+
+class GrammarEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    vocab_ = TinyVocab();
+    auto e = GrammarEngine::Create(vocab_, options_);
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = std::move(*e);
+  }
+  GrammarVocab vocab_;
+  GrammarEngineOptions options_;
+  std::unique_ptr<GrammarEngine> engine_;
+};
+
+TEST_F(GrammarEngineTest, ChoiceAllowsExactlyTheChoicesThenOnlyStop) {
+  GrammarConstraint c;
+  c.kind = Kind::kChoice;
+  c.choices = {"yes", "no"};
+  auto g = MustCompile(*engine_, c);
+  ASSERT_NE(g, nullptr);
+  GrammarMatcherState m(g);
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size),
+            (std::vector<int32_t>{Id(vocab_, "n"), Id(vocab_, "y"), Id(vocab_, "yes"),
+                                  Id(vocab_, "no"), Id(vocab_, "ye")}));
+  ASSERT_TRUE(m.Accept(Id(vocab_, "ye")).ok());
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size), std::vector<int32_t>{Id(vocab_, "s")});
+  EXPECT_EQ(m.Accept(Id(vocab_, "n")).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(m.Accept(Id(vocab_, "s")).ok());
+  // Complete: only the stop token; the padding past the vocabulary never.
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size), std::vector<int32_t>{kEos});
+  EXPECT_FALSE(m.IsTerminated());
+  ASSERT_TRUE(m.Accept(kEos).ok());
+  EXPECT_TRUE(m.IsTerminated());
+  EXPECT_FALSE(m.Accept(Id(vocab_, "y")).ok());
+  EXPECT_EQ(m.num_accepted(), 3);
+}
+
+TEST_F(GrammarEngineTest, RegexBoundsTheOutput) {
+  auto g = MustCompile(*engine_, Make(Kind::kRegex, "[0-9]{2,3}"));
+  ASSERT_NE(g, nullptr);
+  GrammarMatcherState m(g);
+  std::vector<int32_t> digits;
+  for (char c = '0'; c <= '9'; ++c) digits.push_back(Id(vocab_, std::string(1, c)));
+  std::vector<int32_t> first = digits;
+  first.push_back(Id(vocab_, "123"));
+  std::sort(first.begin(), first.end());
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size), first);
+  ASSERT_TRUE(m.Accept(Id(vocab_, "4")).ok());
+  ASSERT_TRUE(m.Accept(Id(vocab_, "2")).ok());
+  std::vector<int32_t> third = digits;
+  third.insert(third.begin(), kEos);  // two digits may end, or take a third
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size), third);
+  ASSERT_TRUE(m.Accept(Id(vocab_, "7")).ok());
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size), std::vector<int32_t>{kEos});
+}
+
+TEST_F(GrammarEngineTest, JsonSchemaWalksAValidDocument) {
+  auto g = MustCompile(*engine_, Make(Kind::kJsonSchema,
+                                      R"({"type":"object","properties":{"ok":{"type":"boolean"}},)"
+                                      R"("required":["ok"]})"));
+  ASSERT_NE(g, nullptr);
+  GrammarMatcherState m(g);
+  // XGrammar's compact form, as Python's json.dumps writes it: {"ok": true}
+  for (const char* t : {"{\"", "o", "k", "\":", " ", "true", "}"}) {
+    ASSERT_TRUE(m.Accept(Id(vocab_, t)).ok()) << t;
+  }
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size), std::vector<int32_t>{kEos});
+}
+
+TEST_F(GrammarEngineTest, InvalidSourceIsRefusedWithTheReasonAndRemembered) {
+  GrammarFuture f = engine_->CompileAsync(Make(Kind::kEbnf, "root ::= missing_rule"));
+  ASSERT_TRUE(f.Wait(absl::Seconds(60)));
+  auto r = f.result();
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("grammar: does not compile"), std::string::npos)
+      << r.status();
+  const int64_t compiles = engine_->stats().num_compiles;
+  GrammarFuture again = engine_->CompileAsync(Make(Kind::kEbnf, "root ::= missing_rule"));
+  ASSERT_TRUE(again.Poll());  // at once, from the cache
+  EXPECT_EQ(again.result().status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine_->stats().num_compiles, compiles);
+  EXPECT_EQ(engine_->stats().num_refused, 1);
+
+  GrammarFuture bad_json = engine_->CompileAsync(Make(Kind::kJsonSchema, "{not json"));
+  ASSERT_TRUE(bad_json.Wait(absl::Seconds(60)));
+  EXPECT_EQ(bad_json.result().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(GrammarEngineTest, CacheHitsAndLruEviction) {
+  engine_.reset();
+  options_.max_cached = 2;
+  SetUp();
+  auto a = Make(Kind::kRegex, "a+"), b = Make(Kind::kRegex, "b+"), c = Make(Kind::kRegex, "c+");
+  MustCompile(*engine_, a);
+  MustCompile(*engine_, b);
+  MustCompile(*engine_, a);  // hit: a is now the most recent
+  EXPECT_EQ(engine_->stats().num_compiles, 2);
+  EXPECT_EQ(engine_->stats().num_cache_hits, 1);
+  MustCompile(*engine_, c);  // evicts b
+  MustCompile(*engine_, a);  // still cached
+  EXPECT_EQ(engine_->stats().num_compiles, 3);
+  MustCompile(*engine_, b);  // compiled again
+  EXPECT_EQ(engine_->stats().num_compiles, 4);
+  EXPECT_EQ(engine_->stats().num_cached, 2);
+}
+
+TEST_F(GrammarEngineTest, DeadlinePassedIsInvalidArgumentAndTheEngineGoesOn) {
+  GrammarFuture f = engine_->CompileAsync(Make(Kind::kRegex, "x{1,50}y"));
+  // As if the compile had run past its limit (the planning thread polls with its clock).
+  ASSERT_TRUE(f.Poll(absl::InfiniteFuture()));
+  auto r = f.result();
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("did not compile within"), std::string::npos);
+  EXPECT_EQ(engine_->stats().num_timeouts, 1);
+  // Refused at once next time; other constraints still compile.
+  GrammarFuture again = engine_->CompileAsync(Make(Kind::kRegex, "x{1,50}y"));
+  ASSERT_TRUE(again.Poll());
+  EXPECT_FALSE(again.result().ok());
+  EXPECT_NE(MustCompile(*engine_, Make(Kind::kRegex, "z")), nullptr);
+}
+
+TEST_F(GrammarEngineTest, ConcurrentIdenticalCompilesShareOne) {
+  auto c = Make(Kind::kJsonSchema, R"({"type":"array","items":{"type":"integer"},"maxItems":3})");
+  std::vector<GrammarFuture> fs;
+  for (int i = 0; i < 8; ++i) fs.push_back(engine_->CompileAsync(c));
+  for (GrammarFuture& f : fs) {
+    ASSERT_TRUE(f.Wait(absl::Seconds(60)));
+    ASSERT_TRUE(f.result().ok());
+  }
+  EXPECT_EQ(engine_->stats().num_compiles, 1);
+}
+
+// The default model's vocabulary: a JSON schema compiles, and a document is generated
+// through the masks by taking, at each step, the longest allowed token that continues
+// the target text — the model's own tokens are usable under the grammar.
+TEST(GrammarEngineModelTest, DefaultModelVocabularyFollowsAJsonSchema) {
+  WEFT_REQUIRE_DEFAULT_MODEL(path);
+  auto gguf = GgufFile::OpenMetadata(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  GrammarVocab vocab = GrammarVocabFromTokenizer(**tok, (*tok)->vocab_size());
+  auto engine = GrammarEngine::Create(vocab, {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const absl::Time t0 = absl::Now();
+  auto g = MustCompile(**engine, Make(Kind::kJsonSchema, R"({"type":"object","properties":{)"
+      R"("name":{"type":"string","maxLength":20},"age":{"type":"integer","minimum":0,)"
+      R"("maximum":150},"tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":3}},)"
+      R"("required":["name","age"]})"));
+  ASSERT_NE(g, nullptr);
+  std::fprintf(stderr, "compile: %.1f ms (vocabulary %d)\n",
+               absl::ToDoubleMilliseconds(absl::Now() - t0), vocab.vocab_size);
+  GrammarMatcherState m(g);
+  const std::string target = R"({"name": "Ada Lovelace", "age": 36, "tags": ["a", "b"]})";
+  std::vector<uint32_t> words(BitmaskWords(vocab.vocab_size));
+  size_t pos = 0;
+  absl::Duration mask_time;
+  int steps = 0;
+  while (pos < target.size()) {
+    const absl::Time s = absl::Now();
+    ASSERT_TRUE(m.FillNextTokenBitmask(words.data()));
+    mask_time += absl::Now() - s;
+    ++steps;
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t t = 0; t < vocab.vocab_size; ++t) {
+      const std::string& b = vocab.token_bytes[t];
+      if ((words[t / 32] >> (t % 32) & 1) && !b.empty() && b.size() > best_len &&
+          target.compare(pos, b.size(), b) == 0) {
+        best = t;
+        best_len = b.size();
+      }
+    }
+    ASSERT_GE(best, 0) << "no allowed token continues at " << target.substr(pos);
+    ASSERT_TRUE(m.Accept(best).ok());
+    pos += best_len;
+  }
+  ASSERT_TRUE(m.FillNextTokenBitmask(words.data()));
+  for (int32_t t = 0; t < vocab.vocab_size; ++t) {
+    const bool allowed = words[t / 32] >> (t % 32) & 1;
+    EXPECT_EQ(allowed, (*tok)->IsEog(t)) << "token " << t;
+  }
+  std::fprintf(stderr, "mask: %.1f us per step over %d steps\n",
+               absl::ToDoubleMicroseconds(mask_time) / steps, steps);
+}
+
+}  // namespace
+}  // namespace weft

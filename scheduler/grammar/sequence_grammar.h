@@ -1,0 +1,64 @@
+// SequenceGrammar: what the scheduler core needs from a structured-output grammar, as an
+// interface, so that the core (and its sanitizer-built tests) does not link the grammar
+// engine: the service layer compiles a request's constraint off the planning thread
+// (grammar_engine.h, XGrammar) and hands AddRequest a SequenceGrammarFactory; tests may
+// hand a small fake grammar.
+//
+// Order (the core's contract): a sequence's grammar accepts each of its output tokens in
+// order (ApplyResults), and FillNextTokenBitmask is called when a plan samples its next
+// token, always after the previous token was accepted: a constrained sequence is never
+// pipelined (the planner schedules it again only once its sampled token is back).
+// Thread-safety: a SequenceGrammar is used by the planning thread only; a factory may be
+// shared (NewSequence is const and thread-safe).
+#ifndef WEFT_SCHEDULER_GRAMMAR_SEQUENCE_GRAMMAR_H_
+#define WEFT_SCHEDULER_GRAMMAR_SEQUENCE_GRAMMAR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "scheduler/grammar/constraint.h"
+
+namespace weft {
+
+class SequenceGrammar {
+ public:
+  virtual ~SequenceGrammar() = default;
+  // FailedPrecondition when the grammar does not allow `token` here.
+  virtual absl::Status Accept(int32_t token) = 0;
+  // Writes (vocab_size() + 31) / 32 little-endian uint32 words (worker.proto
+  // TokenBitmask); false when every token is allowed (then nothing need be sent).
+  virtual bool FillNextTokenBitmask(uint32_t* words) = 0;
+  virtual int32_t vocab_size() const = 0;
+};
+
+class SequenceGrammarFactory {
+ public:
+  virtual ~SequenceGrammarFactory() = default;
+  // A grammar at its start, for one sequence.
+  virtual std::unique_ptr<SequenceGrammar> NewSequence() const = 0;
+};
+
+// A compile in progress, polled by the planning thread.
+class PendingGrammar {
+ public:
+  virtual ~PendingGrammar() = default;
+  // True once result() is final (compiled, refused, or past the compile time limit as
+  // of `now`).
+  virtual bool Poll(absl::Time now) = 0;
+  virtual absl::StatusOr<std::shared_ptr<const SequenceGrammarFactory>> result() const = 0;
+};
+
+// Compiles constraints off the calling thread (grammar_engine.h is the implementation).
+class GrammarCompileService {
+ public:
+  virtual ~GrammarCompileService() = default;
+  // Never blocks. `constraint` passed CheckConstraint.
+  virtual std::unique_ptr<PendingGrammar> Compile(const GrammarConstraint& constraint) = 0;
+};
+
+}  // namespace weft
+
+#endif  // WEFT_SCHEDULER_GRAMMAR_SEQUENCE_GRAMMAR_H_
