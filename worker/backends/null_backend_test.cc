@@ -17,6 +17,7 @@
 #include "worker/model/testing/tiny_llama.h"
 #include "common/sampling/sampler.h"
 #include "common/plan/state_cache.h"
+#include "common/sampling/sampling_math.h"
 #include "worker/backends/forward_stepper.h"
 #include "worker/service/model_executor.h"
 
@@ -453,6 +454,41 @@ TEST(NullBackendTest, StepEqualsForwardThenSamplingOnEitherPath) {
     EXPECT_EQ(direct->num_device_samples(), 0);  // Step never goes through it
     EXPECT_EQ(direct->num_block_copies(), 1);
     EXPECT_EQ(direct->num_rows(), generic->num_rows());
+  }
+}
+
+// A constrained row (the plan's bit-packed mask) gets an allowed token on either sampling
+// path: the rule's token when the mask allows it, else the next allowed one.
+TEST(NullBackendTest, StepAnswersAConstrainedRowWithAnAllowedToken) {
+  Tiny t = MakeTinyFile();
+  for (const bool device : {true, false}) {
+    SCOPED_TRACE(device ? "device sampling" : "host sampling");
+    NullBackendOptions o = Options();
+    o.device_sampling = device;
+    auto backend = Make(t, o);
+    StateCache cache(o.block_size, o.num_kv_blocks, kVocab, kContext);
+    cache.Reset(1);
+    const int32_t rule = backend->NextToken(13, 3);
+    auto only = [&](std::vector<int32_t> allowed) {
+      std::string mask(sampling::MaskBytes(kVocab), '\0');
+      for (int32_t a : allowed) mask[a / 8] = static_cast<char>(mask[a / 8] | (1 << (a % 8)));
+      return mask;
+    };
+    const int32_t other = (rule + 7) % kVocab == 5 || (rule + 7) % kVocab == 2 ? (rule + 9) % kVocab
+                                                                                : (rule + 7) % kVocab;
+    weft::v1::StepPlan plan;
+    plan.set_step_id(1);
+    AddNew(&plan, 1, {10, 11, 12, 13}, 0, 4, {1})->set_allowed_tokens(only({other}));
+    AddNew(&plan, 2, {10, 11, 12, 13}, 0, 4, {2})->set_allowed_tokens(only({rule, other}));
+    AddNew(&plan, 3, {10, 11, 12, 13}, 0, 4, {3});
+    StepBatch batch;
+    ASSERT_TRUE(cache.Apply(plan, &batch).ok());
+    StepOutput out;
+    ASSERT_TRUE(backend->Step(batch, &out).ok());
+    ASSERT_EQ(out.num_samples, 3);
+    EXPECT_EQ(out.samples[0].token, other);
+    EXPECT_EQ(out.samples[1].token, rule);
+    EXPECT_EQ(out.samples[2].token, rule);
   }
 }
 
