@@ -32,19 +32,6 @@ namespace {
 constexpr char kPython[] = "/usr/bin/python3";
 constexpr char kHaproxy[] = "/usr/sbin/haproxy";
 
-int64_t RssKib(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view v = line;
-    if (absl::ConsumePrefix(&v, "VmRSS:")) {
-      int64_t kib = -1;
-      v = absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(v), "kB"));
-      return absl::SimpleAtoi(v, &kib) ? kib : -1;
-    }
-  }
-  return -1;
-}
 
 RunResult H2(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {kPython, "-I", Runfile("tests/e2e/h2_raw_client.py")};

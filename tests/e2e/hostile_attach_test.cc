@@ -26,20 +26,6 @@
 namespace weft::e2e {
 namespace {
 
-// Resident memory of `pid` in KiB (VmRSS), -1 when unreadable.
-int64_t RssKib(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view v = line;
-    if (absl::ConsumePrefix(&v, "VmRSS:")) {
-      int64_t kib = -1;
-      v = absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(v), "kB"));
-      return absl::SimpleAtoi(v, &kib) ? kib : -1;
-    }
-  }
-  return -1;
-}
 
 TEST(HostileAttachE2eTest, AbsurdCapacityAndOddNamesAreRefusedThenANormalWorkerServes) {
   const std::string model = testing::FindModelFile();

@@ -28,6 +28,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace weft::e2e {
@@ -110,6 +112,20 @@ std::string ReadFile(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+int64_t RssKib(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view v = line;
+    if (absl::ConsumePrefix(&v, "VmRSS:")) {
+      int64_t kib = -1;
+      v = absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(v), "kB"));
+      return absl::SimpleAtoi(v, &kib) ? kib : -1;
+    }
+  }
+  return -1;
 }
 
 // --- ChildProcess ---------------------------------------------------------------------

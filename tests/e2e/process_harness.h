@@ -55,6 +55,8 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
              absl::Duration poll = absl::Milliseconds(50));
 // The whole file, or "" when it cannot be read.
 std::string ReadFile(const std::string& path);
+// Resident memory of process `pid` in KiB (VmRSS of /proc/pid/status), -1 when unreadable.
+int64_t RssKib(pid_t pid);
 // A loopback TCP port that was free a moment ago, for programs whose ports come from a
 // configuration rather than port 0 (HAProxy); -1 when none could be bound.
 int FreeLoopbackPort();
