@@ -121,6 +121,7 @@ class GateStream final : public httplib::Stream {
   void Refuse(int status, absl::string_view message) {
     if (refused_) return;
     refused_ = true;
+    if (o_.on_refused) o_.on_refused(status);
     std::string body =
         o_.error_body ? o_.error_body(status, message) : absl::StrCat(Reason(status), "\n");
     const std::string type = o_.error_body ? o_.error_content_type : "text/plain";

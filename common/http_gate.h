@@ -72,6 +72,9 @@ struct HttpGateOptions {
   std::function<std::string(int status, absl::string_view message)> error_body;
   std::string error_content_type = "application/json";
   prometheus::Gauge* busy = nullptr;  // connections served now (may be null)
+  // Called with the status of each answer the gate writes itself (408, 413, 415, 431,
+  // 503), on the connection's thread, before it is written (null: none). For a metric.
+  std::function<void(int status)> on_refused;
 
   absl::Status Validate() const;
 };

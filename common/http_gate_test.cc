@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 #include "gtest/gtest.h"
 
 namespace weft {
@@ -160,6 +161,32 @@ TEST_F(HttpGateTest, AConnectionOverTheCapIs503AtOnce) {
   c.Send("GET /hi HTTP/1.1\r\n\r\n");
   EXPECT_TRUE(absl::StartsWith(c.ReadAll(), "HTTP/1.1 503"));
   EXPECT_EQ(server_->over_cap(), 1);
+}
+
+TEST_F(HttpGateTest, EachRefusalIsReportedWithItsStatus) {
+  HttpGateOptions o = Small();
+  Mutex mu;
+  std::vector<int> refused;
+  o.on_refused = [&](int status) {
+    MutexLock l(&mu);
+    refused.push_back(status);
+  };
+  Start(std::move(o));
+  {
+    Raw c(port_);
+    ASSERT_TRUE(c.Send(absl::StrCat("GET /hi HTTP/1.1\r\nX-A: ", std::string(3000, 'a'), "\r\n\r\n")));
+    EXPECT_TRUE(absl::StartsWith(c.ReadAll(), "HTTP/1.1 431"));
+  }
+  {
+    Raw c(port_);
+    c.Send("POST /echo HTTP/1.1\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd");
+    EXPECT_TRUE(absl::StartsWith(c.ReadAll(), "HTTP/1.1 415"));
+  }
+  Raw ok(port_);  // an answer of a handler is not a refusal
+  ok.Send("GET /hi HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(ok.ReadAll(), "HTTP/1.1 200"));
+  MutexLock l(&mu);
+  EXPECT_EQ(refused, (std::vector<int>{431, 415}));
 }
 
 TEST_F(HttpGateTest, WhileClosingEveryAnswerSaysConnectionClose) {

@@ -566,7 +566,11 @@ HttpGateOptions OpenAiHttpServer::Impl::GateOptions() {
   g.error_body = [](int status, absl::string_view message) {
     return openai::ErrorBody(openai::ErrorForHttp(status, std::string(message)));
   };
-  if (metrics_ != nullptr) g.busy = &metrics_->http_connections;
+  if (metrics_ != nullptr) {
+    g.busy = &metrics_->http_connections;
+    // The gate's own refusals count with the handlers' answers, by status.
+    g.on_refused = [m = metrics_](int status) { m->HttpResponses(status).Increment(); };
+  }
   return g;
 }
 

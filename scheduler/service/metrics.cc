@@ -128,7 +128,8 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
       http_responses_family_(BuildCounter()
                                  .Name("weft_http_responses_total")
                                  .Help("OpenAI HTTP API responses, by HTTP status (499: the "
-                                       "client left first).")
+                                       "client left first; the connection gate's refusals "
+                                       "408, 413, 415, 431 and 503 included).")
                                  .Labels(l).Register(*r)),
       tenant_admitted_family_(BuildCounter()
                                   .Name("weft_tenant_requests_admitted_total")
