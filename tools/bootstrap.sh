@@ -108,42 +108,53 @@ LLAMA_SDIST_PARTS=(
   vendor/nlohmann models/templates 'models/ggml-vocab-*'
 )
 
-fetch_llama_cpp_sdist() {
-  local dest="$CACHE/llama-cpp-python-$LLAMA_SDIST_VERSION"
+# Downloads PyPI's source package PKG==VERSION once into $CACHE/sdist as TARBALL (a file
+# name; pinned by SHA, checked every run), then extracts the PARTS under TOP inside it
+# (dropping STRIP leading path components; EXCLUDE, when not empty, left out) into DEST,
+# with a stamp holding the sha256 they came from. LABEL names it in the log.
+fetch_sdist() {  # PKG VERSION SHA TARBALL TOP STRIP EXCLUDE DEST LABEL PARTS...
+  local pkg=$1 version=$2 sha=$3 tarball="$CACHE/sdist/$4" top=$5 strip=$6 exclude=$7
+  local dest=$8 label=$9
+  shift 9
   local stamp="$dest/.weft-sha256"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$LLAMA_SDIST_SHA" ]; then
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sha" ]; then
     return 0
   fi
-  local tarball="$CACHE/sdist/llama_cpp_python-$LLAMA_SDIST_VERSION.tar.gz"
   mkdir -p "$CACHE/sdist"
-  if [ ! -f "$tarball" ] || [ "$(sha_of "$tarball")" != "$LLAMA_SDIST_SHA" ]; then
-    log "downloading the llama-cpp-python $LLAMA_SDIST_VERSION source package (about 77 MB)"
+  if [ ! -f "$tarball" ] || [ "$(sha_of "$tarball")" != "$sha" ]; then
+    log "downloading the $pkg $version source package"
     rm -f "$tarball"
     local pip_tmp
     pip_tmp=$(mktemp -d)
     # pip downloads into $TMPDIR: the bytes there are the progress.
     sdist_status() { echo "$(du -sm "$pip_tmp" | cut -f1) MB downloaded"; }
-    TMPDIR=$pip_tmp weft_with_progress "bootstrap: llama-cpp-python sdist" sdist_status \
+    TMPDIR=$pip_tmp weft_with_progress "bootstrap: $pkg sdist" sdist_status \
       python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
-      --dest "$CACHE/sdist" "llama-cpp-python==$LLAMA_SDIST_VERSION" >&2 ||
-      { rm -rf "$pip_tmp"; die "pip download llama-cpp-python==$LLAMA_SDIST_VERSION failed: is the package index reachable?"; }
+      --dest "$CACHE/sdist" "$pkg==$version" >&2 ||
+      { rm -rf "$pip_tmp"; die "pip download $pkg==$version failed: is the package index reachable?"; }
     rm -rf "$pip_tmp"
     [ -f "$tarball" ] || die "pip download did not produce $tarball"
   fi
   local got
   got=$(sha_of "$tarball")
-  [ "$got" = "$LLAMA_SDIST_SHA" ] ||
-    die "$tarball: sha256 $got does not match the expected $LLAMA_SDIST_SHA"
-  local top="llama_cpp_python-$LLAMA_SDIST_VERSION/vendor/llama.cpp"
+  [ "$got" = "$sha" ] || die "$tarball: sha256 $got does not match the expected $sha"
   local tmp="$dest.tmp.$$"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  local members=()
-  for part in "${LLAMA_SDIST_PARTS[@]}"; do members+=("$top/$part"); done
-  tar -xzf "$tarball" -C "$tmp" --strip-components=3 --wildcards "${members[@]}" ||
+  local members=() part
+  for part in "$@"; do members+=("$top/$part"); done
+  tar -xzf "$tarball" -C "$tmp" --strip-components="$strip" --wildcards \
+    ${exclude:+--exclude="$top/$exclude"} "${members[@]}" ||
     { rm -rf "$tmp"; die "extracting $tarball failed"; }
-  echo "$LLAMA_SDIST_SHA" >"$tmp/.weft-sha256"
+  echo "$sha" >"$tmp/.weft-sha256"
   rm -rf "$dest" && mv "$tmp" "$dest"
-  log "llama.cpp source subset ready: $dest"
+  log "$label source subset ready: $dest"
+}
+
+fetch_llama_cpp_sdist() {
+  fetch_sdist llama-cpp-python "$LLAMA_SDIST_VERSION" "$LLAMA_SDIST_SHA" \
+    "llama_cpp_python-$LLAMA_SDIST_VERSION.tar.gz" \
+    "llama_cpp_python-$LLAMA_SDIST_VERSION/vendor/llama.cpp" 3 "" \
+    "$CACHE/llama-cpp-python-$LLAMA_SDIST_VERSION" llama.cpp "${LLAMA_SDIST_PARTS[@]}"
 }
 
 # --- XGrammar source package ---------------------------------------------------------------
@@ -160,35 +171,9 @@ XGRAMMAR_SDIST_PARTS=(
 )
 
 fetch_xgrammar_sdist() {
-  local dest="$CACHE/xgrammar-$XGRAMMAR_SDIST_VERSION"
-  local stamp="$dest/.weft-sha256"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$XGRAMMAR_SDIST_SHA" ]; then
-    return 0
-  fi
-  local tarball="$CACHE/sdist/xgrammar-$XGRAMMAR_SDIST_VERSION.tar.gz"
-  mkdir -p "$CACHE/sdist"
-  if [ ! -f "$tarball" ] || [ "$(sha_of "$tarball")" != "$XGRAMMAR_SDIST_SHA" ]; then
-    log "downloading the xgrammar $XGRAMMAR_SDIST_VERSION source package (about 3 MB)"
-    rm -f "$tarball"
-    python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
-      --dest "$CACHE/sdist" "xgrammar==$XGRAMMAR_SDIST_VERSION" >&2 ||
-      die "pip download xgrammar==$XGRAMMAR_SDIST_VERSION failed: is the package index reachable?"
-    [ -f "$tarball" ] || die "pip download did not produce $tarball"
-  fi
-  local got
-  got=$(sha_of "$tarball")
-  [ "$got" = "$XGRAMMAR_SDIST_SHA" ] ||
-    die "$tarball: sha256 $got does not match the expected $XGRAMMAR_SDIST_SHA"
-  local top="xgrammar-$XGRAMMAR_SDIST_VERSION"
-  local tmp="$dest.tmp.$$"
-  rm -rf "$tmp" && mkdir -p "$tmp"
-  local members=()
-  for part in "${XGRAMMAR_SDIST_PARTS[@]}"; do members+=("$top/$part"); done
-  tar -xzf "$tarball" -C "$tmp" --strip-components=1 --exclude="$top/cpp/tvm_ffi" \
-    "${members[@]}" || { rm -rf "$tmp"; die "extracting $tarball failed"; }
-  echo "$XGRAMMAR_SDIST_SHA" >"$tmp/.weft-sha256"
-  rm -rf "$dest" && mv "$tmp" "$dest"
-  log "XGrammar source subset ready: $dest"
+  fetch_sdist xgrammar "$XGRAMMAR_SDIST_VERSION" "$XGRAMMAR_SDIST_SHA" \
+    "xgrammar-$XGRAMMAR_SDIST_VERSION.tar.gz" "xgrammar-$XGRAMMAR_SDIST_VERSION" 1 cpp/tvm_ffi \
+    "$CACHE/xgrammar-$XGRAMMAR_SDIST_VERSION" XGrammar "${XGRAMMAR_SDIST_PARTS[@]}"
 }
 
 # --- Default model ----------------------------------------------------------------------
