@@ -126,10 +126,12 @@ fetch_sdist() {  # PKG VERSION SHA TARBALL TOP STRIP EXCLUDE DEST LABEL PARTS...
     rm -f "$tarball"
     local pip_tmp
     pip_tmp=$(mktemp -d)
-    # pip downloads into $TMPDIR: the bytes there are the progress.
+    # pip downloads into $TMPDIR: the bytes there are the progress. Only PKG must be the
+    # source package: its build requirements (pip installs them to read its metadata) come
+    # as wheels, else xgrammar's apache-tvm-ffi is built from source too (minutes, 180+ MB).
     sdist_status() { echo "$(du -sm "$pip_tmp" | cut -f1) MB downloaded"; }
     TMPDIR=$pip_tmp weft_with_progress "bootstrap: $pkg sdist" sdist_status \
-      python3 -m pip download --no-deps --no-binary :all: --progress-bar off \
+      python3 -m pip download --no-deps --no-binary "$pkg" --progress-bar off \
       --dest "$CACHE/sdist" "$pkg==$version" >&2 ||
       { rm -rf "$pip_tmp"; die "pip download $pkg==$version failed: is the package index reachable?"; }
     rm -rf "$pip_tmp"
