@@ -8,8 +8,8 @@
 #                        ASan/UBSan on parser, tokenizer, validation, block-pool and
 #                        planner tests; TSan on the scheduler core and the threaded code;
 #                        clang-14's thread-safety analysis over the code that uses the lock
-#                        annotations (tools/clang_tsa.sh); the fuzzers (2 minutes in all,
-#                        tools/run_fuzzers.sh); the Kubernetes overlays validated strictly
+#                        annotations (tools/clang_tsa.sh); the fuzzers (1 minute in all,
+#                        10 minutes under --full; tools/run_fuzzers.sh); the Kubernetes overlays validated strictly
 #                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests and the thread-safety analysis (iterating)
 #   ./test.sh --only=cuda,fuzz   the bootstrap and the phases named (ids: default k8s cuda
@@ -229,8 +229,13 @@ clang_tsa_phase() {
   fi
 }
 
+# CI: 60 s shared by the fuzzers (10 s each for six: a regression check on the committed
+# corpora); --full: 600 s shared, to find new inputs.
 fuzz_phase() {
-  tools/run_fuzzers.sh "${WEFT_FUZZ_SECONDS:-auto}" "$RESULTS/extra.tsv"
+  local budget=60
+  [ "$MODE" = full ] && budget=600
+  WEFT_FUZZ_BUDGET_SECONDS=${WEFT_FUZZ_BUDGET_SECONDS:-$budget} \
+    tools/run_fuzzers.sh "${WEFT_FUZZ_SECONDS:-auto}" "$RESULTS/extra.tsv"
 }
 
 soak_phase() {
