@@ -141,11 +141,12 @@ void ReplicaSupervisor::FenceRanks(const std::string& name, const char* cause,
   auto it = replicas_.find(name);
   if (it == replicas_.end()) return;
   LOG(WARNING) << "fencing replica '" << name << "' (" << cause << "): " << detail;
-  metrics_->Fenced(cause).Increment();
   for (auto& h : other_ranks) {
     h->Close(absl::UnavailableError(absl::StrCat("replica fenced: ", detail)));
   }
   DropReplica(it, now);
+  // Counted once the replica is gone: a scrape that sees the fence sees it gone too.
+  metrics_->Fenced(cause).Increment();
 }
 
 int64_t ReplicaSupervisor::DropReplica(std::map<std::string, ReplicaState>::iterator it,
