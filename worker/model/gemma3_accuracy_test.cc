@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "worker/backends/cpu_backend.h"
+#include "worker/model/testing/greedy_follow.h"
 #include "worker/model/perplexity.h"
 
 namespace weft {
@@ -35,16 +36,6 @@ constexpr char kModelFile[] = "gemma-3-270m-q4_k_m.gguf";
 json Load(const std::string& name) {
   std::ifstream in(testing::TestDataPath(name));
   return json::parse(in, nullptr, /*allow_exceptions=*/false);
-}
-
-std::vector<int32_t> Top3(const float* logits, int32_t n) {
-  std::vector<int32_t> ids(n);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::partial_sort(ids.begin(), ids.begin() + 3, ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-  });
-  ids.resize(3);
-  return ids;
 }
 
 class Gemma3AccuracyTest : public ::testing::Test {
@@ -78,32 +69,22 @@ TEST_F(Gemma3AccuracyTest, GreedyContinuationsFollowLlamaCpp) {
   std::iota(table.begin(), table.end(), 0);
   int ok_cases = 0;
   double agreed_sum = 0;
-  ForwardOutput out;
   for (const json& c : ref["cases"]) {
-    const std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>();
     const std::vector<int32_t> want = c["generated"].get<std::vector<int32_t>>();
-    std::vector<int32_t> tokens = ids;
-    int32_t agreed = 0;
+    auto followed = testing::FollowGreedy(backend_.get(), table,
+                                          c["prompt_ids"].get<std::vector<int32_t>>(), want);
+    ASSERT_TRUE(followed.ok()) << followed.status();
+    const int32_t agreed = followed->agreed;
     bool ok = true;
-    int32_t start = 0;
-    for (size_t step = 0; step < want.size(); ++step) {
-      ForwardBatch batch;
-      batch.sequences.push_back({absl::MakeConstSpan(tokens).subspan(start), start, table, true});
-      ASSERT_TRUE(backend_->Forward(batch, &out).ok());
-      const std::vector<int32_t> top = Top3(out.Row(0), out.vocab_size);
-      if (top[0] != want[step]) {
-        const std::vector<int32_t> llama_top = c["top_ids"][step].get<std::vector<int32_t>>();
-        ok = std::find(llama_top.begin(), llama_top.end(), top[0]) != llama_top.end();
-        std::printf("case %-60.60s diverges at step %zu: Weft %d, llama.cpp %d (top 3 %d %d %d, "
-                    "margin %.4f)%s\n",
-                    c["prompt"].get<std::string>().c_str(), step, top[0], want[step],
-                    llama_top[0], llama_top[1], llama_top[2], c["margins"][step].get<double>(),
-                    ok ? "" : "  <- outside llama.cpp's top 3");
-        break;
-      }
-      ++agreed;
-      start = static_cast<int32_t>(tokens.size());
-      tokens.push_back(top[0]);
+    if (followed->diverged()) {
+      const size_t step = agreed;
+      const std::vector<int32_t> llama_top = c["top_ids"][step].get<std::vector<int32_t>>();
+      ok = std::find(llama_top.begin(), llama_top.end(), followed->ours) != llama_top.end();
+      std::printf("case %-60.60s diverges at step %zu: Weft %d, llama.cpp %d (top 3 %d %d %d, "
+                  "margin %.4f)%s\n",
+                  c["prompt"].get<std::string>().c_str(), step, followed->ours, want[step],
+                  llama_top[0], llama_top[1], llama_top[2], c["margins"][step].get<double>(),
+                  ok ? "" : "  <- outside llama.cpp's top 3");
     }
     if (agreed == static_cast<int32_t>(want.size())) {
       std::printf("case %-60.60s identical (32 tokens)\n", c["prompt"].get<std::string>().c_str());

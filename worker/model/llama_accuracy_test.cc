@@ -31,6 +31,7 @@
 #include "common/tokenizer_test_util.h"
 #include "gtest/gtest.h"
 #include "worker/backends/cpu_backend.h"
+#include "worker/model/testing/greedy_follow.h"
 #include "worker/model/perplexity.h"
 
 namespace weft {
@@ -190,38 +191,29 @@ TEST_P(LlamaAccuracyTest, GreedyContinuationsMatchLlamaCppUpToANearTie) {
   std::vector<int32_t> table(backend_->num_kv_blocks());
   std::iota(table.begin(), table.end(), 0);
   int total_agreed = 0, identical = 0, dense_ties = 0;
-  ForwardOutput out;
   for (size_t c = 0; c < cases.array.size(); ++c) {
     const testing::JsonValue& cs = cases.array[c];
-    std::vector<int32_t> tokens = cs.Get("prompt_ids")->Ints();
     const std::vector<int32_t> want = cs.Get("generated")->Ints();
-    int32_t pos = 0;
-    int agreed = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ForwardBatch batch;
-      batch.sequences.push_back({absl::MakeConstSpan(tokens).subspan(pos), pos, table, true});
-      ASSERT_TRUE(backend_->Forward(batch, &out).ok());
-      pos = static_cast<int32_t>(tokens.size());
-      const int32_t ours = TopK(absl::MakeConstSpan(out.Row(0), out.vocab_size), 1)[0];
-      if (ours != want[i]) {
-        const std::vector<int32_t> top3 = cs.Get("top_ids")->array[i].Ints();
-        const testing::JsonValue& top3_logits = cs.Get("top_logits")->array[i];
-        const double spread = top3_logits.array[0].number - top3_logits.array[2].number;
-        if (!Contains(top3, ours) && spread < tolerance) {
-          ++dense_ties;
-          std::printf("case %zu step %zu: Weft's %d is outside llama.cpp's top 3, whose logits "
-                      "span %.3f (< tolerance %.3f): a dense tie\n",
-                      c, i, ours, spread, tolerance);
-          break;
-        }
+    auto followed = testing::FollowGreedy(backend_.get(), table, cs.Get("prompt_ids")->Ints(), want);
+    ASSERT_TRUE(followed.ok()) << followed.status();
+    const int agreed = followed->agreed;
+    if (followed->diverged()) {
+      const size_t i = agreed;
+      const int32_t ours = followed->ours;
+      const std::vector<int32_t> top3 = cs.Get("top_ids")->array[i].Ints();
+      const testing::JsonValue& top3_logits = cs.Get("top_logits")->array[i];
+      const double spread = top3_logits.array[0].number - top3_logits.array[2].number;
+      if (!Contains(top3, ours) && spread < tolerance) {
+        ++dense_ties;
+        std::printf("case %zu step %zu: Weft's %d is outside llama.cpp's top 3, whose logits "
+                    "span %.3f (< tolerance %.3f): a dense tie\n",
+                    c, i, ours, spread, tolerance);
+      } else {
         EXPECT_TRUE(Contains(top3, ours))
             << "case " << c << " step " << i << ": Weft's " << ours
             << " is not in llama.cpp's top 3 (their top-3 logits span " << spread
             << ", tolerance " << tolerance << ")";
-        break;
       }
-      ++agreed;
-      tokens.push_back(ours);
     }
     total_agreed += agreed;
     if (agreed == static_cast<int>(want.size())) ++identical;

@@ -28,6 +28,7 @@
 #include "common/tokenizer_test_util.h"
 #include "gtest/gtest.h"
 #include "worker/backends/cpu_backend.h"
+#include "worker/model/testing/greedy_follow.h"
 #include "worker/model/perplexity.h"
 
 namespace weft {
@@ -65,14 +66,6 @@ std::string FileSha256(const std::string& path) {
     hex += b;
   }
   return hex;
-}
-
-int32_t Argmax(const float* logits, int32_t n) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n; ++i) {
-    if (logits[i] > logits[best]) best = i;  // ties: the smaller id, as the reference
-  }
-  return best;
 }
 
 class RequantAccuracyTest : public ::testing::TestWithParam<std::string> {
@@ -143,30 +136,21 @@ TEST_P(RequantAccuracyTest, GreedyContinuationsMatchLlamaCppUpToItsTop3) {
   std::vector<int32_t> table(backend_->num_kv_blocks());
   std::iota(table.begin(), table.end(), 0);
   int good = 0, identical = 0, total_agreed = 0;
-  ForwardOutput out;
   for (size_t c = 0; c < cases.array.size(); ++c) {
     const testing::JsonValue& cs = cases.array[c];
-    std::vector<int32_t> tokens = cs.Get("prompt_ids")->Ints();
     const std::vector<int32_t> want = cs.Get("generated")->Ints();
-    int32_t pos = 0;
-    int agreed = 0;
+    auto followed = testing::FollowGreedy(backend_.get(), table, cs.Get("prompt_ids")->Ints(), want);
+    ASSERT_TRUE(followed.ok()) << followed.status();
+    const int agreed = followed->agreed;
     bool ok = true;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ForwardBatch batch;
-      batch.sequences.push_back({absl::MakeConstSpan(tokens).subspan(pos), pos, table, true});
-      ASSERT_TRUE(backend_->Forward(batch, &out).ok());
-      pos = static_cast<int32_t>(tokens.size());
-      const int32_t ours = Argmax(out.Row(0), out.vocab_size);
-      if (ours != want[i]) {
-        const std::vector<int32_t> top3 = cs.Get("top_ids")->array[i].Ints();
-        ok = std::find(top3.begin(), top3.end(), ours) != top3.end();
-        std::printf("%s case %zu: diverges at step %zu: Weft %d, llama.cpp %d (top 3 %d %d %d)%s\n",
-                    GetParam().c_str(), c, i, ours, want[i], top3[0], top3[1], top3[2],
-                    ok ? "" : " NOT IN TOP 3");
-        break;
-      }
-      ++agreed;
-      tokens.push_back(ours);
+    if (followed->diverged()) {
+      const size_t i = agreed;
+      const int32_t ours = followed->ours;
+      const std::vector<int32_t> top3 = cs.Get("top_ids")->array[i].Ints();
+      ok = std::find(top3.begin(), top3.end(), ours) != top3.end();
+      std::printf("%s case %zu: diverges at step %zu: Weft %d, llama.cpp %d (top 3 %d %d %d)%s\n",
+                  GetParam().c_str(), c, i, ours, want[i], top3[0], top3[1], top3[2],
+                  ok ? "" : " NOT IN TOP 3");
     }
     total_agreed += agreed;
     identical += agreed == static_cast<int>(want.size());
