@@ -35,7 +35,10 @@ struct GenerateFrontend::TenantState {
   }
 };
 
-GenerateFrontend::Call::~Call() {
+GenerateFrontend::Call::~Call() { Release(); }
+
+void GenerateFrontend::Call::Release() {
+  if (released_.exchange(true)) return;
   if (tenant_) tenant_->open.fetch_sub(1);
   frontend_->ReleaseSlot();
 }

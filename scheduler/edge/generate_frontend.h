@@ -106,6 +106,11 @@ class GenerateFrontend {
     // The client went away: the engine frees the request's blocks within one
     // iteration and counts it cancelled. Idempotent.
     void Cancel();
+    // Gives the call's stream slots (the server's and its tenant's) back. Idempotent; the
+    // destructor calls it. The APIs call it once the call has ended, before its status
+    // (or an HTTP stream's last bytes) reaches the client, so a client that sends its
+    // next call as soon as this one ends is never refused for the slot it still held.
+    void Release();
 
    private:
     friend class GenerateFrontend;
@@ -116,6 +121,7 @@ class GenerateFrontend {
     const int64_t key_;
     const std::shared_ptr<Outbox> outbox_;
     std::atomic<bool> cancelled_{false};
+    std::atomic<bool> released_{false};
     std::shared_ptr<TenantState> tenant_;  // its stream slot is given back with the call's
   };
 

@@ -76,11 +76,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   }
   auto started = frontend_->Start(request, call_context);
   if (!started.ok()) return Reject(started.status());
-  // The reactor's callbacks share the call; gRPC deletes the reactor (and so gives the
-  // slot back) after OnDone.
+  // The reactor's callbacks share the call: its slots go back as its status is sent.
   std::shared_ptr<GenerateFrontend::Call> call = std::move(*started);
   return new ResponseReactor(
-      call->outbox(), [call] { call->Cancel(); }, [call] {}, context);
+      call->outbox(), [call] { call->Cancel(); }, [call] { call->Release(); }, context);
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,

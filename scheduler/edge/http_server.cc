@@ -202,6 +202,7 @@ class HttpGeneration {
   // Returns false to drop the connection (the client left).
   bool StreamStep(httplib::DataSink& sink) {
     if (!held_.empty() || holding_write_) {
+      if (done_after_held_) Close();  // the slots go back before the client sees the end
       const bool ok = held_.empty() || sink.write(held_.data(), held_.size());
       held_.clear();
       if (holding_write_) {
@@ -209,10 +210,7 @@ class HttpGeneration {
         WriteDone(ok);
       }
       if (!ok) return Close(), false;
-      if (done_after_held_) {
-        sink.done();
-        Close();
-      }
+      if (done_after_held_) sink.done();
       return true;
     }
     CallChannel::Event e = channel_->Next();
@@ -233,9 +231,9 @@ class HttpGeneration {
                               "\n\n");
         }
         tail += "data: [DONE]\n\n";
+        Close();  // the slots go back before the client sees the end
         sink.write(tail.data(), tail.size());
         sink.done();
-        Close();
         return true;
       }
       case CallChannel::Event::kClientGone:

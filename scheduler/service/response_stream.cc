@@ -7,12 +7,12 @@
 namespace weft {
 
 ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
-                                 std::function<void()> on_done,
+                                 std::function<void()> on_end,
                                  grpc::CallbackServerContext* context)
     : outbox_(std::move(outbox)),
       context_(context),
       on_cancel_(std::move(on_cancel)),
-      on_done_(std::move(on_done)) {
+      on_end_(std::move(on_end)) {
   outbox_->Attach(NotOwned<weft::v1::GenerateResponse>(this));
 }
 
@@ -24,7 +24,10 @@ void ResponseReactor::WriteMessage(const weft::v1::GenerateResponse* response) {
   StartWrite(&buffer_);
 }
 
-void ResponseReactor::FinishCall(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+void ResponseReactor::FinishCall(const absl::Status& status) {
+  if (on_end_) on_end_();
+  Finish(ToGrpcStatus(status));
+}
 
 void ResponseReactor::CancelCall(const absl::Status& status) { CancelServerCall(context_, status); }
 
@@ -38,7 +41,7 @@ void ResponseReactor::OnCancel() {
 
 void ResponseReactor::OnDone() {
   outbox_->OnCallDone();
-  if (on_done_) on_done_();
+  if (on_end_) on_end_();
   delete this;
 }
 

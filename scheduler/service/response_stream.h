@@ -43,10 +43,12 @@ class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                         public WriteTarget<weft::v1::GenerateResponse> {
  public:
   // `on_cancel` runs (once) when the client cancels or the call breaks before Finish.
-  // `context` (may be null: calls that are finished at once) lets Outbox::Abort cancel
-  // the call in the transport.
+  // `on_end` runs just before the call's status goes to the client (Finish) and again
+  // at OnDone (so it must be idempotent); gRPC deletes the reactor, with what the
+  // callbacks hold, after OnDone. `context` (may be null: calls that are finished at
+  // once) lets Outbox::Abort cancel the call in the transport.
   ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
-                  std::function<void()> on_done, grpc::CallbackServerContext* context = nullptr);
+                  std::function<void()> on_end, grpc::CallbackServerContext* context = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -62,7 +64,7 @@ class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   std::shared_ptr<Outbox> outbox_;
   grpc::CallbackServerContext* const context_;
   std::function<void()> on_cancel_;
-  std::function<void()> on_done_;
+  std::function<void()> on_end_;
   std::atomic<bool> cancelled_{false};
   grpc::ByteBuffer buffer_;  // the serialized response in flight
 };
