@@ -57,7 +57,9 @@ struct Tenant {
   std::string name = kDefaultName;
   int32_t max_streams = 0;              // open generation calls at once; 0: no own limit
   std::optional<int32_t> max_priority;  // highest priority it may ask; unset: the default
-  int64_t tokens_per_minute = 0;        // prompt + max_tokens x n, per minute; 0: no limit
+  // Charged at admission as prompt + max_tokens x n, the unused part refunded when the
+  // call ends; a call is admitted while the bucket is above 0. 0: no limit.
+  int64_t tokens_per_minute = 0;
   bool operator==(const Tenant& o) const {
     return name == o.name && max_streams == o.max_streams && max_priority == o.max_priority &&
            tokens_per_minute == o.tokens_per_minute;

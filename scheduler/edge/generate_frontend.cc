@@ -190,14 +190,30 @@ absl::StatusOr<std::unique_ptr<GenerateFrontend::Call>> GenerateFrontend::Start(
     CountRejection(valid.status(), id);
     return valid.status();
   }
+  double charged = 0;  // tokens per minute: the most the call can use, charged up front
   if (tenant->tokens_per_minute > 0) {
     const RequestSpec& v = valid->spec();
-    MutexLock lock(&state->mu);
-    state->bucket -= static_cast<double>(v.prompt_token_ids.size()) +
-                     static_cast<double>(v.stopping.max_tokens) * v.n;
+    const int32_t prompt = static_cast<int32_t>(v.prompt_token_ids.size());
+    charged = prompt + static_cast<double>(v.stopping.max_tokens) * v.n;
+    {
+      MutexLock lock(&state->mu);
+      state->bucket -= charged;
+    }
+    // What it did not use comes back when it ends (its access line), whatever ended it.
+    sub.who.on_end = [state, charged, prompt,
+                      cap = static_cast<double>(tenant->tokens_per_minute)](const AccessRecord& r) {
+      const double unused = charged - prompt - r.completion_tokens;
+      if (unused <= 0) return;
+      MutexLock lock(&state->mu);
+      state->bucket = std::min(cap, state->bucket + unused);
+    };
   }
   sub.request = std::move(*valid);
   if (absl::Status s = engine_->Submit(std::move(sub)); !s.ok()) {
+    if (charged > 0) {
+      MutexLock lock(&state->mu);
+      state->bucket += charged;  // never started (the line below has no hook)
+    }
     CountRejection(s, id);
     return s;
   }

@@ -21,6 +21,9 @@ std::string FormatAccessLine(const AccessRecord& r) {
                       " duration_ms=", Millis(r.duration));
 }
 
-void LogAccess(const AccessRecord& record) { LOG(INFO) << FormatAccessLine(record); }
+void LogAccess(const AccessRecord& record) {
+  LOG(INFO) << FormatAccessLine(record);
+  if (record.who.on_end) record.who.on_end(record);
+}
 
 }  // namespace weft

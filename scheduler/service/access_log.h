@@ -10,6 +10,7 @@
 #define WEFT_SCHEDULER_SERVICE_ACCESS_LOG_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,11 +18,17 @@
 
 namespace weft {
 
+struct AccessRecord;
+
 // Who a call is, for its access-log line; carried from the edge to the end of the call.
 struct AccessIdentity {
   std::string request_id;
   std::string tenant;
   std::string model;
+  // Runs with the call's record when its line is written, on the writing thread (the
+  // planning thread for admitted calls): the tenant's tokens-per-minute refund. Must not
+  // block.
+  std::function<void(const AccessRecord&)> on_end;
 };
 
 struct AccessRecord {
@@ -34,6 +41,8 @@ struct AccessRecord {
 };
 
 std::string FormatAccessLine(const AccessRecord& record);
+// Writes the line and runs record.who.on_end. Every call that reached the edge gets
+// exactly one, whatever ended it (refused, finished, cancelled, the server stopping).
 void LogAccess(const AccessRecord& record);
 
 }  // namespace weft

@@ -61,17 +61,15 @@ ClientStreams::ClientStreams(Scheduler* core, const TokenTextSource* text,
 
 void ClientStreams::Admit(Submission& s, absl::Time now,
                           std::shared_ptr<const SequenceGrammarFactory> grammar) {
-  if (s.outbox->Closed()) return;  // the client left before we got to it
+  if (s.outbox->Closed()) {  // the client left before we got to it
+    EndSubmission(s, absl::CancelledError("the client left"), now);
+    return;
+  }
   const RequestSpec& spec = s.request->spec();
   auto id = core_->AddRequest(*s.request, now, std::move(grammar));
   if (!id.ok()) {
     metrics_->ByStatus(absl::StatusCodeToString(id.status().code())).Increment();
-    s.outbox->Finish(id.status());
-    AccessRecord rec;
-    rec.who = std::move(s.who);
-    rec.code = id.status().code();
-    rec.duration = now - s.arrival;
-    LogAccess(rec);
+    EndSubmission(s, id.status(), now);
     return;
   }
   ActiveRequest ar;
@@ -285,8 +283,16 @@ void ClientStreams::EndAll(FinishReason reason, absl::Time now) {
   for (const auto& [id, ar] : requests_) ids.push_back(id);
   for (RequestId id : ids) (void)core_->AbortRequest(id, reason, now);
   Deliver(now);
-  // Anything the core no longer knows still gets its call ended.
-  for (auto& [id, ar] : requests_) ar.outbox->Finish(absl::UnavailableError("server stopping"));
+  // Anything the core no longer knows still gets its call ended, and its line.
+  const absl::Status stopping = absl::UnavailableError("server stopping");
+  for (auto& [id, ar] : requests_) {
+    ar.outbox->Finish(stopping);
+    AccessRecord rec;
+    rec.who = std::move(ar.who);
+    rec.code = stopping.code();
+    rec.duration = now - ar.arrival;
+    LogAccess(rec);
+  }
   requests_.clear();
   by_key_.clear();
 }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -28,6 +29,18 @@ struct Submission {
   absl::Time arrival;
   AccessIdentity who;  // for the call's access-log line when it ends
 };
+
+// Ends a submission that was never admitted to the core (refused at admission, its
+// grammar failed, the server stopped before it got there): the client gets `status`,
+// and the call gets its access-log line (which runs who.on_end).
+inline void EndSubmission(Submission& s, const absl::Status& status, absl::Time now) {
+  s.outbox->Finish(status);
+  AccessRecord rec;
+  rec.who = std::move(s.who);
+  rec.code = status.code();
+  rec.duration = now - s.arrival;
+  LogAccess(rec);
+}
 
 class EngineInterface {
  public:

@@ -8,8 +8,9 @@ bool GrammarAdmission::Park(Submission& s, absl::Time now) {
   const auto& constraint = s.request->spec().constraint;
   if (!constraint.has_value()) return false;
   if (service_ == nullptr) {
-    s.outbox->Finish(absl::InvalidArgumentError(
-        "constraint: structured output is not enabled on this server"));
+    EndSubmission(s, absl::InvalidArgumentError(
+                         "constraint: structured output is not enabled on this server"),
+                  now);
     return true;
   }
   // Compile before the submission (which holds the constraint) is moved.
@@ -22,7 +23,10 @@ void GrammarAdmission::Poll(absl::Time now, const AdmitFn& admit) {
   size_t kept = 0;
   for (size_t i = 0; i < parked_.size(); ++i) {
     Parked& p = parked_[i];
-    if (p.submission.outbox->Closed()) continue;  // the client left while it compiled
+    if (p.submission.outbox->Closed()) {  // the client left while it compiled
+      EndSubmission(p.submission, absl::CancelledError("the client left"), now);
+      continue;
+    }
     if (!p.grammar->Poll(now)) {
       if (kept != i) parked_[kept] = std::move(p);
       ++kept;
@@ -32,14 +36,14 @@ void GrammarAdmission::Poll(absl::Time now, const AdmitFn& admit) {
     if (grammar.ok()) {
       admit(p.submission, *std::move(grammar));
     } else {
-      p.submission.outbox->Finish(grammar.status());
+      EndSubmission(p.submission, grammar.status(), now);
     }
   }
   parked_.resize(kept);
 }
 
 void GrammarAdmission::EndAll(const absl::Status& status) {
-  for (Parked& p : parked_) p.submission.outbox->Finish(status);
+  for (Parked& p : parked_) EndSubmission(p.submission, status, absl::Now());
   parked_.clear();
 }
 

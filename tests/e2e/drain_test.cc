@@ -108,6 +108,14 @@ TEST(DrainE2eTest, DrainTimeoutEndsTheRestUnavailableAndExitsZero) {
   }
   ASSERT_TRUE(cluster->scheduler()->Wait(absl::Seconds(60)).has_value()) << cluster->Logs();
   EXPECT_EQ(cluster->scheduler()->exit_code(), 0) << cluster->Logs();
+  // Each call ended by the drain has its access line.
+  const std::string log = ReadFile(cluster->scheduler()->log_path());
+  int lines = 0;
+  for (size_t p = log.find("status=UNAVAILABLE prompt_tokens="); p != std::string::npos;
+       p = log.find("status=UNAVAILABLE prompt_tokens=", p + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 4) << log;
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ class EdgeTenantsE2eTest : public ::testing::Test {
   void WriteTokens() {
     std::ofstream(tokens_ + ".tmp") << "tok-plain-0001\n"
                                     << "tok-a-0001 tenant=team-a max_streams=1 max_priority=5\n"
-                                    << "tok-b-0001 tenant=team-b tokens_per_minute=40\n";
+                                    << "tok-b-0001 tenant=team-b tokens_per_minute=40\n"
+                                    << "tok-c-0001 tenant=team-c tokens_per_minute=100\n";
     ASSERT_EQ(std::rename((tokens_ + ".tmp").c_str(), tokens_.c_str()), 0);
   }
   StreamResult Call(const std::string& token, int priority, int max_tokens = 4,
@@ -220,6 +221,35 @@ TEST_F(EdgeTenantsE2eTest, BackToBackCallsOfAOneStreamTenantAreAllServed) {
     EXPECT_TRUE(absl::StrContains(py.out, absl::StrCat(i, " 200 True\n"))) << py.out;
   }
   EXPECT_EQ(Metric("weft_tenant_requests_admitted_total{tenant=\"team-a\"}"), 20);
+}
+
+// Tokens per minute are charged up front (prompt + max_tokens x n) and what a call did
+// not use comes back when it ends: here a call cancelled after its first token. Without
+// the refund the bucket would stay 40 under zero for 24 s and the last call be refused.
+TEST_F(EdgeTenantsE2eTest, UnusedTokensPerMinuteComeBackWhenACallEnds) {
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer tok-c-0001");
+  ctx.AddMetadata("x-request-id", "req-refund-1");
+  StreamResult first = Generate(cluster_->stub(), GreedyRequest(kPrompt, 90), absl::Seconds(120),
+                                [&](const weft::v1::GenerateResponse&) {
+                                  ctx.TryCancel();  // 5 + 90 charged; about 89 unused
+                                  return true;
+                                },
+                                &ctx);
+  EXPECT_EQ(CodeName(first.status.error_code()), "CANCELLED");
+  // Its end is its access line (the refund runs with it).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(ReadFile(cluster_->scheduler()->log_path()),
+                                 "access id=req-refund-1 tenant=team-c");
+      },
+      absl::Seconds(30)))
+      << cluster_->Logs();
+  StreamResult second = Call("tok-c-0001", 0, 40);
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  StreamResult third = Call("tok-c-0001", 0, 4);
+  EXPECT_TRUE(third.status.ok()) << CodeName(third.status.error_code()) << " "
+                                 << third.status.error_message();
 }
 
 TEST_F(EdgeTenantsE2eTest, ADeletedTokensFileFailsClosedAndCountsTheFailedReload) {
