@@ -35,6 +35,11 @@ class FakeGeneration(generate_pb2_grpc.GenerationServicer):
         if request.text.startswith("unavailable-"):
             if self.calls[request.text] <= int(request.text.split("-")[1]):
                 context.abort(grpc.StatusCode.UNAVAILABLE, "no replica attached")
+        # "cancelled-N": the first N calls are cancelled by the server before any message
+        # (gRPC 1.51's server does so to a call that races a drain's GOAWAY).
+        if request.text.startswith("cancelled-"):
+            if self.calls[request.text] <= int(request.text.split("-")[1]):
+                context.abort(grpc.StatusCode.CANCELLED, "server shutting down")
         if request.text == "streamed-then-unavailable":
             yield generate_pb2.GenerateResponse(index=0, token_ids=[1], text="he")
             context.abort(grpc.StatusCode.UNAVAILABLE, "the scheduler is draining")
@@ -186,6 +191,14 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(self.fake.calls["unavailable-4"], 5)
         # 0.25, 0.5, 1, 1 (capped), each x 0.9.
         self.assertEqual([round(w, 6) for w in waits], [0.225, 0.45, 0.9, 0.9])
+
+    def test_a_call_the_server_cancelled_before_the_first_token_is_retried(self):
+        waits = []
+        with self.client(self.policy(waits)) as c:
+            call = c.generate("cancelled-2", max_tokens=3)
+            self.assertEqual("".join(r.text for r in call), "hello")
+            self.assertEqual(call.attempts, 3)
+        self.assertEqual(self.fake.calls["cancelled-2"], 3)
 
     def test_retries_are_bounded(self):
         waits = []

@@ -13,8 +13,8 @@
 // read from --token_file or the WEFT_TOKEN environment variable.
 //
 // Retries (README.md, "Clients retry"; the Python client's Retry follows the same rule):
-// a generate or models call that ends UNAVAILABLE before the server sent anything (no
-// token streamed) is made again, up to --max_attempts calls in all, waiting
+// a generate or models call that ends UNAVAILABLE (or CANCELLED by the server) before
+// the server sent anything (no token streamed) is made again, up to --max_attempts calls in all, waiting
 // --retry_initial_backoff_s doubling up to --retry_max_backoff_s (shortened at random by
 // up to a fifth) between them, all within --timeout_s. A call that streamed a token is
 // never repeated. health is never retried (probes want the answer of now).
@@ -76,8 +76,8 @@ ABSL_FLAG(int32_t, priority, 0, "request priority (higher first)");
 ABSL_FLAG(bool, print_token_ids, false, "print one token id per line instead of text");
 ABSL_FLAG(double, timeout_s, 600, "call deadline in seconds (retries included)");
 ABSL_FLAG(int32_t, max_attempts, 10,
-          "calls in all for a generate or models call that fails UNAVAILABLE before anything "
-          "was streamed (1: no retry)");
+          "calls in all for a generate or models call that fails UNAVAILABLE (or is CANCELLED "
+          "by the server) before anything was streamed (1: no retry)");
 ABSL_FLAG(double, retry_initial_backoff_s, 0.25, "wait before the first retry, in seconds");
 ABSL_FLAG(double, retry_max_backoff_s, 5, "longest wait between retries (doubling up to it)");
 ABSL_FLAG(std::string, service, "", "weft health: the service to ask about (\"\": the server)");
@@ -136,7 +136,11 @@ struct RetryPolicy {
   // returns true when another call is due (within `deadline`), else false.
   bool Wait(const grpc::Status& s, int attempts,
             std::chrono::system_clock::time_point deadline) const {
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || attempts >= max_attempts) return false;
+    // CANCELLED: this CLI never cancels its own calls, so the server did (gRPC 1.51's
+    // does to a call that races a draining scheduler's GOAWAY).
+    const bool retryable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           s.error_code() == grpc::StatusCode::CANCELLED;
+    if (!retryable || attempts >= max_attempts) return false;
     static std::mt19937_64 rng{std::random_device{}()};
     const double base =
         std::min(max_backoff_s, initial_backoff_s * std::pow(kMultiplier, attempts - 1));
@@ -144,7 +148,8 @@ struct RetryPolicy {
     const auto wait = std::chrono::duration_cast<std::chrono::system_clock::duration>(
         std::chrono::duration<double>(wait_s));
     if (std::chrono::system_clock::now() + wait >= deadline) return false;
-    std::cerr << "weft: " << absl::StatusCodeToString(absl::StatusCode::kUnavailable) << ": "
+    std::cerr << "weft: "
+              << absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())) << ": "
               << s.error_message() << "; retrying in " << wait_s << " s (call " << attempts + 1
               << " of " << max_attempts << ")\n";
     std::this_thread::sleep_for(wait);

@@ -66,9 +66,10 @@ def _health_status(data):
 
 class Retry:
     """When a call is made again (README.md, "Clients retry"; the CLI's --retry_* flags
-    follow the same rule): its status is one of `codes` (UNAVAILABLE) and it received no
-    response message — for Generate, no token was streamed — so nothing was lost and
-    nothing is repeated. Up to `max_attempts` calls in all; before call k+1 it waits
+    follow the same rule): its status is one of `codes` (UNAVAILABLE; CANCELLED when this
+    client did not cancel it: gRPC 1.51's server cancels a call that races a draining
+    scheduler's GOAWAY) and it received no response message — for Generate, no token was
+    streamed — so nothing was lost and nothing is repeated. Up to `max_attempts` calls in all; before call k+1 it waits
     min(`max_backoff_s`, `initial_backoff_s` x `multiplier`^(k-1)), shortened at random by
     up to `jitter` of it (clients restarting together do not retry in step), and never
     past the call's deadline (its timeout covers every attempt and wait). A call that has
@@ -78,7 +79,8 @@ class Retry:
     scheduler pod's restart for a small model. `sleep` and `random` are for tests."""
 
     def __init__(self, max_attempts=10, initial_backoff_s=0.25, max_backoff_s=5.0,
-                 multiplier=2.0, jitter=0.2, codes=(grpc.StatusCode.UNAVAILABLE,),
+                 multiplier=2.0, jitter=0.2,
+                 codes=(grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED),
                  sleep=time.sleep, random=random.random):
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1 (1: no retry)")
