@@ -2,10 +2,10 @@
 // client stream now or wait to travel with the next ones (--stream_interval_tokens,
 // --stream_interval_min_streams, --stream_interval_max_hold_ms).
 //
-// A stream message costs the scheduler far more than a token (one gRPC write: a
-// sendmsg and a completion on a gRPC thread, ~20-30 us on 2 shared Zen 3 cores, against
-// ~3 us for everything else a token costs), so at large batches tokens travel in
-// groups. Holding is adaptive, so that it is never seen where latency matters:
+// A stream message (one gRPC write: a sendmsg and a completion woken on a gRPC thread)
+// is the largest share of the scheduler's CPU per token (tools/bench/README.md), so at
+// large batches tokens travel in groups. Holding is adaptive, so that it is never seen
+// where latency matters:
 //   * only in a delivery pass that feeds at least `min_streams` streams (a large batch:
 //     a small one gets every token as it comes, as without the policy);
 //   * only while the sample's tokens come fast: `tokens - 1` gaps like its last one fit
