@@ -141,40 +141,90 @@ weft::v1::GenerateResponse ClientStreams::Response(const SequenceOutput& out, Ac
   return resp;
 }
 
-bool ClientStreams::ReleaseNow(ActiveRequest& ar, const SequenceOutput& out,
+namespace {
+bool Empty(const weft::v1::GenerateResponse& r) {
+  return r.token_ids_size() == 0 && r.text().empty() && r.logprobs_size() == 0;
+}
+}  // namespace
+
+bool ClientStreams::ReleaseNow(ActiveRequest& ar, const SequenceOutput& out, int streams_fed,
+                               absl::Duration gap, absl::Time now,
                                weft::v1::GenerateResponse* resp) {
-  if (ar.held.empty()) ar.held.resize(ar.last_token_time.size());
-  weft::v1::GenerateResponse& held = ar.held[out.seq.sample_index];
+  const size_t sample = static_cast<size_t>(out.seq.sample_index);
+  const bool has_held = sample < ar.held.size() && !Empty(ar.held[sample]);
   const bool ends = out.finish_reason != FinishReason::kNone || out.request_finished;
-  if (resp->has_seed()) return true;  // the stream's first message: never held
-  if (held.token_ids_size() == 0 && held.text().empty() && held.logprobs_size() == 0) {
-    if (ends) return true;
-    held = std::move(*resp);
-  } else {
-    // `held` is earlier and never ends its sample, so this merge always succeeds.
-    const bool merged = Coalesce(&held, resp);
-    DCHECK(merged);
-    if (!merged) return true;
+  if (!has_held) {
+    // The stream's first message (seed) and a sample's last are never held.
+    if (ends || resp->has_seed() || !interval_.Hold(streams_fed, resp->token_ids_size(), gap)) {
+      return true;
+    }
+    if (ar.held.empty()) ar.held.resize(ar.last_token_time.size());
+    ar.held[sample] = std::move(*resp);
+    ar.held_since = std::min(ar.held_since, now);
+    if (!ar.listed_holding) {
+      ar.listed_holding = true;
+      holding_.push_back(out.seq.request_id);
+    }
+    return false;
   }
-  if (!ends && held.token_ids_size() < stream_interval_) return false;
+  weft::v1::GenerateResponse& held = ar.held[sample];
+  // `held` is earlier and never ends its sample, so this merge always succeeds.
+  const bool merged = Coalesce(&held, resp);
+  DCHECK(merged);
+  if (!merged) return true;
+  if (!ends && interval_.Hold(streams_fed, held.token_ids_size(), gap)) return false;
   *resp = std::move(held);
   held.Clear();
+  if (std::all_of(ar.held.begin(), ar.held.end(), Empty)) ar.held_since = absl::InfiniteFuture();
   return true;
 }
 
-void ClientStreams::PushOrEnd(ActiveRequest& ar, const SequenceOutput& out,
+void ClientStreams::PushHeld(ActiveRequest& ar, RequestId id, bool request_finished,
+                             int except_sample, absl::Time now) {
+  for (size_t i = 0; i < ar.held.size(); ++i) {
+    if (static_cast<int>(i) == except_sample) continue;
+    weft::v1::GenerateResponse& h = ar.held[i];
+    if (!Empty(h)) PushOrEnd(ar, id, request_finished, std::move(h), now);
+    h.Clear();
+  }
+  if (except_sample < 0) ar.held_since = absl::InfiniteFuture();
+}
+
+void ClientStreams::FlushOverdue(absl::Time now) {
+  // Checked a few times per max_hold: a token waits at most ~1.25 x max_hold.
+  if (holding_.empty() || now - last_hold_check_ < interval_.max_hold() / 4) return;
+  last_hold_check_ = now;
+  size_t kept = 0;
+  for (RequestId id : holding_) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // finished: its held tokens went with its end
+    ActiveRequest& ar = it->second;
+    if (ar.held_since != absl::InfiniteFuture() && interval_.Overdue(ar.held_since, now)) {
+      PushHeld(ar, id, /*request_finished=*/false, /*except_sample=*/-1, now);
+    }
+    if (ar.held_since == absl::InfiniteFuture()) {
+      ar.listed_holding = false;
+    } else {
+      holding_[kept++] = id;
+    }
+  }
+  holding_.resize(kept);
+}
+
+void ClientStreams::PushOrEnd(ActiveRequest& ar, RequestId id, bool request_finished,
                               weft::v1::GenerateResponse resp, absl::Time now) {
-  if (ar.outbox->Push(std::move(resp))) return;
+  if (ar.outbox->Push(std::move(resp))) {
+    metrics_->stream_messages.Increment();
+    return;
+  }
   // Gone (client left) or over the byte cap (not reading): end it, free its blocks. A
   // finished request's last message that does not fit ends the call in error too: an OK
   // end would tell the client it has everything when its last tokens were dropped.
   const bool gone = ar.outbox->Closed();
-  if (!out.request_finished) {
-    (void)core_->AbortRequest(out.seq.request_id, FinishReason::kCancelled, now);
-  }
+  if (!request_finished) (void)core_->AbortRequest(id, FinishReason::kCancelled, now);
   if (!gone) {
     ar.ended_with = absl::ResourceExhaustedError(
-        out.request_finished
+        request_finished
             ? "stream buffer full: the stream's last message did not fit (the client is not "
               "reading)"
             : "stream buffer full: the client is not reading");
@@ -184,25 +234,28 @@ void ClientStreams::PushOrEnd(ActiveRequest& ar, const SequenceOutput& out,
 
 void ClientStreams::Deliver(absl::Time now) {
   core_->TakeOutputs(&outputs_);
+  int streams_fed = 0;  // the batch this pass delivers (the stream interval's measure)
+  for (const SequenceOutput& out : outputs_) streams_fed += out.new_token_ids.empty() ? 0 : 1;
   for (const SequenceOutput& out : outputs_) {
     auto it = requests_.find(out.seq.request_id);
     if (it == requests_.end()) continue;
     ActiveRequest& ar = it->second;
+    const absl::Time previous = ar.last_token_time[out.seq.sample_index];
     weft::v1::GenerateResponse resp = Response(out, ar, now);
     const bool has_content = !out.new_token_ids.empty() || !out.text_delta.empty() ||
                              resp.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED ||
                              resp.has_usage() || resp.has_seed();
     if (out.request_finished && !ar.held.empty()) {
-      // Other samples' held tokens go out before the stream's last message.
-      for (size_t i = 0; i < ar.held.size(); ++i) {
-        if (static_cast<int32_t>(i) == out.seq.sample_index) continue;
-        weft::v1::GenerateResponse& h = ar.held[i];
-        if (h.token_ids_size() > 0 || !h.text().empty()) PushOrEnd(ar, out, std::move(h), now);
-        h.Clear();
-      }
+      // Other samples' held tokens go out before the stream's last message (this
+      // sample's merge into it; all go out when there is no such message).
+      PushHeld(ar, out.seq.request_id, /*request_finished=*/true,
+               has_content ? out.seq.sample_index : -1, now);
     }
-    if (has_content && (stream_interval_ == 1 || ReleaseNow(ar, out, &resp))) {
-      PushOrEnd(ar, out, std::move(resp), now);
+    const absl::Duration gap =
+        previous == absl::InfinitePast() ? absl::InfiniteDuration() : now - previous;
+    if (has_content && ((!interval_.enabled() && ar.held.empty()) ||
+                        ReleaseNow(ar, out, streams_fed, gap, now, &resp))) {
+      PushOrEnd(ar, out.seq.request_id, out.request_finished, std::move(resp), now);
     }
     if (out.request_finished) EndRequest(it, out, now);
   }
@@ -242,6 +295,7 @@ void ClientStreams::EndRequest(absl::flat_hash_map<RequestId, ActiveRequest>::it
 
 void ClientStreams::CheckTimers(absl::Time now) {
   core_->ExpireDeadlines(now);
+  FlushOverdue(now);
   if (now - last_stall_check_ < absl::Milliseconds(100)) return;
   last_stall_check_ = now;
   CheckStalls(now);

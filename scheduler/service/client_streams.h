@@ -27,6 +27,7 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/service/engine_interface.h"
 #include "scheduler/service/metrics.h"
+#include "scheduler/service/stream_interval.h"
 #include "weft/v1/worker.pb.h"
 
 namespace weft {
@@ -55,12 +56,10 @@ class ClientStreams {
   void EndAll(FinishReason reason, absl::Time now);
 
   size_t size() const { return requests_.size(); }
-  // --stream_interval_tokens: a sample's tokens go out in messages of `tokens` (the
-  // stream's first message and a sample's last go out at once, with whatever is held);
-  // 1, the default, sends every step's tokens as they come. Trades up to `tokens - 1`
-  // steps of inter-token latency for fewer stream writes (the scheduler's largest CPU
-  // cost per token). Set before the first Admit.
-  void set_stream_interval(int tokens) { stream_interval_ = std::max(1, tokens); }
+  // When a sample's tokens may wait to travel with its next ones (stream_interval.h):
+  // held tokens go out with the sample's next message, once the interval is full, with
+  // the stream's last message, or once overdue (CheckTimers). Set before the first Admit.
+  void set_stream_interval(StreamIntervalOptions options) { interval_ = StreamInterval(options); }
 
  private:
   struct ActiveRequest {
@@ -76,8 +75,12 @@ class ClientStreams {
     // Set when the engine ended the call itself (slow reader): the status the client
     // gets, counted instead of the core's finish reason.
     std::optional<absl::Status> ended_with;
-    // Per sample: tokens held back for the stream interval (only when it is > 1).
+    // Per sample: tokens held back for the stream interval (sized at the first hold).
     std::vector<weft::v1::GenerateResponse> held;
+    // When the oldest of the held tokens was held (InfiniteFuture: none held), and
+    // whether the request is listed in holding_.
+    absl::Time held_since = absl::InfiniteFuture();
+    bool listed_holding = false;
   };
   // Per-token logprobs of the results applied this iteration (StepToken::aux indexes it).
   struct TokenLogprobs {
@@ -94,17 +97,24 @@ class ClientStreams {
   void CheckStalls(absl::Time now);
   // The stream interval: false when `resp` is held back (merged into the sample's held
   // tokens); true when it is to be pushed now, with what was held merged in front.
-  bool ReleaseNow(ActiveRequest& ar, const SequenceOutput& out,
-                  weft::v1::GenerateResponse* resp);
+  // `streams_fed`: streams that got tokens in this pass; `gap`: since the sample's
+  // previous token.
+  bool ReleaseNow(ActiveRequest& ar, const SequenceOutput& out, int streams_fed,
+                  absl::Duration gap, absl::Time now, weft::v1::GenerateResponse* resp);
+  // Pushes the held tokens of every sample of `ar` but `except_sample` (-1: none).
+  void PushHeld(ActiveRequest& ar, RequestId id, bool request_finished, int except_sample,
+                absl::Time now);
+  // Pushes what requests held longer than the interval allows.
+  void FlushOverdue(absl::Time now);
   // Pushes `resp` to the call; a push that fails ends the request (not reading, gone).
-  void PushOrEnd(ActiveRequest& ar, const SequenceOutput& out, weft::v1::GenerateResponse resp,
-                 absl::Time now);
+  void PushOrEnd(ActiveRequest& ar, RequestId id, bool request_finished,
+                 weft::v1::GenerateResponse resp, absl::Time now);
 
   Scheduler* const core_;
   const TokenTextSource* const text_;
   ServiceMetrics* const metrics_;
   const absl::Duration stall_timeout_;
-  int stream_interval_ = 1;
+  StreamInterval interval_;
 
   absl::flat_hash_map<RequestId, ActiveRequest> requests_;
   absl::flat_hash_map<int64_t, RequestId> by_key_;
@@ -113,6 +123,9 @@ class ClientStreams {
   std::vector<SequenceOutput> outputs_;
   std::vector<TokenLogprobs> step_logprobs_;
   absl::Time last_stall_check_ = absl::InfinitePast();
+  // Requests that may hold tokens (FlushOverdue), each listed once.
+  std::vector<RequestId> holding_;
+  absl::Time last_hold_check_ = absl::InfinitePast();
 };
 
 }  // namespace weft

@@ -13,9 +13,7 @@ absl::Status EngineOptions::Validate() const {
   if (auto s = step_deadline.Validate(); !s.ok()) return s;
   if (stall_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("stall timeout must be > 0");
   if (max_inbox_submissions == 0) return absl::InvalidArgumentError("inbox bound must be > 0");
-  if (stream_interval_tokens < 1) {
-    return absl::InvalidArgumentError("stream interval must be >= 1 token");
-  }
+  if (auto s = stream_interval.Validate(); !s.ok()) return s;
   if (worker_drain_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("worker drain timeout must be > 0");
   }
@@ -39,7 +37,7 @@ absl::Status Engine::Start() {
   if (!core.ok()) return core.status();
   core_ = std::move(*core);
   streams_ = std::make_unique<ClientStreams>(core_.get(), text_, metrics_, options_.stall_timeout);
-  streams_->set_stream_interval(options_.stream_interval_tokens);
+  streams_->set_stream_interval(options_.stream_interval);
   replicas_ = std::make_unique<ReplicaSupervisor>(core_.get(), model_, options_.step_deadline,
                                                   options_.worker_drain_timeout, metrics_);
   replicas_->set_steps_in_flight_by_backend(options_.steps_in_flight_by_backend);

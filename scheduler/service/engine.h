@@ -56,8 +56,8 @@ struct EngineOptions {
   // A draining replica's running sequences may take this long to finish; then the
   // rest is re-queued on other replicas (generated tokens kept).
   absl::Duration worker_drain_timeout = absl::Seconds(60);
-  // Tokens per stream message (ClientStreams::set_stream_interval); 1 = every step's.
-  int stream_interval_tokens = 1;
+  // When a stream's tokens travel in groups (stream_interval.h).
+  StreamIntervalOptions stream_interval;
   // Each replica's steps in flight from its workers' backend (StepsInFlightFor), rather
   // than core.max_steps_in_flight for all.
   bool steps_in_flight_by_backend = false;

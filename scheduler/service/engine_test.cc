@@ -90,7 +90,9 @@ class FakeExecutor : public StepExecutor {
     ++executed;
     {
       MutexLock l(&hang_mu_);
+      hung_in_step = hang_;
       while (hang_) hang_cv_.Wait(&hang_mu_);
+      hung_in_step = false;
     }
     weft::v1::StepResult r;
     r.set_step_id(plan.step_id());
@@ -143,6 +145,7 @@ class FakeExecutor : public StepExecutor {
   std::atomic<bool> fail_next_{false}, disagree_{false};
   std::atomic<int> detaches{0};
   std::atomic<int> executed{0};  // plans received
+  std::atomic<bool> hung_in_step{false};  // a step waits for Hang(false)
 
  private:
   std::string replica_;
@@ -367,11 +370,13 @@ TEST_F(EngineTest, SamplesForkFromAChunkedPrompt) {
   EXPECT_TRUE(WaitBlocksFree());
 }
 
-// --stream_interval_tokens=4: the first message goes out at once, then the tokens in
+// --stream_interval_tokens=4 at any batch: the first message goes out at once, then the tokens in
 // messages of four (or more, where a lagging reader's writes merged), the rest with the
 // finish; every token, its text and its logprob arrive, in order, for every sample.
 TEST_F(EngineTest, StreamIntervalSendsTokensInGroups) {
-  StartServer(absl::Seconds(10), [](EngineOptions* eo) { eo->stream_interval_tokens = 4; });
+  StartServer(absl::Seconds(10), [](EngineOptions* eo) {
+    eo->stream_interval = {4, /*min_streams=*/1, /*max_hold=*/absl::Seconds(30)};
+  });
   AddWorker("r0");
   ASSERT_TRUE(WaitReplicas(1));
   weft::v1::GenerateRequest req = Request(10, 5);
@@ -395,6 +400,90 @@ TEST_F(EngineTest, StreamIntervalSendsTokensInGroups) {
   EXPECT_EQ(o.usage.completion_tokens(), 18);
   EXPECT_LE(o.messages, 9) << "per sample: first, 4, last";
   EXPECT_TRUE(WaitBlocksFree());
+}
+
+// The default stream interval holds tokens only at large batches: one stream gets a
+// message per token (counted as the engine pushes them, whatever the client's pace).
+TEST_F(EngineTest, SmallBatchGetsOneMessagePerToken) {
+  StartServer();
+  AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  const double pushed = metrics_.stream_messages.Value();
+  Outcome o = Generate(10, 5);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  EXPECT_EQ(o.tokens, Expected(5, 10));
+  EXPECT_EQ(metrics_.stream_messages.Value() - pushed, 10);
+}
+
+// A batch at --stream_interval_min_streams: tokens travel in groups, and every stream
+// still gets each of its tokens exactly once, in order, with its finish and usage.
+TEST_F(EngineTest, LargeBatchTokensTravelInGroups) {
+  StartServer(absl::Seconds(10), [](EngineOptions* eo) {
+    eo->stream_interval = {4, /*min_streams=*/4, /*max_hold=*/absl::Seconds(30)};
+  });
+  Worker* w = AddWorker("r0");
+  ASSERT_TRUE(WaitReplicas(1));
+  constexpr int kStreams = 8;
+  constexpr int kTokens = 20;
+  w->exec->Hang(true);  // the streams start together: every step feeds all of them
+  const double pushed = metrics_.stream_messages.Value();
+  std::vector<std::thread> ts;
+  std::vector<Outcome> outs(kStreams);
+  for (int i = 0; i < kStreams; ++i) {
+    ts.emplace_back([&, i] { outs[i] = Generate(kTokens, 300 + i); });
+  }
+  EXPECT_TRUE(Eventually([&] {
+    return metrics_.requests_running.Value() + metrics_.requests_waiting.Value() == kStreams;
+  }));
+  w->exec->Hang(false);
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(outs[i].status.ok()) << i << ": " << outs[i].status.error_message();
+    EXPECT_EQ(outs[i].tokens, Expected(300 + i, kTokens)) << i;
+    EXPECT_EQ(outs[i].reason, weft::v1::FINISH_REASON_LENGTH) << i;
+    EXPECT_EQ(outs[i].usage.completion_tokens(), kTokens) << i;
+  }
+  // Per stream: the first token alone, then groups of 4, the rest with the last.
+  EXPECT_LE(metrics_.stream_messages.Value() - pushed, kStreams * 7);
+  EXPECT_TRUE(WaitBlocksFree());
+}
+
+// Held tokens go out once overdue even when no step comes to release them (here the
+// worker hangs; a preempted sequence is the same case).
+TEST_F(EngineTest, HeldTokensGoOutWhenNoStepFollows) {
+  StartServer(absl::Seconds(60), [](EngineOptions* eo) {
+    eo->stream_interval = {4, /*min_streams=*/1, /*max_hold=*/absl::Milliseconds(300)};
+  });
+  Worker* w = AddWorker("r0");
+  w->exec->step_ms_ = 5;  // the client reads faster than tokens come: the worker hangs mid-stream
+  ASSERT_TRUE(WaitReplicas(1));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));  // hang guard
+  auto reader = stub_->Generate(&ctx, Request(60, 9));
+  std::vector<int32_t> tokens;
+  weft::v1::GenerateResponse r;
+  bool hung = false;
+  // Once the worker hangs, every token generated so far must arrive.
+  while (!hung || static_cast<double>(tokens.size()) < metrics_.generated_tokens.Value()) {
+    if (!reader->Read(&r)) {
+      w->exec->Hang(false);  // lets the fixture stop the worker
+      FAIL() << "held tokens never went out: " << tokens.size() << " of "
+             << metrics_.generated_tokens.Value();
+    }
+    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+    if (!hung && tokens.size() >= 5) {
+      w->exec->Hang(true);
+      // The worker blocks in its next step; every step before it is applied.
+      ASSERT_TRUE(Eventually([&] {
+        return w->exec->hung_in_step.load() && w->exec->executed.load() == Steps("r0") + 1;
+      }));
+      hung = true;
+    }
+  }
+  w->exec->Hang(false);
+  while (reader->Read(&r)) tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(tokens, Expected(9, 60));
 }
 
 TEST_F(EngineTest, ManyConcurrentStreamsAllFinishWithTheirOwnTokens) {

@@ -68,6 +68,9 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> r, const pr
                                 "Prompt tokens whose KV came from the prefix cache.")),
       prompt_tokens(C(*r, l, "weft_prompt_tokens_total", "Prompt tokens admitted.")),
       generated_tokens(C(*r, l, "weft_generated_tokens_total", "Tokens generated and streamed.")),
+      stream_messages(C(*r, l, "weft_stream_messages_total",
+                        "Messages handed to client streams (tokens travel in groups at large "
+                        "batches: --stream_interval_tokens).")),
       requeued_requests(C(*r, l, "weft_requeued_requests_total",
                           "Requests re-queued (recomputed elsewhere with their tokens) after their "
                           "replica was fenced or its drain timed out.")),

@@ -53,6 +53,9 @@ class ServiceMetrics {
   prometheus::Counter& prefix_cache_hit_tokens;
   prometheus::Counter& prompt_tokens;
   prometheus::Counter& generated_tokens;
+  // Messages handed to client streams (after the stream interval held tokens back; a
+  // lagging reader's writes may merge further). Tokens per message = generated / this.
+  prometheus::Counter& stream_messages;
   prometheus::Counter& requeued_requests;
   // Worker hellos refused (fingerprint, shard layout, world size ...; the reason is
   // logged and sent to the worker).

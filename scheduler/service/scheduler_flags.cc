@@ -45,10 +45,19 @@ ABSL_FLAG(bool, prefix_caching, true, "automatic prefix caching");
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
 ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
-ABSL_FLAG(int32_t, stream_interval_tokens, 1,
-          "tokens per stream message: >1 holds a sample's tokens back until that many are "
-          "ready (its first and last messages go out at once), fewer writes for up to "
-          "N-1 steps of inter-token latency; 1 sends every step's tokens as they come");
+ABSL_FLAG(int32_t, stream_interval_tokens, 4,
+          "most tokens one stream message carries at large batches: a sample's tokens wait "
+          "for its next ones while a step feeds >= --stream_interval_min_streams streams and "
+          "the sample's tokens come fast (N-1 step gaps fit in --stream_interval_max_hold_ms); "
+          "a stream's first message and a sample's last go out at once. Fewer stream writes "
+          "(the scheduler's largest CPU cost per token) for up to N-1 steps of latency at "
+          "large batches; 1 sends every step's tokens as they come");
+ABSL_FLAG(int32_t, stream_interval_min_streams, 64,
+          "--stream_interval_tokens holds tokens only in steps that feed at least this many "
+          "streams (smaller batches get every token as it comes); 1: at any batch");
+ABSL_FLAG(double, stream_interval_max_hold_ms, 25,
+          "the longest a token is held for --stream_interval_tokens (about: checked every "
+          "quarter of it), and the step gap above which tokens are not held");
 ABSL_FLAG(double, drain_timeout_s, 30, "SIGTERM: how long running streams may finish");
 ABSL_FLAG(double, worker_drain_timeout_s, 60,
           "a worker's SIGTERM drains its replica: how long its running sequences may finish "
@@ -189,7 +198,10 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   eo.step_deadline.floor = absl::Seconds(absl::GetFlag(FLAGS_step_deadline_floor_s));
   eo.step_deadline.k = absl::GetFlag(FLAGS_step_deadline_k);
   eo.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
-  eo.stream_interval_tokens = absl::GetFlag(FLAGS_stream_interval_tokens);
+  eo.stream_interval.tokens = absl::GetFlag(FLAGS_stream_interval_tokens);
+  eo.stream_interval.min_streams = absl::GetFlag(FLAGS_stream_interval_min_streams);
+  eo.stream_interval.max_hold =
+      absl::Milliseconds(absl::GetFlag(FLAGS_stream_interval_max_hold_ms));
   eo.worker_drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_drain_timeout_s));
   eo.max_inbox_submissions = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_max_waiting)));
 

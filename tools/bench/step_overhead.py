@@ -20,6 +20,8 @@ run's generated tokens, default 20 %..80 %):
   worker_cpu_us_step   worker process CPU / steps (adds gRPC receive/send, plan parse)
   plan_us_step         the scheduler's planning-thread time planning, encoding and
                        applying results (weft_plan_seconds_total) / steps
+  tokens_per_message   generated tokens / stream messages (weft_stream_messages_total:
+                       tokens travel in groups at large batches, --stream_interval_tokens)
   client_us_per_tok    weft-bench CPU / generated tokens (it shares the cores)
   other_cores          busy cores used by everything else on the machine (load)
 The scheduler's metrics are scraped at each sample, which costs the scheduler a little CPU
@@ -171,6 +173,7 @@ def sample(cluster, bench_pid):
         "forward_s": m.get("weft_worker_forward_seconds_total", 0),
         "plan_s": m.get("weft_plan_seconds_total", 0),
         "running": m.get("weft_requests_running", 0),
+        "messages": m.get("weft_stream_messages_total", 0),
     }
 
 
@@ -241,6 +244,8 @@ def one_run(args, conc, rep):
             "tok_per_s": tokens / dt if dt else None,
             "tokens_per_step": tokens / steps if steps else None,
             "running_mean": statistics.mean(s["running"] for s in inside),
+            "tokens_per_message": (tokens / (s1["messages"] - s0["messages"])
+                                   if s1["messages"] > s0["messages"] else None),
             "sched_us_per_tok": per_tok("sched_cpu"),
             "sched_cores": (s1["sched_cpu"] - s0["sched_cpu"]) / dt if dt else None,
             "worker_host_us_step": per_step((s1["execute_s"] - s0["execute_s"]) -
@@ -266,6 +271,7 @@ def one_run(args, conc, rep):
 COLUMNS = [
     ("conc", "concurrency", "{:>5}"), ("rep", "repeat", "{:>3}"), ("tok/s", "tok_per_s", "{:>8.0f}"),
     ("tok/step", "tokens_per_step", "{:>8.1f}"), ("running", "running_mean", "{:>7.0f}"),
+    ("tok/msg", "tokens_per_message", "{:>7.2f}"),
     ("sched us/tok", "sched_us_per_tok", "{:>12.2f}"), ("sched cores", "sched_cores", "{:>11.2f}"),
     ("wkr host us/step", "worker_host_us_step", "{:>16.1f}"),
     ("wkr cpu us/step", "worker_cpu_us_step", "{:>15.1f}"), ("plan us/step", "plan_us_step", "{:>12.1f}"),
