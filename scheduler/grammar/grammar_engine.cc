@@ -15,6 +15,7 @@
 #include "common/tokenizer.h"
 #include "glog/logging.h"
 #include "scheduler/grammar/compiled.h"
+#include "scheduler/grammar/string_length_lowering.h"
 #include "xgrammar/xgrammar.h"
 
 namespace weft {
@@ -108,8 +109,10 @@ xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
   constexpr bool kAnyWhitespace = false;
   switch (c.kind) {
     case Kind::kJsonSchema:
-      return compiler.CompileJSONSchema(c.source, kAnyWhitespace, std::nullopt, std::nullopt,
-                                        /*strict_mode=*/true);
+      // Length-bounded strings as patterns: XGrammar's own lowering costs ms per mask
+      // (string_length_lowering.h).
+      return compiler.CompileJSONSchema(LowerStringLengths(c.source).schema, kAnyWhitespace,
+                                        std::nullopt, std::nullopt, /*strict_mode=*/true);
     case Kind::kJsonObject:
       // Not strict: any properties (strict mode would allow only "{}").
       return compiler.CompileJSONSchema(R"({"type":"object"})", kAnyWhitespace, std::nullopt,
