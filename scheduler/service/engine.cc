@@ -44,7 +44,11 @@ absl::Status Engine::Start() {
                                                   options_.worker_drain_timeout, metrics_);
   replicas_->set_steps_in_flight_by_backend(options_.steps_in_flight_by_backend);
   steps_ = std::make_unique<StepDispatcher>(core_.get(), streams_.get(), metrics_);
-  grammars_ = std::make_unique<GrammarAdmission>(grammar_service_);
+  grammars_ = std::make_unique<GrammarAdmission>(grammar_service_, [this] {
+    MutexLock l(&mu_);
+    grammar_ready_ = true;
+    wake_.Signal();
+  });
   UpdateGaugesAndHealth();
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
@@ -140,7 +144,7 @@ weft::v1::ModelInfo Engine::ModelInfo() const {
 absl::Time Engine::NextWake(absl::Time now) const {
   absl::Time wake = now + absl::Seconds(1);
   if (streams_->size() > 0) wake = std::min(wake, now + options_.tick);
-  if (grammars_->size() > 0) wake = std::min(wake, now + GrammarAdmission::kPollInterval);
+  wake = std::min(wake, grammars_->NextDeadline());  // a finished compile wakes it sooner
   return std::min(wake, replicas_->NextDeadline());
 }
 
@@ -149,11 +153,12 @@ void Engine::Loop() {
   while (true) {
     {
       MutexLock l(&mu_);
-      if (inbox_.empty() && !stop_) {
+      if (inbox_.empty() && !grammar_ready_ && !stop_) {
         const absl::Time now = absl::Now();
         const absl::Time wake = NextWake(now);
         if (wake > now) wake_.WaitWithTimeout(&mu_, wake - now);
       }
+      grammar_ready_ = false;
       events.swap(inbox_);
       inbox_submissions_ = 0;
       if (stop_) break;
