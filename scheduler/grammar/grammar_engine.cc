@@ -444,6 +444,11 @@ GrammarFuture GrammarEngine::CompileAsync(const GrammarConstraint& constraint) {
 
 int32_t GrammarEngine::vocab_size() const { return state_->vocab_size; }
 
+GrammarCompileTotals GrammarEngine::totals() const {
+  const GrammarEngineStats s = stats();
+  return {s.num_compiles, s.compile_seconds, s.num_refused, s.num_cache_hits};
+}
+
 GrammarEngineStats GrammarEngine::stats() const {
   MutexLock lock(&state_->mu);
   return state_->stats;

@@ -139,6 +139,7 @@ class GrammarEngine : public GrammarCompileService {
 
   int32_t vocab_size() const;
   GrammarEngineStats stats() const;
+  GrammarCompileTotals totals() const override;
 
  private:
   explicit GrammarEngine(std::shared_ptr<grammar_internal::EngineState> state);

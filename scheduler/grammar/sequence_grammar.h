@@ -55,10 +55,19 @@ class PendingGrammar {
   virtual absl::StatusOr<std::shared_ptr<const SequenceGrammarFactory>> result() const = 0;
 };
 
+// What a compile service did so far (monotonic totals; exported as metrics).
+struct GrammarCompileTotals {
+  int64_t compiles = 0;          // finished compiles (successful or not)
+  double compile_seconds = 0.0;  // their total time
+  int64_t refused = 0;           // refused (invalid, or past the time limit)
+  int64_t cache_hits = 0;        // answered from the compiled-grammar cache
+};
+
 // Compiles constraints off the calling thread (grammar_engine.h is the implementation).
 class GrammarCompileService {
  public:
   virtual ~GrammarCompileService() = default;
+  virtual GrammarCompileTotals totals() const { return {}; }
   // Never blocks. `constraint` passed CheckConstraint. `on_final` (may be null) runs once
   // when the compile finishes or is refused (on a compile thread, or on this one when
   // the result is known at once); not for the deadline, which the caller watches.

@@ -225,6 +225,15 @@ void Engine::HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
   }
 }
 
+namespace {
+
+// Raises a Prometheus counter to a monotonic total kept elsewhere.
+void ExportTotal(prometheus::Counter& c, double total) {
+  c.Increment(std::max<double>(0, total - c.Value()));
+}
+
+}  // namespace
+
 void Engine::UpdateGaugesAndHealth() {
   const weft::SchedulerMetrics m = core_->Metrics();
   if (const absl::Time now = absl::Now(); m.num_running > 0 && now >= next_occupancy_sample_) {
@@ -251,6 +260,14 @@ void Engine::UpdateGaugesAndHealth() {
       0, m.counters.grammar_mask_seconds_total - metrics_->grammar_mask_seconds.Value()));
   metrics_->grammar_violations.Increment(std::max<double>(
       0, m.counters.grammar_violations_total - metrics_->grammar_violations.Value()));
+  ExportTotal(metrics_->grammar_mask_waits, m.counters.grammar_mask_waits_total);
+  if (grammar_service_ != nullptr) {
+    const GrammarCompileTotals t = grammar_service_->totals();
+    ExportTotal(metrics_->grammar_compiles, t.compiles);
+    ExportTotal(metrics_->grammar_compile_seconds, t.compile_seconds);
+    ExportTotal(metrics_->grammar_compile_refusals, t.refused);
+    ExportTotal(metrics_->grammar_compile_cache_hits, t.cache_hits);
+  }
   metrics_->prefix_cache_hit_tokens.Increment(std::max<double>(
       0, m.counters.prefix_cache_hit_tokens_total - metrics_->prefix_cache_hit_tokens.Value()));
   metrics_->replicas_draining.Set(static_cast<double>(replicas_->num_draining()));
