@@ -12,6 +12,7 @@ void Planner::Plan(Replica* replica, absl::Time now, StepPlan* plan) {
   plan->Clear();
   Step st{replica, plan, replica->next_step_id().value(), options_->max_num_batched_tokens};
   st.now = now;
+  st.mask_deadline = absl::Now() + options_->grammar_mask_wait;
   // Finishes that happened since the last plan (the workers still hold those states).
   for (SequenceRef ref : replica->pending_finished()) plan->add_finished_seq_ids(ref.seq_id());
   replica->pending_finished().clear();
@@ -21,6 +22,19 @@ void Planner::Plan(Replica* replica, absl::Time now, StepPlan* plan) {
   cached_samplers_.clear();
   for (const auto& entry : replica->running()) order_.push_back(entry.second);
   st.victim_cursor = order_.size();
+  RunPasses(st);
+  if (scheduled_.empty() && st.masks_late > 0) {
+    // Nothing else would run: waiting for the late masks stalls no other stream (and
+    // nothing else would wake the loop when they are ready).
+    st.mask_deadline = absl::InfiniteFuture();
+    st.masks_late = 0;
+    RunPasses(st);
+  }
+  counters_->grammar_mask_waits_total += st.masks_late;
+  Finalize(st);
+}
+
+void Planner::RunPasses(Step& st) {
   for (PlanPass pass : policy_->passes()) {
     switch (pass) {
       case PlanPass::kRunningDecodes:
@@ -34,7 +48,6 @@ void Planner::Plan(Replica* replica, absl::Time now, StepPlan* plan) {
         break;
     }
   }
-  Finalize(st);
 }
 
 bool Planner::OutputLimitReached(const Sequence& seq) const {
@@ -46,16 +59,15 @@ bool Planner::AwaitsGrammarToken(const Sequence& seq) const {
   return seq.grammar != nullptr && seq.num_pending_samples > 0;
 }
 
+bool Planner::MaskLate(Step& st, Sequence* seq) {
+  if (seq->grammar == nullptr || seq->grammar->WaitReady(st.mask_deadline)) return false;
+  ++st.masks_late;
+  return true;
+}
+
 void Planner::FillMask(Sequence* seq, std::string* mask) {
-  const absl::Time start = absl::Now();
-  const int32_t words = (seq->grammar->vocab_size() + 31) / 32;
-  mask->resize(static_cast<size_t>(words) * 4);
-  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "TokenBitmask words are little-endian");
-  if (!seq->grammar->FillNextTokenBitmask(reinterpret_cast<uint32_t*>(mask->data()))) {
-    mask->clear();  // every token allowed: nothing to send
-  }
   ++counters_->grammar_masks_total;
-  counters_->grammar_mask_seconds_total += absl::ToDoubleSeconds(absl::Now() - start);
+  counters_->grammar_mask_seconds_total += seq->grammar->TakeMask(mask);
 }
 
 int32_t Planner::WatermarkBlocks(const Replica& replica) const {
@@ -67,7 +79,7 @@ void Planner::RunDecodes(Step& st) {
     Sequence* seq = order_[i];
     if (seq->state != SequenceState::kRunning || seq->last_scheduled_step == st.step) continue;
     if (seq->num_uncomputed() != 1 || OutputLimitReached(*seq)) continue;
-    if (AwaitsGrammarToken(*seq)) continue;
+    if (AwaitsGrammarToken(*seq) || MaskLate(st, seq)) continue;
     ScheduleRunning(st, seq, i, 1);
   }
 }
@@ -79,7 +91,9 @@ void Planner::RunPrefills(Step& st) {
     if (seq->state != SequenceState::kRunning || seq->last_scheduled_step == st.step) continue;
     const int32_t uncomputed = seq->num_uncomputed();
     if (uncomputed < 2 || AwaitsGrammarToken(*seq)) continue;
-    ScheduleRunning(st, seq, i, std::min(uncomputed, st.budget));
+    const int32_t n = std::min(uncomputed, st.budget);
+    if (n == uncomputed && MaskLate(st, seq)) continue;  // this chunk would sample
+    ScheduleRunning(st, seq, i, n);
   }
 }
 
@@ -160,6 +174,7 @@ void Planner::AdmitWaiting(Step& st) {
     const int32_t group =
         1 + (seq->sample_index == 0 ? seq->request->num_awaiting_fork : 0);
     if (replica->num_running() + group > options_->max_num_seqs) break;
+    if (MaskLate(st, seq)) break;  // its first mask: it (and, FCFS, those after) wait a step
     const SeqKey key = it->first;
     if (!TryAdmit(st, seq)) break;  // FCFS: nobody overtakes a sequence that does not fit
     it = waiting.upper_bound(key);

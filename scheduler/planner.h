@@ -61,8 +61,13 @@ class Planner {
     bool preempted = false;
     size_t victim_cursor = 0;  // order_[0, victim_cursor) may still hold victims
     absl::Time now;
+    absl::Time mask_deadline;  // masks not ready by then: their rows wait a step
+    int32_t masks_late = 0;
   };
 
+  // The policy's passes in order. Plan runs them again, waiting for every mask, when
+  // the first run scheduled nothing because masks were late.
+  void RunPasses(Step& st);
   void RunDecodes(Step& st);
   void RunPrefills(Step& st);
   void AdmitWaiting(Step& st);
@@ -90,7 +95,13 @@ class Planner {
   bool OutputLimitReached(const Sequence& seq) const;
   // Structured output: a constrained sequence whose sampled token is not back yet.
   bool AwaitsGrammarToken(const Sequence& seq) const;
-  // Writes the sequence's next-token mask into the plan entry (empty: all allowed).
+  // Structured output: true (counted) when `seq` is constrained and its next mask is
+  // still not ready at st.mask_deadline (waiting for it until then): the row waits a
+  // step and the others go on (a plan with nothing else waits for it instead).
+  bool MaskLate(Step& st, Sequence* seq);
+  // Moves the sequence's next-token mask into the plan entry (empty: all allowed); waits
+  // for it only where MaskLate was not asked (a fork's siblings, sampling with their
+  // parent: their first masks started when the request arrived).
   void FillMask(Sequence* seq, std::string* mask);
   int32_t WatermarkBlocks(const Replica& replica) const;
 

@@ -38,6 +38,7 @@ Scheduler::Scheduler(const SchedulerOptions& options, std::unique_ptr<Scheduling
       policy_(std::move(policy)),
       text_(text),
       stop_context_{options_.eos_token_ids, text},
+      mask_threads_(options_.grammar_mask_threads),
       planner_(&options_, policy_.get(), &counters_) {}
 
 // --- Replicas ---------------------------------------------------------------------
@@ -197,7 +198,9 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(
     auto seq = std::make_unique<Sequence>(r, j, &r->stopping.stop_strings);
     seq->token_ids = spec.prompt_token_ids;
     seq->awaiting_fork = j > 0;
-    if (r->grammar) seq->grammar = r->grammar->NewSequence();
+    if (r->grammar) {
+      seq->grammar = std::make_unique<AsyncGrammar>(r->grammar->NewSequence(), &mask_threads_);
+    }
     r->seqs.push_back(std::move(seq));
   }
   Sequence* first = r->seqs[0].get();

@@ -194,6 +194,9 @@ class Scheduler {
   const TokenTextSource* const text_;
   const StopContext stop_context_;
   SchedulerCounters counters_;
+  // Structured output's mask fills (before the sequences: joined after them; a fill in
+  // flight owns what it uses).
+  MaskThreads mask_threads_;
   Planner planner_;
   std::map<ReplicaId, std::unique_ptr<Replica>> replicas_;
   int32_t next_replica_id_ = 1;

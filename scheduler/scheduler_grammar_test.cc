@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "gtest/gtest.h"
 #include "scheduler/grammar/sequence_grammar.h"
 #include "scheduler/testing/harness.h"
@@ -178,9 +179,16 @@ TEST(SchedulerGrammarTest, AConstraintNeedsItsGrammarAndARefusedTokenIsAnError) 
 // Same seed, same tokens: a constrained request's output alone equals its output among
 // 24 others (constrained and free, arriving around it, several steps in flight, a KV
 // pool small enough to preempt).
-TEST(SchedulerGrammarTest, SameSeedSameTokensUnderLoad) {
+// With masks filled on the planning thread (0 mask threads) or on 2 mask threads that
+// the planner does not wait for (wait 0: rows whose mask is late wait a step).
+class SameSeedTest : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(SameSeedTest, SameSeedSameTokensUnderLoad) {
   auto run = [](bool loaded) {
-    TestHarness h(Options(/*steps_in_flight=*/2), {loaded ? 24 : 64});
+    SchedulerOptions o = Options(/*steps_in_flight=*/2);
+    o.grammar_mask_threads = GetParam();
+    o.grammar_mask_wait = absl::ZeroDuration();
+    TestHarness h(o, {loaded ? 24 : 64});
     auto grammar = std::make_shared<StripeFactory>(12);
     std::vector<RequestId> others;
     if (loaded) {
@@ -215,6 +223,111 @@ TEST(SchedulerGrammarTest, SameSeedSameTokensUnderLoad) {
   const std::vector<int32_t> alone = run(false);
   ASSERT_EQ(alone.size(), 12u);
   EXPECT_EQ(run(true), alone);
+}
+
+INSTANTIATE_TEST_SUITE_P(MaskThreads, SameSeedTest, ::testing::Values(0, 2));
+
+// A fill that blocks while the test holds its gate closed ("not ready" as an event).
+struct Gate {
+  Mutex mu;
+  CondVar cv;
+  bool open ABSL_GUARDED_BY(mu) = true;
+  int fills ABSL_GUARDED_BY(mu) = 0;
+  void Set(bool o) {
+    MutexLock l(&mu);
+    open = o;
+    cv.SignalAll();
+  }
+  void WaitFills(int n) {
+    MutexLock l(&mu);
+    while (fills < n) cv.Wait(&mu);
+  }
+};
+
+class GatedStripe : public StripeGrammar {
+ public:
+  GatedStripe(int32_t length, Gate* gate) : StripeGrammar(length, nullptr), gate_(gate) {}
+  bool FillNextTokenBitmask(uint32_t* words) override {
+    {
+      MutexLock l(&gate_->mu);
+      ++gate_->fills;
+      gate_->cv.SignalAll();
+      while (!gate_->open) gate_->cv.Wait(&gate_->mu);
+    }
+    return StripeGrammar::FillNextTokenBitmask(words);
+  }
+
+ private:
+  Gate* gate_;
+};
+
+class GatedFactory : public SequenceGrammarFactory {
+ public:
+  GatedFactory(int32_t length, Gate* gate) : length_(length), gate_(gate) {}
+  std::unique_ptr<SequenceGrammar> NewSequence() const override {
+    return std::make_unique<GatedStripe>(length_, gate_);
+  }
+
+ private:
+  int32_t length_;
+  Gate* gate_;
+};
+
+bool Planned(const StepPlan& plan, RequestId r) {
+  for (const auto& e : plan.cached_sequences()) {
+    if (SequenceRef::FromSeqId(e.seq_id()).request_id == r) return true;
+  }
+  for (const auto& n : plan.new_sequences()) {
+    if (SequenceRef::FromSeqId(n.seq_id()).request_id == r) return true;
+  }
+  return false;
+}
+
+TEST(SchedulerGrammarTest, ARowWhoseMaskIsLateWaitsAStepAndTheOthersGoOn) {
+  Gate gate;
+  SchedulerOptions o = Options();
+  o.grammar_mask_threads = 1;
+  o.grammar_mask_wait = absl::ZeroDuration();
+  TestHarness h(o, {64});
+  auto c = h.Add(Spec(3, 10, 1, true), std::make_shared<GatedFactory>(8, &gate));
+  auto f = h.Add(Spec(3, 60, 2, false));
+  ASSERT_TRUE(c.ok() && f.ok());
+  auto step = [&] {
+    ASSERT_TRUE(h.PlanAndExecute(h.replica()).ok());
+  };
+  auto apply = [&] {
+    while (h.NumQueuedResults(h.replica()) > 0) ASSERT_TRUE(h.ApplyOldest(h.replica()).ok());
+    ASSERT_TRUE(h.Collect().ok());
+  };
+  // Until the constrained sequence samples its first token (its first mask is computed
+  // on the mask thread; a plan before it is ready leaves it waiting).
+  for (int i = 0; i < 1000; ++i) {
+    step();
+    if (Planned(h.last_plan(), *c)) break;
+    apply();
+  }
+  ASSERT_TRUE(Planned(h.last_plan(), *c));
+  gate.Set(false);
+  apply();  // its token comes back: the next mask's fill starts and is held at the gate
+  const int64_t waits = h.scheduler().counters().grammar_mask_waits_total;
+  step();
+  EXPECT_FALSE(Planned(h.last_plan(), *c)) << "planned without its mask";
+  EXPECT_TRUE(Planned(h.last_plan(), *f)) << "an unrelated stream stalled";
+  EXPECT_EQ(h.scheduler().counters().grammar_mask_waits_total, waits + 1);
+  apply();
+  gate.Set(true);
+  // Ready once the fill returns: a following plan takes it — at the latest the one after
+  // the free stream's 60 tokens, which has nothing else to run and waits for it.
+  for (int i = 0; i < 100 && !Planned(h.last_plan(), *c); ++i) {
+    step();
+    if (!Planned(h.last_plan(), *c)) apply();
+  }
+  ASSERT_TRUE(Planned(h.last_plan(), *c));
+  for (const auto& e : h.last_plan().cached_sequences()) {
+    if (SequenceRef::FromSeqId(e.seq_id()).request_id == *c) {
+      EXPECT_EQ(e.allowed_tokens().size(), 8u);
+    }
+  }
 }
 
 }  // namespace

@@ -22,6 +22,10 @@ absl::Status SchedulerOptions::Validate() const {
   if (!(admission_watermark >= 0 && admission_watermark < 1)) {
     return absl::InvalidArgumentError("admission_watermark must be in [0, 1)");
   }
+  if (grammar_mask_threads < 0 || grammar_mask_threads > 64 ||
+      grammar_mask_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("grammar_mask_threads in [0, 64], grammar_mask_wait >= 0");
+  }
   if (max_preemptions_per_sequence < 0 || max_retries < 0) {
     return absl::InvalidArgumentError("max_preemptions, max_retries >= 0");
   }

@@ -40,6 +40,11 @@ struct SchedulerOptions {
   RequestLimits limits;
   // The model's end-of-sequence token ids.
   std::vector<int32_t> eos_token_ids;
+  // Structured output: threads computing constrained sequences' next-token masks as
+  // their tokens come back (0: on the planning thread, inline), and how long one plan
+  // waits for masks not ready yet before leaving those rows for a later step.
+  int32_t grammar_mask_threads = 0;
+  absl::Duration grammar_mask_wait = absl::Milliseconds(1);
 
   absl::Status Validate() const;
 };
@@ -63,10 +68,12 @@ struct SchedulerCounters {
   int64_t scheduled_tokens_total = 0;
   int64_t discarded_tokens_total = 0;  // sampled after the sequence had finished
   int64_t retries_total = 0;
-  // Structured output: token masks filled into plans, the planning thread's time in
-  // filling them, and sampled tokens a grammar refused (a worker ignored its mask).
+  // Structured output: token masks filled into plans, the time filling them, and
+  // sampled tokens a grammar refused (a worker ignored its mask).
   int64_t grammar_masks_total = 0;
-  double grammar_mask_seconds_total = 0.0;
+  double grammar_mask_seconds_total = 0.0;  // the fills' own time, on whichever thread
+  // Constrained rows left for a later step because their mask was not ready in time.
+  int64_t grammar_mask_waits_total = 0;
   int64_t grammar_violations_total = 0;
 };
 

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/strong_id.h"
+#include "scheduler/grammar/async_grammar.h"
 #include "scheduler/grammar/sequence_grammar.h"
 #include "scheduler/kv_cache_manager.h"
 #include "scheduler/request_spec.h"
@@ -97,8 +98,9 @@ struct Sequence {
 
   StopChecker stop_checker;
   // Structured output: the sequence's grammar state (null: free text). It has accepted
-  // every token of token_ids past the prompt; never pipelined (sequence_grammar.h).
-  std::unique_ptr<SequenceGrammar> grammar;
+  // every token of token_ids past the prompt; never pipelined (sequence_grammar.h); its
+  // next mask is computed on the scheduler's mask threads (async_grammar.h).
+  std::unique_ptr<AsyncGrammar> grammar;
 
   int32_t num_prompt_tokens() const { return prompt_len; }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }

@@ -15,6 +15,7 @@
 #include "common/tokenizer.h"
 #include "glog/logging.h"
 #include "scheduler/grammar/compiled.h"
+#include "scheduler/grammar/string_length_lowering.h"
 #include "xgrammar/xgrammar.h"
 
 namespace weft {
@@ -26,6 +27,7 @@ struct FutureState {
   bool done ABSL_GUARDED_BY(mu) = false;
   absl::Status status ABSL_GUARDED_BY(mu);
   std::shared_ptr<const CompiledConstraint> grammar ABSL_GUARDED_BY(mu);
+  std::vector<std::function<void()>> on_done ABSL_GUARDED_BY(mu);  // run once, when done
   // Guarded by the engine's mu (taken before a future's mu, never after):
   bool compiling = false;  // a thread is in XGrammar for it
   bool abandoned = false;  // past its deadline there: its thread was replaced
@@ -77,7 +79,11 @@ struct EngineState : std::enable_shared_from_this<EngineState> {
 
   void Run() ABSL_LOCKS_EXCLUDED(mu);
   void Finish(const std::shared_ptr<FutureState>& f, absl::Status status,
-              std::shared_ptr<const CompiledConstraint> grammar, double seconds);
+              std::shared_ptr<const CompiledConstraint> grammar, double seconds)
+      ABSL_LOCKS_EXCLUDED(mu);
+  void Settle(const std::shared_ptr<FutureState>& f, absl::Status status,
+              std::shared_ptr<const CompiledConstraint> grammar, double seconds,
+              std::vector<std::function<void()>>* callbacks) ABSL_LOCKS_EXCLUDED(mu);
   void Insert(CacheEntry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void OnTimeout(const std::shared_ptr<FutureState>& f) ABSL_LOCKS_EXCLUDED(mu);
 };
@@ -108,8 +114,10 @@ xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
   constexpr bool kAnyWhitespace = false;
   switch (c.kind) {
     case Kind::kJsonSchema:
-      return compiler.CompileJSONSchema(c.source, kAnyWhitespace, std::nullopt, std::nullopt,
-                                        /*strict_mode=*/true);
+      // Length-bounded strings as patterns: XGrammar's own lowering costs ms per mask
+      // (string_length_lowering.h).
+      return compiler.CompileJSONSchema(LowerStringLengths(c.source).schema, kAnyWhitespace,
+                                        std::nullopt, std::nullopt, /*strict_mode=*/true);
     case Kind::kJsonObject:
       // Not strict: any properties (strict mode would allow only "{}").
       return compiler.CompileJSONSchema(R"({"type":"object"})", kAnyWhitespace, std::nullopt,
@@ -171,6 +179,14 @@ void EngineState::Run() {
 
 void EngineState::Finish(const std::shared_ptr<FutureState>& f, absl::Status status,
                          std::shared_ptr<const CompiledConstraint> grammar, double seconds) {
+  std::vector<std::function<void()>> callbacks;
+  Settle(f, std::move(status), std::move(grammar), seconds, &callbacks);
+  for (auto& fn : callbacks) fn();  // outside every lock
+}
+
+void EngineState::Settle(const std::shared_ptr<FutureState>& f, absl::Status status,
+                         std::shared_ptr<const CompiledConstraint> grammar, double seconds,
+                         std::vector<std::function<void()>>* callbacks) {
   // The cache and the statistics first, then the future (waiters see both updated).
   MutexLock lock(&mu);
   ++stats.num_compiles;
@@ -199,6 +215,7 @@ void EngineState::Finish(const std::shared_ptr<FutureState>& f, absl::Status sta
   f->done = true;
   f->status = std::move(status);
   f->grammar = std::move(grammar);
+  callbacks->swap(f->on_done);
   f->cv.SignalAll();
 }
 
@@ -285,6 +302,7 @@ bool GrammarFuture::Poll(absl::Time now) {
     state_->done = true;
     state_->status = absl::InvalidArgumentError(
         "grammar did not compile within the server's limit (the constraint is too complex)");
+    state_->on_done.clear();  // the caller watches the deadline itself
   }
   if (auto engine = state_->engine.lock()) engine->OnTimeout(state_);
   return true;
@@ -301,6 +319,20 @@ bool GrammarFuture::Wait(absl::Duration timeout) {
   }
   return Poll(absl::Now());
 }
+
+void GrammarFuture::OnDone(std::function<void()> fn) {
+  if (!fn) return;
+  {
+    MutexLock lock(&state_->mu);
+    if (!state_->done) {
+      state_->on_done.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
+absl::Time GrammarFuture::deadline() const { return state_->deadline; }
 
 absl::StatusOr<std::shared_ptr<const CompiledConstraint>> GrammarFuture::result() const {
   MutexLock lock(&state_->mu);
@@ -335,17 +367,23 @@ absl::StatusOr<std::unique_ptr<GrammarEngine>> GrammarEngine::Create(
 GrammarEngine::GrammarEngine(std::shared_ptr<EngineState> state) : state_(std::move(state)) {}
 
 GrammarEngine::~GrammarEngine() {
-  MutexLock lock(&state_->mu);
-  state_->stopping = true;
-  for (Job& job : state_->queue) {
-    MutexLock f(&job.future->mu);
-    if (!job.future->done) {
-      job.future->done = true;
-      job.future->status = absl::UnavailableError("grammar engine shut down");
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(&state_->mu);
+    state_->stopping = true;
+    for (Job& job : state_->queue) {
+      MutexLock f(&job.future->mu);
+      if (!job.future->done) {
+        job.future->done = true;
+        job.future->status = absl::UnavailableError("grammar engine shut down");
+        for (auto& fn : job.future->on_done) callbacks.push_back(std::move(fn));
+        job.future->on_done.clear();
+      }
     }
+    state_->queue.clear();
+    state_->cv.SignalAll();
   }
-  state_->queue.clear();
-  state_->cv.SignalAll();
+  for (auto& fn : callbacks) fn();
 }
 
 namespace {
@@ -354,6 +392,7 @@ class PendingCompile : public PendingGrammar {
  public:
   explicit PendingCompile(GrammarFuture f) : f_(std::move(f)) {}
   bool Poll(absl::Time now) override { return f_.Poll(now); }
+  absl::Time deadline() const override { return f_.deadline(); }
   absl::StatusOr<std::shared_ptr<const SequenceGrammarFactory>> result() const override {
     auto r = f_.result();
     if (!r.ok()) return r.status();
@@ -366,8 +405,11 @@ class PendingCompile : public PendingGrammar {
 
 }  // namespace
 
-std::unique_ptr<PendingGrammar> GrammarEngine::Compile(const GrammarConstraint& constraint) {
-  return std::make_unique<PendingCompile>(CompileAsync(constraint));
+std::unique_ptr<PendingGrammar> GrammarEngine::Compile(const GrammarConstraint& constraint,
+                                                      std::function<void()> on_final) {
+  GrammarFuture f = CompileAsync(constraint);
+  f.OnDone(std::move(on_final));
+  return std::make_unique<PendingCompile>(std::move(f));
 }
 
 GrammarFuture GrammarEngine::CompileAsync(const GrammarConstraint& constraint) {
@@ -401,6 +443,11 @@ GrammarFuture GrammarEngine::CompileAsync(const GrammarConstraint& constraint) {
 }
 
 int32_t GrammarEngine::vocab_size() const { return state_->vocab_size; }
+
+GrammarCompileTotals GrammarEngine::totals() const {
+  const GrammarEngineStats s = stats();
+  return {s.num_compiles, s.compile_seconds, s.num_refused, s.num_cache_hits};
+}
 
 GrammarEngineStats GrammarEngine::stats() const {
   MutexLock lock(&state_->mu);

@@ -30,6 +30,7 @@
 #define WEFT_SCHEDULER_GRAMMAR_GRAMMAR_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,10 @@ class GrammarFuture {
   bool Wait(absl::Duration timeout);
   // Valid once Poll returned true.
   absl::StatusOr<std::shared_ptr<const CompiledConstraint>> result() const;
+  // Runs `fn` once when the compile finishes or is refused (on the compile thread, or
+  // now when it already has); not when only the deadline passes (Poll decides that).
+  void OnDone(std::function<void()> fn);
+  absl::Time deadline() const;
 
  private:
   std::shared_ptr<grammar_internal::FutureState> state_;
@@ -128,11 +133,13 @@ class GrammarEngine : public GrammarCompileService {
   // `constraint` must pass CheckConstraint. Never blocks on a compile.
   GrammarFuture CompileAsync(const GrammarConstraint& constraint);
 
-  // GrammarCompileService: Compile() as a PendingGrammar.
-  std::unique_ptr<PendingGrammar> Compile(const GrammarConstraint& constraint) override;
+  // GrammarCompileService: CompileAsync() as a PendingGrammar.
+  std::unique_ptr<PendingGrammar> Compile(const GrammarConstraint& constraint,
+                                          std::function<void()> on_final) override;
 
   int32_t vocab_size() const;
   GrammarEngineStats stats() const;
+  GrammarCompileTotals totals() const override;
 
  private:
   explicit GrammarEngine(std::shared_ptr<grammar_internal::EngineState> state);

@@ -129,6 +129,36 @@ TEST_F(GrammarEngineTest, JsonSchemaWalksAValidDocument) {
   EXPECT_EQ(Allowed(m, vocab_.vocab_size), std::vector<int32_t>{kEos});
 }
 
+// maxLength counts code points (a two-byte character is one), the string closes at its
+// bound, and a raw control character is never allowed inside it (string_length_lowering.h
+// turns the bound into a pattern; this is the language the schema asks for either way).
+TEST(GrammarEngineStringTest, MaxLengthCountsCodePointsAndClosesAtTheBound) {
+  GrammarVocab v = TinyVocab();
+  v.token_bytes.push_back("\xc3\xa9");  // é
+  v.token_bytes.push_back("\t");
+  v.vocab_size = static_cast<int32_t>(v.token_bytes.size());
+  auto e = GrammarEngine::Create(v, {});
+  ASSERT_TRUE(e.ok()) << e.status();
+  auto g = MustCompile(**e, Make(Kind::kJsonSchema,
+                                 R"({"type":"object","properties":{"s":{"type":"string",)"
+                                 R"("minLength":1,"maxLength":3}},"required":["s"]})"));
+  ASSERT_NE(g, nullptr);
+  const int32_t e_acute = v.vocab_size - 2, tab = v.vocab_size - 1, quote = Id(v, "\"");
+  GrammarMatcherState m(g);
+  for (const char* t : {"{\"", "s", "\":", " ", "\""}) ASSERT_TRUE(m.Accept(Id(v, t)).ok()) << t;
+  std::vector<int32_t> first = Allowed(m, v.vocab_size);
+  EXPECT_FALSE(std::count(first.begin(), first.end(), quote)) << "minLength 1";
+  EXPECT_FALSE(std::count(first.begin(), first.end(), tab)) << "raw control character";
+  EXPECT_TRUE(std::count(first.begin(), first.end(), e_acute));
+  ASSERT_TRUE(m.Accept(e_acute).ok());
+  ASSERT_TRUE(m.Accept(e_acute).ok());
+  ASSERT_TRUE(m.Accept(Id(v, "a")).ok());
+  EXPECT_EQ(Allowed(m, v.vocab_size), std::vector<int32_t>{quote});  // three code points
+  ASSERT_TRUE(m.Accept(quote).ok());
+  ASSERT_TRUE(m.Accept(Id(v, "}")).ok());
+  EXPECT_EQ(Allowed(m, v.vocab_size), std::vector<int32_t>{kEos});
+}
+
 TEST_F(GrammarEngineTest, InvalidSourceIsRefusedWithTheReasonAndRemembered) {
   GrammarFuture f = engine_->CompileAsync(Make(Kind::kEbnf, "root ::= missing_rule"));
   ASSERT_TRUE(f.Wait(absl::Seconds(60)));

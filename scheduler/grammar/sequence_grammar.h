@@ -14,6 +14,7 @@
 #define WEFT_SCHEDULER_GRAMMAR_SEQUENCE_GRAMMAR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -41,22 +42,37 @@ class SequenceGrammarFactory {
   virtual std::unique_ptr<SequenceGrammar> NewSequence() const = 0;
 };
 
-// A compile in progress, polled by the planning thread.
+// A compile in progress, checked by the planning thread when it is woken: by the
+// service's `on_final` (Compile) or at deadline().
 class PendingGrammar {
  public:
   virtual ~PendingGrammar() = default;
   // True once result() is final (compiled, refused, or past the compile time limit as
   // of `now`).
   virtual bool Poll(absl::Time now) = 0;
+  // When Poll becomes true at the latest (the compile time limit).
+  virtual absl::Time deadline() const = 0;
   virtual absl::StatusOr<std::shared_ptr<const SequenceGrammarFactory>> result() const = 0;
+};
+
+// What a compile service did so far (monotonic totals; exported as metrics).
+struct GrammarCompileTotals {
+  int64_t compiles = 0;          // finished compiles (successful or not)
+  double compile_seconds = 0.0;  // their total time
+  int64_t refused = 0;           // refused (invalid, or past the time limit)
+  int64_t cache_hits = 0;        // answered from the compiled-grammar cache
 };
 
 // Compiles constraints off the calling thread (grammar_engine.h is the implementation).
 class GrammarCompileService {
  public:
   virtual ~GrammarCompileService() = default;
-  // Never blocks. `constraint` passed CheckConstraint.
-  virtual std::unique_ptr<PendingGrammar> Compile(const GrammarConstraint& constraint) = 0;
+  virtual GrammarCompileTotals totals() const { return {}; }
+  // Never blocks. `constraint` passed CheckConstraint. `on_final` (may be null) runs once
+  // when the compile finishes or is refused (on a compile thread, or on this one when
+  // the result is known at once); not for the deadline, which the caller watches.
+  virtual std::unique_ptr<PendingGrammar> Compile(const GrammarConstraint& constraint,
+                                                  std::function<void()> on_final) = 0;
 };
 
 }  // namespace weft

@@ -42,7 +42,11 @@ absl::Status Engine::Start() {
                                                   options_.worker_drain_timeout, metrics_);
   replicas_->set_steps_in_flight_by_backend(options_.steps_in_flight_by_backend);
   steps_ = std::make_unique<StepDispatcher>(core_.get(), streams_.get(), metrics_);
-  grammars_ = std::make_unique<GrammarAdmission>(grammar_service_);
+  grammars_ = std::make_unique<GrammarAdmission>(grammar_service_, [this] {
+    MutexLock l(&mu_);
+    grammar_ready_ = true;
+    wake_.Signal();
+  });
   UpdateGaugesAndHealth();
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
@@ -138,7 +142,7 @@ weft::v1::ModelInfo Engine::ModelInfo() const {
 absl::Time Engine::NextWake(absl::Time now) const {
   absl::Time wake = now + absl::Seconds(1);
   if (streams_->size() > 0) wake = std::min(wake, now + options_.tick);
-  if (grammars_->size() > 0) wake = std::min(wake, now + GrammarAdmission::kPollInterval);
+  wake = std::min(wake, grammars_->NextDeadline());  // a finished compile wakes it sooner
   return std::min(wake, replicas_->NextDeadline());
 }
 
@@ -147,11 +151,12 @@ void Engine::Loop() {
   while (true) {
     {
       MutexLock l(&mu_);
-      if (inbox_.empty() && !stop_) {
+      if (inbox_.empty() && !grammar_ready_ && !stop_) {
         const absl::Time now = absl::Now();
         const absl::Time wake = NextWake(now);
         if (wake > now) wake_.WaitWithTimeout(&mu_, wake - now);
       }
+      grammar_ready_ = false;
       events.swap(inbox_);
       inbox_submissions_ = 0;
       if (stop_) break;
@@ -218,6 +223,15 @@ void Engine::HandleWorkerMessage(const std::shared_ptr<WorkerHandle>& w,
   }
 }
 
+namespace {
+
+// Raises a Prometheus counter to a monotonic total kept elsewhere.
+void ExportTotal(prometheus::Counter& c, double total) {
+  c.Increment(std::max<double>(0, total - c.Value()));
+}
+
+}  // namespace
+
 void Engine::UpdateGaugesAndHealth() {
   const weft::SchedulerMetrics m = core_->Metrics();
   if (const absl::Time now = absl::Now(); m.num_running > 0 && now >= next_occupancy_sample_) {
@@ -244,6 +258,14 @@ void Engine::UpdateGaugesAndHealth() {
       0, m.counters.grammar_mask_seconds_total - metrics_->grammar_mask_seconds.Value()));
   metrics_->grammar_violations.Increment(std::max<double>(
       0, m.counters.grammar_violations_total - metrics_->grammar_violations.Value()));
+  ExportTotal(metrics_->grammar_mask_waits, m.counters.grammar_mask_waits_total);
+  if (grammar_service_ != nullptr) {
+    const GrammarCompileTotals t = grammar_service_->totals();
+    ExportTotal(metrics_->grammar_compiles, t.compiles);
+    ExportTotal(metrics_->grammar_compile_seconds, t.compile_seconds);
+    ExportTotal(metrics_->grammar_compile_refusals, t.refused);
+    ExportTotal(metrics_->grammar_compile_cache_hits, t.cache_hits);
+  }
   metrics_->prefix_cache_hit_tokens.Increment(std::max<double>(
       0, m.counters.prefix_cache_hit_tokens_total - metrics_->prefix_cache_hit_tokens.Value()));
   metrics_->replicas_draining.Set(static_cast<double>(replicas_->num_draining()));

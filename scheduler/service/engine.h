@@ -143,6 +143,7 @@ class Engine : public EngineInterface {
   std::deque<Event> inbox_ ABSL_GUARDED_BY(mu_);
   size_t inbox_submissions_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool grammar_ready_ ABSL_GUARDED_BY(mu_) = false;  // a parked compile finished
   int64_t unfinished_ ABSL_GUARDED_BY(mu_) = 0;  // published by the loop for WaitDrained
   CondVar drained_cv_;
   uint64_t iterations_ ABSL_GUARDED_BY(mu_) = 0;  // loop iterations done (WaitUntil)

@@ -1,8 +1,27 @@
 #include "scheduler/service/grammar_admission.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace weft {
+
+void GrammarAdmission::Waker::Call() {
+  MutexLock l(&mu);
+  if (wake) wake();
+}
+
+void GrammarAdmission::Waker::Clear() {
+  MutexLock l(&mu);  // waits for a Call in progress
+  wake = nullptr;
+}
+
+GrammarAdmission::GrammarAdmission(GrammarCompileService* service, std::function<void()> wake)
+    : service_(service), waker_(std::make_shared<Waker>()) {
+  MutexLock l(&waker_->mu);
+  waker_->wake = std::move(wake);
+}
+
+GrammarAdmission::~GrammarAdmission() { waker_->Clear(); }
 
 bool GrammarAdmission::Park(Submission& s, absl::Time now) {
   const auto& constraint = s.request->spec().constraint;
@@ -14,7 +33,8 @@ bool GrammarAdmission::Park(Submission& s, absl::Time now) {
     return true;
   }
   // Compile before the submission (which holds the constraint) is moved.
-  std::unique_ptr<PendingGrammar> grammar = service_->Compile(*constraint);
+  std::unique_ptr<PendingGrammar> grammar =
+      service_->Compile(*constraint, [waker = waker_] { waker->Call(); });
   parked_.push_back(Parked{std::move(s), std::move(grammar)});
   return true;
 }
@@ -43,8 +63,15 @@ void GrammarAdmission::Poll(absl::Time now, const AdmitFn& admit) {
 }
 
 void GrammarAdmission::EndAll(const absl::Status& status) {
+  waker_->Clear();
   for (Parked& p : parked_) EndSubmission(p.submission, status, absl::Now());
   parked_.clear();
+}
+
+absl::Time GrammarAdmission::NextDeadline() const {
+  absl::Time t = absl::InfiniteFuture();
+  for (const Parked& p : parked_) t = std::min(t, p.grammar->deadline());
+  return t;
 }
 
 }  // namespace weft

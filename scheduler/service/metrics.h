@@ -75,12 +75,19 @@ class ServiceMetrics {
   // = 1 - (tokens increase) / (slots increase).
   prometheus::Counter& kv_tokens_sampled;
   prometheus::Counter& kv_slots_sampled;
-  // Structured output: token masks the planning thread filled and its time filling them
-  // (mask time per constrained token = seconds / masks), and sampled tokens a grammar
+  // Structured output: token masks filled (on the mask threads) and their time filling
+  // them (mask time per constrained token = seconds / masks), and sampled tokens a grammar
   // refused (a worker that ignored its mask; each ends its sequence with an error).
   prometheus::Counter& grammar_masks;
   prometheus::Counter& grammar_mask_seconds;
   prometheus::Counter& grammar_violations;
+  // Constrained rows left for a later step because their mask was not ready in time, and
+  // the grammar compiles: finished, their seconds, refused, answered from the cache.
+  prometheus::Counter& grammar_mask_waits;
+  prometheus::Counter& grammar_compiles;
+  prometheus::Counter& grammar_compile_seconds;
+  prometheus::Counter& grammar_compile_refusals;
+  prometheus::Counter& grammar_compile_cache_hits;
 
   // Histograms (seconds).
   prometheus::Histogram& time_to_first_token;

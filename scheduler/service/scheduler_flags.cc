@@ -42,6 +42,12 @@ ABSL_FLAG(int64_t, stream_buffer_bytes, 4 << 20,
           "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int32_t, max_retries, 2, "re-queues after a replica is lost");
 ABSL_FLAG(bool, prefix_caching, true, "automatic prefix caching");
+ABSL_FLAG(int32_t, grammar_mask_threads, 2,
+          "structured output: threads computing next-token masks as tokens come back "
+          "(0: on the planning thread)");
+ABSL_FLAG(int32_t, grammar_mask_wait_us, 1000,
+          "structured output: how long one plan waits for masks not ready yet before those "
+          "rows wait a step");
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
 ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
@@ -137,6 +143,8 @@ absl::Status CoreFromFlags(SchedulerOptions* core, bool* steps_in_flight_by_back
   core->max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   core->max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   core->enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
+  core->grammar_mask_threads = absl::GetFlag(FLAGS_grammar_mask_threads);
+  core->grammar_mask_wait = absl::Microseconds(absl::GetFlag(FLAGS_grammar_mask_wait_us));
   const int32_t steps_in_flight = absl::GetFlag(FLAGS_max_steps_in_flight);
   core->max_steps_in_flight = steps_in_flight == 0 ? 1 : steps_in_flight;
   *steps_in_flight_by_backend = steps_in_flight == 0;

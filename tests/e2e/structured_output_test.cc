@@ -92,7 +92,7 @@ TEST(StructuredOutputE2eTest, RegexAndChoiceHoldOverGrpc) {
   EXPECT_EQ(b.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(b.status.error_message().find("grammar"), std::string::npos)
       << b.status.error_message();
-  // Masks were filled on the planning thread; no worker sampled outside one.
+  // Masks were filled; no worker sampled outside one.
   EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_grammar_masks_total") > 0; },
                       absl::Seconds(10)));
   EXPECT_EQ(cluster.Metric("weft_grammar_violations_total"), 0);
