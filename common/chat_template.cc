@@ -117,14 +117,19 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view source, std::
     const jinja::lexer_result tokens = lexer.tokenize(std::string(source));
     impl->program = jinja::parse_from_tokens(tokens);
     impl->source = tokens.source;
-    // llama.cpp's probe renders sample conversations and records what the template read.
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat template could not be parsed: ", e.what()));
+  }
+  try {
+    // llama.cpp's probe renders sample conversations and records what the template read;
+    // a template it cannot probe gets the fallback.
     const jinja::caps caps = jinja::caps_get(impl->program);
     impl->renders_tools = caps.supports_tools && caps.supports_tool_calls;
     impl->object_arguments = caps.supports_object_arguments;
     impl->system_role = caps.supports_system_role;
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chat template could not be parsed: ", e.what()));
+  } catch (const std::exception&) {
+    impl->renders_tools = false;
   }
   return ChatTemplate(std::move(impl));
 }
