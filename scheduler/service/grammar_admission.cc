@@ -2,7 +2,22 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/field_error.h"
+#include "scheduler/request_spec.h"
+
 namespace weft {
+namespace {
+
+// A refused compile names the constraint's field as data (the message stays the engine's).
+absl::Status Refused(const absl::Status& status, const GrammarConstraint& constraint) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+  return FieldErrorStatus(kRequestFieldSchema,
+                          FieldError{absl::StrCat("constraint.", ConstraintKindName(constraint.kind)),
+                                     std::string(status.message())});
+}
+
+}  // namespace
 
 bool GrammarAdmission::Park(Submission& s, absl::Time now) {
   const auto& constraint = s.request->spec().constraint;
@@ -32,7 +47,8 @@ void GrammarAdmission::Poll(absl::Time now, const AdmitFn& admit) {
     if (grammar.ok()) {
       admit(p.submission, *std::move(grammar));
     } else {
-      p.submission.outbox->Finish(grammar.status());
+      p.submission.outbox->Finish(
+          Refused(grammar.status(), *p.submission.request->spec().constraint));
     }
   }
   parked_.resize(kept);

@@ -2,8 +2,9 @@
 // grammar before it enters the scheduler core. The planning thread parks it (Park), the
 // grammar compiles on the compile service's own threads, and each iteration Poll admits
 // the ready ones with their compiled grammar and ends the refused ones' calls with the
-// compile's status (INVALID_ARGUMENT naming the reason, RESOURCE_EXHAUSTED when too many
-// compiles wait). The planning loop never waits for a compile; while anything is parked
+// compile's status (INVALID_ARGUMENT naming the reason, with the constraint's field as
+// data — "constraint.json_schema", "constraint.structural_tag", ... — so that an edge
+// names its own field; RESOURCE_EXHAUSTED when too many compiles wait). The planning loop never waits for a compile; while anything is parked
 // it wakes within poll_interval.
 // Ownership: borrows the compile service (null: constraints are refused).
 // Thread-safety: thread-compatible (the planning thread).

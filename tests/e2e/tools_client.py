@@ -9,7 +9,9 @@ Phases:
          the round trip: the call and a `tool` message with its result go back, and the
          model answers (finish "stop" or "length", counted); the same request streamed
          gives delta.tool_calls that reassemble to the same call (index, id and name
-         first, then argument fragments); "auto" answers text or a valid call.
+         first, then argument fragments); an unknown tool_choice name and parameters
+         that do not compile are 400s naming the field; "auto" answers text or a valid
+         call.
          Prints "tools: {...}" with the counts.
 
 Exits non-zero (an AssertionError) on any check that fails.
@@ -150,6 +152,21 @@ def phase_tools(client, rounds, max_tokens):
     assert calls[0]["arguments"] == call.function.arguments, (calls, call)
     assert calls[0]["id"], calls
     assert order[0] == "head" and "args" in order, order
+
+    # Refusals name the body's field: an unknown tool in tool_choice (the edge), and
+    # parameters XGrammar cannot compile (the scheduler's compile, mapped to "tools").
+    bad = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "strnig"}}}}}
+    for kw, param in (
+            ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+             "tool_choice.function.name"),
+            ({"tools": [bad], "tool_choice": "required"}, "tools")):
+        try:
+            client.chat.completions.create(model="", messages=QUESTION, max_tokens=8, **kw)
+            raise AssertionError("accepted: %r" % kw)
+        except openai.BadRequestError as e:
+            assert e.status_code == 400 and e.body["param"] == param, e.body
+            print("refused: %s" % e.body["message"], file=sys.stderr)
 
     # "auto": text, or a well-formed call (seed 101 calls, with the default model).
     r = create(client, QUESTION, 101, max_tokens, tool_choice="auto")
