@@ -1,5 +1,6 @@
 #include "scheduler/edge/tool_call_parser.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -161,9 +162,12 @@ bool ToolCallParser::StepArguments(ParsedOutput* out) {
     after_call_ = true;
     return true;
   }
-  // Everything before the last '}' seen (it may be the wrapper's), blanks held.
+  // Everything before the last '}' seen (it may be the wrapper's) and before what may
+  // be the start of the end tag, blanks held.
   const size_t last_brace = buf_.rfind('}');
-  const size_t safe = RtrimBlank(buf_, last_brace == std::string::npos ? buf_.size() : last_brace);
+  const size_t tag_start = buf_.size() - PartialTagSuffix(buf_, kToolCallClose);
+  const size_t safe =
+      RtrimBlank(buf_, std::min(tag_start, last_brace == std::string::npos ? buf_.size() : last_brace));
   if (safe > args_shown_) {
     AddCallPiece({index, "", "", buf_.substr(args_shown_, safe - args_shown_)}, out);
     args_shown_ = safe;

@@ -7,7 +7,7 @@
 // \n</tool_call>, any number of them, text around them. A call's name is known once its
 // header ({"name": "...", "arguments": ) has arrived; its arguments then stream in
 // fragments, each shown once no later byte can change it (everything before the last '}'
-// seen, trailing blanks held). A block that does not follow the header's layout is read
+// seen and before a possible start of "</tool_call>", trailing blanks held). A block that does not follow the header's layout is read
 // whole at its end tag as a JSON object {"name", "arguments"}; one that is no such object
 // stays text. Text that could be the start of "<tool_call>" is held until it is known;
 // blank text next to calls is dropped. Finish() gives what is held when the output ends

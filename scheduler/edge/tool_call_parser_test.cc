@@ -61,6 +61,8 @@ TEST(ToolCallParserTest, TextAndCallsInAnyChunkingReadTheSame) {
       kCall,
       "Let me check.\n" + kCall,
       kCall + "\n" + kCall,
+      // Arguments without a '}' and a false start of the end tag (found by the fuzzer).
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": [1\n</tool_ca\n</tool_call>",
       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2",  // cut by max_tokens
   };
   for (const std::string& text : texts) {
