@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/chat_template_claims.h"
+#include "jinja/caps.h"
 #include "jinja/lexer.h"
 #include "jinja/parser.h"
 #include "jinja/runtime.h"
@@ -23,6 +24,9 @@ struct ChatTemplate::Impl {
   std::string eos_token;
   jinja::program program;
   const KnownChatTemplateDifference* known_difference = nullptr;
+  bool renders_tools = false;
+  bool object_arguments = false;
+  bool system_role = true;
 };
 
 namespace {
@@ -47,15 +51,54 @@ jinja::value InputString(const std::string& s) {
   return v;
 }
 
-jinja::value Messages(absl::Span<const ChatMessage> messages) {
+// A JSON value as a Jinja value, its strings marked as request input. Throws on bad JSON.
+jinja::value InputJson(const common_json& j) {
+  jinja::context scratch;
+  common_json holder = common_json::object();
+  holder["v"] = j;
+  jinja::global_from_json(scratch, holder, /*mark_input=*/true);
+  return scratch.get_val("v");
+}
+
+// OpenAI's shape of an assistant turn's calls. Arguments that are a JSON object are
+// given as one where the template reads them as an object (object_arguments).
+jinja::value ToolCalls(const std::vector<ChatToolCall>& calls, bool object_arguments) {
+  common_json list = common_json::array();
+  for (const ChatToolCall& c : calls) {
+    common_json function = common_json::object();
+    function["name"] = c.name;
+    function["arguments"] = c.arguments;
+    if (object_arguments) {
+      common_json parsed = common_json::parse_no_throw(c.arguments);
+      if (!parsed.is_discarded() && parsed.is_object()) function["arguments"] = parsed;
+    }
+    common_json call = common_json::object();
+    call["id"] = c.id;
+    call["type"] = "function";
+    call["function"] = function;
+    list.push_back(call);
+  }
+  return InputJson(list);
+}
+
+jinja::value Messages(absl::Span<const ChatMessage> messages, bool object_arguments) {
   auto list = jinja::mk_val<jinja::value_array>();
   for (const ChatMessage& m : messages) {
     auto obj = jinja::mk_val<jinja::value_object>();
     obj->insert("role", jinja::mk_val<jinja::value_string>(m.role));
     obj->insert("content", InputString(m.content));
+    if (!m.tool_calls.empty()) obj->insert("tool_calls", ToolCalls(m.tool_calls, object_arguments));
+    if (!m.tool_call_id.empty()) obj->insert("tool_call_id", InputString(m.tool_call_id));
     list->push_back(obj);
   }
   return list;
+}
+
+bool HasToolTurns(absl::Span<const ChatMessage> messages) {
+  for (const ChatMessage& m : messages) {
+    if (!m.tool_calls.empty() || m.role == "tool") return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -78,15 +121,35 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view source, std::
     return absl::InvalidArgumentError(
         absl::StrCat("chat template could not be parsed: ", e.what()));
   }
+  try {
+    // llama.cpp's probe renders sample conversations and records what the template read;
+    // a template it cannot probe gets the fallback.
+    const jinja::caps caps = jinja::caps_get(impl->program);
+    impl->renders_tools = caps.supports_tools && caps.supports_tool_calls;
+    impl->object_arguments = caps.supports_object_arguments;
+    impl->system_role = caps.supports_system_role;
+  } catch (const std::exception&) {
+    impl->renders_tools = false;
+  }
   return ChatTemplate(std::move(impl));
 }
 
 const std::string& ChatTemplate::source() const { return impl_->source; }
+bool ChatTemplate::renders_tools() const { return impl_->renders_tools; }
 
 absl::StatusOr<RenderedChat> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
                                                   const ChatRenderOptions& options) const {
   for (size_t i = 0; i < messages.size(); ++i) {
     if (absl::Status s = CheckRole(messages[i].role, i); !s.ok()) return s;
+  }
+  if (options.tools_fallback && !impl_->renders_tools &&
+      (!options.tools_json.empty() || HasToolTurns(messages))) {
+    auto hermes = HermesToolMessages(messages, options.tools_json, impl_->system_role);
+    if (!hermes.ok()) return hermes.status();
+    ChatRenderOptions plain = options;
+    plain.tools_json.clear();
+    plain.tools_fallback = false;
+    return Render(*hermes, plain);
   }
   if (const KnownChatTemplateDifference* k = impl_->known_difference;
       k != nullptr && (!k->only_with_tools || !options.tools_json.empty())) {
@@ -98,7 +161,7 @@ absl::StatusOr<RenderedChat> ChatTemplate::Render(absl::Span<const ChatMessage> 
   try {
     jinja::context ctx(impl_->source);
     ctx.current_time = options.now.value_or(std::time(nullptr));
-    ctx.set_val("messages", Messages(messages));
+    ctx.set_val("messages", Messages(messages, impl_->object_arguments));
     ctx.set_val("bos_token", jinja::mk_val<jinja::value_string>(impl_->bos_token));
     ctx.set_val("eos_token", jinja::mk_val<jinja::value_string>(impl_->eos_token));
     ctx.set_val("add_generation_prompt",

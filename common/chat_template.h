@@ -37,13 +37,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/chat_tools.h"
 
 namespace weft {
 
-struct ChatMessage {
-  std::string role;     // "system", "user", "assistant", "tool", ...
-  std::string content;
-};
+// ChatMessage and ChatToolCall: common/chat_tools.h.
 
 struct ChatRenderOptions {
   // Jinja's add_generation_prompt: open the assistant's turn at the end.
@@ -53,6 +51,12 @@ struct ChatRenderOptions {
   std::string tools_json;
   // The time strftime_now formats (tests fix it); unset: now.
   std::optional<std::time_t> now;
+  // When tools, tool calls or "tool" turns are given and the template cannot render them
+  // (llama.cpp's capability probe: it never reads tools[0].function.name or an assistant
+  // turn's tool_calls), render common/chat_tools.h's Hermes-style fallback instead. Off:
+  // the template gets them as they are, as transformers does (the Jinja2 conformance
+  // tests). The scheduler turns it on.
+  bool tools_fallback = false;
 };
 
 // A rendered prompt and the byte ranges of it that came from the request.
@@ -85,6 +89,9 @@ class ChatTemplate {
                                       const ChatRenderOptions& options = {}) const;
 
   const std::string& source() const;
+  // Whether the template renders tools and assistant tool calls itself (else
+  // tools_fallback applies).
+  bool renders_tools() const;
 
  private:
   struct Impl;

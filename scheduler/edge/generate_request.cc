@@ -1,8 +1,10 @@
 #include "scheduler/edge/generate_request.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/chat_tools.h"
 #include "common/field_error.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace weft {
 namespace {
@@ -42,10 +44,72 @@ absl::Status ResolveConstraint(const weft::v1::GenerateRequest& req,
       g.kind = Kind::kChoice;
       g.choices.assign(c.choice().choices().begin(), c.choice().choices().end());
       break;
+    case C::kStructuralTag: g.kind = Kind::kStructuralTag; g.source = c.structural_tag(); break;
     case C::KIND_NOT_SET:
-      return Invalid("constraint", "set one of json_schema, json_object, regex, grammar, choice");
+      return Invalid("constraint",
+                     "set one of json_schema, json_object, regex, grammar, choice, structural_tag");
   }
   *out = std::move(g);
+  return absl::OkStatus();
+}
+
+// A JSON Schema for a tool's arguments: "" or a JSON object's text.
+bool IsSchemaText(const std::string& s) {
+  if (s.empty()) return true;
+  const auto j = nlohmann::json::parse(s, nullptr, /*allow_exceptions=*/false);
+  return j.is_object();
+}
+
+absl::Status CheckTools(const weft::v1::ChatPrompt& chat, size_t* bytes) {
+  if (chat.tools_size() > kMaxTools) {
+    return Invalid("chat.tools", absl::StrCat("at most ", kMaxTools, " tools"));
+  }
+  for (int i = 0; i < chat.tools_size(); ++i) {
+    const weft::v1::Tool& t = chat.tools(i);
+    if (!IsValidToolName(t.name())) {
+      return Invalid("chat.tools.name", "1 to 64 characters of A-Z a-z 0-9 _ -");
+    }
+    for (int j = 0; j < i; ++j) {
+      if (chat.tools(j).name() == t.name()) {
+        return Invalid("chat.tools.name", absl::StrCat("'", t.name(), "' is defined twice"));
+      }
+    }
+    *bytes += t.name().size() + t.description().size() + t.parameters().size();
+    if (!IsSchemaText(t.parameters())) {
+      return Invalid("chat.tools.parameters", "must be a JSON Schema object");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Roles, tool turns and tools; at most max_bytes of text in all.
+absl::Status CheckChat(const weft::v1::ChatPrompt& chat, size_t max_bytes) {
+  if (chat.messages().empty()) return Invalid("chat", "no messages");
+  size_t bytes = 0;
+  for (const auto& m : chat.messages()) {
+    const std::string& role = m.role();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return Invalid("chat.messages.role", absl::StrCat("unknown role '", role.substr(0, 32),
+                                                        "' (system, user, assistant or tool)"));
+    }
+    if (!m.tool_calls().empty() && role != "assistant") {
+      return Invalid("chat.messages.tool_calls", "only an assistant turn has tool calls");
+    }
+    if (!m.tool_call_id().empty() && role != "tool") {
+      return Invalid("chat.messages.tool_call_id", "only a tool turn has a tool_call_id");
+    }
+    bytes += m.content().size() + m.tool_call_id().size();
+    for (const auto& c : m.tool_calls()) {
+      if (!IsValidToolName(c.name())) {
+        return Invalid("chat.messages.tool_calls.name", "1 to 64 characters of A-Z a-z 0-9 _ -");
+      }
+      bytes += c.id().size() + c.name().size() + c.arguments().size();
+    }
+  }
+  WEFT_RETURN_IF_ERROR(CheckTools(chat, &bytes));
+  if (bytes > max_bytes) {
+    return Invalid("chat", absl::StrCat("messages and tools are over ", max_bytes, " bytes"));
+  }
   return absl::OkStatus();
 }
 
@@ -64,19 +128,7 @@ absl::Status ResolvePrompt(const weft::v1::GenerateRequest& req, size_t max_byte
       ids->assign(req.token_ids().ids().begin(), req.token_ids().ids().end());
       return absl::OkStatus();
     case weft::v1::GenerateRequest::kChat: {
-      if (req.chat().messages().empty()) return Invalid("chat", "no messages");
-      size_t bytes = 0;
-      for (const auto& m : req.chat().messages()) {
-        if (m.role() != "system" && m.role() != "user" && m.role() != "assistant") {
-          return Invalid("chat.messages.role",
-                         absl::StrCat("unknown role '", m.role().substr(0, 32),
-                                      "' (system, user or assistant)"));
-        }
-        bytes += m.content().size();
-      }
-      if (bytes > max_bytes) {
-        return Invalid("chat", absl::StrCat("messages are over ", max_bytes, " bytes"));
-      }
+      WEFT_RETURN_IF_ERROR(CheckChat(req.chat(), max_bytes));
       WEFT_ASSIGN_OR_RETURN(*ids, encoder.EncodeChat(req.chat()));
       return absl::OkStatus();
     }

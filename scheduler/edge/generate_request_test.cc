@@ -130,6 +130,10 @@ TEST(GenerateRequestTest, ConstraintsMapToTheCoreKinds) {
   EXPECT_EQ(spec->constraint->kind, Kind::kChoice);
   EXPECT_EQ(spec->constraint->choices, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(FailedField(r), "");
+  r.mutable_constraint()->set_structural_tag(R"({"type": "structural_tag"})");
+  spec = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [] { return 1u; });
+  EXPECT_EQ(spec->constraint->kind, Kind::kStructuralTag);
+  EXPECT_EQ(spec->constraint->source, R"({"type": "structural_tag"})");
 }
 
 TEST(GenerateRequestTest, BadInputNamesItsField) {
@@ -179,6 +183,65 @@ TEST(GenerateRequestTest, BadInputNamesItsField) {
        },
        "chat.messages.role"},
       {"empty chat", [](GenerateRequest* r) { r->mutable_chat(); }, "chat"},
+      {"tool calls on a user turn",
+       [](GenerateRequest* r) {
+         auto* m = r->mutable_chat()->add_messages();
+         m->set_role("user");
+         m->add_tool_calls()->set_name("f");
+       },
+       "chat.messages.tool_calls"},
+      {"a call of a badly named tool",
+       [](GenerateRequest* r) {
+         auto* m = r->mutable_chat()->add_messages();
+         m->set_role("assistant");
+         m->add_tool_calls()->set_name("f g");
+       },
+       "chat.messages.tool_calls.name"},
+      {"tool_call_id on an assistant turn",
+       [](GenerateRequest* r) {
+         auto* m = r->mutable_chat()->add_messages();
+         m->set_role("assistant");
+         m->set_tool_call_id("call_1");
+       },
+       "chat.messages.tool_call_id"},
+      {"a tool without a name",
+       [](GenerateRequest* r) {
+         r->mutable_chat()->add_messages()->set_role("user");
+         r->mutable_chat()->add_tools();
+       },
+       "chat.tools.name"},
+      {"a tool defined twice",
+       [](GenerateRequest* r) {
+         r->mutable_chat()->add_messages()->set_role("user");
+         r->mutable_chat()->add_tools()->set_name("f");
+         r->mutable_chat()->add_tools()->set_name("f");
+       },
+       "chat.tools.name"},
+      {"parameters that are no JSON object",
+       [](GenerateRequest* r) {
+         r->mutable_chat()->add_messages()->set_role("user");
+         auto* t = r->mutable_chat()->add_tools();
+         t->set_name("f");
+         t->set_parameters("[1]");
+       },
+       "chat.tools.parameters"},
+      {"129 tools",
+       [](GenerateRequest* r) {
+         r->mutable_chat()->add_messages()->set_role("user");
+         for (int i = 0; i < 129; ++i) r->mutable_chat()->add_tools()->set_name(absl::StrCat("f", i));
+       },
+       "chat.tools"},
+      {"tool definitions over the byte cap",
+       [](GenerateRequest* r) {
+         r->mutable_chat()->add_messages()->set_role("user");
+         auto* t = r->mutable_chat()->add_tools();
+         t->set_name("f");
+         t->set_description(std::string(1025, 'd'));
+       },
+       "chat"},
+      {"empty structural tag",
+       [](GenerateRequest* r) { r->mutable_constraint()->set_structural_tag(""); },
+       "constraint.structural_tag"},
   };
   for (const Case& c : cases) {
     GenerateRequest r = Text("hello");

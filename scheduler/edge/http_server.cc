@@ -457,6 +457,7 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, http
   ro.created = UnixSeconds(arrival);
   ro.include_usage = parsed->include_usage;
   ro.logprobs = parsed->logprobs;
+  ro.parse_tool_calls = parsed->parse_tool_calls && api == openai::Api::kChatCompletions;
   if (text_ != nullptr) {
     ro.token_bytes = [text = text_](int32_t id) { return std::string(text->TokenBytes(id)); };
   }

@@ -9,6 +9,7 @@
 #include "common/model_config.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "nlohmann/json.hpp"
 
 namespace weft {
 namespace {
@@ -25,6 +26,27 @@ class TokenizerText : public TokenTextSource {
  private:
   const Tokenizer* t_;
 };
+
+// The request's tools as the template sees them: OpenAI's definitions
+// [{"type": "function", "function": {"name", "description", "parameters"}}] ("" for none).
+// The parameters are JSON texts the edge has checked (generate_request.cc).
+std::string ToolsJson(const weft::v1::ChatPrompt& chat) {
+  if (chat.tools().empty()) return "";
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& t : chat.tools()) {
+    nlohmann::ordered_json f = nlohmann::ordered_json::object();
+    f["name"] = t.name();
+    if (!t.description().empty()) f["description"] = t.description();
+    f["parameters"] = t.parameters().empty()
+                          ? nlohmann::ordered_json::object()
+                          : nlohmann::ordered_json::parse(t.parameters(), nullptr, false);
+    nlohmann::ordered_json tool = nlohmann::ordered_json::object();
+    tool["type"] = "function";
+    tool["function"] = std::move(f);
+    list.push_back(std::move(tool));
+  }
+  return list.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
 
 class TokenizerEncoder : public PromptEncoder {
  public:
@@ -45,8 +67,15 @@ class TokenizerEncoder : public PromptEncoder {
     }
     std::vector<ChatMessage> messages;
     messages.reserve(chat.messages_size());
-    for (const auto& m : chat.messages()) messages.push_back({m.role(), m.content()});
-    return TokenizeChat(*chat_, *t_, messages);
+    for (const auto& m : chat.messages()) {
+      ChatMessage& out = messages.emplace_back(ChatMessage{m.role(), m.content()});
+      for (const auto& c : m.tool_calls()) out.tool_calls.push_back({c.id(), c.name(), c.arguments()});
+      out.tool_call_id = m.tool_call_id();
+    }
+    ChatRenderOptions options;
+    options.tools_json = ToolsJson(chat);
+    options.tools_fallback = true;
+    return TokenizeChat(*chat_, *t_, messages, options);
   }
 
  private:

@@ -14,6 +14,8 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/edge/json_bounds.h"
 #include "scheduler/edge/openai_structured.h"
+#include "scheduler/edge/openai_tools.h"
+#include "scheduler/edge/tool_call_parser.h"
 #include "scheduler/request_spec.h"
 
 namespace weft::openai {
@@ -124,9 +126,6 @@ absl::Status RejectUnsupported(Api api, const Json& o, int32_t n) {
       return Invalid("best_of", "only best_of = n is supported (each sample is returned)");
     }
     return absl::OkStatus();
-  }
-  for (const char* name : {"tools", "functions"}) {
-    if (non_empty(name)) return Invalid(name, "tools and function calling are not supported");
   }
   if (Field(o, "audio") != nullptr) return Invalid("audio", "audio output is not supported");
   if (const Json* v = Field(o, "modalities");
@@ -245,13 +244,10 @@ absl::Status ParseMessages(const Json& o, weft::v1::GenerateRequest* r) {
     const Json* role = Field(m, "role");
     if (role == nullptr || !role->is_string())
       return Invalid(absl::StrCat(at, ".role"), "must be a string");
-    if (const Json* calls = Field(m, "tool_calls"); calls != nullptr && !calls->empty()) {
-      return Invalid(absl::StrCat(at, ".tool_calls"),
-                     "tools and function calling are not supported");
-    }
     weft::v1::ChatMessage* out = chat->add_messages();
     // OpenAI's newer name for the system role.
     out->set_role(role->get<std::string>() == "developer" ? "system" : role->get<std::string>());
+    WEFT_RETURN_IF_ERROR(ParseMessageToolFields(m, at, out));  // openai_tools.h
     const Json* content = Field(m, "content");
     if (content == nullptr) continue;  // e.g. an assistant turn without text
     if (content->is_string()) {
@@ -324,6 +320,9 @@ absl::StatusOr<ParsedRequest> ParseRequest(Api api, absl::string_view body) {
   WEFT_RETURN_IF_ERROR(ParseStopping(o, r.mutable_stopping()));
   WEFT_RETURN_IF_ERROR(ParseLogprobs(api, o, &p));
   WEFT_RETURN_IF_ERROR(ParseResponseFormat(o, &r));  // openai_structured.h
+  if (api == Api::kChatCompletions) {
+    WEFT_RETURN_IF_ERROR(ParseTools(o, &r, &p.parse_tool_calls));  // openai_tools.h
+  }
 
   // Length: chat prefers max_completion_tokens (OpenAI deprecated max_tokens there).
   const char* length_field = "max_tokens";
@@ -420,7 +419,9 @@ std::string JsonField(absl::string_view proto_field, const ParsedRequest* req) {
     return req != nullptr ? req->max_tokens_field : "max_tokens";
   }
   if (proto_field == "logprobs") return chat ? "top_logprobs" : "logprobs";
+  if (proto_field == "constraint.structural_tag") return "tools";
   if (absl::StartsWith(proto_field, "constraint")) return "response_format";
+  if (absl::StartsWith(proto_field, "chat.tools")) return "tools";
   if (proto_field == "text" || proto_field == "token_ids" || proto_field == "prompt" ||
       proto_field == "chat" || absl::StartsWith(proto_field, "chat.")) {
     return chat ? "messages" : "prompt";
@@ -519,6 +520,8 @@ struct ResponseBuilder::Choice {
   int64_t text_offset = 0;  // characters of the tokens' text so far (completions logprobs)
   // Non-streaming: the logprobs gathered so far, in the API's shape.
   Json logprobs;
+  // Streaming with parse_tool_calls: reads the answer as it comes.
+  std::unique_ptr<ToolCallParser> calls;
 };
 
 struct ResponseBuilder::Usage {
@@ -594,6 +597,7 @@ ResponseBuilder::Choice& ResponseBuilder::ChoiceAt(int32_t index) {
 void ResponseBuilder::NoteIdAndUsage(const weft::v1::GenerateResponse& r) {
   if (id_.empty() && !r.request_id().empty()) {
     id_ = absl::StrCat(options_.api == Api::kCompletions ? "cmpl-" : "chatcmpl-", r.request_id());
+    request_id_ = r.request_id();
   }
   if (r.has_usage()) {
     usage_ = std::make_unique<Usage>();
@@ -604,6 +608,36 @@ void ResponseBuilder::NoteIdAndUsage(const weft::v1::GenerateResponse& r) {
 }
 
 namespace {
+
+// Call ids: "call_<request id>_<choice>_<call>".
+std::string CallIdPrefix(const std::string& request_id, int32_t choice) {
+  return absl::StrCat("call_", request_id, "_", choice, "_");
+}
+
+// delta.tool_calls of one chunk: a call's first piece has id, type and name.
+Json CallDeltasJson(const std::vector<ToolCallDelta>& calls) {
+  Json list = Json::array();
+  for (const ToolCallDelta& d : calls) {
+    Json call = Json::object();
+    call["index"] = d.index;
+    Json function = Json::object();
+    if (!d.id.empty()) {
+      call["id"] = d.id;
+      call["type"] = "function";
+      function["name"] = d.name;
+    }
+    function["arguments"] = d.arguments;
+    call["function"] = std::move(function);
+    list.push_back(std::move(call));
+  }
+  return list;
+}
+
+// finish_reason: "tool_calls" when an answer that stopped made calls.
+Json ChoiceFinishJson(weft::v1::FinishReason r, int num_calls) {
+  if (r == weft::v1::FINISH_REASON_STOP && num_calls > 0) return "tool_calls";
+  return FinishJson(r);
+}
 
 Json UsageJson(int32_t prompt, int32_t completion, int32_t cached) {
   Json u = Json::object();
@@ -633,13 +667,30 @@ std::vector<std::string> ResponseBuilder::StreamEvents(const weft::v1::GenerateR
   Choice& c = ChoiceAt(r.index());
   const bool has_tokens = options_.logprobs && r.token_ids_size() > 0;
   const bool finished = r.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED;
-  if (!r.text().empty() || finished || has_tokens || (chat && !c.role_sent)) {
+  // What this response shows: its text, or with parse_tool_calls what the parser lets out.
+  ParsedOutput shown;
+  if (options_.parse_tool_calls && chat) {
+    if (c.calls == nullptr) {
+      c.calls = std::make_unique<ToolCallParser>(CallIdPrefix(request_id_, r.index()));
+    }
+    shown = c.calls->Feed(r.text());
+    if (finished) shown.Append(c.calls->Finish());
+  } else {
+    shown.content = r.text();
+  }
+  if (!shown.empty() || finished || has_tokens || (chat && !c.role_sent)) {
     Json choice = Json::object();
     choice["index"] = r.index();
     if (chat) {
       Json delta = Json::object();
       if (!c.role_sent) delta["role"] = "assistant";
-      if (!r.text().empty() || !c.role_sent) delta["content"] = r.text();
+      if (!shown.content.empty()) {
+        delta["content"] = shown.content;
+      } else if (!c.role_sent) {
+        // Reading for calls, no text yet: null, as OpenAI starts a stream of calls.
+        delta["content"] = options_.parse_tool_calls ? Json(nullptr) : Json("");
+      }
+      if (!shown.calls.empty()) delta["tool_calls"] = CallDeltasJson(shown.calls);
       c.role_sent = true;
       choice["delta"] = std::move(delta);
     } else {
@@ -649,7 +700,8 @@ std::vector<std::string> ResponseBuilder::StreamEvents(const weft::v1::GenerateR
     if (has_tokens)
       AppendLogprobs(options_.api, r, options_.token_bytes, &c.text_offset, &logprobs);
     choice["logprobs"] = std::move(logprobs);
-    choice["finish_reason"] = FinishJson(r.finish_reason());
+    choice["finish_reason"] =
+        ChoiceFinishJson(r.finish_reason(), c.calls != nullptr ? c.calls->num_calls() : 0);
     Json chunk = envelope();
     chunk["choices"] = Json::array({std::move(choice)});
     if (options_.include_usage) chunk["usage"] = nullptr;
@@ -685,10 +737,31 @@ std::string ResponseBuilder::Body() const {
   for (const auto& [index, c] : choices_) {
     Json choice = Json::object();
     choice["index"] = index;
+    int num_calls = 0;
     if (chat) {
       Json message = Json::object();
       message["role"] = "assistant";
       message["content"] = c->text;
+      if (options_.parse_tool_calls) {
+        // The same reading as the stream's: the whole answer at once.
+        const ParsedOutput all = ReadWholeAnswer(c->text, CallIdPrefix(request_id_, index));
+        num_calls = static_cast<int>(all.calls.size());
+        if (num_calls > 0) {
+          message["content"] = all.content.empty() ? Json(nullptr) : Json(all.content);
+          Json calls = Json::array();
+          for (const ToolCallDelta& d : all.calls) {
+            Json function = Json::object();
+            function["name"] = d.name;
+            function["arguments"] = d.arguments;
+            Json call = Json::object();
+            call["id"] = d.id;
+            call["type"] = "function";
+            call["function"] = std::move(function);
+            calls.push_back(std::move(call));
+          }
+          message["tool_calls"] = std::move(calls);
+        }
+      }
       choice["message"] = std::move(message);
     } else {
       choice["text"] = c->text;
@@ -701,7 +774,7 @@ std::string ResponseBuilder::Body() const {
                      &logprobs);
     }
     choice["logprobs"] = std::move(logprobs);
-    choice["finish_reason"] = FinishJson(c->finish);
+    choice["finish_reason"] = ChoiceFinishJson(c->finish, num_calls);
     choices.push_back(std::move(choice));
   }
   body["choices"] = std::move(choices);

@@ -13,9 +13,12 @@
 //   completions logprobs (int) | chat logprobs (bool) + top_logprobs -> logprobs.
 // Unknown fields are ignored, as vLLM does (clients send fields newer than this
 // server); fields Weft knows but cannot honour with the value given (echo, best_of > n,
-// suffix, logit_bias, tools, guided decoding, ...) are rejected with 400 naming the
+// suffix, logit_bias, functions, guided decoding, ...) are rejected with 400 naming the
 // field, never silently ignored; response_format maps to structured output
-// (openai_structured.h).
+// (openai_structured.h), tools / tool_choice to tool calling (openai_tools.h): the answer
+// is then read for calls (tool_call_parser.h) and given as message.tool_calls with
+// finish_reason "tool_calls" (content null when only calls), streamed as delta.tool_calls
+// (a call's index, id, type and name first, then its arguments in fragments).
 //
 // Thread-safety: pure functions; a ResponseBuilder belongs to one call.
 #ifndef WEFT_SCHEDULER_SERVICE_OPENAI_JSON_H_
@@ -47,6 +50,8 @@ struct ParsedRequest {
   bool logprobs = false;
   // The body's name for stopping.max_tokens, for error messages.
   std::string max_tokens_field = "max_tokens";
+  // The answer is read for tool calls (tools with tool_choice other than "none").
+  bool parse_tool_calls = false;
 };
 
 // The schema of the body's field paths in ParseRequest's errors (common/field_error.h).
@@ -95,6 +100,7 @@ struct ResponseOptions {
   int64_t created = 0;  // Unix seconds of the request's arrival
   bool include_usage = false;
   bool logprobs = false;
+  bool parse_tool_calls = false;  // ParsedRequest::parse_tool_calls (chat only)
   TokenBytesFn token_bytes;
 };
 
@@ -124,6 +130,7 @@ class ResponseBuilder {
 
   const ResponseOptions options_;
   std::string id_;
+  std::string request_id_;
   std::map<int32_t, std::unique_ptr<Choice>> choices_;
   std::unique_ptr<Usage> usage_;
 };

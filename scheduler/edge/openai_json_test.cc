@@ -147,7 +147,7 @@ TEST(OpenAiParseTest, ChatMessagesAndLengthFields) {
   EXPECT_EQ(ErrorOf(Api::kChatCompletions, R"({"messages": "hi"})").param, "messages");
   // The validator's role check, named "messages".
   ApiError role =
-      ErrorOf(Api::kChatCompletions, R"({"messages": [{"role": "tool", "content": "x"}]})");
+      ErrorOf(Api::kChatCompletions, R"({"messages": [{"role": "function", "content": "x"}]})");
   EXPECT_EQ(role.http_status, 400);
   EXPECT_EQ(role.param, "messages");
 }
@@ -174,12 +174,13 @@ TEST(OpenAiParseTest, BadTypesAndUnsupportedFieldsAre400NamingTheField) {
       {Api::kCompletions, R"({"prompt": "x", "suffix": "y"})", "suffix"},
       {Api::kCompletions, R"({"prompt": "x", "logit_bias": {"5": 10}})", "logit_bias"},
       {Api::kCompletions, R"({"prompt": "x", "guided_json": {}})", "guided_json"},
-      {Api::kChatCompletions, R"({"messages": [], "tools": [{"type": "function"}]})", "tools"},
+      {Api::kChatCompletions, R"({"messages": [], "tools": [{"type": "function"}]})",
+       "tools[0].function"},
       {Api::kChatCompletions, R"({"messages": [], "response_format": {"type": "xml"}})",
        "response_format.type"},
       {Api::kChatCompletions,
        R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "1"}]}]})",
-       "messages[0].tool_calls"},
+       "messages[0].tool_calls[0].function.name"},
   };
   for (const Case& c : cases) {
     ApiError e = ErrorOf(c.api, c.body);

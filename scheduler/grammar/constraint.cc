@@ -61,6 +61,7 @@ const char* SourceField(GrammarConstraint::Kind kind) {
     case GrammarConstraint::Kind::kJsonSchema: return "json_schema";
     case GrammarConstraint::Kind::kRegex: return "regex";
     case GrammarConstraint::Kind::kEbnf: return "grammar";
+    case GrammarConstraint::Kind::kStructuralTag: return "structural_tag";
     default: return "";
   }
 }
@@ -74,6 +75,7 @@ const char* ConstraintKindName(GrammarConstraint::Kind kind) {
     case GrammarConstraint::Kind::kRegex: return "regex";
     case GrammarConstraint::Kind::kEbnf: return "grammar";
     case GrammarConstraint::Kind::kChoice: return "choice";
+    case GrammarConstraint::Kind::kStructuralTag: return "structural_tag";
   }
   return "?";
 }
@@ -118,7 +120,7 @@ std::optional<FieldError> CheckConstraint(const GrammarConstraint& c, const Cons
                                           lim.max_source_bytes)};
   }
   if (!IsValidUtf8(c.source)) return FieldError{field, "not valid UTF-8"};
-  if (c.kind == Kind::kJsonSchema) {
+  if (c.kind == Kind::kJsonSchema || c.kind == Kind::kStructuralTag) {
     const int32_t depth = JsonDepth(c.source);
     if (depth > lim.max_json_depth) {
       return FieldError{field, absl::StrCat("nested ", depth, " deep; the limit is ",

@@ -7,6 +7,8 @@
 //   kRegex       `source` is a regular expression the whole output matches.
 //   kEbnf        `source` is an EBNF/GBNF grammar (XGrammar's dialect, root rule "root").
 //   kChoice      the output is exactly one of `choices` (non-empty strings).
+//   kStructuralTag `source` is an XGrammar structural tag (JSON text): tagged regions
+//                such as tool calls, each with its own schema (openai_tools.h builds them).
 // CheckConstraint is the one validator of its size (the limits below); whether the
 // source compiles is known only to the grammar engine (grammar_compiler.h), which refuses
 // it with INVALID_ARGUMENT naming the reason. CacheKey() identifies a compiled grammar.
@@ -24,10 +26,10 @@
 namespace weft {
 
 struct GrammarConstraint {
-  enum class Kind : uint8_t { kJsonSchema, kJsonObject, kRegex, kEbnf, kChoice };
+  enum class Kind : uint8_t { kJsonSchema, kJsonObject, kRegex, kEbnf, kChoice, kStructuralTag };
 
   Kind kind = Kind::kJsonObject;
-  std::string source;                // kJsonSchema, kRegex, kEbnf
+  std::string source;                // kJsonSchema, kRegex, kEbnf, kStructuralTag
   std::vector<std::string> choices;  // kChoice
 
   // A 64-bit hash of (kind, source, choices): equal constraints have equal keys.
@@ -48,10 +50,10 @@ struct ConstraintLimits {
 };
 
 // The size rule for a constraint: the source non-empty (JSON schema, regex, EBNF) and at
-// most max_source_bytes, valid UTF-8; a JSON schema nested at most max_json_depth deep
+// most max_source_bytes, valid UTF-8; a JSON schema or structural tag nested at most max_json_depth deep
 // (brackets counted outside strings); 1..max_choices non-empty choices of at most
 // max_choice_bytes each. The error's field is relative to the constraint ("json_schema",
-// "regex", "grammar", "choice"); request_spec.cc prefixes it.
+// "regex", "grammar", "choice", "structural_tag"); request_spec.cc prefixes it.
 std::optional<FieldError> CheckConstraint(const GrammarConstraint& c, const ConstraintLimits& lim);
 
 }  // namespace weft

@@ -134,6 +134,8 @@ xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
       }
       return compiler.CompileGrammar(ebnf, "root");
     }
+    case Kind::kStructuralTag:
+      return compiler.CompileStructuralTag(c.source);
   }
   throw std::invalid_argument("unknown constraint kind");
 }

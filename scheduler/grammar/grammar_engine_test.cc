@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "common/gguf.h"
 #include "common/testing/model_path.h"
 #include "common/tokenizer.h"
@@ -157,6 +158,25 @@ TEST(GrammarEngineStringTest, MaxLengthCountsCodePointsAndClosesAtTheBound) {
   ASSERT_TRUE(m.Accept(quote).ok());
   ASSERT_TRUE(m.Accept(Id(v, "}")).ok());
   EXPECT_EQ(Allowed(m, v.vocab_size), std::vector<int32_t>{kEos});
+}
+
+TEST_F(GrammarEngineTest, StructuralTagHoldsATaggedCallToItsSchema) {
+  // A tool call: the tag's begin and end are fixed, its content follows the schema.
+  auto g = MustCompile(*engine_, Make(Kind::kStructuralTag, R"({"type": "structural_tag",)"
+      R"( "format": {"type": "tag", "begin": "<c>", "end": "</c>", "content":)"
+      R"( {"type": "json_schema", "json_schema": {"type": "integer"}}}})"));
+  ASSERT_NE(g, nullptr);
+  GrammarMatcherState m(g);
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size), std::vector<int32_t>{Id(vocab_, "<")});
+  EXPECT_EQ(m.Accept(Id(vocab_, "x")).code(), absl::StatusCode::kFailedPrecondition);
+  for (const char* t : {"<", "c", ">", "123"}) ASSERT_TRUE(m.Accept(Id(vocab_, t)).ok()) << t;
+  EXPECT_EQ(m.Accept(Id(vocab_, "a")).code(), absl::StatusCode::kFailedPrecondition);
+  for (const char* t : {"<", "/", "c", ">"}) ASSERT_TRUE(m.Accept(Id(vocab_, t)).ok()) << t;
+  EXPECT_EQ(Allowed(m, vocab_.vocab_size), std::vector<int32_t>{kEos});
+  // A malformed tag is refused, naming the kind.
+  GrammarFuture f = engine_->CompileAsync(Make(Kind::kStructuralTag, R"({"type": "nope"})"));
+  ASSERT_TRUE(f.Wait(absl::Seconds(60)));
+  EXPECT_THAT(std::string(f.result().status().message()), ::testing::HasSubstr("structural_tag"));
 }
 
 TEST_F(GrammarEngineTest, InvalidSourceIsRefusedWithTheReasonAndRemembered) {

@@ -3,7 +3,22 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/field_error.h"
+#include "scheduler/request_spec.h"
+
 namespace weft {
+namespace {
+
+// A refused compile names the constraint's field as data (the message stays the engine's).
+absl::Status Refused(const absl::Status& status, const GrammarConstraint& constraint) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+  return FieldErrorStatus(kRequestFieldSchema,
+                          FieldError{absl::StrCat("constraint.", ConstraintKindName(constraint.kind)),
+                                     std::string(status.message())});
+}
+
+}  // namespace
 
 void GrammarAdmission::Waker::Call() {
   MutexLock l(&mu);
@@ -56,7 +71,8 @@ void GrammarAdmission::Poll(absl::Time now, const AdmitFn& admit) {
     if (grammar.ok()) {
       admit(p.submission, *std::move(grammar));
     } else {
-      EndSubmission(p.submission, grammar.status(), now);
+      EndSubmission(p.submission,
+                    Refused(grammar.status(), *p.submission.request->spec().constraint), now);
     }
   }
   parked_.resize(kept);

@@ -2,7 +2,9 @@
 // grammar before it enters the scheduler core. The planning thread parks it (Park), the
 // grammar compiles on the compile service's own threads, and Poll admits the ready ones
 // with their compiled grammar and ends the refused ones' calls with the compile's status
-// (INVALID_ARGUMENT naming the reason, RESOURCE_EXHAUSTED when too many compiles wait).
+// (INVALID_ARGUMENT naming the reason, with the constraint's field as data —
+// "constraint.json_schema", "constraint.structural_tag", ... — so that an edge names its
+// own field; RESOURCE_EXHAUSTED when too many compiles wait).
 // The planning loop never waits for a compile and never polls for one: a finished compile
 // calls `wake` (from the compile thread), and the loop's next wake is at the latest at
 // NextDeadline() (a compile past its time limit is refused then).

@@ -5,7 +5,9 @@
 //  * OpenAI HTTP with PyPI's `openai` client (structured_client.py): every answer under
 //    response_format json_schema that finishes with "stop" validates against its schema
 //    with PyPI's `jsonschema`, also at 64 streams at once mixed with unconstrained ones;
-//    answers cut by max_tokens are counted and printed.
+//    answers cut by max_tokens are counted and printed. On the same cluster, tool calls
+//    (tools_client.py): tool_choice required / named / auto, a `tool` message back and an
+//    answer, streamed delta.tool_calls put together as the whole answer's call.
 // Skips the HTTP part, saying why, only when the package index cannot be reached.
 #include <regex>
 #include <string>
@@ -104,7 +106,7 @@ TEST(StructuredOutputE2eTest, RegexAndChoiceHoldOverGrpc) {
       WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
 }
 
-TEST(StructuredOutputE2eTest, JsonSchemasValidateThroughTheOpenAiClient) {
+TEST(StructuredOutputE2eTest, JsonSchemasAndToolCallsThroughTheOpenAiClient) {
   if (!OpenAiPython().skip.empty()) GTEST_SKIP() << OpenAiPython().skip;
   ASSERT_TRUE(OpenAiPython().error.empty()) << OpenAiPython().error;
   WEFT_REQUIRE_DEFAULT_MODEL(model);
@@ -119,6 +121,17 @@ TEST(StructuredOutputE2eTest, JsonSchemasValidateThroughTheOpenAiClient) {
   ASSERT_TRUE(counts.is_object()) << py.out;
   std::printf("structured output: %s\n", counts.dump().c_str());
   EXPECT_GT(counts["stop"].get<int>(), 0);
+
+  // Tool calls on the same cluster (tools_client.py): required, named, the round trip
+  // with a tool message, streamed deltas, auto.
+  py = RunOpenAiScript("tests/e2e/tools_client.py",
+                       {absl::StrCat("--base_url=http://127.0.0.1:", cluster.http_port(), "/v1"),
+                        "--phase=tools"});
+  ASSERT_EQ(py.code, 0) << "tools_client.py failed:\n" << py.log << py.out << cluster.Logs();
+  const nlohmann::json tools = PrintedJson(py.out, "tools");
+  ASSERT_TRUE(tools.is_object()) << py.out;
+  std::printf("tool calls: %s\n", tools.dump().c_str());
+  EXPECT_GT(tools["calls"].get<int>(), 0);
   EXPECT_TRUE(
       WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
 }

@@ -1,0 +1,127 @@
+#include "scheduler/edge/tool_call_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace weft::openai {
+namespace {
+
+// A call as a client puts it together from deltas.
+struct Call {
+  std::string id, name, arguments;
+  bool operator==(const Call& o) const {
+    return id == o.id && name == o.name && arguments == o.arguments;
+  }
+};
+
+struct Answer {
+  std::string content;
+  std::vector<Call> calls;
+};
+
+void Collect(const ParsedOutput& p, Answer* a) {
+  a->content += p.content;
+  for (const ToolCallDelta& d : p.calls) {
+    if (!d.id.empty()) {
+      ASSERT_EQ(d.index, static_cast<int>(a->calls.size())) << "a call's first piece has its id";
+      a->calls.push_back({d.id, d.name, d.arguments});
+    } else {
+      ASSERT_EQ(d.index + 1, static_cast<int>(a->calls.size())) << "pieces of the last call";
+      a->calls.back().arguments += d.arguments;
+    }
+  }
+}
+
+// The text fed in pieces of `chunk` bytes, as a stream's deltas would carry it.
+Answer Streamed(const std::string& text, size_t chunk) {
+  ToolCallParser parser("call_x_0_");
+  Answer a;
+  for (size_t i = 0; i < text.size(); i += chunk) Collect(parser.Feed(text.substr(i, chunk)), &a);
+  Collect(parser.Finish(), &a);
+  return a;
+}
+
+Answer Whole(const std::string& text) {
+  Answer a;
+  Collect(ReadWholeAnswer(text, "call_x_0_"), &a);
+  return a;
+}
+
+const std::string kCall =
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": "
+    "{\"n\": 2}, \"note\": \"a } b\"}}\n</tool_call>";
+const std::string kArgs = "{\"city\": \"Oslo\", \"days\": {\"n\": 2}, \"note\": \"a } b\"}";
+
+TEST(ToolCallParserTest, TextAndCallsInAnyChunkingReadTheSame) {
+  const std::vector<std::string> texts = {
+      "Plain answer, no call.\n",
+      "a <tool",          // held, then given back as text at the end
+      kCall,
+      "Let me check.\n" + kCall,
+      kCall + "\n" + kCall,
+      // Arguments without a '}' and a false start of the end tag (found by the fuzzer).
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": [1\n</tool_ca\n</tool_call>",
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2",  // cut by max_tokens
+  };
+  for (const std::string& text : texts) {
+    const Answer whole = Whole(text);
+    for (size_t chunk : {1, 2, 3, 5, 8, 13, 1000}) {
+      const Answer s = Streamed(text, chunk);
+      EXPECT_EQ(s.content, whole.content) << text << " / " << chunk;
+      EXPECT_EQ(s.calls, whole.calls) << text << " / " << chunk;
+    }
+  }
+  EXPECT_EQ(Whole("Plain answer, no call.\n").content, "Plain answer, no call.\n");
+  EXPECT_TRUE(Whole("Plain answer, no call.\n").calls.empty());
+  EXPECT_EQ(Whole("a <tool").content, "a <tool");
+  const Answer one = Whole("Let me check.\n" + kCall);
+  EXPECT_EQ(one.content, "Let me check.");  // the blank before the call is dropped
+  ASSERT_EQ(one.calls.size(), 1u);
+  EXPECT_EQ(one.calls[0], (Call{"call_x_0_0", "get_weather", kArgs}));
+  const Answer two = Whole(kCall + "\n" + kCall);
+  EXPECT_EQ(two.content, "");
+  ASSERT_EQ(two.calls.size(), 2u);
+  EXPECT_EQ(two.calls[1], (Call{"call_x_0_1", "get_weather", kArgs}));
+  const Answer cut = Whole(texts.back());
+  ASSERT_EQ(cut.calls.size(), 1u);
+  EXPECT_EQ(cut.calls[0].arguments, "{\"a\": [1, 2");
+}
+
+TEST(ToolCallParserTest, NameComesFirstThenArgumentsAsTheyArrive) {
+  ToolCallParser parser("c");
+  ParsedOutput p = parser.Feed("<tool_call>\n{\"name\": \"get_weather\", \"argum");
+  EXPECT_TRUE(p.empty());  // the header is not complete yet
+  p = parser.Feed("ents\": {\"city\": \"Os");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].id, "c0");
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, "{\"city\": \"Os");
+  p = parser.Feed("lo\"}");  // this '}' may be the wrapper's: held
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].id, "");
+  EXPECT_EQ(p.calls[0].arguments, "lo\"");
+  p = parser.Feed("}\n</tool_call>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "}");
+  EXPECT_EQ(parser.num_calls(), 1);
+  EXPECT_TRUE(parser.Finish().empty());
+}
+
+TEST(ToolCallParserTest, OtherLayoutsAreReadWholeOrLeftAsText) {
+  Answer a = Whole("<tool_call>{\"arguments\": {\"x\": 1}, \"name\": \"f\"}</tool_call>");
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0], (Call{"call_x_0_0", "f", "{\"x\":1}"}));
+  a = Whole("<tool_call>{\"arguments\": \"{}\", \"name\": \"f\"}</tool_call>");
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].arguments, "{}");  // arguments given as a JSON text
+  a = Whole("x <tool_call>not json</tool_call> y");
+  EXPECT_TRUE(a.calls.empty());
+  EXPECT_EQ(a.content, "x <tool_call>not json</tool_call> y");
+  a = Whole("<tool_call>{\"name\": \"bad name\", \"arguments\": {}}</tool_call>");
+  EXPECT_TRUE(a.calls.empty());
+}
+
+}  // namespace
+}  // namespace weft::openai
