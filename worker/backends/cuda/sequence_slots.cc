@@ -72,6 +72,27 @@ void SequenceSlots::Update(const StepBatch& batch) {
   }
 }
 
+void SequenceSlots::TablePairs(const StepBatch& batch, std::vector<int32_t>* out) const {
+  for (const TableUpload& u : table_uploads_) {
+    const std::vector<int32_t>& ids = batch.sequences[u.entry].state->block_ids;
+    for (int32_t b = u.first; b < u.first + u.count; ++b) {
+      out->push_back(u.slot * max_blocks_ + b);
+      out->push_back(ids[b]);
+    }
+  }
+}
+
+void SequenceSlots::CountMarks(const StepBatch& batch, std::vector<int32_t>* out) const {
+  for (const CountUpload& u : count_uploads_) {
+    const WorkerSequence& seq = *batch.sequences[u.entry].state;
+    for (int32_t t = u.first; t < u.end; ++t) {
+      out->push_back(u.row);
+      out->push_back(seq.tokens[t]);
+      out->push_back(t >= seq.num_prompt_tokens ? 1 : 0);
+    }
+  }
+}
+
 void SequenceSlots::Sampled(const StepBatch& batch) {
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     if (!batch.sequences[i].sample || entry_count_row_[i] < 0) continue;

@@ -74,6 +74,13 @@ class SequenceSlots {
   const std::vector<int32_t>& zeroed_count_rows() const { return zeroed_rows_; }
   const std::vector<CountUpload>& count_uploads() const { return count_uploads_; }
   int32_t table_entries_uploaded() const { return table_entries_; }
+  // The last Update's diff as the device kernels take it (appended to *out):
+  //   (flat index slot * max_blocks_per_seq + position, block id) pairs
+  //   (kernels/cuda/paged_kv.h UpdateBlockTables);
+  //   (count row, token, is_output) triples (kernels/cuda/sampling.h UpdateCounts).
+  // `batch` is the one given to Update.
+  void TablePairs(const StepBatch& batch, std::vector<int32_t>* out) const;
+  void CountMarks(const StepBatch& batch, std::vector<int32_t>* out) const;
   int32_t count_tokens_uploaded() const { return count_tokens_; }
 
   int32_t num_slots() const { return slots_.high(); }
@@ -105,7 +112,7 @@ class SequenceSlots {
   };
   void Drop(int64_t seq_id);
 
-  const int32_t max_blocks_;
+  int32_t max_blocks_;  // not const: the owner assigns a sized one
   absl::flat_hash_map<int64_t, Held> held_;
   IdPool slots_, rows_;
   std::vector<int32_t> entry_slot_, entry_count_row_;
