@@ -200,6 +200,9 @@ absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
   batch->step_id = plan.step_id();
   batch->sequences.clear();
   batch->block_copies.clear();
+  batch->dropped_seq_ids.assign(plan.finished_seq_ids().begin(), plan.finished_seq_ids().end());
+  batch->dropped_seq_ids.insert(batch->dropped_seq_ids.end(), plan.preempted_seq_ids().begin(),
+                                plan.preempted_seq_ids().end());
   batch->num_tokens = plan.num_scheduled_tokens();
   batch->num_sampled = plan.num_sampled();
   for (const auto& c : plan.block_copies()) batch->block_copies.emplace_back(c.src(), c.dst());
@@ -224,9 +227,11 @@ absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
   absl::flat_hash_map<int64_t, int32_t> index_of;
   if (has_forks) index_of.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
   batch->sequences.reserve(plan.new_sequences_size() + plan.cached_sequences_size());
-  auto schedule = [&](WorkerSequence* s, int32_t n, bool sample, const std::string& mask) {
+  auto schedule = [&](WorkerSequence* s, int32_t n, bool sample, const std::string& mask,
+                      bool is_new) {
     ScheduledSequence sc;
     sc.state = s;
+    sc.is_new = is_new;
     sc.allowed_tokens = mask;
     sc.start_pos = s->num_computed_tokens;
     sc.num_tokens = n;
@@ -236,12 +241,12 @@ absl::Status StateCache::Apply(const StepPlan& plan, StepBatch* batch) {
     batch->sequences.push_back(sc);
   };
   for (const auto& n : plan.new_sequences()) {
-    schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens(), n.do_sample(), n.allowed_tokens());
+    schedule(&seqs_[n.seq_id()], n.num_scheduled_tokens(), n.do_sample(), n.allowed_tokens(), true);
   }
   for (const auto& c : plan.cached_sequences()) {
     WorkerSequence* s = &seqs_[c.seq_id()];
     s->block_ids.insert(s->block_ids.end(), c.new_block_ids().begin(), c.new_block_ids().end());
-    schedule(s, c.num_scheduled_tokens(), c.do_sample(), c.allowed_tokens());
+    schedule(s, c.num_scheduled_tokens(), c.do_sample(), c.allowed_tokens(), false);
   }
   for (int i = 0; i < plan.new_sequences_size(); ++i) {  // forks: their parents' entries
     const int64_t parent = plan.new_sequences(i).fork_parent_seq_id();

@@ -60,6 +60,10 @@ struct ScheduledSequence {
   // mask", checked: MaskBytes(vocab) bytes allowing at least one token), or empty. Points
   // into the plan, which must outlive the batch's use.
   absl::string_view allowed_tokens;
+  // From the plan's new_sequences: the state was (re)created by this step (a re-admitted
+  // sequence may replace a held one of the same id), so a backend mirroring per-sequence
+  // state on a device uploads it whole.
+  bool is_new = false;
 };
 
 struct StepBatch {
@@ -68,6 +72,9 @@ struct StepBatch {
   std::vector<std::pair<int32_t, int32_t>> block_copies;  // (src, dst), after the step
   int32_t num_tokens = 0;
   int32_t num_sampled = 0;
+  // The plan's finished and preempted sequences, whose state this step dropped (a
+  // backend's device mirror frees theirs; one may come back as a new entry).
+  std::vector<int64_t> dropped_seq_ids;
 };
 
 class StateCache {

@@ -57,6 +57,7 @@ TEST(StateCacheTest, ChunkedPrefillThenDecodeUsesOwnSample) {
   p2.set_step_id(2);
   AddCached(&p2, 7, 4, 2, true)->add_new_block_ids(5);
   ASSERT_TRUE(cache.Apply(p2, &batch).ok());
+  EXPECT_FALSE(batch.sequences[0].is_new);  // cached
   EXPECT_EQ(batch.sequences[0].start_pos, 4);
   EXPECT_TRUE(batch.sequences[0].sample);
   EXPECT_EQ(batch.sequences[0].state->block_ids, (std::vector<int32_t>{3, 5}));
@@ -170,6 +171,8 @@ TEST(StateCacheTest, FinishedAndPreemptedAreDroppedAndMayComeBackAsNew) {
   cache.Reset(10);
   StepBatch batch;
   ASSERT_TRUE(cache.Apply(NewPlan(10, 1, {5, 6}, 0, 2, {0}), &batch).ok());
+  EXPECT_TRUE(batch.sequences[0].is_new);
+  EXPECT_TRUE(batch.dropped_seq_ids.empty());
   cache.AppendSampled(batch.sequences[0].state, 9);
   StepPlan p = NewPlan(11, 1, {5, 6, 9}, 0, 3, {2});
   p.mutable_new_sequences(0)->set_num_prompt_tokens(2);
@@ -178,10 +181,13 @@ TEST(StateCacheTest, FinishedAndPreemptedAreDroppedAndMayComeBackAsNew) {
   ASSERT_TRUE(cache.Apply(p, &batch).ok()) << cache.Apply(p, &batch);
   EXPECT_EQ(batch.sequences[0].state->block_ids, std::vector<int32_t>{2});
   EXPECT_EQ(batch.sequences[0].state->num_output_tokens, 1);
+  EXPECT_TRUE(batch.sequences[0].is_new);  // re-admitted: its state was replaced
+  EXPECT_EQ(batch.dropped_seq_ids, std::vector<int64_t>{1});
   StepPlan fin;
   fin.set_step_id(12);
   fin.add_finished_seq_ids(1);
   ASSERT_TRUE(cache.Apply(fin, &batch).ok());
+  EXPECT_EQ(batch.dropped_seq_ids, std::vector<int64_t>{1});
   EXPECT_EQ(cache.num_sequences(), 0u);
   EXPECT_TRUE(batch.sequences.empty());
 }

@@ -37,6 +37,10 @@ struct SamplingConfig {
     absl::string_view reason;
   };
   std::optional<Problem> Check() const;
+  // Whether the history changes the logits (repetition, presence or frequency penalty).
+  bool has_penalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
   // Check() as a status: INVALID_ARGUMENT "<field>: <reason>".
   absl::Status Validate() const;
 };

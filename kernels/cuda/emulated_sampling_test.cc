@@ -1,8 +1,9 @@
-// The CUDA sampling kernels' own source (sampling.cu: history marks, then the 512-thread
-// per-row kernel with its radix descents over private shared-memory bins) run on the CPU
-// by the host emulation (testing/host_emulation.h), against the host Sampler
-// (common/sampling/sampler.h): the tokens must be equal, every row, and the counts left zero —
-// the GPU test sampling_test's claim, checked here without a GPU.
+// The CUDA sampling kernels' own source (sampling.cu: count-row updates, the 512-thread
+// per-row kernel with its radix descents over private shared-memory bins, logprobs) run on
+// the CPU by the host emulation (testing/host_emulation.h), against the host Sampler
+// (common/sampling/sampler.h): the tokens must be equal, every row, and each count row must
+// hold its history plus the token sampled — the GPU test sampling_test's claim, checked
+// here without a GPU.
 #define WEFT_CUDA_HOST_EMULATION 1
 #include "kernels/cuda/testing/host_emulation.h"
 // The kernels under test, textually (the launch code is compiled out).
@@ -28,44 +29,75 @@ struct Row {
   std::string mask;  // structured output's token mask, or empty
 };
 
-// The backend's sampling scratch, kept for its life: grown when a call needs more (the
-// counts then zeroed, the work left as garbage), never shrunk or cleared.
+// The backend's sampling scratch and count rows, kept for its life: grown when a call
+// needs more (the new memory garbage), never shrunk or cleared; count rows are zeroed by
+// UpdateCounts when a sequence takes one.
 struct Scratch {
   std::vector<float> work;
   std::vector<int32_t> counts;
   void Reserve(size_t n) {
-    if (work.size() < n) work.assign(n, std::numeric_limits<float>::quiet_NaN());
-    if (counts.size() < n) counts.assign(n, 0);
+    if (work.size() < n) work.resize(n, std::numeric_limits<float>::quiet_NaN());
+    if (counts.size() < n) counts.resize(n, 0x5a5a5a5a);
   }
 };
 
-// Samples `rows` on `scratch` (a fresh one when null); the whole counts buffer must be
-// zero afterwards.
+// The count row of a history: kCountSeen on every token, plus output occurrences.
+std::vector<int32_t> ExpectedCounts(const std::vector<int32_t>& prompt,
+                                    const std::vector<int32_t>& output, int32_t vocab) {
+  std::vector<int32_t> c(vocab, 0);
+  for (int32_t t : prompt) c[t] |= kCountSeen;
+  for (int32_t t : output) c[t] = ((c[t] & (kCountSeen - 1)) + 1) | kCountSeen;
+  return c;
+}
+
+// Runs UpdateCounts' kernels: rows `zero` zeroed, then the marks.
+void EmulatedUpdateCounts(Scratch* scratch, int32_t vocab, const std::vector<int32_t>& zero,
+                          const std::vector<int32_t>& marks) {
+  CountUpdate u;
+  u.counts = scratch->counts.data();
+  u.vocab = vocab;
+  u.zero_rows = zero.data();
+  u.num_zero = static_cast<int32_t>(zero.size());
+  u.marks = marks.data();
+  u.num_marks = static_cast<int32_t>(marks.size() / 3);
+  if (u.num_zero > 0) {
+    EmulateLaunch(dim3(8, u.num_zero), dim3(kCountThreads), 0, [&] { ZeroCountRowsKernel(u); });
+  }
+  if (u.num_marks > 0) {
+    EmulateLaunch(dim3((u.num_marks + kCountThreads - 1) / kCountThreads), dim3(kCountThreads),
+                  0, [&] { MarkCountsKernel(u); });
+  }
+}
+
+// Samples `rows` on `scratch` (a fresh one when null): row i's count row is i, built from
+// its history by UpdateCounts first; afterwards every row's count row must hold its
+// history plus the token sampled.
 std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab,
                                     Scratch* scratch = nullptr) {
   Scratch fresh;
   if (scratch == nullptr) scratch = &fresh;
   const int32_t n = static_cast<int32_t>(rows.size());
+  scratch->Reserve(static_cast<size_t>(n) * vocab);
   std::vector<float> logits;
   std::vector<sampling::RowParams> params;
-  std::vector<int32_t> history;
-  std::vector<int64_t> offsets = {0};
-  for (const Row& r : rows) {
+  std::vector<int32_t> zero, marks, count_rows;
+  for (int32_t i = 0; i < n; ++i) {
+    const Row& r = rows[i];
     logits.insert(logits.end(), r.logits.begin(), r.logits.end());
     params.push_back(ToRowParams(r.params, static_cast<int32_t>(r.prompt.size()),
-                                         static_cast<int32_t>(r.output.size())));
-    history.insert(history.end(), r.prompt.begin(), r.prompt.end());
-    history.insert(history.end(), r.output.begin(), r.output.end());
-    offsets.push_back(static_cast<int64_t>(history.size()));
+                                 static_cast<int32_t>(r.output.size())));
+    zero.push_back(i);
+    count_rows.push_back(i);
+    for (int32_t t : r.prompt) marks.insert(marks.end(), {i, t, 0});
+    for (int32_t t : r.output) marks.insert(marks.end(), {i, t, 1});
   }
-  history.push_back(0);  // never empty
+  EmulatedUpdateCounts(scratch, vocab, zero, marks);
   std::string masks;
   std::vector<int32_t> mask_index;
   for (const Row& r : rows) {
     mask_index.push_back(r.mask.empty() ? -1 : static_cast<int32_t>(masks.size() / sampling::MaskBytes(vocab)));
     masks += r.mask;
   }
-  scratch->Reserve(static_cast<size_t>(n) * vocab);
   std::vector<int32_t> tokens(n, -7);
   SampleArgs a;
   a.logits = logits.data();
@@ -73,20 +105,23 @@ std::vector<int32_t> EmulatedTokens(const std::vector<Row>& rows, int32_t vocab,
   a.num_rows = n;
   a.vocab = vocab;
   a.params = params.data();
-  a.history = history.data();
-  a.history_offsets = offsets.data();
   a.work = scratch->work.data();
   a.counts = scratch->counts.data();
+  a.count_rows = count_rows.data();
   a.tokens = tokens.data();
   if (!masks.empty()) {
     a.masks = reinterpret_cast<const uint8_t*>(masks.data());
     a.mask_index = mask_index.data();
   }
-  EmulateLaunch(dim3(8, n), dim3(kMarkThreads), 0, [&] { MarkHistoryKernel(a); });
   EmulateLaunch(dim3(n), dim3(kThreads), kBinBytes, [&] { SampleKernel(a); });
-  const auto dirty = std::count_if(scratch->counts.begin(), scratch->counts.end(),
-                                   [](int32_t c) { return c != 0; });
-  EXPECT_EQ(dirty, 0) << "counts must be left zero";
+  for (int32_t i = 0; i < n; ++i) {
+    std::vector<int32_t> output = rows[i].output;
+    if (tokens[i] >= 0) output.push_back(tokens[i]);
+    const std::vector<int32_t> want = ExpectedCounts(rows[i].prompt, output, vocab);
+    const std::vector<int32_t> got(scratch->counts.begin() + int64_t{i} * vocab,
+                                   scratch->counts.begin() + int64_t{i + 1} * vocab);
+    EXPECT_EQ(got, want) << "count row " << i << " after sampling";
+  }
   return tokens;
 }
 
@@ -178,8 +213,8 @@ TEST(EmulatedSamplingTest, NoFiniteLogitGivesMinusOne) {
 }
 
 // One scratch for a sequence of calls whose row counts grow and shrink (every row kind,
-// penalties included, cycling through the rows): each call equals the host Sampler and
-// leaves every count zero for the next.
+// penalties included, cycling through the rows): each call equals the host Sampler, its
+// count rows rebuilt over the last call's.
 TEST(EmulatedSamplingTest, ScratchReusedAcrossBatchSizes) {
   const int32_t vocab = 200;
   Scratch scratch;
@@ -189,6 +224,111 @@ TEST(EmulatedSamplingTest, ScratchReusedAcrossBatchSizes) {
     // Kind 7 or 8 first: every call has penalties (and so counts) in its first row.
     const std::vector<Row> rows = MakeRows(vocab, n, seed, (seed & 1) != 0, 7 + seed % 2);
     EXPECT_EQ(EmulatedTokens(rows, vocab, &scratch), HostTokens(rows, vocab)) << n << " rows";
+  }
+}
+
+// Count rows kept across steps: each step the kernel appends its own sample to the row
+// (nothing is re-uploaded), and the tokens equal the host Sampler's given the growing
+// output history ("same seed, same tokens") for every parameter kind, penalties included.
+TEST(EmulatedSamplingTest, ResidentCountRowsAcrossSteps) {
+  const int32_t vocab = 64;  // small: repeats (and so penalties) are frequent
+  std::vector<Row> rows = MakeRows(vocab, 9, 123, false);
+  Scratch scratch;
+  scratch.Reserve(rows.size() * vocab);
+  std::vector<int32_t> zero, marks, count_rows;
+  for (int32_t i = 0; i < static_cast<int32_t>(rows.size()); ++i) {
+    zero.push_back(i);
+    count_rows.push_back(i);
+    for (int32_t t : rows[i].prompt) marks.insert(marks.end(), {i, t, 0});
+    for (int32_t t : rows[i].output) marks.insert(marks.end(), {i, t, 1});
+  }
+  EmulatedUpdateCounts(&scratch, vocab, zero, marks);
+  std::mt19937 rng(8);
+  std::normal_distribution<float> val(0.0f, 2.0f);
+  for (int step = 0; step < 6; ++step) {
+    std::vector<float> logits;
+    std::vector<sampling::RowParams> params;
+    for (Row& r : rows) {
+      for (float& x : r.logits) x = val(rng);
+      logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+      params.push_back(ToRowParams(r.params, static_cast<int32_t>(r.prompt.size()),
+                                   static_cast<int32_t>(r.output.size())));
+    }
+    const int32_t n = static_cast<int32_t>(rows.size());
+    std::vector<int32_t> tokens(n, -7);
+    SampleArgs a;
+    a.logits = logits.data();
+    a.logits_stride = vocab;
+    a.num_rows = n;
+    a.vocab = vocab;
+    a.params = params.data();
+    a.work = scratch.work.data();
+    a.counts = scratch.counts.data();
+    a.count_rows = count_rows.data();
+    a.tokens = tokens.data();
+    EmulateLaunch(dim3(n), dim3(kThreads), kBinBytes, [&] { SampleKernel(a); });
+    ASSERT_EQ(tokens, HostTokens(rows, vocab)) << "step " << step;
+    for (int32_t i = 0; i < n; ++i) rows[i].output.push_back(tokens[i]);
+  }
+  for (int32_t i = 0; i < static_cast<int32_t>(rows.size()); ++i) {
+    const std::vector<int32_t> got(scratch.counts.begin() + int64_t{i} * vocab,
+                                   scratch.counts.begin() + int64_t{i + 1} * vocab);
+    EXPECT_EQ(got, ExpectedCounts(rows[i].prompt, rows[i].output, vocab)) << "row " << i;
+  }
+}
+
+// Logprobs on the device: the chosen token's and the top N of the raw logits (NaN = -inf,
+// ties to the lower id), for rows sampled with any parameters and a token mask: ids equal
+// to the host Sampler's, values to its double sum's rounding.
+TEST(EmulatedSamplingTest, LogprobsMatchHostSampler) {
+  const int32_t vocab = 700;
+  std::vector<Row> rows = MakeRows(vocab, 9, 31, /*ties=*/true);
+  const int32_t max_top = 6;
+  std::vector<int32_t> num_top = {0, 1, 6, 3, 0, 5, 2, 6, 4};
+  rows[2].mask.assign(sampling::MaskBytes(vocab), '\x0f');  // the mask does not matter
+  std::vector<float> logits;
+  std::vector<int32_t> logits_rows, token_index, tokens;
+  Sampler sampler(vocab);
+  std::vector<SampleResult> want(rows.size());
+  for (int32_t i = 0; i < static_cast<int32_t>(rows.size()); ++i) {
+    Row& r = rows[i];
+    r.params.num_logprobs = num_top[i];
+    ASSERT_TRUE(sampler.Sample(r.params, r.logits, r.prompt, r.output, &want[i], r.mask).ok());
+    logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+    logits_rows.push_back(static_cast<int32_t>(rows.size()) - 1 - i);  // any row order
+    token_index.push_back(i);
+    tokens.push_back(want[i].token);
+  }
+  // logits_rows reversed: lay the logits out in that order.
+  std::vector<float> laid(logits.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy(rows[i].logits.begin(), rows[i].logits.end(), laid.begin() + logits_rows[i] * vocab);
+  }
+  const int32_t n = static_cast<int32_t>(rows.size());
+  std::vector<float> logprob(n, 9.0f), top_lp(n * max_top, 9.0f);
+  std::vector<int32_t> top_ids(n * max_top, -7);
+  LogprobArgs a;
+  a.logits = laid.data();
+  a.logits_stride = vocab;
+  a.vocab = vocab;
+  a.num_rows = n;
+  a.max_top = max_top;
+  a.logits_rows = logits_rows.data();
+  a.tokens = tokens.data();
+  a.token_index = token_index.data();
+  a.num_top = num_top.data();
+  a.logprob = logprob.data();
+  a.top_ids = top_ids.data();
+  a.top_logprobs = top_lp.data();
+  EmulateLaunch(dim3(n), dim3(kThreads), 0, [&] { LogprobKernel(a); });
+  for (int32_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(logprob[i], want[i].logprob, 1e-5f * (1 + std::abs(want[i].logprob))) << i;
+    ASSERT_EQ(static_cast<int32_t>(want[i].top_logprobs.size()), num_top[i]);
+    for (int32_t k = 0; k < num_top[i]; ++k) {
+      EXPECT_EQ(top_ids[i * max_top + k], want[i].top_logprobs[k].token) << i << "/" << k;
+      EXPECT_NEAR(top_lp[i * max_top + k], want[i].top_logprobs[k].logprob, 1e-5f) << i;
+    }
+    for (int32_t k = num_top[i]; k < max_top; ++k) EXPECT_EQ(top_ids[i * max_top + k], -7);
   }
 }
 

@@ -52,6 +52,14 @@ __global__ void __launch_bounds__(kCopyThreads)
   }
 }
 
+constexpr int kTableThreads = 256;
+
+__global__ void __launch_bounds__(kTableThreads)
+    UpdateBlockTablesKernel(int32_t* tables, const int32_t* __restrict__ pairs, int32_t n) {
+  const int32_t i = blockIdx.x * kTableThreads + threadIdx.x;
+  if (i < n) tables[pairs[2 * i]] = pairs[2 * i + 1];
+}
+
 }  // namespace
 
 #if !defined(WEFT_CUDA_HOST_EMULATION)  // launch code (not in the host emulation build)
@@ -95,6 +103,15 @@ cudaError_t CopyKvBlocks(void* pool, int64_t bytes_per_block, const int32_t* pai
       std::min<int64_t>(65535, (vecs + kCopyThreads * 4 - 1) / (kCopyThreads * 4)));
   CopyKvBlocksKernel<<<dim3(num_pairs, chunks), kCopyThreads, 0, stream>>>(
       static_cast<uint4*>(pool), vecs, pairs);
+  return cudaGetLastError();
+}
+
+cudaError_t UpdateBlockTables(int32_t* tables, const int32_t* pairs, int32_t num_pairs,
+                              cudaStream_t stream) {
+  if (num_pairs < 0) return cudaErrorInvalidValue;
+  if (num_pairs == 0) return cudaSuccess;
+  UpdateBlockTablesKernel<<<(num_pairs + kTableThreads - 1) / kTableThreads, kTableThreads, 0,
+                            stream>>>(tables, pairs, num_pairs);
   return cudaGetLastError();
 }
 

@@ -59,6 +59,12 @@ cudaError_t WritePagedKv(const PagedKvView& kv, const float* k_src, const float*
 cudaError_t CopyKvBlocks(void* pool, int64_t bytes_per_block, const int32_t* pairs,
                          int32_t num_pairs, cudaStream_t stream);
 
+// A step's block-table diff on the device's persistent tables: for each i < num_pairs,
+// tables[pairs[2i]] = pairs[2i + 1] (flat index slot * max_blocks_per_seq + position, block
+// id; worker/backends/cuda/sequence_slots.h). `pairs` is device memory; indices distinct.
+cudaError_t UpdateBlockTables(int32_t* tables, const int32_t* pairs, int32_t num_pairs,
+                              cudaStream_t stream);
+
 }  // namespace weft::kernels::cuda
 
 #endif  // WEFT_KERNELS_CUDA_PAGED_KV_H_

@@ -24,8 +24,7 @@ using u64 = unsigned long long;
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBins = 16;  // 4-bit digits
-constexpr int kSeen = 1 << 30;  // counts[]: seen flag | number of output occurrences
-constexpr int kMarkThreads = 256;
+constexpr int kCountThreads = 256;
 constexpr size_t kBinBytes = sizeof(u64) * kBins * kThreads;  // dynamic shared memory
 static_assert(kWarps == kBins, "warp d sums digit d");
 
@@ -246,17 +245,29 @@ __device__ int FindCrossing(const float* w, int vocab, double target, Pred pred,
   return s.found == INT_MAX ? -1 : s.found;  // -1 cannot happen: the sums are exact
 }
 
-__global__ void __launch_bounds__(kMarkThreads) MarkHistoryKernel(SampleArgs a) {
-  const int r = blockIdx.y;
-  const sampling::RowParams p = a.params[r];
-  if (!HasPenalties(p)) return;
-  const int64_t h0 = a.history_offsets[r], h1 = a.history_offsets[r + 1];
-  int32_t* counts = a.counts + int64_t{r} * a.vocab;
-  for (int64_t i = h0 + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < h1;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    int32_t* c = counts + a.history[i];
-    if (i - h0 >= p.num_prompt) atomicAdd(c, 1);
-    atomicOr(c, kSeen);
+__global__ void __launch_bounds__(kCountThreads) ZeroCountRowsKernel(CountUpdate a) {
+  int32_t* row = a.counts + int64_t{a.zero_rows[blockIdx.y]} * a.vocab;
+  for (int t = blockIdx.x * kCountThreads + threadIdx.x; t < a.vocab;
+       t += gridDim.x * kCountThreads) {
+    row[t] = 0;
+  }
+}
+
+__global__ void __launch_bounds__(kCountThreads) MarkCountsKernel(CountUpdate a) {
+  const int i = blockIdx.x * kCountThreads + threadIdx.x;
+  if (i >= a.num_marks) return;
+  const int32_t* m = a.marks + 3 * int64_t{i};
+  int32_t* c = a.counts + int64_t{m[0]} * a.vocab + m[1];
+  if (m[2] != 0) atomicAdd(c, 1);
+  atomicOr(c, kCountSeen);
+}
+
+// Row r's result (thread 0): the token, also added to the row's count row.
+__device__ void Emit(const SampleArgs& a, int r, int count_row, int id) {
+  a.tokens[r] = id;
+  if (count_row >= 0 && id >= 0) {
+    int32_t* c = a.counts + int64_t{count_row} * a.vocab + id;
+    *c = ((*c & (kCountSeen - 1)) + 1) | kCountSeen;
   }
 }
 
@@ -277,18 +288,17 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
     w[t] = isnan(x) || (mask != nullptr && !sampling::MaskAllows(mask, t)) ? -INFINITY : x;
   }
   __syncthreads();
-  // 1. Penalties: the first thread to clear a token's count applies them, once.
-  if (HasPenalties(p)) {
-    int32_t* counts = a.counts + int64_t{r} * vocab;
+  // 1. Penalties, for every token of the history (its count row).
+  const int count_row = a.count_rows != nullptr ? a.count_rows[r] : -1;
+  if (HasPenalties(p) && count_row >= 0) {
+    const int32_t* counts = a.counts + int64_t{count_row} * vocab;
     const float rep = p.repetition_penalty;
-    for (int64_t i = a.history_offsets[r] + threadIdx.x; i < a.history_offsets[r + 1];
-         i += kThreads) {
-      const int t = a.history[i];
-      const int c = atomicExch(counts + t, 0);
+    for (int t = threadIdx.x; t < vocab; t += kThreads) {
+      const int c = counts[t];
       if (c == 0) continue;
       float x = w[t];
       if (rep != 1.0f) x = x > 0.0f ? __fdiv_rn(x, rep) : __fmul_rn(x, rep);
-      const int n = c & (kSeen - 1);
+      const int n = c & (kCountSeen - 1);
       if (n > 0) {
         x = __fsub_rn(x, __fmul_rn(p.frequency_penalty, static_cast<float>(n)));
         x = __fsub_rn(x, p.presence_penalty);
@@ -306,7 +316,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
       if (higher(w[t], t, bv, bi)) bv = w[t], bi = t;
     }
     const int best = BlockBest(bv, bi, higher, -INFINITY, INT_MAX, s);
-    if (threadIdx.x == 0) a.tokens[r] = w[best] == -INFINITY ? -1 : best;
+    if (threadIdx.x == 0) Emit(a, r, count_row, w[best] == -INFINITY ? -1 : best);
     return;
   }
   // 3. Temperature.
@@ -321,7 +331,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
   const int num_cand = static_cast<int>(BlockSumU64(static_cast<u64>(mine), s));
   const float m = BlockMax(mx, s.f32);
   if (num_cand == 0) {
-    if (threadIdx.x == 0) a.tokens[r] = -1;
+    if (threadIdx.x == 0) Emit(a, r, count_row, -1);
     return;
   }
   // 4. top-k: the k-th largest key by radix select, then the tied ids to keep.
@@ -417,7 +427,68 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleArgs a) {
     least = BlockMinU64(least, s);
     id = least == ~0ull ? -1 : static_cast<int>(0xffffffffu - static_cast<uint32_t>(least));
   }
-  if (threadIdx.x == 0) a.tokens[r] = id;
+  if (threadIdx.x == 0) Emit(a, r, count_row, id);
+}
+
+// Block-wide double sum, every thread gets it: a tree, whose order differs from the host's
+// ascending-id sum (TokenLogprobs' documented tolerance).
+__device__ double BlockSumF64(double v, double* partial) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < kWarps ? partial[lane] : 0.0;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
+__global__ void __launch_bounds__(kThreads) LogprobKernel(LogprobArgs a) {
+  __shared__ Shared s;
+  __shared__ double partial[kWarps];
+  const int j = blockIdx.x;
+  const int vocab = a.vocab;
+  const float* logits = a.logits + int64_t{a.logits_rows[j]} * a.logits_stride;
+  auto raw = [logits](int t) {
+    const float x = logits[t];
+    return isnan(x) ? -INFINITY : x;
+  };
+  float mx = -INFINITY;
+  for (int t = threadIdx.x; t < vocab; t += kThreads) mx = fmaxf(mx, raw(t));
+  const float m = BlockMax(mx, s.f32);
+  double part = 0.0;
+  for (int t = threadIdx.x; t < vocab; t += kThreads) {
+    part += exp(static_cast<double>(raw(t)) - static_cast<double>(m));
+  }
+  const double lse = static_cast<double>(m) + log(BlockSumF64(part, partial));
+  const int token = a.tokens[a.token_index[j]];
+  if (threadIdx.x == 0) {
+    a.logprob[j] = token >= 0 ? static_cast<float>(static_cast<double>(raw(token)) - lse) : 0.0f;
+  }
+  // The n most likely: n block-wide picks, each the best token ordered after the last.
+  auto higher = [](float ov, int oi, float v, int i) { return ov > v || (ov == v && oi < i); };
+  const int n = min(min(a.num_top[j], a.max_top), vocab);
+  float last_v = INFINITY;
+  int last_i = -1;
+  for (int k = 0; k < n; ++k) {
+    float bv = -INFINITY;
+    int bi = INT_MAX;
+    for (int t = threadIdx.x; t < vocab; t += kThreads) {
+      const float x = raw(t);
+      if (!higher(last_v, last_i, x, t)) continue;  // already picked
+      if (higher(x, t, bv, bi)) bv = x, bi = t;
+    }
+    const int best = BlockBest(bv, bi, higher, -INFINITY, INT_MAX, s);
+    last_i = best;
+    last_v = raw(best);
+    if (threadIdx.x == 0) {
+      a.top_ids[int64_t{j} * a.max_top + k] = best;
+      a.top_logprobs[int64_t{j} * a.max_top + k] =
+          static_cast<float>(static_cast<double>(last_v) - lse);
+    }
+  }
 }
 
 }  // namespace
@@ -434,8 +505,30 @@ cudaError_t SampleTokens(const SampleArgs& args, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(SampleKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kBinBytes));
   if (e != cudaSuccess) return e;
-  MarkHistoryKernel<<<dim3(8, args.num_rows), kMarkThreads, 0, stream>>>(args);
   SampleKernel<<<args.num_rows, kThreads, kBinBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
+cudaError_t UpdateCounts(const CountUpdate& args, cudaStream_t stream) {
+  if (args.vocab <= 0 || args.num_zero < 0 || args.num_zero > 65535 || args.num_marks < 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.num_zero > 0) {
+    ZeroCountRowsKernel<<<dim3(8, args.num_zero), kCountThreads, 0, stream>>>(args);
+  }
+  if (args.num_marks > 0) {
+    MarkCountsKernel<<<(args.num_marks + kCountThreads - 1) / kCountThreads, kCountThreads, 0,
+                       stream>>>(args);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t TokenLogprobs(const LogprobArgs& args, cudaStream_t stream) {
+  if (args.num_rows < 0 || args.num_rows > 65535 || args.vocab <= 0 || args.max_top < 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.num_rows == 0) return cudaSuccess;
+  LogprobKernel<<<args.num_rows, kThreads, 0, stream>>>(args);
   return cudaGetLastError();
 }
 

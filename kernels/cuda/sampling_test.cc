@@ -6,6 +6,7 @@
 // common/sampling/sampling_math.h; sampling_host_test checks the algorithm without a GPU).
 #include "kernels/cuda/sampling.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -37,40 +38,60 @@ std::vector<int32_t> CpuTokens(const std::vector<Row>& rows, int32_t vocab) {
   return out;
 }
 
+// Row i's count row (i) is built from its history by UpdateCounts, then sampled; each
+// count row must then hold its history plus the token sampled.
 std::vector<int32_t> GpuTokens(const std::vector<Row>& rows, int32_t vocab) {
   const int32_t n = static_cast<int32_t>(rows.size());
   std::vector<float> logits;
   std::vector<sampling::RowParams> params;
-  std::vector<int32_t> history;
-  std::vector<int64_t> offsets = {0};
-  for (const Row& r : rows) {
+  std::vector<int32_t> zero, marks, count_rows;
+  for (int32_t i = 0; i < n; ++i) {
+    const Row& r = rows[i];
     logits.insert(logits.end(), r.logits.begin(), r.logits.end());
     params.push_back(ToRowParams(r.params, static_cast<int32_t>(r.prompt.size()),
-                                         static_cast<int32_t>(r.output.size())));
-    history.insert(history.end(), r.prompt.begin(), r.prompt.end());
-    history.insert(history.end(), r.output.begin(), r.output.end());
-    offsets.push_back(static_cast<int64_t>(history.size()));
+                                 static_cast<int32_t>(r.output.size())));
+    zero.push_back(i);
+    count_rows.push_back(i);
+    for (int32_t t : r.prompt) marks.insert(marks.end(), {i, t, 0});
+    for (int32_t t : r.output) marks.insert(marks.end(), {i, t, 1});
   }
+  const int32_t num_marks = static_cast<int32_t>(marks.size() / 3);
+  if (marks.empty()) marks.assign(3, 0);  // never an empty array (num_marks says 0)
   DeviceArray<float> dlogits(logits), work(int64_t{n} * vocab);
   DeviceArray<sampling::RowParams> dparams(params);
-  DeviceArray<int32_t> dhist(history.empty() ? std::vector<int32_t>(1) : history);
-  DeviceArray<int64_t> doff(offsets);
+  DeviceArray<int32_t> dzero(zero), dmarks(marks), drows(count_rows);
   DeviceArray<int32_t> counts(int64_t{n} * vocab), tokens(n);
-  counts.FillBytes(0);
+  counts.FillBytes(0x5a);  // garbage: UpdateCounts zeroes the rows
+  CountUpdate u;
+  u.counts = counts.get();
+  u.vocab = vocab;
+  u.zero_rows = dzero.get();
+  u.num_zero = n;
+  u.marks = dmarks.get();
+  u.num_marks = num_marks;
+  WEFT_EXPECT_CUDA_OK(UpdateCounts(u, nullptr));
   SampleArgs a;
   a.logits = dlogits.get();
   a.logits_stride = vocab;
   a.num_rows = n;
   a.vocab = vocab;
   a.params = dparams.get();
-  a.history = dhist.get();
-  a.history_offsets = doff.get();
   a.work = work.get();
   a.counts = counts.get();
+  a.count_rows = drows.get();
   a.tokens = tokens.get();
   WEFT_EXPECT_CUDA_OK(SampleTokens(a, nullptr));
   const std::vector<int32_t> got = tokens.ToHost();
-  for (int32_t c : counts.ToHost()) EXPECT_EQ(c, 0) << "counts must be left zero";
+  const std::vector<int32_t> c = counts.ToHost();
+  for (int32_t i = 0; i < n; ++i) {
+    std::vector<int32_t> want(vocab, 0);
+    for (int32_t t : rows[i].prompt) want[t] |= kCountSeen;
+    std::vector<int32_t> output = rows[i].output;
+    if (got[i] >= 0) output.push_back(got[i]);
+    for (int32_t t : output) want[t] = ((want[t] & (kCountSeen - 1)) + 1) | kCountSeen;
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), c.begin() + int64_t{i} * vocab))
+        << "count row " << i;
+  }
   return got;
 }
 
@@ -181,6 +202,56 @@ TEST(SamplingTest, NoFiniteLogitGivesMinusOne) {
   Row g = r;
   g.params.temperature = 0;
   EXPECT_EQ(GpuTokens({r, g}, 100), (std::vector<int32_t>{-1, -1}));
+}
+
+// Logprobs on the device (the default model's vocabulary): the top-N ids equal the host
+// Sampler's, the values agree to the double sum's rounding.
+TEST(SamplingTest, LogprobsMatchCpuSampler) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  const int32_t vocab = 49152, max_top = 5;
+  std::vector<Row> rows = MakeRows(vocab, 6, 17, Style::kCoarse);
+  const int32_t n = static_cast<int32_t>(rows.size());
+  std::vector<float> logits;
+  std::vector<int32_t> logits_rows, token_index, tokens, num_top;
+  std::vector<SampleResult> want(n);
+  Sampler sampler(vocab);
+  for (int32_t i = 0; i < n; ++i) {
+    rows[i].params.num_logprobs = i % (max_top + 1);
+    ASSERT_TRUE(sampler.Sample(rows[i].params, rows[i].logits, rows[i].prompt,
+                               rows[i].output, &want[i]).ok());
+    logits.insert(logits.end(), rows[i].logits.begin(), rows[i].logits.end());
+    logits_rows.push_back(i);
+    token_index.push_back(i);
+    tokens.push_back(want[i].token);
+    num_top.push_back(rows[i].params.num_logprobs);
+  }
+  DeviceArray<float> dlogits(logits), lp(n), top_lp(int64_t{n} * max_top);
+  DeviceArray<int32_t> drows(logits_rows), dindex(token_index), dtokens(tokens),
+      dtop(num_top), top_ids(int64_t{n} * max_top);
+  LogprobArgs a;
+  a.logits = dlogits.get();
+  a.logits_stride = vocab;
+  a.vocab = vocab;
+  a.num_rows = n;
+  a.max_top = max_top;
+  a.logits_rows = drows.get();
+  a.tokens = dtokens.get();
+  a.token_index = dindex.get();
+  a.num_top = dtop.get();
+  a.logprob = lp.get();
+  a.top_ids = top_ids.get();
+  a.top_logprobs = top_lp.get();
+  WEFT_EXPECT_CUDA_OK(TokenLogprobs(a, nullptr));
+  const std::vector<float> got_lp = lp.ToHost(), got_top_lp = top_lp.ToHost();
+  const std::vector<int32_t> got_ids = top_ids.ToHost();
+  for (int32_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(got_lp[i], want[i].logprob, 1e-5f * (1 + std::abs(want[i].logprob))) << i;
+    for (int32_t k = 0; k < num_top[i]; ++k) {
+      EXPECT_EQ(got_ids[i * max_top + k], want[i].top_logprobs[k].token) << i << "/" << k;
+      EXPECT_NEAR(got_top_lp[i * max_top + k], want[i].top_logprobs[k].logprob,
+                  1e-5f * (1 + std::abs(want[i].top_logprobs[k].logprob)));
+    }
+  }
 }
 
 }  // namespace

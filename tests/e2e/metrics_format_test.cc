@@ -95,6 +95,7 @@ TEST(MetricsFormatE2eTest, PromtoolAcceptsSchedulerAndWorkerMetrics) {
   EXPECT_EQ(worker->Get("weft_worker_sampled_tokens_total"), 12);
   EXPECT_EQ(worker->Get("weft_worker_attached"), 1);
   EXPECT_EQ(worker->Get("weft_worker_kv_blocks"), 64);
+  EXPECT_EQ(worker->Get("weft_worker_device_to_host_bytes_total"), 0);  // the CPU backend
 }
 
 }  // namespace

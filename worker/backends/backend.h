@@ -122,6 +122,9 @@ class Backend {
   virtual void LeaveGroup() {}
   // Seconds spent inside collectives so far (tensor parallelism; 0 otherwise).
   virtual double collective_seconds() const { return 0; }
+  // Bytes copied between the host and an accelerator so far (0 without one).
+  virtual int64_t device_to_host_bytes() const { return 0; }
+  virtual int64_t host_to_device_bytes() const { return 0; }
 
   // Optional device sampling of the last Forward()'s logits rows, with the algorithm of
   // common/sampling/sampler.h (tokens only, no logprobs). request.row is a row of that

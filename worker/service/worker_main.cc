@@ -70,6 +70,12 @@ class MeteredExecutor : public StepExecutor {
                                 .Help("Seconds spent in tensor-parallel collectives (all-reduce, "
                                       "all-gather) inside steps.")
                                 .Register(*r).Add({})),
+        d2h_bytes_(prometheus::BuildCounter().Name("weft_worker_device_to_host_bytes_total")
+                       .Help("Bytes copied from the accelerator to the host (0 without one).")
+                       .Register(*r).Add({})),
+        h2d_bytes_(prometheus::BuildCounter().Name("weft_worker_host_to_device_bytes_total")
+                       .Help("Bytes copied from the host to the accelerator (0 without one).")
+                       .Register(*r).Add({})),
         steps_(prometheus::BuildCounter().Name("weft_worker_steps_total")
                    .Help("Plans executed.").Register(*r).Add({})),
         plans_received_(prometheus::BuildCounter().Name("weft_worker_plans_received_total")
@@ -117,6 +123,12 @@ class MeteredExecutor : public StepExecutor {
     const double c = backend_->collective_seconds();
     if (c > last_collective_) collective_seconds_.Increment(c - last_collective_);
     last_collective_ = c;
+    const int64_t d2h = backend_->device_to_host_bytes();
+    const int64_t h2d = backend_->host_to_device_bytes();
+    if (d2h > last_d2h_) d2h_bytes_.Increment(static_cast<double>(d2h - last_d2h_));
+    if (h2d > last_h2d_) h2d_bytes_.Increment(static_cast<double>(h2d - last_h2d_));
+    last_d2h_ = d2h;
+    last_h2d_ = h2d;
   }
   void OnDetach() override {
     attached_.Set(0);
@@ -128,6 +140,9 @@ class MeteredExecutor : public StepExecutor {
   const Backend* backend_;
   prometheus::Counter& collective_seconds_;
   double last_collective_ = 0;
+  prometheus::Counter& d2h_bytes_;
+  prometheus::Counter& h2d_bytes_;
+  int64_t last_d2h_ = 0, last_h2d_ = 0;
   prometheus::Counter& steps_;
   prometheus::Counter& plans_received_;
   prometheus::Counter& errors_;

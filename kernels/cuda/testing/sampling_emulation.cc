@@ -123,7 +123,8 @@ int32_t EmulateDeviceSample(const sampling::RowParams& p, const std::vector<floa
   const int vocab = static_cast<int>(logits.size());
   std::vector<float> l(vocab);
   for (int t = 0; t < vocab; ++t) l[t] = std::isnan(logits[t]) ? -kInf : logits[t];
-  // 1. Penalties (MarkHistoryKernel's counts, then one application per distinct token).
+  // 1. Penalties (the count row UpdateCounts builds: seen | output occurrences, then one
+  // application per distinct token).
   if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
       p.frequency_penalty != 0.0f) {
     std::vector<int> counts(vocab, 0);

@@ -186,6 +186,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
     limits_.prefill_tc_min_tokens = kc::kTensorCorePrefillMinTokens;
   }
   stepper_ = std::make_unique<ForwardStepper>(config_.vocab_size);
+  slots_ = cuda_backend::SequenceSlots(limits_.max_blocks_per_seq());
   kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
                           options_.gemv_max_rows > 0 ? ";gemv<=" : "",
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",
@@ -327,6 +328,7 @@ absl::Status CudaBackend::JoinGroup(absl::string_view replica, int64_t epoch,
   stream_dirty_ = false;
   WEFT_RETURN_IF_ERROR(FlushCopies());
   WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  slots_.Clear();  // a new attachment: the StateCache starts empty
   if (options_.world_size == 1) return absl::OkStatus();
   comm_.reset();
   NcclCommunicatorOptions o;
@@ -362,10 +364,30 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
   const int32_t bucket = GraphBucket(batch);
   WEFT_RETURN_IF_ERROR(inputs_.Build(batch, limits_, bucket));  // before anything is queued
   WEFT_RETURN_IF_ERROR(FlushCopies());
+  stream_dirty_ = true;  // cleared once the step's work is known to be finished
+  WEFT_RETURN_IF_ERROR(EnqueueForward(bucket, nullptr));
+  int32_t rows = 0;
+  for (const cuda_backend::OutputRow& r : inputs_.output_rows()) {
+    rows = std::max(rows, r.logits_row + 1);
+  }
+  const size_t row_bytes = static_cast<size_t>(config_.vocab_size) * sizeof(float);
+  if (rows > 0) {
+    WEFT_RETURN_IF_ERROR(logits_host_.Reserve(rows * row_bytes));
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_host_.get(), runner_->logits(),
+                                              rows * row_bytes, cudaMemcpyDeviceToHost, stream_));
+    d2h_bytes_ += static_cast<int64_t>(rows * row_bytes);
+  }
+  WEFT_RETURN_IF_ERROR(Sync());
+  stream_dirty_ = false;
+  CopyLogits(out);
+  return absl::OkStatus();
+}
 
+absl::Status CudaBackend::EnqueueForward(int32_t bucket, const int32_t* tables) {
   StepArgs args;
   args.layout = inputs_.layout();
   args.shape = inputs_.shape();
+  args.tables = tables;
   const int32_t group = config_.queries_per_kv_head();
   const int32_t max_ctx = bucket > 0
                               ? ContextBucket(inputs_.max_decode_context(), config_.context_length)
@@ -389,7 +411,8 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
   if (bucket > 0) {
     meta = &meta_graph_;
     if (meta_graph_.get() == nullptr) {
-      // Sized once for the largest bucket, so captured addresses never move.
+      // Sized once for the largest bucket (tables packed: the larger form), so captured
+      // addresses never move.
       cuda_backend::StepShape biggest;
       biggest.tokens = biggest.decode_items = biggest.logit_rows = options_.max_graph_batch;
       biggest.table_entries = options_.max_graph_batch * limits_.max_blocks_per_seq();
@@ -402,30 +425,18 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
   if (moved) DropGraphs();
   WEFT_RETURN_IF_ERROR(meta_host_.Reserve(args.layout.total_bytes));
   inputs_.Pack(meta_host_.get());
-  stream_dirty_ = true;  // cleared once the step's work is known to be finished
   WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta->get(), meta_host_.get(), inputs_.upload_bytes(),
                                             cudaMemcpyHostToDevice, stream_));
+  h2d_bytes_ += static_cast<int64_t>(inputs_.upload_bytes());
   args.meta = meta->as<uint8_t>();
   if (bucket > 0) {
-    WEFT_ASSIGN_OR_RETURN(cudaGraphExec_t exec, GraphFor({bucket, max_ctx}, args));
+    WEFT_ASSIGN_OR_RETURN(cudaGraphExec_t exec,
+                          GraphFor({bucket, max_ctx, tables != nullptr}, args));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_));
     ++graph_replays_;
   } else {
     WEFT_RETURN_IF_ERROR(runner_->Enqueue(args, comm_.get(), stream_));
   }
-  int32_t rows = 0;
-  for (const cuda_backend::OutputRow& r : inputs_.output_rows()) {
-    rows = std::max(rows, r.logits_row + 1);
-  }
-  const size_t row_bytes = static_cast<size_t>(config_.vocab_size) * sizeof(float);
-  if (rows > 0) {
-    WEFT_RETURN_IF_ERROR(logits_host_.Reserve(rows * row_bytes));
-    WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_host_.get(), runner_->logits(),
-                                              rows * row_bytes, cudaMemcpyDeviceToHost, stream_));
-  }
-  WEFT_RETURN_IF_ERROR(Sync());
-  stream_dirty_ = false;
-  CopyLogits(out);
   return absl::OkStatus();
 }
 
@@ -440,114 +451,6 @@ void CudaBackend::CopyLogits(ForwardOutput* out) const {
     out->row_sequence.push_back(rows[r].sequence);
   }
   out->num_rows = static_cast<int32_t>(rows.size());
-}
-
-absl::Status CudaBackend::SampleOnDevice(absl::Span<const SampleRequest> requests,
-                                         std::vector<int32_t>* tokens) {
-  tokens->clear();
-  if (!options_.device_sampling || requests.size() > 65535) {
-    return absl::UnimplementedError("device sampling is off");
-  }
-
-  if (requests.empty()) return absl::OkStatus();
-  WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  const int32_t n = static_cast<int32_t>(requests.size());
-  const int32_t vocab = config_.vocab_size;
-  const std::vector<cuda_backend::OutputRow>& rows = inputs_.output_rows();
-  std::vector<sampling::RowParams> params(n);
-  std::vector<int32_t> logits_rows(n);
-  sample_history_.clear();
-  sample_offsets_.assign(1, 0);
-  // Structured output's token masks (checked by the StateCache), one per masked row.
-  std::vector<int32_t> mask_index(n, -1);
-  int32_t num_masks = 0;
-  const int32_t mask_bytes = sampling::MaskBytes(vocab);
-  for (int32_t i = 0; i < n; ++i) {
-    const SampleRequest& q = requests[i];
-    if (q.row < 0 || q.row >= static_cast<int32_t>(rows.size()) || q.params == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("no logits row ", q.row));
-    }
-    params[i] = ToRowParams(*q.params, static_cast<int32_t>(q.prompt.size()),
-                                    static_cast<int32_t>(q.output.size()));
-    logits_rows[i] = rows[q.row].logits_row;
-    for (absl::Span<const int32_t> part : {q.prompt, q.output}) {
-      for (int32_t t : part) {
-        if (t < 0 || t >= vocab) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("history token id ", t, " outside the vocabulary"));
-        }
-        sample_history_.push_back(t);
-      }
-    }
-    sample_offsets_.push_back(static_cast<int64_t>(sample_history_.size()));
-    if (!q.allowed_tokens.empty()) {
-      if (static_cast<int32_t>(q.allowed_tokens.size()) != mask_bytes) {
-        return absl::InvalidArgumentError("token mask of the wrong size");
-      }
-      mask_index[i] = num_masks++;
-    }
-  }
-  // One blob: params | offsets | logits rows | history | mask index | masks | tokens (out).
-  const size_t at_params = 0;
-  const size_t at_offsets = Align16(at_params + n * sizeof(sampling::RowParams));
-  const size_t at_rows = Align16(at_offsets + (n + 1) * sizeof(int64_t));
-  const size_t at_history = Align16(at_rows + n * sizeof(int32_t));
-  const size_t at_mask_index = Align16(at_history + sample_history_.size() * sizeof(int32_t));
-  const size_t at_masks = Align16(at_mask_index + n * sizeof(int32_t));
-  const size_t at_tokens = Align16(at_masks + static_cast<size_t>(num_masks) * mask_bytes);
-  const size_t total = Align16(at_tokens + n * sizeof(int32_t));
-  WEFT_RETURN_IF_ERROR(sample_host_.Reserve(total));
-  WEFT_RETURN_IF_ERROR(sample_dev_.Reserve(total));
-  char* h = sample_host_.as<char>();
-  std::memcpy(h + at_params, params.data(), n * sizeof(sampling::RowParams));
-  std::memcpy(h + at_offsets, sample_offsets_.data(), (n + 1) * sizeof(int64_t));
-  std::memcpy(h + at_rows, logits_rows.data(), n * sizeof(int32_t));
-  if (!sample_history_.empty()) {
-    std::memcpy(h + at_history, sample_history_.data(), sample_history_.size() * sizeof(int32_t));
-  }
-  if (num_masks > 0) {
-    std::memcpy(h + at_mask_index, mask_index.data(), n * sizeof(int32_t));
-    for (int32_t i = 0; i < n; ++i) {
-      if (mask_index[i] < 0) continue;
-      std::memcpy(h + at_masks + static_cast<size_t>(mask_index[i]) * mask_bytes,
-                  requests[i].allowed_tokens.data(), mask_bytes);
-    }
-  }
-  const size_t scratch = static_cast<size_t>(n) * vocab * sizeof(float);
-  WEFT_RETURN_IF_ERROR(sample_work_.Reserve(scratch));
-  bool grew = false;
-  WEFT_RETURN_IF_ERROR(sample_counts_.Reserve(scratch, &grew));
-  if (grew) {
-    WEFT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sample_counts_.get(), 0, scratch, stream_));
-  }
-  stream_dirty_ = true;
-  WEFT_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(sample_dev_.get(), h, at_tokens, cudaMemcpyHostToDevice, stream_));
-  char* d = sample_dev_.as<char>();
-  kc::SampleArgs a;
-  a.logits = runner_->logits();
-  a.logits_stride = vocab;
-  a.logits_rows = reinterpret_cast<const int32_t*>(d + at_rows);
-  a.num_rows = n;
-  a.vocab = vocab;
-  a.params = reinterpret_cast<const sampling::RowParams*>(d + at_params);
-  a.history = reinterpret_cast<const int32_t*>(d + at_history);
-  a.history_offsets = reinterpret_cast<const int64_t*>(d + at_offsets);
-  a.work = sample_work_.as<float>();
-  a.counts = sample_counts_.as<int32_t>();
-  a.tokens = reinterpret_cast<int32_t*>(d + at_tokens);
-  if (num_masks > 0) {
-    a.masks = reinterpret_cast<const uint8_t*>(d + at_masks);
-    a.mask_index = reinterpret_cast<const int32_t*>(d + at_mask_index);
-  }
-  WEFT_CUDA_RETURN_IF_ERROR(kc::SampleTokens(a, stream_));
-  WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h + at_tokens, d + at_tokens, n * sizeof(int32_t),
-                                            cudaMemcpyDeviceToHost, stream_));
-  WEFT_RETURN_IF_ERROR(Sync());
-  stream_dirty_ = false;
-  tokens->assign(reinterpret_cast<const int32_t*>(h + at_tokens),
-                 reinterpret_cast<const int32_t*>(h + at_tokens) + n);
-  return absl::OkStatus();
 }
 
 }  // namespace weft

@@ -28,8 +28,16 @@
 // the CPU backend and across batch compositions to bf16 rounding (not bitwise).
 // Copy-on-write copies are queued by CopyBlock and run as one kernel before the next
 // forward pass (or at the next JoinGroup, i.e. a new attachment) on the same stream.
-// Sampling: SampleOnDevice runs kernels/cuda/sampling.h on the logits still on the
-// device (the host Sampler stays the fallback, e.g. for logprobs).
+// Step (cuda_step.cc): the logits stay on the device for every row. One step queues, on
+// the backend's stream: the StepInputs blob (StepBatch form) and one blob of the step's
+// state diff and sampling inputs (two host-to-device copies), the block-table diff into
+// the persistent tables and the count-row diff (SequenceSlots), the forward pass (a CUDA
+// graph for decode-only batches), device sampling of every sampled row (every config the
+// host Sampler takes: temperature, top-k/p, min-p, penalties from device-resident count
+// rows, seeds, the grammar mask), logprobs of the rows that ask (the chosen token's and
+// the top N, rows x N), then one device-to-host copy of the tokens and logprobs and one
+// synchronization. device_sampling = false: ForwardStepper over Forward (rows x vocab
+// logits to the host, the host Sampler).
 //
 // Ownership: owns its device memory, stream, cuBLAS handle and communicator; borrows
 // the GgufFile only during Create. Thread-safety: as Backend (one step thread).
@@ -43,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -58,6 +67,7 @@
 #include "worker/backends/cuda/device_kv_cache.h"
 #include "worker/backends/cuda/device_weights.h"
 #include "worker/backends/cuda/model_runner.h"
+#include "worker/backends/cuda/sequence_slots.h"
 #include "worker/backends/cuda/step_inputs.h"
 #include "worker/comm/nccl_communicator.h"
 #include "common/model_config.h"
@@ -80,7 +90,7 @@ struct CudaBackendOptions {
   bool cuda_graphs = true;
   int32_t max_graph_batch = 256;  // largest decode bucket (ValidateMaxGraphBatch)
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
-  bool device_sampling = true;    // SampleOnDevice (else the host Sampler)
+  bool device_sampling = true;    // sample on the device in Step (else the host Sampler)
   // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
   // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h). Until
   // weft-worker has flags for them, the environment variable WEFT_CUDA_KERNELS overrides
@@ -113,20 +123,16 @@ class CudaBackend : public Backend {
   int32_t num_kv_blocks() const override { return kv_->num_blocks(); }
   int64_t kv_pool_bytes() const override { return kv_->pool_bytes(); }
 
-  // ForwardStepper over Forward (logits copied to the host), CopyBlock and SampleOnDevice
-  // for the rows that want no logprobs. Logits kept on the device: not yet (issue 31).
-  absl::Status Step(const StepBatch& batch, StepOutput* out) override {
-    return stepper_->Step(*this, batch, out);
-  }
+  // See "Step" above (cuda_step.cc).
+  absl::Status Step(const StepBatch& batch, StepOutput* out) override;
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
   absl::Status CopyBlock(int32_t src, int32_t dst) override;
   std::string CommInit() override;
   absl::Status JoinGroup(absl::string_view replica, int64_t epoch,
                          absl::string_view comm_init) override;
   void LeaveGroup() override;
-  // kernels/cuda/sampling.h on the logits rows of the last Forward (still on the device).
-  absl::Status SampleOnDevice(absl::Span<const SampleRequest> requests,
-                              std::vector<int32_t>* tokens) override;
+  int64_t device_to_host_bytes() const override { return d2h_bytes_; }
+  int64_t host_to_device_bytes() const override { return h2d_bytes_; }
 
   // Steps that ran as a CUDA graph replay / were captured (for tests and logs).
   int64_t graph_replays() const { return graph_replays_; }
@@ -141,13 +147,28 @@ class CudaBackend : public Backend {
   absl::Status Init(const GgufFile& file);
   // The graph bucket for this batch, or 0 to run it eagerly.
   int32_t GraphBucket(const ForwardBatch& batch) const;
-  // (batch bucket, context bucket) of a decode graph.
-  using GraphKey = std::pair<int32_t, int32_t>;
+  // (batch bucket, context bucket, persistent block tables) of a decode graph (the
+  // tables' address is captured, so the two forms have their own graphs).
+  using GraphKey = std::tuple<int32_t, int32_t, bool>;
   absl::StatusOr<cudaGraphExec_t> GraphFor(GraphKey key, const cuda_backend::StepArgs& args);
   void DropGraphs();
   absl::Status FlushCopies();
   absl::Status Sync();
   void CopyLogits(ForwardOutput* out) const;
+  // Uploads inputs_ (built for `bucket`) and queues the forward pass; `tables`: the
+  // persistent block tables (StepBatch form) or null (the blob's).
+  absl::Status EnqueueForward(int32_t bucket, const int32_t* tables);
+  // The graph bucket of a StepBatch's chunks, or 0.
+  int32_t GraphBucket(const StepBatch& batch) const;
+  absl::Status DeviceStep(const StepBatch& batch, StepOutput* out);
+  // Sizes the persistent tables and count rows for slots_ after its Update(batch); on
+  // growth the device state restarts (slots_ cleared, the batch's diff recomputed).
+  absl::Status ReserveState(const StepBatch& batch);
+  // Packs the step's diff and sampling inputs into step_host_ (layout in step_layout_);
+  // InvalidArgument for num_logprobs over the vocabulary.
+  absl::Status PackStep(const StepBatch& batch);
+  absl::Status EnqueueSampling(const StepBatch& batch);
+  absl::Status ReadSamples(const StepBatch& batch, StepOutput* out);
 
   const CudaBackendOptions options_;
   int32_t device_ = 0;
@@ -179,13 +200,29 @@ class CudaBackend : public Backend {
   cuda_backend::PinnedBuffer copies_host_;
   cuda_backend::DeviceBuffer copies_dev_;
 
-  // Device sampling: inputs packed into one upload, scratch (counts kept all zero).
-  std::vector<int32_t> sample_history_;
-  std::vector<int64_t> sample_offsets_;
-  cuda_backend::PinnedBuffer sample_host_;
-  cuda_backend::DeviceBuffer sample_dev_;
-  cuda_backend::DeviceBuffer sample_work_;
-  cuda_backend::DeviceBuffer sample_counts_;
+  // Device-resident per-sequence state (SequenceSlots): block tables [slots][max blocks]
+  // and count rows [rows][vocab], grown by doubling.
+  cuda_backend::SequenceSlots slots_{1};
+  cuda_backend::DeviceBuffer tables_dev_;
+  cuda_backend::DeviceBuffer counts_dev_;
+  int32_t table_capacity_ = 0, count_capacity_ = 0;
+  // The step blob: inputs up to `upload` bytes, then the outputs read back.
+  struct StepBlob {
+    size_t params = 0, logits_rows = 0, count_rows = 0, mask_index = 0, table_pairs = 0,
+           zero_rows = 0, marks = 0, lp_rows = 0, lp_index = 0, lp_top = 0, masks = 0;
+    size_t upload = 0;
+    size_t tokens = 0, lp = 0, top_ids = 0, top_lp = 0;
+    size_t total = 0;
+    int32_t rows = 0, lp_count = 0, max_top = 0, num_masks = 0, num_pairs = 0,
+            num_zero = 0, num_marks = 0;
+  };
+  StepBlob blob_;
+  std::vector<int32_t> entry_row_;  // per batch entry: its sample row, or -1
+  std::vector<int32_t> scratch_pairs_, scratch_marks_, own_row_;
+  cuda_backend::PinnedBuffer step_host_;
+  cuda_backend::DeviceBuffer step_dev_;
+  cuda_backend::DeviceBuffer sample_work_;  // rows x vocab floats
+  int64_t d2h_bytes_ = 0, h2d_bytes_ = 0;
 };
 
 }  // namespace weft

@@ -7,7 +7,9 @@
 // the architectures of common/model_config.h), and on the default model when
 // models/ has it. Malformed batches fail with InvalidArgument before any work. A greedy
 // request gives the same tokens before and after a load of mixed batch shapes (state
-// kept between steps must not leak into later ones).
+// kept between steps must not leak into later ones). Backend::Step samples on the device
+// (every config, a fork, logprobs, penalties' counts kept on the device across steps) as
+// the host Sampler does on the same step's logits.
 #include "worker/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -21,7 +23,10 @@
 #include "common/testing/model_path.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_status.h"
+#include "common/plan/state_cache.h"
+#include "common/sampling/sampler.h"
 #include "worker/backends/cpu_backend.h"
+#include "worker/backends/testing/step_driver.h"
 #include "worker/model/testing/tiny_llama.h"
 
 namespace weft {
@@ -287,46 +292,107 @@ TEST_P(CudaBackendTest, MalformedBatchIsInvalidArgument) {
   EXPECT_EQ(p->gpu->Forward(batch, &out).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_P(CudaBackendTest, DeviceSamplingMatchesTheHostSampler) {
+int64_t SeqId(int64_t request, int32_t sample = 0) {
+  return request * SequenceRef::kMaxSamplesPerRequest + sample;
+}
+
+// The host Sampler's result for batch entry `entry` (its k-th sampled row) of the
+// driver's last applied batch, on `logits` (Forward of the same chunks).
+SampleResult HostSample(const testing::StepDriver& d, const ForwardOutput& logits,
+                        size_t entry, int32_t row) {
+  const ScheduledSequence& sc = d.batch().sequences[entry];
+  const WorkerSequence& seq = *sc.state;
+  const auto t = absl::MakeConstSpan(seq.tokens);
+  SampleResult want;
+  Sampler host(logits.vocab_size);
+  const absl::Status s =
+      host.Sample({seq.sampling, seq.sample_index}, absl::MakeConstSpan(logits.Row(row), logits.vocab_size),
+                  t.subspan(0, seq.num_prompt_tokens), t.subspan(seq.num_prompt_tokens), &want,
+                  sc.allowed_tokens);
+  EXPECT_TRUE(s.ok()) << s;
+  return want;
+}
+
+// Steps `plan` on the GPU after Forward of the same chunks (the same batch shape, so the
+// same logits) and checks every sample against the host Sampler on those logits: tokens
+// equal, logprobs (on the device, copied back rows x N) to rounding.
+void StepLikeHost(CudaBackend* gpu, testing::StepDriver* d, const StepPlan& plan) {
+  const ForwardBatch& fb = d->Apply(plan);
+  ASSERT_EQ(d->cache().next_step_id(), plan.step_id() + 1) << "plan rejected";
+  ForwardOutput logits;
+  ASSERT_TRUE(gpu->Forward(fb, &logits).ok());
+  std::vector<SampleResult> want;
+  std::vector<int32_t> chunk_row(d->batch().sequences.size(), -1);
+  int32_t row = 0;
+  for (size_t i = 0; i < d->batch().sequences.size(); ++i) {
+    if (d->batch().sequences[i].num_tokens > 0 && d->batch().sequences[i].sample) chunk_row[i] = row++;
+  }
+  for (size_t i = 0; i < d->batch().sequences.size(); ++i) {
+    const ScheduledSequence& sc = d->batch().sequences[i];
+    if (!sc.sample) continue;
+    want.push_back(HostSample(*d, logits, i, chunk_row[sc.logits_from >= 0 ? sc.logits_from : i]));
+  }
+  StepOutput out;
+  const int64_t d2h = gpu->device_to_host_bytes();
+  const absl::Status s = d->StepApplied(&out);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(out.num_samples, static_cast<int32_t>(want.size()));
+  for (size_t k = 0; k < want.size(); ++k) {
+    const SampleResult& got = out.samples[k];
+    EXPECT_EQ(got.token, want[k].token) << "sample " << k;
+    EXPECT_NEAR(got.logprob, want[k].logprob, 1e-5 * (1 + std::fabs(want[k].logprob)));
+    ASSERT_EQ(got.top_logprobs.size(), want[k].top_logprobs.size());
+    for (size_t j = 0; j < got.top_logprobs.size(); ++j) {
+      EXPECT_EQ(got.top_logprobs[j].token, want[k].top_logprobs[j].token);
+      EXPECT_NEAR(got.top_logprobs[j].logprob, want[k].top_logprobs[j].logprob, 1e-5);
+    }
+  }
+  // Tokens and logprobs only (a token, a logprob and at most 5 top entries of 8 bytes a
+  // row, plus the blob's 16-byte alignment of 4 arrays), never rows x vocab.
+  const int64_t copied = gpu->device_to_host_bytes() - d2h;
+  EXPECT_GT(copied, 0);
+  EXPECT_LE(copied, 64 + static_cast<int64_t>(want.size()) * (4 + 4 + 5 * 8));
+}
+
+// Backend::Step samples on the device with every config the host Sampler takes, a fork
+// sampling its parent's row, and logprobs: equal to the host Sampler over a prefill and
+// three decode steps (the penalties' counts kept on the device between them), then a
+// finished sequence's slot taken by a new one.
+TEST_P(CudaBackendTest, StepSamplesOnTheDeviceLikeTheHostSampler) {
   SKIP_WITHOUT_CUDA();
   std::unique_ptr<Pair> p = Make();
   ASSERT_NE(p, nullptr);
-  Seq a = MakeSeq(25, 96, 7), b = MakeSeq(9, 96, 8);
-  a.table = {20, 21};
-  b.table = {22};
-  ForwardBatch batch;
-  batch.sequences = {Chunk(a, 0, 25, true), Chunk(b, 0, 9, true)};
-  ForwardOutput out;
-  ASSERT_TRUE(p->gpu->Forward(batch, &out).ok());
-  std::vector<SamplerParams> params(6);
-  params[0].temperature = 0;
+  std::vector<SamplingConfig> params(6);
+  params[0].temperature = 0, params[0].num_logprobs = 3;
   params[1].seed = 11;
   params[2].top_k = 5, params[2].temperature = 0.7f, params[2].seed = 12;
-  params[3].top_p = 0.8f, params[3].seed = 13, params[3].sample_index = 2;
+  params[2].num_logprobs = 0;
+  params[3].top_p = 0.8f, params[3].seed = 13;
   params[4].min_p = 0.1f, params[4].repetition_penalty = 1.2f, params[4].seed = 14;
   params[5].presence_penalty = 0.5f, params[5].frequency_penalty = 0.3f, params[5].seed = 15;
-  std::vector<Backend::SampleRequest> requests;
-  const auto ta = absl::MakeConstSpan(a.tokens), tb = absl::MakeConstSpan(b.tokens);
-  for (size_t i = 0; i < params.size(); ++i) {
-    Backend::SampleRequest r;
-    r.row = static_cast<int32_t>(i % 2);  // rows repeat, as forks' do
-    r.params = &params[i];
-    const auto t = i % 2 == 0 ? ta : tb;
-    r.prompt = t.subspan(0, t.size() - 4);
-    r.output = t.subspan(t.size() - 4);
-    requests.push_back(r);
+  params[5].num_logprobs = 5;
+  testing::StepDriver d(p->gpu.get());
+  StepPlan plan = d.Plan();
+  std::vector<std::vector<int32_t>> tokens;
+  for (int32_t i = 0; i < 5; ++i) {
+    tokens.push_back(MakeSeq(9 + 5 * i, 96, 7 + i).tokens);
+    const int32_t n = static_cast<int32_t>(tokens[i].size());
+    d.AddNew(&plan, SeqId(i + 1), tokens[i], n - 4, {20 + 4 * i, 21 + 4 * i, 22 + 4 * i}, params[i]);
   }
-  std::vector<int32_t> got;
-  ASSERT_TRUE(p->gpu->SampleOnDevice(requests, &got).ok());
-  Sampler host(out.vocab_size);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    SampleResult want;
-    ASSERT_TRUE(host.Sample(params[i], absl::MakeConstSpan(out.Row(requests[i].row), out.vocab_size),
-                            requests[i].prompt, requests[i].output, &want)
-                    .ok());
-    EXPECT_EQ(got[i], want.token) << "request " << i;
+  // A fork of request 1 (sample 1): samples from its parent's row with its own settings.
+  d.AddNew(&plan, SeqId(1, 1), tokens[0], static_cast<int32_t>(tokens[0].size()) - 4,
+           {40, 41, 42}, params[5], static_cast<int32_t>(tokens[0].size()), SeqId(1));
+  ASSERT_NO_FATAL_FAILURE(StepLikeHost(p->gpu.get(), &d, plan));
+  for (int step = 0; step < 3; ++step) {
+    plan = d.Plan();
+    for (int32_t i = 0; i < 5; ++i) d.AddDecode(&plan, SeqId(i + 1));
+    ASSERT_NO_FATAL_FAILURE(StepLikeHost(p->gpu.get(), &d, plan));
   }
-  EXPECT_EQ(p->cpu->SampleOnDevice(requests, &got).code(), absl::StatusCode::kUnimplemented);
+  plan = d.Plan();
+  plan.add_finished_seq_ids(SeqId(2));
+  d.AddNew(&plan, SeqId(6), tokens[1], 5, {50, 51, 52}, params[4]);
+  for (int32_t i : {0, 2, 3, 4}) d.AddDecode(&plan, SeqId(i + 1));
+  ASSERT_NO_FATAL_FAILURE(StepLikeHost(p->gpu.get(), &d, plan));
 }
 
 // Prefill of 3 sequences then `steps` decode steps (graph mode) on `gpu`; the logits of
@@ -483,100 +549,91 @@ testing::TinyLlamaSpec DefaultShapeSpec() {
 
 constexpr int32_t kRequestBlocks = 24;  // blocks [0, 24) are the request's, the rest the load's
 
-// Samples one token for each of `seqs` (the chunks of the last step, logits rows in
-// order) on the device with `params`; appends each to its sequence.
-void SampleAndAppend(CudaBackend* gpu, const std::vector<Seq*>& seqs,
-                     const SamplerParams& params, int32_t prompt_len) {
-  std::vector<Backend::SampleRequest> requests;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    Backend::SampleRequest r;
-    r.row = static_cast<int32_t>(i);
-    r.params = &params;
-    const auto t = absl::MakeConstSpan(seqs[i]->tokens);
-    const size_t n = std::min<size_t>(t.size(), static_cast<size_t>(prompt_len));
-    r.prompt = t.subspan(0, n);
-    r.output = t.subspan(n);
-    requests.push_back(r);
-  }
-  std::vector<int32_t> tokens;
-  const absl::Status s = gpu->SampleOnDevice(requests, &tokens);
-  ASSERT_TRUE(s.ok()) << s;
-  ASSERT_EQ(tokens.size(), seqs.size());
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    ASSERT_GE(tokens[i], 0);
-    seqs[i]->tokens.push_back(tokens[i]);
-  }
-}
-
 // The request: a 300-token prompt (its decodes take several splits), then 16 greedy
-// tokens (with a repetition penalty, so the sampling counts matter), each sampled on the
-// device from a one-sequence step. Returns the tokens; *logits gets every step's row.
-std::vector<int32_t> RunGreedyRequest(CudaBackend* gpu, std::vector<float>* logits) {
+// tokens (with a repetition penalty, so the device's count rows matter), one sequence per
+// step, as sequence `id`. Returns the tokens; *logits gets every step's row (Forward of
+// the same chunk before each Step, whose token must be the host Sampler's on it).
+std::vector<int32_t> RunGreedyRequest(CudaBackend* gpu, testing::StepDriver* d, int64_t id,
+                                      std::vector<float>* logits) {
   constexpr int32_t kPrompt = 300, kNew = 16;
-  Seq s = MakeSeq(kPrompt, 96, 77);
-  for (int32_t b = 0; b < kRequestBlocks; ++b) s.table.push_back(kRequestBlocks - 1 - b);
-  SamplerParams greedy;
+  const Seq s = MakeSeq(kPrompt, 96, 77);
+  std::vector<int32_t> table;
+  for (int32_t b = 0; b < kRequestBlocks; ++b) table.push_back(kRequestBlocks - 1 - b);
+  SamplingConfig greedy;
   greedy.temperature = 0;
   greedy.repetition_penalty = 1.3f;
   logits->clear();
   ForwardOutput out;
   for (int32_t i = 0; i < kNew; ++i) {
-    ForwardBatch batch;
-    const int32_t start = i == 0 ? 0 : static_cast<int32_t>(s.tokens.size()) - 1;
-    batch.sequences = {Chunk(s, start, static_cast<int32_t>(s.tokens.size()) - start, true)};
-    const absl::Status st = gpu->Forward(batch, &out);
+    StepPlan plan = d->Plan();
+    if (i == 0) {
+      d->AddNew(&plan, id, s.tokens, kPrompt, table, greedy);
+    } else {
+      d->AddDecode(&plan, id);
+    }
+    const ForwardBatch& fb = d->Apply(plan);
+    EXPECT_EQ(fb.sequences.size(), 1u);
+    const absl::Status st = gpu->Forward(fb, &out);
     EXPECT_TRUE(st.ok()) << st;
-    if (!st.ok()) return {};
+    if (!st.ok() || fb.sequences.size() != 1) return {};
     logits->insert(logits->end(), out.Row(0), out.Row(0) + out.vocab_size);
-    SampleAndAppend(gpu, {&s}, greedy, kPrompt);
-    if (::testing::Test::HasFatalFailure()) return {};
+    const SampleResult want = HostSample(*d, out, 0, 0);
+    StepOutput step;
+    const absl::Status ss = d->StepApplied(&step);
+    EXPECT_TRUE(ss.ok()) << ss;
+    if (!ss.ok()) return {};
+    EXPECT_EQ(step.samples[0].token, want.token) << "token " << i;
   }
-  return std::vector<int32_t>(s.tokens.begin() + kPrompt, s.tokens.end());
+  const WorkerSequence* seq = d->cache().Find(id);
+  return std::vector<int32_t>(seq->tokens.begin() + kPrompt, seq->tokens.end());
 }
 
 // The load: 8 sequences (contexts 5 to ~1100, on blocks from kRequestBlocks on), prefilled
 // in two steps (the second beside two decodes: an eager mixed step), then rounds of 3
 // decode steps whose batch grows and shrinks (8, 2, 5, 1, 3, 8, 4, 1, 6 sequences),
-// every step sampled on the device with penalties.
-void RunMixedLoad(CudaBackend* gpu) {
+// every step sampled on the device with penalties; the request `finish` and then the
+// load's sequences finish in the last plans.
+void RunMixedLoad(testing::StepDriver* d, int64_t finish) {
   const std::vector<int32_t> lens = {700, 17, 300, 64, 129, 1070, 5, 256};
-  std::vector<Seq> seqs;
-  int32_t next_block = kRequestBlocks;
-  for (size_t i = 0; i < lens.size(); ++i) {
-    seqs.push_back(MakeSeq(lens[i], 96, 100 + static_cast<uint32_t>(i)));
-    const int32_t blocks = (lens[i] + 64) / 16 + 1;  // room for the round's tokens
-    for (int32_t b = 0; b < blocks; ++b) seqs.back().table.push_back(next_block++);
-  }
-  SamplerParams params;
+  SamplingConfig params;
   params.seed = 5;
   params.temperature = 0.8f;
   params.repetition_penalty = 1.1f;
   params.frequency_penalty = 0.2f;
-  ForwardOutput out;
-  auto step = [&](const std::vector<size_t>& who, const std::vector<size_t>& prefill) {
-    ForwardBatch batch;
-    std::vector<Seq*> sampled;
+  int32_t next_block = kRequestBlocks;
+  std::vector<std::vector<int32_t>> tables;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    const int32_t blocks = (lens[i] + 64) / 16 + 1;  // room for the round's tokens
+    tables.emplace_back();
+    for (int32_t b = 0; b < blocks; ++b) tables.back().push_back(next_block++);
+  }
+  auto id = [](size_t i) { return SeqId(100 + static_cast<int64_t>(i)); };
+  auto step = [&](const std::vector<size_t>& who, const std::vector<size_t>& prefill,
+                  bool finish_all) {
+    StepPlan plan = d->Plan();
+    if (finish >= 0) plan.add_finished_seq_ids(finish);
+    finish = -1;
     for (size_t i : prefill) {  // whole prompts
-      batch.sequences.push_back(Chunk(seqs[i], 0, lens[i], true));
-      sampled.push_back(&seqs[i]);
+      d->AddNew(&plan, id(i), MakeSeq(lens[i], 96, 100 + static_cast<uint32_t>(i)).tokens,
+                lens[i], tables[i], params);
     }
-    for (size_t i : who) {
-      batch.sequences.push_back(
-          Chunk(seqs[i], static_cast<int32_t>(seqs[i].tokens.size()) - 1, 1, true));
-      sampled.push_back(&seqs[i]);
+    for (size_t i : who) d->AddDecode(&plan, id(i));
+    if (finish_all) {
+      for (size_t i = 0; i < lens.size(); ++i) plan.add_finished_seq_ids(id(i));
     }
-    const absl::Status s = gpu->Forward(batch, &out);
+    StepOutput out;
+    const absl::Status s = d->Run(plan, &out);
     ASSERT_TRUE(s.ok()) << s;
-    SampleAndAppend(gpu, sampled, params, 0);
   };
-  ASSERT_NO_FATAL_FAILURE(step({}, {0, 1, 2, 3}));
-  ASSERT_NO_FATAL_FAILURE(step({0, 1}, {4, 5, 6, 7}));  // decodes beside prefills
+  ASSERT_NO_FATAL_FAILURE(step({}, {0, 1, 2, 3}, false));
+  ASSERT_NO_FATAL_FAILURE(step({0, 1}, {4, 5, 6, 7}, false));  // decodes beside prefills
   const std::vector<std::vector<size_t>> rounds = {
       {0, 1, 2, 3, 4, 5, 6, 7}, {5, 2}, {0, 1, 3, 6, 7}, {5}, {2, 4, 6},
       {0, 1, 2, 3, 4, 5, 6, 7}, {1, 3, 5, 7}, {0}, {2, 3, 4, 5, 6, 7}};
   for (size_t r = 0; r < rounds.size(); ++r) {
-    for (int32_t k = 0; k < 3; ++k) ASSERT_NO_FATAL_FAILURE(step(rounds[r], {}));
+    for (int32_t k = 0; k < 3; ++k) ASSERT_NO_FATAL_FAILURE(step(rounds[r], {}, false));
   }
+  ASSERT_NO_FATAL_FAILURE(step({}, {}, true));
 }
 
 struct StateCase {
@@ -610,12 +667,13 @@ TEST(CudaBackendStateTest, GreedyRequestIsTheSameBeforeAndAfterMixedLoad) {
     auto gpu = CudaBackend::Create(**file, o);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     std::vector<float> logits_before, logits_after;
-    const std::vector<int32_t> before = RunGreedyRequest(gpu->get(), &logits_before);
+    testing::StepDriver d(gpu->get());
+    const std::vector<int32_t> before = RunGreedyRequest(gpu->get(), &d, SeqId(1), &logits_before);
     ASSERT_FALSE(HasFatalFailure());
     ASSERT_EQ(before.size(), 16u);
-    RunMixedLoad(gpu->get());
+    RunMixedLoad(&d, SeqId(1));
     ASSERT_FALSE(HasFatalFailure());
-    const std::vector<int32_t> after = RunGreedyRequest(gpu->get(), &logits_after);
+    const std::vector<int32_t> after = RunGreedyRequest(gpu->get(), &d, SeqId(2), &logits_after);
     ASSERT_FALSE(HasFatalFailure());
     EXPECT_EQ(after, before) << "the same greedy request after the load";
     ASSERT_EQ(logits_after.size(), logits_before.size());

@@ -197,7 +197,7 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
   const kc::PagedKvView kv = kv_->Layer(layer);
   const float scale = config_.attention_scale;
   const int32_t window = config_.layers[layer].sliding_window;
-  const int32_t* tables = At<int32_t>(s, s.layout.tables);
+  const int32_t* tables = s.tables != nullptr ? s.tables : At<int32_t>(s, s.layout.tables);
   if (s.shape.decode_items > 0) {
     kc::DecodeAttentionArgs a;
     a.q = qkv_.as<float>();

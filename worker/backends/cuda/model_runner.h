@@ -71,6 +71,9 @@ struct RunnerOptions {
 // Where a step's inputs are and how attention splits its decode work.
 struct StepArgs {
   const uint8_t* meta = nullptr;  // device copy of the StepInputs blob
+  // The block tables the offsets index: the device's persistent ones (StepInputs' StepBatch
+  // form), or null for the blob's own (layout.tables).
+  const int32_t* tables = nullptr;
   StepLayout layout;
   StepShape shape;
   int32_t decode_partition = 512;

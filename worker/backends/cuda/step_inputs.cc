@@ -71,51 +71,99 @@ absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limi
   if (decode_bucket > 0 && (!AllDecode(batch) || num_seqs > decode_bucket)) {
     return absl::InternalError("graph mode needs at most one decode token per bucket slot");
   }
-  const int32_t bs = limits.block_size;
   int32_t t = 0;
   for (int32_t s = 0; s < num_seqs; ++s) {
     const SequenceChunk& seq = batch.sequences[s];
-    const int32_t n = static_cast<int32_t>(seq.token_ids.size());
-    const int32_t end = seq.start_pos + n;
-    const int32_t table_offset = static_cast<int32_t>(tables_.size());
-    tables_.insert(tables_.end(), seq.block_table.begin(),
-                   seq.block_table.begin() + (end + bs - 1) / bs);
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t pos = seq.start_pos + i;
-      token_ids_.push_back(seq.token_ids[i]);
-      positions_.push_back(pos);
-      slots_.push_back(int64_t{seq.block_table[pos / bs]} * bs + pos % bs);
-    }
-    if (n == 1) {
-      dec_row_.push_back(t);
-      dec_ctx_.push_back(end);
-      dec_table_.push_back(table_offset);
-      max_decode_context_ = std::max(max_decode_context_, end);
-    } else {
-      const int32_t p = static_cast<int32_t>(pf_q_start_.size());
-      pf_q_start_.push_back(t);
-      pf_start_pos_.push_back(seq.start_pos);
-      pf_num_tokens_.push_back(n);
-      pf_table_.push_back(table_offset);
-      const bool tc = limits.prefill_tc_tile_tokens > 0 && n >= limits.prefill_tc_min_tokens;
-      const int32_t tile_tokens = tc ? limits.prefill_tc_tile_tokens : limits.prefill_tile_tokens;
-      for (int32_t q = 0; q < n; q += tile_tokens) {
-        (tc ? tc_tile_seq_ : tile_seq_).push_back(p);
-        (tc ? tc_tile_q_begin_ : tile_q_begin_).push_back(q);
-      }
-    }
-    t += n;
-    // The chunk's last num_logits tokens (ForwardBatch), else its last one if it wants
-    // logits; graph mode only runs decodes, which have one token.
-    const int32_t num_logits = seq.num_logit_rows();
-    for (int32_t i = num_logits; i > 0; --i) {
-      const int32_t row = decode_bucket > 0 ? t - i : static_cast<int32_t>(logit_rows_.size());
-      if (decode_bucket == 0) logit_rows_.push_back(t - i);
-      output_rows_.push_back({row, s});
+    AddChunk(seq.token_ids, seq.start_pos, seq.block_table, seq.num_logit_rows(),
+             /*table_offset=*/-1, s, limits, decode_bucket, &t);
+  }
+  Finish(num_seqs, limits, decode_bucket, t, /*packed_tables=*/true);
+  return absl::OkStatus();
+}
+
+bool StepInputs::AllDecode(const StepBatch& batch) {
+  for (const ScheduledSequence& sc : batch.sequences) {
+    if (sc.num_tokens > 1) return false;
+  }
+  return true;
+}
+
+int32_t StepInputs::NumChunks(const StepBatch& batch) {
+  int32_t n = 0;
+  for (const ScheduledSequence& sc : batch.sequences) n += sc.num_tokens > 0 ? 1 : 0;
+  return n;
+}
+
+absl::Status StepInputs::Build(const StepBatch& batch, const SequenceSlots& slots,
+                               const StepLimits& limits, int32_t decode_bucket) {
+  Clear();
+  const int32_t chunks = NumChunks(batch);
+  if (decode_bucket > 0 && (!AllDecode(batch) || chunks > decode_bucket)) {
+    return absl::InternalError("graph mode needs at most one decode token per bucket slot");
+  }
+  const int32_t row_stride = slots.max_blocks_per_seq();
+  int32_t t = 0;
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const ScheduledSequence& sc = batch.sequences[i];
+    if (sc.num_tokens == 0) continue;  // a fork: samples from its parent's row
+    const auto tokens = absl::MakeConstSpan(sc.state->tokens).subspan(sc.start_pos, sc.num_tokens);
+    AddChunk(tokens, sc.start_pos, sc.state->block_ids, sc.sample ? 1 : 0,
+             slots.slot(i) * row_stride, static_cast<int32_t>(i), limits, decode_bucket, &t);
+  }
+  Finish(chunks, limits, decode_bucket, t, /*packed_tables=*/false);
+  return absl::OkStatus();
+}
+
+void StepInputs::AddChunk(absl::Span<const int32_t> token_ids, int32_t start_pos,
+                          absl::Span<const int32_t> block_table, int32_t num_logits,
+                          int32_t table_offset, int32_t seq_index, const StepLimits& limits,
+                          int32_t decode_bucket, int32_t* t_io) {
+  const int32_t bs = limits.block_size;
+  int32_t t = *t_io;
+  const int32_t n = static_cast<int32_t>(token_ids.size());
+  const int32_t end = start_pos + n;
+  if (table_offset < 0) {  // packed into this step's tables
+    table_offset = static_cast<int32_t>(tables_.size());
+    tables_.insert(tables_.end(), block_table.begin(), block_table.begin() + (end + bs - 1) / bs);
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t pos = start_pos + i;
+    token_ids_.push_back(token_ids[i]);
+    positions_.push_back(pos);
+    slots_.push_back(int64_t{block_table[pos / bs]} * bs + pos % bs);
+  }
+  if (n == 1) {
+    dec_row_.push_back(t);
+    dec_ctx_.push_back(end);
+    dec_table_.push_back(table_offset);
+    max_decode_context_ = std::max(max_decode_context_, end);
+  } else {
+    const int32_t p = static_cast<int32_t>(pf_q_start_.size());
+    pf_q_start_.push_back(t);
+    pf_start_pos_.push_back(start_pos);
+    pf_num_tokens_.push_back(n);
+    pf_table_.push_back(table_offset);
+    const bool tc = limits.prefill_tc_tile_tokens > 0 && n >= limits.prefill_tc_min_tokens;
+    const int32_t tile_tokens = tc ? limits.prefill_tc_tile_tokens : limits.prefill_tile_tokens;
+    for (int32_t q = 0; q < n; q += tile_tokens) {
+      (tc ? tc_tile_seq_ : tile_seq_).push_back(p);
+      (tc ? tc_tile_q_begin_ : tile_q_begin_).push_back(q);
     }
   }
+  t += n;
+  // The chunk's last num_logits tokens, in order; graph mode only runs decodes (one token).
+  for (int32_t i = num_logits; i > 0; --i) {
+    const int32_t row = decode_bucket > 0 ? t - i : static_cast<int32_t>(logit_rows_.size());
+    if (decode_bucket == 0) logit_rows_.push_back(t - i);
+    output_rows_.push_back({row, seq_index});
+  }
+  *t_io = t;
+}
+
+void StepInputs::Finish(int32_t num_chunks, const StepLimits& limits, int32_t decode_bucket,
+                        int32_t tokens, bool packed_tables) {
   if (decode_bucket > 0) {
-    for (int32_t i = num_seqs; i < decode_bucket; ++i) {  // padding items
+    for (int32_t i = num_chunks; i < decode_bucket; ++i) {  // padding items
       token_ids_.push_back(0);
       positions_.push_back(0);
       slots_.push_back(-1);
@@ -128,10 +176,10 @@ absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limi
     shape_.tokens = decode_bucket;
     shape_.decode_items = decode_bucket;
     shape_.logit_rows = decode_bucket;
-    shape_.table_entries = decode_bucket * limits.max_blocks_per_seq();
-    return absl::OkStatus();
+    shape_.table_entries = packed_tables ? decode_bucket * limits.max_blocks_per_seq() : 0;
+    return;
   }
-  shape_.tokens = t;
+  shape_.tokens = tokens;
   shape_.decode_items = static_cast<int32_t>(dec_row_.size());
   shape_.prefill_seqs = static_cast<int32_t>(pf_q_start_.size());
   shape_.tc_tiles = static_cast<int32_t>(tc_tile_seq_.size());
@@ -140,7 +188,6 @@ absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limi
   shape_.tiles = static_cast<int32_t>(tile_seq_.size());
   shape_.logit_rows = static_cast<int32_t>(logit_rows_.size());
   shape_.table_entries = static_cast<int32_t>(tables_.size());
-  return absl::OkStatus();
 }
 
 void StepInputs::Pack(void* blob) const {

@@ -1,6 +1,7 @@
-// StepInputs: the host side of one CUDA forward pass — a ForwardBatch validated and
-// flattened into the index arrays the kernels read, packed into one blob so that a step
-// costs a single host-to-device copy. Plain C++ (no CUDA): tested in every build.
+// StepInputs: the host side of one CUDA forward pass — a ForwardBatch validated (or a
+// StepBatch, validated by the StateCache) and flattened into the index arrays the kernels
+// read, packed into one blob so that a step costs a single host-to-device copy of them.
+// Plain C++ (no CUDA): tested in every build.
 //
 // Flattening (token t = the t-th token of the batch in sequence order):
 //   token_ids[t], positions[t], slots[t] = block_table[p / B] * B + p % B   (int64)
@@ -30,6 +31,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "common/plan/state_cache.h"
+#include "worker/backends/cuda/sequence_slots.h"
 #include "worker/model/forward_batch.h"
 
 namespace weft::cuda_backend {
@@ -88,6 +92,17 @@ class StepInputs {
   // Whether a batch can run in graph mode: every chunk one token.
   static bool AllDecode(const ForwardBatch& batch);
 
+  // Backend::Step's form: the StepBatch's chunks (entries with num_tokens > 0; a fork has
+  // none), already validated by the StateCache (the Backend contract: not checked again).
+  // Block tables are the device's persistent rows (SequenceSlots, already updated for
+  // this batch): entry i's chunk reads the row at slots.slot(i) * max_blocks_per_seq and
+  // no tables are packed (table_entries 0). A sampled entry's chunk has one output row
+  // (OutputRow::sequence = its index in batch.sequences).
+  absl::Status Build(const StepBatch& batch, const SequenceSlots& slots,
+                     const StepLimits& limits, int32_t decode_bucket);
+  static bool AllDecode(const StepBatch& batch);
+  static int32_t NumChunks(const StepBatch& batch);
+
   // Counts of this step (graph mode: the bucket's) and the layout to pack them with.
   const StepShape& shape() const { return shape_; }
   StepLayout layout() const { return StepLayout::For(shape_); }
@@ -119,6 +134,14 @@ class StepInputs {
 
  private:
   void Clear();
+  // Flattens one chunk (table_offset < 0: its table is packed into tables_); *t is the
+  // batch's token count so far.
+  void AddChunk(absl::Span<const int32_t> token_ids, int32_t start_pos,
+                absl::Span<const int32_t> block_table, int32_t num_logits, int32_t table_offset,
+                int32_t seq_index, const StepLimits& limits, int32_t decode_bucket, int32_t* t);
+  // Padding (graph mode) and the shape.
+  void Finish(int32_t num_chunks, const StepLimits& limits, int32_t decode_bucket,
+              int32_t tokens, bool packed_tables);
 
   StepShape shape_;
   int32_t max_decode_context_ = 0;

@@ -249,5 +249,71 @@ TEST(StepInputsTest, ReusedAcrossShapesEqualsFresh) {
   }
 }
 
+// The StepBatch form (Backend::Step): chunks read the persistent table rows of their
+// slots, a fork adds no chunk, nothing is packed for the tables; graph mode pads to the
+// bucket with the same offsets.
+TEST(StepInputsTest, StepBatchReadsPersistentTableRows) {
+  StateCache cache(/*block_size=*/4, /*num_blocks=*/20, /*vocab_size=*/100);
+  cache.Reset(1);
+  StepPlan p;
+  p.set_step_id(1);
+  auto add = [&p](int64_t seq, std::vector<int32_t> tokens, int32_t computed,
+                  std::vector<int32_t> blocks, int64_t parent) {
+    auto* n = p.add_new_sequences();
+    n->set_seq_id(seq);
+    ToSpec(SamplingConfig(), SequenceRef::FromSeqId(seq).sample_index, n->mutable_sampling());
+    for (int32_t t : tokens) n->add_token_ids(t);
+    n->set_num_prompt_tokens(static_cast<int32_t>(tokens.size()));
+    n->set_num_computed_tokens(computed);
+    n->set_num_scheduled_tokens(static_cast<int32_t>(tokens.size()) - computed);
+    for (int32_t b : blocks) n->add_block_ids(b);
+    n->set_do_sample(true);
+    n->set_fork_parent_seq_id(parent);
+    p.set_num_scheduled_tokens(p.num_scheduled_tokens() + n->num_scheduled_tokens());
+    p.set_num_sampled(p.num_sampled() + 1);
+  };
+  add(1 << 8, {1, 2, 3, 4, 5, 6}, 0, {7, 9}, 0);  // prefill of 6 tokens
+  add((1 << 8) + 1, {1, 2, 3, 4, 5, 6}, 6, {7, 9}, 1 << 8);  // its fork: no chunk
+  add(2 << 8, {8, 9, 10}, 2, {3}, 0);  // one decode token at position 2
+  StepBatch batch;
+  ASSERT_TRUE(cache.Apply(p, &batch).ok()) << cache.Apply(p, &batch);
+  SequenceSlots slots(/*max_blocks_per_seq=*/16);
+  slots.Update(batch);
+  StepInputs in;
+  ASSERT_TRUE(in.Build(batch, slots, Limits(), 0).ok());
+  EXPECT_EQ(in.num_tokens(), 7);
+  EXPECT_EQ(in.pf_table(), std::vector<int32_t>{0});        // slot 0
+  EXPECT_EQ(in.dec_table(), std::vector<int32_t>{2 * 16});  // slot 2 (the fork holds 1)
+  EXPECT_EQ(in.slots(), (std::vector<int64_t>{28, 29, 30, 31, 36, 37, 14}));
+  EXPECT_TRUE(in.tables().empty());
+  EXPECT_EQ(in.shape().table_entries, 0);
+  ASSERT_EQ(in.output_rows().size(), 2u);
+  EXPECT_EQ(in.output_rows()[0].sequence, 0);
+  EXPECT_EQ(in.output_rows()[1].sequence, 2);
+  EXPECT_EQ(in.logit_rows(), (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(StepInputs::NumChunks(batch), 2);
+  EXPECT_FALSE(StepInputs::AllDecode(batch));
+  // The next step: both decode, in graph mode (bucket 4).
+  for (const ScheduledSequence& sc : batch.sequences) cache.AppendSampled(sc.state, 11);
+  StepPlan d;
+  d.set_step_id(2);
+  for (int64_t seq : {int64_t{1 << 8}, int64_t{2 << 8}}) {
+    auto* c = d.add_cached_sequences();
+    c->set_seq_id(seq);
+    c->set_num_computed_tokens(cache.Find(seq)->num_computed_tokens);
+    c->set_num_scheduled_tokens(1);
+    c->set_do_sample(true);
+    d.set_num_scheduled_tokens(d.num_scheduled_tokens() + 1);
+    d.set_num_sampled(d.num_sampled() + 1);
+  }
+  ASSERT_TRUE(cache.Apply(d, &batch).ok()) << cache.Apply(d, &batch);
+  slots.Update(batch);
+  ASSERT_TRUE(in.Build(batch, slots, Limits(), 4).ok());
+  EXPECT_EQ(in.dec_table(), (std::vector<int32_t>{0, 2 * 16, 0, 0}));
+  EXPECT_EQ(in.dec_ctx(), (std::vector<int32_t>{7, 4, 0, 0}));
+  EXPECT_EQ(in.shape().table_entries, 0);
+  EXPECT_EQ(in.layout().tables, in.layout().total_bytes);
+}
+
 }  // namespace
 }  // namespace weft::cuda_backend
