@@ -201,7 +201,8 @@ TEST(GrammarAdmissionTest, AFinishedCompileWakesTheLoopOnceAndIsAdmittedWithItsG
   admission.Poll(absl::Now(), admit);
   EXPECT_EQ(admitted, std::vector<int64_t>{2});
   ASSERT_TRUE(a.end->ended);
-  EXPECT_EQ(a.end->status.message(), "regex: does not compile: x");
+  // The engine's message, prefixed with the constraint's field (an edge names its own).
+  EXPECT_EQ(a.end->status.message(), "constraint.regex: regex: does not compile: x");
   EXPECT_EQ(admission.size(), 0u);
 }
 
