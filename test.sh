@@ -13,9 +13,11 @@
 #                        against their schemas (deploy/k8s/validate.sh).
 #   ./test.sh --quick    default build + tests and the thread-safety analysis (iterating)
 #   ./test.sh --only=cuda,fuzz   the bootstrap and the phases named (ids: default k8s cuda
-#                        cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak requant
-#                        gemma3 image)
+#                        cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak
+#                        slow_model requant gemma3 image)
 #   ./test.sh --full     also the soak and long benchmarks (tools/soak, tools/bench), the
+#                        slowest model tests (TP on forked ranks, batch invariance per
+#                        kernel path: SLOW_MODEL_TESTS below), the
 #                        default model re-quantized by llama-quantize to Q4_K_M / Q6_K /
 #                        Q5_0 against llama.cpp (tools/quant/full.sh), the real Gemma 3
 #                        270M against llama.cpp (worker/model:gemma3_accuracy_test) and
@@ -35,7 +37,7 @@ cd "$(dirname "$0")"
 ROOT=$PWD
 MODE=ci
 ONLY=""
-PHASE_IDS=" default k8s cuda cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak requant gemma3 image "
+PHASE_IDS=" default k8s cuda cpu_off_amx cpu_off_bf16 asan tsan clang_tsa fuzz soak slow_model requant gemma3 image "
 for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
@@ -259,23 +261,44 @@ requant_phase() {
   fi
 }
 
+# run_named_tests NAME TARGET...: tests tagged manual (outside run_tests' tag filter), run
+# by name in a --full phase; their test.xml files are counted like the others.
+run_named_tests() {
+  local name=$1 target rel logs xml
+  shift
+  weft_bazel "test.sh: $name" "${BAZEL[@]}" test "${TEST_FLAGS[@]}" --test_output=errors \
+    -- "$@"
+  local rc=$?
+  logs=$("${BAZEL[@]}" info bazel-testlogs 2>/dev/null)
+  for target in "$@"; do
+    rel=${target#//}
+    rel=${rel/://}
+    xml="$RESULTS/xml/full/$rel/test.xml"
+    mkdir -p "$(dirname "$xml")"
+    rm -f "$xml"
+    [ -f "$logs/$rel/test.xml" ] && cp "$logs/$rel/test.xml" "$xml"
+    printf '%s\t%s\t%s\n' full "$target" "$xml" >>"$RESULTS/xml.tsv"
+  done
+  return $rc
+}
+
 # The real Gemma 3 270M against llama.cpp (greedy continuations, perplexity). Tagged manual
-# (it needs the optional model): named here, outside run_tests' tag filter.
+# (it needs the optional model).
 gemma3_phase() {
   if ! tools/bootstrap.sh --no-packages --model gemma3-270m; then
     extra_result gemma3_accuracy_test failed "tools/bootstrap.sh --model gemma3-270m failed"
     return 1
   fi
-  local target=//worker/model:gemma3_accuracy_test rel=worker/model/gemma3_accuracy_test
-  weft_bazel "test.sh: gemma3" "${BAZEL[@]}" test "${TEST_FLAGS[@]}" --test_output=errors \
-    -- "$target"
-  local rc=$? logs xml="$RESULTS/xml/full/$rel/test.xml"
-  logs=$("${BAZEL[@]}" info bazel-testlogs 2>/dev/null)
-  mkdir -p "$(dirname "$xml")"
-  rm -f "$xml"
-  [ -f "$logs/$rel/test.xml" ] && cp "$logs/$rel/test.xml" "$xml"
-  printf '%s\t%s\t%s\n' full "$target" "$xml" >>"$RESULTS/xml.tsv"
-  return $rc
+  run_named_tests gemma3 //worker/model:gemma3_accuracy_test
+}
+
+# The slowest model tests, tagged manual to keep CI within its budget (each has a faster
+# twin in CI: tests/e2e:tp_greedy_test, tests/e2e:batch_invariance_test): tensor
+# parallelism's logits and perplexity on forked ranks (TP = 2, 3), and the model's batch
+# invariance on every kernel path.
+SLOW_MODEL_TESTS=(//worker/backends:cpu_backend_tp_test //worker/model:llama_batch_invariance_test)
+slow_model_phase() {
+  run_named_tests slow_model "${SLOW_MODEL_TESTS[@]}"
 }
 
 image_phase() {
@@ -323,6 +346,7 @@ fi
 
 if [ "$MODE" = full ] || [ "$MODE" = only ]; then
   phase soak "full: soak and long benchmarks" soak_phase
+  phase slow_model "full: TP on forked ranks, batch invariance per kernel path" slow_model_phase
   phase requant "full: re-quantized models (Q4_K_M, Q6_K, Q5_0) vs llama.cpp" requant_phase
   phase gemma3 "full: Gemma 3 270M against llama.cpp" gemma3_phase
   phase image "full: container images (deploy/image/image_test.py)" image_phase
