@@ -46,11 +46,10 @@ TEST(CudaWorkerHttpTest, CudaBuildServesMetricsAndProbesWithTheCpuBackend) {
   EXPECT_GE(m->Get("weft_worker_steps_total"), 1);
   EXPECT_EQ(m->Get("weft_worker_attached"), 1);
   EXPECT_NE(m->text().find("# TYPE weft_worker_step_seconds histogram"), std::string::npos);
-  // Logits stay on the device: a step copies back its tokens (and logprobs), not rows x
-  // vocab (49,152 floats = 196,608 bytes a row for the default model).
-  const double d2h = m->Get("weft_worker_device_to_host_bytes_total");
-  EXPECT_GT(d2h, 0);
-  EXPECT_LT(d2h, 1024 * m->Get("weft_worker_steps_total"));
+  // The byte counters are exported by the CUDA build too; the CPU backend copies nothing
+  // between devices (the CUDA backend's bound is cuda_backend_test's, on a GPU).
+  EXPECT_EQ(m->Get("weft_worker_device_to_host_bytes_total"), 0) << m->text();
+  EXPECT_EQ(m->Get("weft_worker_host_to_device_bytes_total"), 0);
 
   ASSERT_TRUE(worker->Signal(SIGTERM));
   ASSERT_TRUE(worker->Wait(absl::Seconds(60)).has_value()) << cluster.Logs();
