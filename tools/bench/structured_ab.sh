@@ -16,7 +16,7 @@ FRACTION=${4:-0.5}
 MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 OUT=$(mktemp -d /tmp/weft-structured-ab.XXXX)
 BIN=bazel-bin
-"$BIN/scheduler/service/weft-scheduler" --model="$MODEL" --port=0 --worker_port=0 \
+"$BIN/scheduler/service/weft-scheduler" --model="$MODEL" --host=127.0.0.1 --port=0 --worker_port=0 \
   --metrics_port=0 --ports_file="$OUT/ports" >"$OUT/scheduler.log" 2>&1 &
 SCHED=$!
 trap 'kill $SCHED ${WORKER:-} 2>/dev/null || true' EXIT
