@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "common/plan/state_cache.h"
+#include "common/plan/testing/plan_builder.h"
 #include "worker/backends/cuda/sequence_slots.h"
 
 namespace weft::kernels::cuda {
@@ -82,19 +83,8 @@ class DeviceState {
 weft::v1::NewSequence* AddNew(StepPlan* p, int64_t seq, std::vector<int32_t> tokens,
                               int32_t prompt, std::vector<int32_t> blocks, bool penalties) {
   SamplingConfig sc;
-  if (penalties) sc.frequency_penalty = 0.5f;
-  auto* n = p->add_new_sequences();
-  n->set_seq_id(seq);
-  ToSpec(sc, SequenceRef::FromSeqId(seq).sample_index, n->mutable_sampling());
-  for (int32_t t : tokens) n->add_token_ids(t);
-  n->set_num_prompt_tokens(prompt);
-  n->set_num_output_tokens(static_cast<int32_t>(tokens.size()) - prompt);
-  n->set_num_scheduled_tokens(static_cast<int32_t>(tokens.size()));
-  for (int32_t b : blocks) n->add_block_ids(b);
-  n->set_do_sample(true);
-  p->set_num_scheduled_tokens(p->num_scheduled_tokens() + n->num_scheduled_tokens());
-  p->set_num_sampled(p->num_sampled() + 1);
-  return n;
+  if (penalties) sc.frequency_penalty = 0.5f;  // a count row
+  return ::weft::testing::AddNewSequence(p, seq, tokens, prompt, blocks, sc);
 }
 
 // A decode step of a held sequence: a new block from *next_block when its position needs

@@ -6,9 +6,12 @@
 
 #include "gtest/gtest.h"
 #include "common/plan/state_cache.h"
+#include "common/plan/testing/plan_builder.h"
 
 namespace weft::cuda_backend {
 namespace {
+
+using ::weft::testing::AddNewSequence;
 
 constexpr int32_t kBlockSize = 4;
 
@@ -18,22 +21,6 @@ class SequenceSlotsTest : public ::testing::Test {
     cache_.Reset(1);
   }
 
-  weft::v1::NewSequence* AddNew(StepPlan* p, int64_t seq, std::vector<int32_t> tokens,
-                                int32_t prompt, std::vector<int32_t> blocks,
-                                const SamplingConfig& sampling = SamplingConfig()) {
-    auto* n = p->add_new_sequences();
-    n->set_seq_id(seq);
-    ToSpec(sampling, SequenceRef::FromSeqId(seq).sample_index, n->mutable_sampling());
-    for (int32_t t : tokens) n->add_token_ids(t);
-    n->set_num_prompt_tokens(prompt);
-    n->set_num_output_tokens(static_cast<int32_t>(tokens.size()) - prompt);
-    n->set_num_scheduled_tokens(static_cast<int32_t>(tokens.size()));
-    for (int32_t b : blocks) n->add_block_ids(b);
-    n->set_do_sample(true);
-    p->set_num_scheduled_tokens(p->num_scheduled_tokens() + n->num_scheduled_tokens());
-    p->set_num_sampled(p->num_sampled() + 1);
-    return n;
-  }
   // A decode step of a held sequence, with `new_blocks` appended to its table.
   void AddDecode(StepPlan* p, int64_t seq, std::vector<int32_t> new_blocks = {}) {
     const WorkerSequence* s = cache_.Find(seq);
@@ -89,8 +76,8 @@ using Rows = std::vector<std::vector<int32_t>>;
 TEST_F(SequenceSlotsTest, AddGrowFinishPreemptReadmit) {
   // Add two sequences: whole tables, slots 0 and 1.
   StepPlan p = Plan();
-  AddNew(&p, 1 << 8, {1, 2, 3}, 3, {10});
-  AddNew(&p, 2 << 8, {4, 5, 6, 7, 8}, 5, {11, 12});
+  AddNewSequence(&p, 1 << 8, {1, 2, 3}, 3, {10});
+  AddNewSequence(&p, 2 << 8, {4, 5, 6, 7, 8}, 5, {11, 12});
   Step(p);
   EXPECT_EQ(Tables(), (Rows{{0, 0, 0, 1}, {1, 1, 0, 2}}));
   EXPECT_EQ(slots_.table_entries_uploaded(), 3);
@@ -111,7 +98,7 @@ TEST_F(SequenceSlotsTest, AddGrowFinishPreemptReadmit) {
   // Finish sequence 1, add sequence 3: it reuses slot 0, whole table.
   p = Plan();
   p.add_finished_seq_ids(1 << 8);
-  AddNew(&p, 3 << 8, {9, 9}, 2, {20});
+  AddNewSequence(&p, 3 << 8, {9, 9}, 2, {20});
   AddDecode(&p, 2 << 8);
   Step(p);
   EXPECT_EQ(Tables(), (Rows{{0, 0, 0, 1}}));
@@ -127,13 +114,13 @@ TEST_F(SequenceSlotsTest, AddGrowFinishPreemptReadmit) {
   EXPECT_EQ(slots_.num_held(), 1u);
   // Re-admit sequence 2 with its outputs so far and new blocks: slot 1 again, whole table.
   p = Plan();
-  AddNew(&p, 2 << 8, {4, 5, 6, 7, 8, 7, 7, 7}, 5, {30, 31});
+  AddNewSequence(&p, 2 << 8, {4, 5, 6, 7, 8, 7, 7, 7}, 5, {30, 31});
   AddDecode(&p, 3 << 8);
   Step(p);
   EXPECT_EQ(Tables(), (Rows{{0, 1, 0, 2}}));
   // A resumed re-admission of a held sequence (no preemption listed) replaces its table.
   p = Plan();
-  auto* n = AddNew(&p, 3 << 8, {9, 9, 7, 7, 7}, 2, {40, 41});
+  auto* n = AddNewSequence(&p, 3 << 8, {9, 9, 7, 7, 7}, 2, {40, 41});
   n->set_resumed(true);
   AddDecode(&p, 2 << 8, {32});
   Step(p);
@@ -145,7 +132,7 @@ TEST_F(SequenceSlotsTest, BlocksPastTheContextAreNotUploaded) {
   StepPlan p = Plan();
   std::vector<int32_t> blocks;
   for (int32_t b = 0; b < 10; ++b) blocks.push_back(b);
-  AddNew(&p, 1 << 8, {1, 2, 3}, 3, blocks);
+  AddNewSequence(&p, 1 << 8, {1, 2, 3}, 3, blocks);
   Step(p);
   EXPECT_EQ(Tables(), (Rows{{0, 0, 0, 8}}));  // max_blocks_per_seq = 8
 }
@@ -154,8 +141,8 @@ TEST_F(SequenceSlotsTest, PenaltyCountsAreMarkedOnceThenAppendedOnTheDevice) {
   SamplingConfig pen;
   pen.repetition_penalty = 1.2f;
   StepPlan p = Plan();
-  AddNew(&p, 1 << 8, {1, 2, 3}, 3, {10});       // no penalties: no count row
-  AddNew(&p, 2 << 8, {4, 5, 6}, 2, {11}, pen);  // history 3 tokens (1 output)
+  AddNewSequence(&p, 1 << 8, {1, 2, 3}, 3, {10});       // no penalties: no count row
+  AddNewSequence(&p, 2 << 8, {4, 5, 6}, 2, {11}, pen);  // history 3 tokens (1 output)
   Step(p);
   EXPECT_EQ(slots_.count_row(0), -1);
   EXPECT_EQ(slots_.count_row(1), 0);
@@ -181,7 +168,7 @@ TEST_F(SequenceSlotsTest, PenaltyCountsAreMarkedOnceThenAppendedOnTheDevice) {
   // Finishing frees the count row; the next penalized sequence takes row 0 again.
   p = Plan();
   p.add_finished_seq_ids(2 << 8);
-  AddNew(&p, 4 << 8, {8}, 1, {20}, pen);
+  AddNewSequence(&p, 4 << 8, {8}, 1, {20}, pen);
   Step(p);
   EXPECT_EQ(slots_.count_row(0), 0);
   EXPECT_EQ(slots_.num_count_rows(), 1);

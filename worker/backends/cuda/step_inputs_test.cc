@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/plan/testing/plan_builder.h"
 #include "gtest/gtest.h"
 
 namespace weft::cuda_backend {
@@ -259,18 +260,8 @@ TEST(StepInputsTest, StepBatchReadsPersistentTableRows) {
   p.set_step_id(1);
   auto add = [&p](int64_t seq, std::vector<int32_t> tokens, int32_t computed,
                   std::vector<int32_t> blocks, int64_t parent) {
-    auto* n = p.add_new_sequences();
-    n->set_seq_id(seq);
-    ToSpec(SamplingConfig(), SequenceRef::FromSeqId(seq).sample_index, n->mutable_sampling());
-    for (int32_t t : tokens) n->add_token_ids(t);
-    n->set_num_prompt_tokens(static_cast<int32_t>(tokens.size()));
-    n->set_num_computed_tokens(computed);
-    n->set_num_scheduled_tokens(static_cast<int32_t>(tokens.size()) - computed);
-    for (int32_t b : blocks) n->add_block_ids(b);
-    n->set_do_sample(true);
-    n->set_fork_parent_seq_id(parent);
-    p.set_num_scheduled_tokens(p.num_scheduled_tokens() + n->num_scheduled_tokens());
-    p.set_num_sampled(p.num_sampled() + 1);
+    ::weft::testing::AddNewSequence(&p, seq, tokens, static_cast<int32_t>(tokens.size()), blocks,
+                                    SamplingConfig(), computed, parent);
   };
   add(1 << 8, {1, 2, 3, 4, 5, 6}, 0, {7, 9}, 0);  // prefill of 6 tokens
   add((1 << 8) + 1, {1, 2, 3, 4, 5, 6}, 6, {7, 9}, 1 << 8);  // its fork: no chunk
