@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "scheduler/grammar/testing/fill_gate.h"
 #include "gtest/gtest.h"
 #include "scheduler/grammar/sequence_grammar.h"
 #include "scheduler/testing/harness.h"
@@ -228,32 +229,13 @@ TEST_P(SameSeedTest, SameSeedSameTokensUnderLoad) {
 INSTANTIATE_TEST_SUITE_P(MaskThreads, SameSeedTest, ::testing::Values(0, 2));
 
 // A fill that blocks while the test holds its gate closed ("not ready" as an event).
-struct Gate {
-  Mutex mu;
-  CondVar cv;
-  bool open ABSL_GUARDED_BY(mu) = true;
-  int fills ABSL_GUARDED_BY(mu) = 0;
-  void Set(bool o) {
-    MutexLock l(&mu);
-    open = o;
-    cv.SignalAll();
-  }
-  void WaitFills(int n) {
-    MutexLock l(&mu);
-    while (fills < n) cv.Wait(&mu);
-  }
-};
+using Gate = ::weft::testing::FillGate;
 
 class GatedStripe : public StripeGrammar {
  public:
   GatedStripe(int32_t length, Gate* gate) : StripeGrammar(length, nullptr), gate_(gate) {}
   bool FillNextTokenBitmask(uint32_t* words) override {
-    {
-      MutexLock l(&gate_->mu);
-      ++gate_->fills;
-      gate_->cv.SignalAll();
-      while (!gate_->open) gate_->cv.Wait(&gate_->mu);
-    }
+    gate_->Pass();
     return StripeGrammar::FillNextTokenBitmask(words);
   }
 

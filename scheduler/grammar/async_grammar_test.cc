@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "scheduler/grammar/testing/fill_gate.h"
 #include "gtest/gtest.h"
 
 namespace weft {
@@ -18,22 +19,7 @@ constexpr int32_t kVocab = 40;
 // test controls, not a timing.
 class GatedGrammar : public SequenceGrammar {
  public:
-  struct Gate {
-    Mutex mu;
-    CondVar cv;
-    bool open ABSL_GUARDED_BY(mu) = true;
-    int fills ABSL_GUARDED_BY(mu) = 0;
-    void Set(bool o) {
-      MutexLock l(&mu);
-      open = o;
-      cv.SignalAll();
-    }
-    int WaitFills(int n) {
-      MutexLock l(&mu);
-      while (fills < n) cv.Wait(&mu);
-      return fills;
-    }
-  };
+  using Gate = ::weft::testing::FillGate;
   explicit GatedGrammar(std::shared_ptr<Gate> gate) : gate_(std::move(gate)) {}
   absl::Status Accept(int32_t token) override {
     if (token != pos_) return absl::FailedPreconditionError("not allowed");
@@ -41,12 +27,7 @@ class GatedGrammar : public SequenceGrammar {
     return absl::OkStatus();
   }
   bool FillNextTokenBitmask(uint32_t* words) override {
-    {
-      MutexLock l(&gate_->mu);
-      ++gate_->fills;
-      gate_->cv.SignalAll();
-      while (!gate_->open) gate_->cv.Wait(&gate_->mu);
-    }
+    gate_->Pass();
     if (pos_ > 5) return false;
     std::memset(words, 0, (kVocab + 31) / 32 * 4);
     words[pos_ / 32] |= 1u << (pos_ % 32);
@@ -109,8 +90,7 @@ TEST(AsyncGrammarTest, ASequenceEndingWhileItsFillRunsLeavesTheFillSafe) {
     g.reset();       // the sequence is gone; its fill holds what it uses
     gate->Set(true);  // the fill finishes; the threads join at the end of the scope
   }
-  MutexLock l(&gate->mu);
-  EXPECT_EQ(gate->fills, 1);
+  EXPECT_EQ(gate->fills(), 1);
 }
 
 }  // namespace
