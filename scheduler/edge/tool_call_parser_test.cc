@@ -35,17 +35,18 @@ void Collect(const ParsedOutput& p, Answer* a) {
 }
 
 // The text fed in pieces of `chunk` bytes, as a stream's deltas would carry it.
-Answer Streamed(const std::string& text, size_t chunk) {
-  ToolCallParser parser("call_x_0_");
+Answer Streamed(const std::string& text, size_t chunk,
+                ToolCallFormat format = ToolCallFormat::kHermes) {
+  ToolCallParser parser("call_x_0_", format);
   Answer a;
   for (size_t i = 0; i < text.size(); i += chunk) Collect(parser.Feed(text.substr(i, chunk)), &a);
   Collect(parser.Finish(), &a);
   return a;
 }
 
-Answer Whole(const std::string& text) {
+Answer Whole(const std::string& text, ToolCallFormat format = ToolCallFormat::kHermes) {
   Answer a;
-  Collect(ReadWholeAnswer(text, "call_x_0_"), &a);
+  Collect(ReadWholeAnswer(text, "call_x_0_", format), &a);
   return a;
 }
 
@@ -98,13 +99,12 @@ TEST(ToolCallParserTest, NameComesFirstThenArgumentsAsTheyArrive) {
   EXPECT_EQ(p.calls[0].id, "c0");
   EXPECT_EQ(p.calls[0].name, "get_weather");
   EXPECT_EQ(p.calls[0].arguments, "{\"city\": \"Os");
-  p = parser.Feed("lo\"}");  // this '}' may be the wrapper's: held
+  p = parser.Feed("lo\"}");  // this '}' closes the arguments' object: shown
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].id, "");
-  EXPECT_EQ(p.calls[0].arguments, "lo\"");
-  p = parser.Feed("}\n</tool_call>");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.calls[0].arguments, "}");
+  EXPECT_EQ(p.calls[0].arguments, "lo\"}");
+  p = parser.Feed("}\n</tool_call>");  // the wrapper
+  EXPECT_TRUE(p.empty());
   EXPECT_EQ(parser.num_calls(), 1);
   EXPECT_TRUE(parser.Finish().empty());
 }
@@ -121,6 +121,90 @@ TEST(ToolCallParserTest, OtherLayoutsAreReadWholeOrLeftAsText) {
   EXPECT_EQ(a.content, "x <tool_call>not json</tool_call> y");
   a = Whole("<tool_call>{\"name\": \"bad name\", \"arguments\": {}}</tool_call>");
   EXPECT_TRUE(a.calls.empty());
+}
+
+// Every chunking of `text` reads as the whole answer does.
+void ExpectSameInAnyChunking(const std::string& text, ToolCallFormat format) {
+  const Answer whole = Whole(text, format);
+  for (size_t chunk : {1, 2, 3, 5, 8, 13, 1000}) {
+    const Answer s = Streamed(text, chunk, format);
+    EXPECT_EQ(s.content, whole.content) << text << " / " << chunk;
+    EXPECT_EQ(s.calls, whole.calls) << text << " / " << chunk;
+  }
+}
+
+TEST(ToolCallParserTest, Llama3CallsInAnyChunking) {
+  const ToolCallFormat f = ToolCallFormat::kLlama3;
+  const std::string call = "{\"name\": \"get_weather\", \"parameters\": " + kArgs + "}";
+  for (const std::string& text :
+       {call, "Sure.\n" + call, std::string("{\"name\": \"x\" is not a call}"),
+        std::string("no call {\"name\""),
+        std::string("{\"name\": \"f\", \"parameters\": {\"a\": [1, 2"),  // cut
+        std::string("{\"name\":\"f\",\"parameters\":{}}"),
+        std::string("{\"name\": \"f\" ,\n \"parameters\" :{}}")}) {
+    ExpectSameInAnyChunking(text, f);
+  }
+  Answer a = Whole(call, f);
+  EXPECT_EQ(a.content, "");
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0], (Call{"call_x_0_0", "get_weather", kArgs}));
+  a = Whole("Sure.\n" + call, f);
+  EXPECT_EQ(a.content, "Sure.");
+  ASSERT_EQ(a.calls.size(), 1u);
+  a = Whole("{\"name\": \"x\" is not a call}", f);
+  EXPECT_TRUE(a.calls.empty());
+  EXPECT_EQ(a.content, "{\"name\": \"x\" is not a call}");
+  // Not the trigger (the grammar's, which starts a held call): text, as the grammar left it.
+  a = Whole("{\"name\":\"f\",\"parameters\":{}}", f);
+  EXPECT_TRUE(a.calls.empty());
+  // Blanks inside the header after the trigger are read.
+  a = Whole("{\"name\": \"f\" ,\n \"parameters\" :{}}", f);
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].arguments, "{}");
+  a = Whole("{\"name\": \"f\", \"parameters\": {\"a\": [1, 2", f);
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.calls[0].arguments, "{\"a\": [1, 2");
+}
+
+TEST(ToolCallParserTest, MistralNemoListInAnyChunking) {
+  const ToolCallFormat f = ToolCallFormat::kMistralNemo;
+  const std::string one = "{\"name\": \"get_weather\", \"arguments\": " + kArgs + "}";
+  const std::string two = "{\"name\": \"get_time\", \"arguments\": {}}";
+  for (const std::string& text :
+       {"[TOOL_CALLS][" + one + "]", "[TOOL_CALLS][" + one + ", " + two + "]",
+        "Let me see. [TOOL_CALLS] [" + one + " ,\n" + two + " ]",
+        std::string("a [TOOL_CALLS] b"), "[TOOL_CALLS][" + one + ", {\"name\": \"g\", \"argu"}) {
+    ExpectSameInAnyChunking(text, f);
+  }
+  Answer a = Whole("[TOOL_CALLS][" + one + ", " + two + "]", f);
+  EXPECT_EQ(a.content, "");
+  ASSERT_EQ(a.calls.size(), 2u);
+  EXPECT_EQ(a.calls[0].name, "get_weather");
+  EXPECT_EQ(a.calls[0].arguments, kArgs);
+  EXPECT_EQ(a.calls[0].id.size(), 9u);  // what Nemo's template accepts back
+  EXPECT_EQ(a.calls[0].id, ToolCallId(f, "call_x_0_", 0));
+  EXPECT_EQ(a.calls[1], (Call{ToolCallId(f, "call_x_0_", 1), "get_time", "{}"}));
+  a = Whole("Let me see. [TOOL_CALLS] [" + one + " ,\n" + two + " ]", f);
+  EXPECT_EQ(a.content, "Let me see.");
+  EXPECT_EQ(a.calls.size(), 2u);
+  a = Whole("a [TOOL_CALLS] b", f);
+  EXPECT_TRUE(a.calls.empty());
+  EXPECT_EQ(a.content, "a [TOOL_CALLS] b");
+}
+
+TEST(ToolCallParserTest, MistralArgsCallsInAnyChunking) {
+  const ToolCallFormat f = ToolCallFormat::kMistralArgs;
+  const std::string calls = "[TOOL_CALLS]get_weather[ARGS]" + kArgs + "[TOOL_CALLS]get_time[ARGS]{}";
+  for (const std::string& text : {calls, "Checking.\n" + calls, std::string("[TOOL_CALLS]bad name")}) {
+    ExpectSameInAnyChunking(text, f);
+  }
+  const Answer a = Whole("Checking.\n" + calls, f);
+  EXPECT_EQ(a.content, "Checking.");
+  ASSERT_EQ(a.calls.size(), 2u);
+  EXPECT_EQ(a.calls[0].name, "get_weather");
+  EXPECT_EQ(a.calls[0].arguments, kArgs);
+  EXPECT_EQ(a.calls[1].name, "get_time");
+  EXPECT_EQ(a.calls[1].arguments, "{}");
 }
 
 }  // namespace

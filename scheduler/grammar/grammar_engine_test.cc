@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "common/gguf.h"
 #include "common/testing/model_path.h"
+#include "common/tool_call_format.h"
 #include "common/tokenizer.h"
 #include "gtest/gtest.h"
 
@@ -294,6 +296,97 @@ TEST(GrammarEngineModelTest, DefaultModelVocabularyFollowsAJsonSchema) {
   }
   std::fprintf(stderr, "mask: %.1f us per step over %d steps\n",
                absl::ToDoubleMicroseconds(mask_time) / steps, steps);
+}
+
+// Walks `target` through the masks, taking at each step the longest allowed token that
+// continues it. Returns the bytes of `target` it got through (target.size(): all of it);
+// *then_stop: only end-of-generation tokens are allowed after it.
+size_t WalkThroughMasks(GrammarMatcherState& m, const GrammarVocab& vocab, const Tokenizer& tok,
+                        const std::string& target, bool* then_stop) {
+  std::vector<uint32_t> words(BitmaskWords(vocab.vocab_size));
+  size_t pos = 0;
+  while (pos < target.size()) {
+    if (!m.FillNextTokenBitmask(words.data())) return pos;
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t t = 0; t < vocab.vocab_size; ++t) {
+      const std::string& b = vocab.token_bytes[t];
+      if ((words[t / 32] >> (t % 32) & 1) && !b.empty() && b.size() > best_len &&
+          target.compare(pos, b.size(), b) == 0) {
+        best = t;
+        best_len = b.size();
+      }
+    }
+    if (best < 0 || !m.Accept(best).ok()) return pos;
+    pos += best_len;
+  }
+  *then_stop = m.FillNextTokenBitmask(words.data());
+  for (int32_t t = 0; t < vocab.vocab_size && *then_stop; ++t) {
+    if ((words[t / 32] >> (t % 32) & 1) != static_cast<uint32_t>(tok.IsEog(t))) *then_stop = false;
+  }
+  return pos;
+}
+
+// Each tool-call format's structural tag (common/tool_call_format.h) over the default
+// model's vocabulary: a well-formed native call goes through and then only
+// end-of-generation is allowed (one call, or a closed list); a malformed one (wrong argument type, another format's
+// wrapper, an unknown tool) is stopped.
+TEST(GrammarEngineModelTest, ToolCallFormatsHoldTheModelToTheirNativeCall) {
+  WEFT_REQUIRE_DEFAULT_MODEL(path);
+  auto gguf = GgufFile::OpenMetadata(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  GrammarVocab vocab = GrammarVocabFromTokenizer(**tok, (*tok)->vocab_size());
+  auto engine = GrammarEngine::Create(vocab, {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const ToolSchema tools[] = {
+      {"get_weather", R"({"type": "object", "properties": {"city": {"type": "string"}},)"
+                      R"( "required": ["city"], "additionalProperties": false})"}};
+  struct Case {
+    ToolCallFormat format;
+    ToolCallMode mode;
+    std::string good, bad;
+    bool parallel = false;  // true: only where the calls' list closes (Nemo's "]")
+  };
+  const std::string args = R"({"city": "Oslo"})";
+  const Case cases[] = {
+      {ToolCallFormat::kHermes, ToolCallMode::kRequired,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + args + "}\n</tool_call>",
+       "{\"name\": \"get_weather\", \"parameters\": " + args + "}"},
+      {ToolCallFormat::kLlama3, ToolCallMode::kRequired,
+       "{\"name\": \"get_weather\", \"parameters\": " + args + "}",
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": 7}}"},
+      {ToolCallFormat::kLlama3, ToolCallMode::kAuto,
+       "Let me look. {\"name\": \"get_weather\", \"parameters\": " + args + "}",
+       "Let me look. {\"name\": \"get_time\", \"parameters\": {}}"},
+      {ToolCallFormat::kMistralNemo, ToolCallMode::kRequired,
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": " + args + "}]",
+       "[TOOL_CALLS]{\"name\": \"get_weather\", \"arguments\": " + args + "}"},
+      {ToolCallFormat::kMistralNemo, ToolCallMode::kAuto,
+       "Sure. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": " + args +
+           "}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]",
+       "Sure. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Oslo\"}}]",
+       true},
+      {ToolCallFormat::kMistralArgs, ToolCallMode::kRequired,
+       "[TOOL_CALLS]get_weather[ARGS]" + args,
+       "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\""},  // must close
+  };
+  for (const Case& c : cases) {
+    const std::string name = absl::StrCat(ToolCallFormatName(c.format), " mode ",
+                                          static_cast<int>(c.mode));
+    auto g = MustCompile(**engine, Make(Kind::kStructuralTag,
+                                        ToolCallsStructuralTag(c.format, tools, c.mode, c.parallel)));
+    ASSERT_NE(g, nullptr) << name;
+    bool stop = false;
+    GrammarMatcherState good(g);
+    EXPECT_EQ(WalkThroughMasks(good, vocab, **tok, c.good, &stop), c.good.size()) << name;
+    EXPECT_TRUE(stop) << name << ": only end-of-generation after the call";
+    GrammarMatcherState bad(g);
+    stop = false;
+    const size_t got = WalkThroughMasks(bad, vocab, **tok, c.bad, &stop);
+    EXPECT_TRUE(got < c.bad.size() || !stop) << name << ": " << c.bad << " was allowed whole";
+  }
 }
 
 }  // namespace
