@@ -65,6 +65,8 @@ TEST(ToolCallParserTest, TextAndCallsInAnyChunkingReadTheSame) {
       // Arguments without a '}' and a false start of the end tag (found by the fuzzer).
       "<tool_call>\n{\"name\": \"f\", \"arguments\": [1\n</tool_ca\n</tool_call>",
       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2",  // cut by max_tokens
+      // The end tag inside an argument string is no end (the JSON value is scanned).
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"</tool_call>\"}}\n</tool_call>",
   };
   for (const std::string& text : texts) {
     const Answer whole = Whole(text);
@@ -85,7 +87,10 @@ TEST(ToolCallParserTest, TextAndCallsInAnyChunkingReadTheSame) {
   EXPECT_EQ(two.content, "");
   ASSERT_EQ(two.calls.size(), 2u);
   EXPECT_EQ(two.calls[1], (Call{"call_x_0_1", "get_weather", kArgs}));
-  const Answer cut = Whole(texts.back());
+  const Answer quoted = Whole(texts.back());
+  ASSERT_EQ(quoted.calls.size(), 1u);
+  EXPECT_EQ(quoted.calls[0].arguments, "{\"a\": \"</tool_call>\"}");
+  const Answer cut = Whole(texts[texts.size() - 2]);
   ASSERT_EQ(cut.calls.size(), 1u);
   EXPECT_EQ(cut.calls[0].arguments, "{\"a\": [1, 2");
 }
@@ -205,6 +210,34 @@ TEST(ToolCallParserTest, MistralArgsCallsInAnyChunking) {
   EXPECT_EQ(a.calls[0].arguments, kArgs);
   EXPECT_EQ(a.calls[1].name, "get_time");
   EXPECT_EQ(a.calls[1].arguments, "{}");
+}
+
+// The gRPC API's reading: each call whole, given once it is closed — before the next
+// one has arrived — the same calls as the whole answer's in every chunking.
+TEST(ToolCallParserTest, CollectorGivesEachCallWholeOnceClosed) {
+  const ToolCallFormat f = ToolCallFormat::kMistralNemo;
+  const std::string first = "Ok. [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": \"}\"}}";
+  const std::string text = first + ", {\"name\": \"b\", \"arguments\": {}}]";
+  const Answer whole = Whole(text, f);
+  ASSERT_EQ(whole.calls.size(), 2u);
+  for (size_t chunk : {1, 2, 5, 1000}) {
+    ToolCallCollector c("call_x_0_", f);
+    std::string content;
+    std::vector<Call> calls;
+    auto take = [&](ParsedOutput p) {
+      content += p.content;
+      for (const ToolCallDelta& d : p.calls) calls.push_back({d.id, d.name, d.arguments});
+    };
+    for (size_t i = 0; i < first.size(); i += chunk) take(c.Feed(first.substr(i, chunk)));
+    ASSERT_EQ(calls.size(), 1u) << chunk;  // closed by its '}'
+    EXPECT_EQ(calls[0], whole.calls[0]);
+    const std::string rest = text.substr(first.size());
+    for (size_t i = 0; i < rest.size(); i += chunk) take(c.Feed(rest.substr(i, chunk)));
+    take(c.Finish());
+    EXPECT_EQ(calls, whole.calls) << chunk;
+    EXPECT_EQ(content, "Ok.");
+    EXPECT_EQ(c.num_calls(), 2);
+  }
 }
 
 }  // namespace
