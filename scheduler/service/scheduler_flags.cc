@@ -105,6 +105,10 @@ ABSL_FLAG(int32_t, attach_max_concurrent_streams, 4,
 ABSL_FLAG(double, grpc_min_ping_interval_s, 5,
           "both gRPC ports: keepalive pings closer than this are strikes; "
           "--grpc_max_ping_strikes of them end the connection (GOAWAY)");
+ABSL_FLAG(bool, batch_io_threads, true,
+          "run gRPC's threads and the other I/O threads SCHED_BATCH (the planning thread stays "
+          "SCHED_OTHER): a callback thread woken for each stream write then never preempts "
+          "the planning thread mid-delivery on a busy machine (common/server_process.h)");
 ABSL_FLAG(int32_t, grpc_max_ping_strikes, 2, "both gRPC ports: see --grpc_min_ping_interval_s");
 ABSL_FLAG(bool, grpc_permit_pings_without_calls, true,
           "both gRPC ports: accept keepalive pings on a connection with no call");
@@ -200,6 +204,7 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   o.ports_file = absl::GetFlag(FLAGS_ports_file);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  o.batch_io_threads = absl::GetFlag(FLAGS_batch_io_threads);
 
   EngineOptions& eo = o.engine;
   if (absl::Status s = CoreFromFlags(&eo.core, &eo.steps_in_flight_by_backend); !s.ok()) return s;

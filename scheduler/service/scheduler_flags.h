@@ -46,6 +46,9 @@ struct SchedulerBinaryOptions {
   std::string ports_file;
   int64_t max_message_bytes = 0;
   absl::Duration drain_timeout;
+  // Threads started by Serve (gRPC's, the HTTP servers') run SCHED_BATCH; the planning
+  // thread sets itself back (Engine).
+  bool batch_io_threads = true;
   EngineOptions engine;      // core.limits lacks the model's vocabulary and context
   FrontendOptions frontend;  // model_name and auth set later
   HttpServerOptions http_server;  // tls: the public port's

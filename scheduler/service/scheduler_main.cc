@@ -186,6 +186,12 @@ void DrainAndStop(absl::Duration drain_timeout, Engine* engine, OpenAiHttpServer
 
 // Everything but the flags and the model: serves until a stop signal. Exit status.
 int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
+  if (o.batch_io_threads) {
+    // Before any thread starts: they inherit it (common/server_process.h).
+    if (absl::Status s = SetThisThreadClass(ThreadClass::kBatch); !s.ok()) {
+      LOG(WARNING) << "--batch_io_threads: " << s.message() << " (threads stay SCHED_OTHER)";
+    }
+  }
   ServiceMetrics metrics(mt.name());  // every series labelled model="<served name>"
   std::atomic<bool> started{false};
   std::atomic<bool> serving{false};  // the public health status, also /readyz
