@@ -106,6 +106,17 @@ std::string EbnfLiteral(const std::string& s) {
   return out + "\"";
 }
 
+// A JSON schema's grammar, its length-bounded strings as one automaton each that accepts
+// JSON's escapes (string_length_lowering.h: a marker pattern, then the printed grammar's
+// marker regexes replaced).
+xgrammar::Grammar JsonSchemaGrammar(const std::string& schema, bool any_whitespace) {
+  const LoweredSchema lowered = LowerStringLengths(schema);
+  xgrammar::Grammar g = xgrammar::Grammar::FromJSONSchema(
+      lowered.schema, any_whitespace, std::nullopt, std::nullopt, /*strict_mode=*/true);
+  if (lowered.num_lowered == 0) return g;
+  return xgrammar::Grammar::FromEBNF(ExpandBoundedStrings(g.ToString()), "root");
+}
+
 xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
                                       const GrammarConstraint& c) {
   using Kind = GrammarConstraint::Kind;
@@ -114,10 +125,9 @@ xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
   constexpr bool kAnyWhitespace = false;
   switch (c.kind) {
     case Kind::kJsonSchema:
-      // Length-bounded strings as patterns: XGrammar's own lowering costs ms per mask
-      // (string_length_lowering.h).
-      return compiler.CompileJSONSchema(LowerStringLengths(c.source).schema, kAnyWhitespace,
-                                        std::nullopt, std::nullopt, /*strict_mode=*/true);
+      // Length-bounded strings as one automaton each: XGrammar's own lowering costs ms per
+      // mask (string_length_lowering.h).
+      return compiler.CompileGrammar(JsonSchemaGrammar(c.source, kAnyWhitespace));
     case Kind::kJsonObject:
       // Not strict: any properties (strict mode would allow only "{}").
       return compiler.CompileJSONSchema(R"({"type":"object"})", kAnyWhitespace, std::nullopt,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "common/gguf.h"
@@ -242,16 +243,61 @@ TEST_F(GrammarEngineTest, ConcurrentIdenticalCompilesShareOne) {
   EXPECT_EQ(engine_->stats().num_compiles, 1);
 }
 
+// Walks `target` through `m`'s masks, taking at each step the longest allowed token that
+// continues it. Returns how many bytes were accepted (target.size(): all of it); adds the
+// mask time and steps to the optional counters.
+size_t Walk(GrammarMatcherState& m, const GrammarVocab& vocab, const std::string& target,
+            absl::Duration* mask_time = nullptr, int* steps = nullptr) {
+  std::vector<uint32_t> words(BitmaskWords(vocab.vocab_size));
+  size_t pos = 0;
+  while (pos < target.size()) {
+    const absl::Time s = absl::Now();
+    m.FillNextTokenBitmask(words.data());
+    if (mask_time != nullptr) *mask_time += absl::Now() - s;
+    if (steps != nullptr) ++*steps;
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t t = 0; t < static_cast<int32_t>(vocab.token_bytes.size()); ++t) {
+      const std::string& b = vocab.token_bytes[t];
+      if ((words[t / 32] >> (t % 32) & 1) && !b.empty() && b.size() > best_len &&
+          target.compare(pos, b.size(), b) == 0) {
+        best = t;
+        best_len = b.size();
+      }
+    }
+    if (best < 0 || !m.Accept(best).ok()) return pos;
+    pos += best_len;
+  }
+  return pos;
+}
+
+// After a complete document: exactly the end-of-generation tokens are allowed.
+void ExpectOnlyEog(GrammarMatcherState& m, const Tokenizer& tok, int32_t vocab_size) {
+  std::vector<uint32_t> words(BitmaskWords(vocab_size));
+  ASSERT_TRUE(m.FillNextTokenBitmask(words.data()));
+  for (int32_t t = 0; t < vocab_size; ++t) {
+    const bool allowed = words[t / 32] >> (t % 32) & 1;
+    EXPECT_EQ(allowed, tok.IsEog(t)) << "token " << t;
+  }
+}
+
+std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
+  auto gguf = GgufFile::OpenMetadata(path);
+  EXPECT_TRUE(gguf.ok()) << gguf.status();
+  if (!gguf.ok()) return nullptr;
+  auto tok = Tokenizer::FromGguf(**gguf);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return tok.ok() ? std::move(*tok) : nullptr;
+}
+
 // The default model's vocabulary: a JSON schema compiles, and a document is generated
 // through the masks by taking, at each step, the longest allowed token that continues
 // the target text — the model's own tokens are usable under the grammar.
 TEST(GrammarEngineModelTest, DefaultModelVocabularyFollowsAJsonSchema) {
   WEFT_REQUIRE_DEFAULT_MODEL(path);
-  auto gguf = GgufFile::OpenMetadata(path);
-  ASSERT_TRUE(gguf.ok()) << gguf.status();
-  auto tok = Tokenizer::FromGguf(**gguf);
-  ASSERT_TRUE(tok.ok()) << tok.status();
-  GrammarVocab vocab = GrammarVocabFromTokenizer(**tok, (*tok)->vocab_size());
+  std::unique_ptr<Tokenizer> tok = LoadTokenizer(path);
+  ASSERT_NE(tok, nullptr);
+  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size());
   auto engine = GrammarEngine::Create(vocab, {});
   ASSERT_TRUE(engine.ok()) << engine.status();
   const absl::Time t0 = absl::Now();
@@ -264,36 +310,59 @@ TEST(GrammarEngineModelTest, DefaultModelVocabularyFollowsAJsonSchema) {
                absl::ToDoubleMilliseconds(absl::Now() - t0), vocab.vocab_size);
   GrammarMatcherState m(g);
   const std::string target = R"({"name": "Ada Lovelace", "age": 36, "tags": ["a", "b"]})";
-  std::vector<uint32_t> words(BitmaskWords(vocab.vocab_size));
-  size_t pos = 0;
   absl::Duration mask_time;
   int steps = 0;
-  while (pos < target.size()) {
-    const absl::Time s = absl::Now();
-    ASSERT_TRUE(m.FillNextTokenBitmask(words.data()));
-    mask_time += absl::Now() - s;
-    ++steps;
-    int32_t best = -1;
-    size_t best_len = 0;
-    for (int32_t t = 0; t < vocab.vocab_size; ++t) {
-      const std::string& b = vocab.token_bytes[t];
-      if ((words[t / 32] >> (t % 32) & 1) && !b.empty() && b.size() > best_len &&
-          target.compare(pos, b.size(), b) == 0) {
-        best = t;
-        best_len = b.size();
-      }
-    }
-    ASSERT_GE(best, 0) << "no allowed token continues at " << target.substr(pos);
-    ASSERT_TRUE(m.Accept(best).ok());
-    pos += best_len;
-  }
-  ASSERT_TRUE(m.FillNextTokenBitmask(words.data()));
-  for (int32_t t = 0; t < vocab.vocab_size; ++t) {
-    const bool allowed = words[t / 32] >> (t % 32) & 1;
-    EXPECT_EQ(allowed, (*tok)->IsEog(t)) << "token " << t;
-  }
+  ASSERT_EQ(Walk(m, vocab, target, &mask_time, &steps), target.size());
+  ExpectOnlyEog(m, *tok, vocab.vocab_size);
   std::fprintf(stderr, "mask: %.1f us per step over %d steps\n",
                absl::ToDoubleMicroseconds(mask_time) / steps, steps);
+}
+
+// A length-bounded string (string_length_lowering.h) with the default model's tokens: JSON's
+// escapes are accepted and each counts as one character (a surrogate pair as one), the
+// bound holds, and raw control characters, unknown escapes and lone surrogates are refused.
+TEST(GrammarEngineModelTest, BoundedStringAcceptsEscapesCountedAsCharacters) {
+  WEFT_REQUIRE_DEFAULT_MODEL(path);
+  std::unique_ptr<Tokenizer> tok = LoadTokenizer(path);
+  ASSERT_NE(tok, nullptr);
+  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size());
+  auto engine = GrammarEngine::Create(vocab, {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto schema = [](int max) {
+    return absl::StrCat(R"({"type":"object","properties":{"s":{"type":"string",)",
+                        R"("minLength":1,"maxLength":)", max, R"(}},"required":["s"]})");
+  };
+  auto g6 = MustCompile(**engine, Make(Kind::kJsonSchema, schema(6)));
+  auto g5 = MustCompile(**engine, Make(Kind::kJsonSchema, schema(5)));
+  auto g1 = MustCompile(**engine, Make(Kind::kJsonSchema, schema(1)));
+  ASSERT_TRUE(g6 && g5 && g1);
+  // 6 characters: a " b newline c e-acute (escaped as \u00e9).
+  const std::string six = R"({"s": "a\"b\nc\u00e9"})";
+  {
+    GrammarMatcherState m(g6);
+    ASSERT_EQ(Walk(m, vocab, six), six.size());
+    ExpectOnlyEog(m, *tok, vocab.vocab_size);
+  }
+  {
+    GrammarMatcherState m(g5);  // over the bound: refused at the sixth character
+    EXPECT_EQ(Walk(m, vocab, six), six.find("\\u00e9"));
+  }
+  // Every escape JSON has, one character each, both hex cases.
+  for (const char* body : {R"(\")", R"(\\)", R"(\/)", R"(\b)", R"(\f)", R"(\n)", R"(\r)",
+                           R"(\t)", R"(\u00E9)", R"(\uD83D\uDE00)", "\xc3\xa9", "\x7f"}) {
+    const std::string doc = absl::StrCat(R"({"s": ")", body, R"("})");
+    GrammarMatcherState m(g1);
+    ASSERT_EQ(Walk(m, vocab, doc), doc.size()) << doc;
+    ExpectOnlyEog(m, *tok, vocab.vocab_size);
+  }
+  // Refused where the string's body starts: raw control characters, an escape JSON does
+  // not have, a lone surrogate (high then not low; low alone), an empty string (minLength).
+  for (const char* body : {"\n", "\t", "\x01", R"(\x41)", R"(\a)", R"(\uD83Dx)", R"(\uDE00)",
+                           ""}) {
+    const std::string doc = absl::StrCat(R"({"s": ")", body, R"("})");
+    GrammarMatcherState m(g1);
+    EXPECT_LT(Walk(m, vocab, doc), doc.size()) << doc;
+  }
 }
 
 }  // namespace
