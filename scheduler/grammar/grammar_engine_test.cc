@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -281,6 +282,23 @@ void ExpectOnlyEog(GrammarMatcherState& m, const Tokenizer& tok, int32_t vocab_s
   }
 }
 
+// The model whose vocabulary the model tests use: the default one, or with
+// WEFT_GRAMMAR_MODEL=gemma3 (the manual target grammar_engine_gemma3_test, in test.sh's
+// gemma3 phase) Gemma 3 270M's SentencePiece vocabulary of 262,144 tokens ("" = absent).
+std::string ModelUnderTest() {
+  const char* which = std::getenv("WEFT_GRAMMAR_MODEL");
+  if (which != nullptr && std::string(which) == "gemma3") {
+    return testing::FindModelFile("gemma-3-270m-q4_k_m.gguf");
+  }
+  return testing::FindModelFile();
+}
+
+#define WEFT_REQUIRE_MODEL_UNDER_TEST(var)                                                   \
+  const std::string var = ModelUnderTest();                                                 \
+  if (var.empty()) {                                                                        \
+    GTEST_SKIP() << "model not found (tools/bootstrap.sh [--model gemma3-270m])";          \
+  }
+
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
   auto gguf = GgufFile::OpenMetadata(path);
   EXPECT_TRUE(gguf.ok()) << gguf.status();
@@ -290,16 +308,27 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
   return tok.ok() ? std::move(*tok) : nullptr;
 }
 
-// The default model's vocabulary: a JSON schema compiles, and a document is generated
+// The model's vocabulary (ModelUnderTest): a JSON schema compiles, and a document is generated
 // through the masks by taking, at each step, the longest allowed token that continues
 // the target text — the model's own tokens are usable under the grammar.
 TEST(GrammarEngineModelTest, DefaultModelVocabularyFollowsAJsonSchema) {
-  WEFT_REQUIRE_DEFAULT_MODEL(path);
+  WEFT_REQUIRE_MODEL_UNDER_TEST(path);
   std::unique_ptr<Tokenizer> tok = LoadTokenizer(path);
   ASSERT_NE(tok, nullptr);
+  const absl::Time t_info = absl::Now();
   GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size());
   auto engine = GrammarEngine::Create(vocab, {});
   ASSERT_TRUE(engine.ok()) << engine.status();
+  std::fprintf(stderr, "vocabulary and tokenizer info: %.1f ms\n",
+               absl::ToDoubleMilliseconds(absl::Now() - t_info));
+  // A chat model's end of turn ends a constrained answer (Gemma's <end_of_turn>).
+  for (const char* eot : {"<end_of_turn>", "<|im_end|>"}) {
+    const int32_t id = tok->FindToken(eot);
+    if (id >= 0) {
+      EXPECT_NE(std::find(vocab.stop_token_ids.begin(), vocab.stop_token_ids.end(), id),
+                vocab.stop_token_ids.end()) << eot;
+    }
+  }
   const absl::Time t0 = absl::Now();
   auto g = MustCompile(**engine, Make(Kind::kJsonSchema, R"({"type":"object","properties":{)"
       R"("name":{"type":"string","maxLength":20},"age":{"type":"integer","minimum":0,)"
@@ -318,11 +347,11 @@ TEST(GrammarEngineModelTest, DefaultModelVocabularyFollowsAJsonSchema) {
                absl::ToDoubleMicroseconds(mask_time) / steps, steps);
 }
 
-// A length-bounded string (string_length_lowering.h) with the default model's tokens: JSON's
+// A length-bounded string (string_length_lowering.h) with the model's tokens: JSON's
 // escapes are accepted and each counts as one character (a surrogate pair as one), the
 // bound holds, and raw control characters, unknown escapes and lone surrogates are refused.
 TEST(GrammarEngineModelTest, BoundedStringAcceptsEscapesCountedAsCharacters) {
-  WEFT_REQUIRE_DEFAULT_MODEL(path);
+  WEFT_REQUIRE_MODEL_UNDER_TEST(path);
   std::unique_ptr<Tokenizer> tok = LoadTokenizer(path);
   ASSERT_NE(tok, nullptr);
   GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size());
