@@ -162,6 +162,32 @@ TEST(GrammarEngineStringTest, MaxLengthCountsCodePointsAndClosesAtTheBound) {
   EXPECT_EQ(Allowed(m, v.vocab_size), std::vector<int32_t>{kEos});
 }
 
+// Bounded strings go through XGrammar's printed grammar (string_length_lowering.h): every
+// construct a schema can have beside them survives the round trip and still compiles.
+TEST_F(GrammarEngineTest, SchemasWithBoundedStringsAndEveryOtherConstructCompile) {
+  const std::string b = R"({"type":"string","maxLength":4})";
+  for (const std::string& rest : {
+           std::string(R"({"type":"integer","minimum":-5,"maximum":500})"),
+           std::string(R"({"type":"number","minimum":0.5,"exclusiveMaximum":9})"),
+           std::string(R"({"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":3})"),
+           std::string(R"({"anyOf":[{"type":"null"},{"type":"string","pattern":"^a\"b$"}]})"),
+           std::string(R"({"enum":["x\"y","\u00e9",1,null]})"),
+           std::string(R"({"const":"tab\there"})"),
+           std::string(R"({"type":"string","format":"date"})"),
+           std::string(R"({"type":"string","minLength":200})"),
+           std::string(R"({"type":"object","additionalProperties":{"type":"integer"}})"),
+           std::string(R"({"$ref":"#/$defs/n"})"),
+           std::string(R"({"type":"array","prefixItems":[{"type":"string","maxLength":2}]})")}) {
+    const std::string schema =
+        R"({"type":"object","$defs":{"n":{"type":"object","properties":{"v":)" + b +
+        R"(,"next":{"anyOf":[{"$ref":"#/$defs/n"},{"type":"null"}]}}}},)"
+        R"("properties":{"b":)" + b + R"(,"r":)" + rest + R"(},"required":["b","r"]})";
+    GrammarFuture f = engine_->CompileAsync(Make(Kind::kJsonSchema, schema));
+    ASSERT_TRUE(f.Wait(absl::Seconds(60)));
+    EXPECT_TRUE(f.result().ok()) << schema << ": " << f.result().status();
+  }
+}
+
 TEST_F(GrammarEngineTest, StructuralTagHoldsATaggedCallToItsSchema) {
   // A tool call: the tag's begin and end are fixed, its content follows the schema.
   auto g = MustCompile(*engine_, Make(Kind::kStructuralTag, R"({"type": "structural_tag",)"
