@@ -21,8 +21,9 @@ namespace {
 
 struct Case {
   const char* name;
-  const char* schema;
+  const char* schema;  // a JSON schema, or a structural tag (tool_call)
   const char* document;
+  GrammarConstraint::Kind kind = GrammarConstraint::Kind::kJsonSchema;
 };
 
 const Case kCases[] = {
@@ -50,6 +51,16 @@ const Case kCases[] = {
      R"("ok":{"type":"boolean"},"level":{"type":"integer","minimum":1,"maximum":3}},)"
      R"("required":["count","ok"],"additionalProperties":false})",
      R"({"count": -3, "ok": true, "level": 2})"},
+    // A tool call (openai_tools.cc's form): its arguments' schema inside a structural tag.
+    {"tool_call",
+     R"({"type":"structural_tag","format":{"type":"tag","begin":"<tool_call>\n{\"name\": )"
+     R"(\"get_weather\", \"arguments\": ","content":{"type":"json_schema","json_schema":)"
+     R"({"type":"object","properties":{"city":{"type":"string","maxLength":20},"unit":)"
+     R"({"enum":["celsius","fahrenheit"]}},"required":["city","unit"],)"
+     R"("additionalProperties":false},"max_whitespace_cnt":1},"end":"}\n</tool_call>"}})",
+     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", "
+     "\"unit\": \"celsius\"}}\n</tool_call>",
+     GrammarConstraint::Kind::kStructuralTag},
     // Above string_length_lowering.h's limit (128): XGrammar's own counted repetition.
     {"note",
      R"({"type":"object","properties":{"note":{"type":"string","maxLength":500}},)"
@@ -80,7 +91,7 @@ int Run(const std::string& path, int rounds) {
   int64_t all_tokens = 0;
   for (const Case& c : kCases) {
     GrammarConstraint gc;
-    gc.kind = GrammarConstraint::Kind::kJsonSchema;
+    gc.kind = c.kind;
     gc.source = c.schema;
     const absl::Time s = absl::Now();
     GrammarFuture f = (*engine)->CompileAsync(gc);

@@ -334,6 +334,26 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
   return tok.ok() ? std::move(*tok) : nullptr;
 }
 
+// A tool call's arguments (a structural tag's schema) get the same bounded strings as a
+// response_format schema: escapes count as one character, the bound holds.
+TEST(GrammarEngineStringTest, StructuralTagSchemaBoundedStringAcceptsEscapes) {
+  GrammarVocab v = TinyVocab();
+  auto e = GrammarEngine::Create(v, {});
+  ASSERT_TRUE(e.ok()) << e.status();
+  auto g = MustCompile(**e, Make(Kind::kStructuralTag, R"({"type": "structural_tag",)"
+      R"( "format": {"type": "tag", "begin": "<c>", "end": "</c>", "content":)"
+      R"( {"type": "json_schema", "json_schema": {"type": "object", "properties":)"
+      R"( {"s": {"type": "string", "maxLength": 2}}, "required": ["s"]}}}})"));
+  ASSERT_NE(g, nullptr);
+  const std::string call = R"(<c>{"s": "\"\u00e9"}</c>)";
+  GrammarMatcherState ok(g);
+  ASSERT_EQ(Walk(ok, v, call), call.size());
+  EXPECT_EQ(Allowed(ok, v.vocab_size), std::vector<int32_t>{kEos});
+  const std::string over = R"(<c>{"s": "\"ab"}</c>)";
+  GrammarMatcherState refused(g);
+  EXPECT_EQ(Walk(refused, v, over), over.find("b\""));
+}
+
 // The model's vocabulary (ModelUnderTest): a JSON schema compiles, and a document is generated
 // through the masks by taking, at each step, the longest allowed token that continues
 // the target text — the model's own tokens are usable under the grammar.
@@ -361,8 +381,9 @@ TEST(GrammarEngineModelTest, DefaultModelVocabularyFollowsAJsonSchema) {
       R"("maximum":150},"tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":3}},)"
       R"("required":["name","age"]})"));
   ASSERT_NE(g, nullptr);
-  std::fprintf(stderr, "compile: %.1f ms (vocabulary %d)\n",
-               absl::ToDoubleMilliseconds(absl::Now() - t0), vocab.vocab_size);
+  std::fprintf(stderr, "compile: %.1f ms (vocabulary %d), %.1f MiB cached\n",
+               absl::ToDoubleMilliseconds(absl::Now() - t0), vocab.vocab_size,
+               g->memory_bytes() / 1048576.0);
   GrammarMatcherState m(g);
   const std::string target = R"({"name": "Ada Lovelace", "age": 36, "tags": ["a", "b"]})";
   absl::Duration mask_time;

@@ -82,6 +82,24 @@ std::string EbnfString(const std::string& s) {
   return out + "\"";
 }
 
+// Every {"type": "json_schema", "json_schema": {...}} format below `node` (a structural
+// tag's nesting is bounded by CheckConstraint's max_json_depth): its schema is walked.
+void WalkTag(Json& node, int* count) {
+  if (node.is_array()) {
+    for (Json& v : node) WalkTag(v, count);
+    return;
+  }
+  if (!node.is_object()) return;
+  auto type = node.find("type");
+  auto schema = node.find("json_schema");
+  if (type != node.end() && *type == "json_schema" && schema != node.end() &&
+      schema->is_object()) {
+    Walk(*schema, count);
+    return;
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) WalkTag(it.value(), count);
+}
+
 }  // namespace
 
 std::string BoundedStringMarker(int min, int max) {
@@ -119,6 +137,20 @@ std::string ExpandBoundedStrings(const std::string& ebnf, int* num_expanded) {
   }
   out.append(ebnf, from, std::string::npos);
   if (num_expanded != nullptr) *num_expanded = count;
+  return out;
+}
+
+LoweredSchema LowerStructuralTagStrings(const std::string& tag) {
+  LoweredSchema out;
+  Json root = Json::parse(tag, nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object()) {
+    out.schema = tag;
+    return out;
+  }
+  WalkTag(root, &out.num_lowered);
+  out.schema = out.num_lowered > 0
+                   ? root.dump(-1, ' ', false, Json::error_handler_t::replace)
+                   : tag;
   return out;
 }
 

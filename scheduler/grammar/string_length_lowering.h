@@ -53,6 +53,11 @@ struct LoweredSchema {
 // Marks every bounded string of `schema` (step 1).
 LoweredSchema LowerStringLengths(const std::string& schema);
 
+// Step 1 for the schemas of a structural tag (tool calls): every format
+// {"type": "json_schema", "json_schema": {...}} has its schema's bounded strings marked
+// (a schema given as a JSON string is left to XGrammar's own lowering).
+LoweredSchema LowerStructuralTagStrings(const std::string& tag);
+
 // The pattern step 1 writes for bounds [min, max].
 std::string BoundedStringMarker(int min, int max);
 

@@ -51,7 +51,7 @@ ABSL_FLAG(int32_t, grammar_mask_wait_us, 1000,
 ABSL_FLAG(double, grammar_compile_timeout_s, 10,
           "structured output: a constraint not compiled this long after it was asked for is "
           "refused (INVALID_ARGUMENT); compile time grows with the vocabulary (Gemma 3's "
-          "262,144 tokens: ~5x SmolLM2's 49,152)");
+          "262,144 tokens: 4-7x as long as SmolLM2's 49,152)");
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
 ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");

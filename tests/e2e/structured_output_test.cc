@@ -62,7 +62,7 @@ ModelUnderTest FindModel() {
   }
   m.scheduler_flags.push_back(
       absl::StrCat("--chat_template=", llama, "/models/templates/google-gemma-2-2b-it.jinja"));
-  // Its 262,144-token vocabulary compiles about 4x slower than the default model's (seconds
+  // Its 262,144-token vocabulary compiles 4-7x slower than the default model's (seconds
   // per schema on 2 busy cores): the test checks answers, not the default cap.
   m.scheduler_flags.push_back("--grammar_compile_timeout_s=60");
   return m;
