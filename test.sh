@@ -20,7 +20,9 @@
 #                        kernel path: SLOW_MODEL_TESTS below), the
 #                        default model re-quantized by llama-quantize to Q4_K_M / Q6_K /
 #                        Q5_0 against llama.cpp (tools/quant/full.sh), the real Gemma 3
-#                        270M against llama.cpp (worker/model:gemma3_accuracy_test) and
+#                        270M against llama.cpp (worker/model:gemma3_accuracy_test) with
+#                        structured output on it (grammar_engine_gemma3_test,
+#                        structured_output_gemma3_test) and
 #                        the container images: built daemonless (debootstrap, umoci) and
 #                        run chroot'ed (deploy/image/image_test.py; needs root and the
 #                        Debian mirror; about 2-3 minutes cold, see deploy/README.md)
@@ -282,14 +284,16 @@ run_named_tests() {
   return $rc
 }
 
-# The real Gemma 3 270M against llama.cpp (greedy continuations, perplexity). Tagged manual
-# (it needs the optional model).
+# The real Gemma 3 270M against llama.cpp (greedy continuations, perplexity), and structured
+# output on it (its vocabulary's masks; the e2e schema, regex, choice and tool checks with
+# llama.cpp's Gemma chat template). Tagged manual (they need the optional model).
 gemma3_phase() {
   if ! tools/bootstrap.sh --no-packages --model gemma3-270m; then
     extra_result gemma3_accuracy_test failed "tools/bootstrap.sh --model gemma3-270m failed"
     return 1
   fi
-  run_named_tests gemma3 //worker/model:gemma3_accuracy_test
+  run_named_tests gemma3 //worker/model:gemma3_accuracy_test \
+    //scheduler/grammar:grammar_engine_gemma3_test //tests/e2e:structured_output_gemma3_test
 }
 
 # The slowest model tests, tagged manual to keep CI within its budget (each has a faster
@@ -348,7 +352,7 @@ if [ "$MODE" = full ] || [ "$MODE" = only ]; then
   phase soak "full: soak and long benchmarks" soak_phase
   phase slow_model "full: TP on forked ranks, batch invariance per kernel path" slow_model_phase
   phase requant "full: re-quantized models (Q4_K_M, Q6_K, Q5_0) vs llama.cpp" requant_phase
-  phase gemma3 "full: Gemma 3 270M against llama.cpp" gemma3_phase
+  phase gemma3 "full: Gemma 3 270M against llama.cpp, structured output on it" gemma3_phase
   phase image "full: container images (deploy/image/image_test.py)" image_phase
 fi
 

@@ -1,10 +1,13 @@
 #include "common/server_process.h"
 
+#include <sched.h>
 #include <signal.h>
 
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/flags.h"
 #include "glog/logging.h"
@@ -48,6 +51,19 @@ int WaitForStopSignal(absl::Duration timeout) {
     if (sig > 0) return sig;
     if (errno != EINTR) return 0;  // EAGAIN: the timeout passed
   }
+}
+
+absl::Status SetThisThreadClass(ThreadClass thread_class) {
+  sched_param param{};
+  param.sched_priority = 0;  // the only priority of SCHED_OTHER and SCHED_BATCH
+  const int policy = thread_class == ThreadClass::kBatch ? SCHED_BATCH : SCHED_OTHER;
+  // Linux: pid 0 is the calling thread (not the whole process).
+  if (sched_setscheduler(0, policy, &param) != 0) {
+    const int err = errno;
+    return absl::InternalError(
+        absl::StrCat("sched_setscheduler(", policy, "): ", std::strerror(err)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace weft

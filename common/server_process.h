@@ -7,11 +7,20 @@
 // return, not a death), turns off Abseil's debug-build mutex deadlock detector (it runs
 // on every absl::Mutex lock, gRPC's included: see the .cc), parses the flags (common/flags.h: a bad one exits 2) and sends
 // glog to stderr.
+// SetThisThreadClass: the kernel scheduling class of the calling thread, which threads it
+// starts later inherit. A server's I/O threads (gRPC's pollers and the callback threads
+// woken once per stream write to run its completion) do short work on every wake-up;
+// kBatch (SCHED_BATCH) keeps such a thread from preempting the thread that woke it (the
+// kernel never preempts on the wake-up of a batch thread: it runs on an idle core, or
+// at the waker's next tick or sleep), so a thread that writes to many streams in a row
+// (the scheduler's planning thread, kNormal = SCHED_OTHER) is not switched out and back
+// once per write on a busy machine. Neither needs a privilege; nice values are kept.
 // Thread-safety: InitServerProcess once from main before any thread starts;
-// WaitForStopSignal from one thread at a time.
+// WaitForStopSignal from one thread at a time; SetThisThreadClass from any thread.
 #ifndef WEFT_COMMON_SERVER_PROCESS_H_
 #define WEFT_COMMON_SERVER_PROCESS_H_
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -21,6 +30,9 @@ void InitServerProcess(int argc, char** argv, absl::string_view usage);
 
 // The next SIGTERM or SIGINT (its number), or 0 once `timeout` passed without one.
 int WaitForStopSignal(absl::Duration timeout = absl::InfiniteDuration());
+
+enum class ThreadClass { kNormal, kBatch };
+absl::Status SetThisThreadClass(ThreadClass thread_class);
 
 }  // namespace weft
 

@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,10 +52,11 @@ struct Job {
 
 struct EngineState : std::enable_shared_from_this<EngineState> {
   EngineState(GrammarEngineOptions o, xgrammar::TokenizerInfo info, int32_t vocab)
-      : options(std::move(o)), compiler(info, /*max_threads=*/1, /*cache_enabled=*/false),
-        vocab_size(vocab) {}
+      : options(std::move(o)), tokenizer_info(info),
+        compiler(info, /*max_threads=*/1, /*cache_enabled=*/false), vocab_size(vocab) {}
 
   const GrammarEngineOptions options;
+  const xgrammar::TokenizerInfo tokenizer_info;  // structural tags' token references
   xgrammar::GrammarCompiler compiler;  // thread-safe; its own cache is off (ours is below)
   const int32_t vocab_size;
 
@@ -106,7 +108,33 @@ std::string EbnfLiteral(const std::string& s) {
   return out + "\"";
 }
 
+// A JSON schema's grammar, its length-bounded strings as one automaton each that accepts
+// JSON's escapes (string_length_lowering.h: a marker pattern, then the printed grammar's
+// marker regexes replaced).
+xgrammar::Grammar JsonSchemaGrammar(const std::string& schema, bool any_whitespace) {
+  const LoweredSchema lowered = LowerStringLengths(schema);
+  xgrammar::Grammar g = xgrammar::Grammar::FromJSONSchema(
+      lowered.schema, any_whitespace, std::nullopt, std::nullopt, /*strict_mode=*/true);
+  if (lowered.num_lowered == 0) return g;
+  return xgrammar::Grammar::FromEBNF(ExpandBoundedStrings(g.ToString()), "root");
+}
+
+// A structural tag's grammar (tool calls), its schemas' bounded strings as above; throws
+// XGrammar's error for a tag it refuses (GrammarCompiler::CompileStructuralTag's contract).
+xgrammar::Grammar StructuralTagGrammar(const std::string& tag,
+                                       const xgrammar::TokenizerInfo& info) {
+  const LoweredSchema lowered = LowerStructuralTagStrings(tag);
+  auto result = xgrammar::Grammar::FromStructuralTag(lowered.schema, info);
+  if (!std::holds_alternative<xgrammar::Grammar>(result)) {
+    std::visit([](const auto& e) { throw e; }, std::get<1>(result));
+  }
+  xgrammar::Grammar g = std::get<xgrammar::Grammar>(std::move(result));
+  if (lowered.num_lowered == 0) return g;
+  return xgrammar::Grammar::FromEBNF(ExpandBoundedStrings(g.ToString()), "root");
+}
+
 xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
+                                      const xgrammar::TokenizerInfo& info,
                                       const GrammarConstraint& c) {
   using Kind = GrammarConstraint::Kind;
   // One fixed layout, Python json.dumps's (", " and ": ", no newlines): a small model
@@ -114,10 +142,9 @@ xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
   constexpr bool kAnyWhitespace = false;
   switch (c.kind) {
     case Kind::kJsonSchema:
-      // Length-bounded strings as patterns: XGrammar's own lowering costs ms per mask
-      // (string_length_lowering.h).
-      return compiler.CompileJSONSchema(LowerStringLengths(c.source).schema, kAnyWhitespace,
-                                        std::nullopt, std::nullopt, /*strict_mode=*/true);
+      // Length-bounded strings as one automaton each: XGrammar's own lowering costs ms per
+      // mask (string_length_lowering.h).
+      return compiler.CompileGrammar(JsonSchemaGrammar(c.source, kAnyWhitespace));
     case Kind::kJsonObject:
       // Not strict: any properties (strict mode would allow only "{}").
       return compiler.CompileJSONSchema(R"({"type":"object"})", kAnyWhitespace, std::nullopt,
@@ -135,7 +162,8 @@ xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
       return compiler.CompileGrammar(ebnf, "root");
     }
     case Kind::kStructuralTag:
-      return compiler.CompileStructuralTag(c.source);
+      return compiler.CompileGrammar(
+          StructuralTagGrammar(c.source, info));
   }
   throw std::invalid_argument("unknown constraint kind");
 }
@@ -167,7 +195,8 @@ void EngineState::Run() {
     absl::Status status;
     std::shared_ptr<const CompiledConstraint> grammar;
     try {
-      auto impl = std::make_shared<const Compiled>(CompileWith(compiler, job.constraint));
+      auto impl = std::make_shared<const Compiled>(
+          CompileWith(compiler, tokenizer_info, job.constraint));
       grammar = std::make_shared<const CompiledConstraint>(std::move(impl));
     } catch (const std::exception& e) {
       status = Refusal(job.constraint, e.what());

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/server_process.h"
 #include "glog/logging.h"
 
 namespace weft {
@@ -147,6 +148,10 @@ absl::Time Engine::NextWake(absl::Time now) const {
 }
 
 void Engine::Loop() {
+  // Latency-critical whatever its creator's class (--batch_io_threads).
+  if (absl::Status s = SetThisThreadClass(ThreadClass::kNormal); !s.ok()) {
+    LOG(WARNING) << "planning thread: " << s.message();
+  }
   std::deque<Event> events;
   while (true) {
     {

@@ -48,6 +48,10 @@ ABSL_FLAG(int32_t, grammar_mask_threads, 2,
 ABSL_FLAG(int32_t, grammar_mask_wait_us, 1000,
           "structured output: how long one plan waits for masks not ready yet before those "
           "rows wait a step");
+ABSL_FLAG(double, grammar_compile_timeout_s, 10,
+          "structured output: a constraint not compiled this long after it was asked for is "
+          "refused (INVALID_ARGUMENT); compile time grows with the vocabulary (Gemma 3's "
+          "262,144 tokens: 4-7x as long as SmolLM2's 49,152)");
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
 ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
@@ -105,6 +109,10 @@ ABSL_FLAG(int32_t, attach_max_concurrent_streams, 4,
 ABSL_FLAG(double, grpc_min_ping_interval_s, 5,
           "both gRPC ports: keepalive pings closer than this are strikes; "
           "--grpc_max_ping_strikes of them end the connection (GOAWAY)");
+ABSL_FLAG(bool, batch_io_threads, true,
+          "run gRPC's threads and the other I/O threads SCHED_BATCH (the planning thread stays "
+          "SCHED_OTHER): a callback thread woken for each stream write then never preempts "
+          "the planning thread mid-delivery on a busy machine (common/server_process.h)");
 ABSL_FLAG(int32_t, grpc_max_ping_strikes, 2, "both gRPC ports: see --grpc_min_ping_interval_s");
 ABSL_FLAG(bool, grpc_permit_pings_without_calls, true,
           "both gRPC ports: accept keepalive pings on a connection with no call");
@@ -200,6 +208,7 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
   o.ports_file = absl::GetFlag(FLAGS_ports_file);
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  o.batch_io_threads = absl::GetFlag(FLAGS_batch_io_threads);
 
   EngineOptions& eo = o.engine;
   if (absl::Status s = CoreFromFlags(&eo.core, &eo.steps_in_flight_by_backend); !s.ok()) return s;
@@ -212,6 +221,12 @@ absl::StatusOr<SchedulerBinaryOptions> OptionsFromFlags() {
       absl::Milliseconds(absl::GetFlag(FLAGS_stream_interval_max_hold_ms));
   eo.worker_drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_worker_drain_timeout_s));
   eo.max_inbox_submissions = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_max_waiting)));
+
+  o.grammar.compile_timeout = SecondsFlag(absl::GetFlag(FLAGS_grammar_compile_timeout_s));
+  if (absl::Status s = o.grammar.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grammar_compile_timeout_s must be > 0: ", s.message()));
+  }
 
   FrontendOptions& fo = o.frontend;
   fo.model_name = o.model_name;

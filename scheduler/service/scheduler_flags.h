@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/tls_credentials.h"
+#include "scheduler/grammar/grammar_engine.h"
 #include "scheduler/edge/generate_frontend.h"
 #include "scheduler/edge/http_server.h"
 #include "scheduler/service/engine.h"
@@ -46,7 +47,11 @@ struct SchedulerBinaryOptions {
   std::string ports_file;
   int64_t max_message_bytes = 0;
   absl::Duration drain_timeout;
+  // Threads started by Serve (gRPC's, the HTTP servers') run SCHED_BATCH; the planning
+  // thread sets itself back (Engine).
+  bool batch_io_threads = true;
   EngineOptions engine;      // core.limits lacks the model's vocabulary and context
+  GrammarEngineOptions grammar;  // structured output's compiler (--grammar_compile_timeout_s)
   FrontendOptions frontend;  // model_name and auth set later
   HttpServerOptions http_server;  // tls: the public port's
   ServerTlsFiles public_tls;

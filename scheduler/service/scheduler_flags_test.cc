@@ -8,6 +8,7 @@
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, model_name);
 ABSL_DECLARE_FLAG(std::string, chat_template);
+ABSL_DECLARE_FLAG(double, grammar_compile_timeout_s);
 ABSL_DECLARE_FLAG(std::string, policy);
 ABSL_DECLARE_FLAG(int32_t, max_num_seqs);
 ABSL_DECLARE_FLAG(int32_t, max_tokens_cap);
@@ -82,6 +83,21 @@ TEST_F(SchedulerFlagsTest, DefaultsMakeAWorkingConfiguration) {
   EXPECT_EQ(o->engine.core.limits.vocab_size, 49152);
   EXPECT_EQ(o->engine.core.limits.max_model_len, 8192);
   EXPECT_EQ(o->engine.core.eos_token_ids, std::vector<int32_t>{2});
+}
+
+TEST_F(SchedulerFlagsTest, GrammarCompileTimeoutReachesTheGrammarEngine) {
+  absl::StatusOr<SchedulerBinaryOptions> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->grammar.compile_timeout, absl::Seconds(10));
+  absl::SetFlag(&FLAGS_grammar_compile_timeout_s, 60);
+  o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->grammar.compile_timeout, absl::Seconds(60));
+  absl::SetFlag(&FLAGS_grammar_compile_timeout_s, 0);
+  o = OptionsFromFlags();
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(o.status().message().find("--grammar_compile_timeout_s"), std::string::npos)
+      << o.status();
 }
 
 TEST_F(SchedulerFlagsTest, ChatTemplateFileReachesTheModelText) {

@@ -186,6 +186,12 @@ void DrainAndStop(absl::Duration drain_timeout, Engine* engine, OpenAiHttpServer
 
 // Everything but the flags and the model: serves until a stop signal. Exit status.
 int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
+  if (o.batch_io_threads) {
+    // Before any thread starts: they inherit it (common/server_process.h).
+    if (absl::Status s = SetThisThreadClass(ThreadClass::kBatch); !s.ok()) {
+      LOG(WARNING) << "--batch_io_threads: " << s.message() << " (threads stay SCHED_OTHER)";
+    }
+  }
   ServiceMetrics metrics(mt.name());  // every series labelled model="<served name>"
   std::atomic<bool> started{false};
   std::atomic<bool> serving{false};  // the public health status, also /readyz
@@ -206,7 +212,7 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
   // Structured output: XGrammar over the served vocabulary (masks as wide as the
   // request contract's vocabulary, which the workers' logits must equal).
   auto grammars = GrammarEngine::Create(
-      GrammarVocabFromTokenizer(mt.tokenizer(), o.engine.core.limits.vocab_size), {});
+      GrammarVocabFromTokenizer(mt.tokenizer(), o.engine.core.limits.vocab_size), o.grammar);
   if (!grammars.ok()) {
     LOG(ERROR) << grammars.status().message();
     return 1;

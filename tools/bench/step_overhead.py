@@ -122,6 +122,9 @@ class Cluster:
             f"--model={args.model}", "--host=127.0.0.1", "--port=0", "--worker_port=0",
             "--metrics_port=0", f"--ports_file={ports_file}",
             f"--max_num_seqs={max(256, conc)}", f"--max_streams={2 * conc + 64}",
+            # weft-bench opens one connection: at the default 100 streams per connection
+            # a run "at 256" would run ~90 requests at once, the rest waiting in the client.
+            f"--grpc_max_concurrent_streams={2 * conc + 64}",
             f"--max_steps_in_flight={args.max_steps_in_flight}",
         ] + args.scheduler_flags.split()
         self.scheduler = self._start("scheduler", [f"{b}/scheduler/service/weft-scheduler"] + sched_flags)

@@ -115,7 +115,10 @@ TEST_F(LlamaModelTest, MatchesNumpyReference) {
 }
 
 // Criterion 4a: prefill in chunks of 7 matches one-shot prefill (<= 1e-5 relative; in
-// fact bitwise), and so does a decode step after it.
+// fact bitwise), and so does a decode step after it. For every fast path, not the scalar
+// reference matmuls (each row on its own, nothing batched differently; ~55 of this test's
+// 70 s; MatchesNumpyReference holds them to numpy): the reference attention, which is
+// what chunking exercises, still runs here under the avx2 choice (every CPU we support).
 TEST_F(LlamaModelTest, ChunkedPrefillMatchesOneShot) {
   const std::vector<int32_t> prompt = Tokens(61, 7);
   struct Case {
@@ -123,7 +126,9 @@ TEST_F(LlamaModelTest, ChunkedPrefillMatchesOneShot) {
     KvDtype kv;
   };
   std::vector<Case> cases;
-  for (KernelChoice k : SupportedKernelChoices()) cases.push_back({k, KvDtype::kF32});
+  for (KernelChoice k : SupportedKernelChoices()) {
+    if (k != KernelChoice::kReference) cases.push_back({k, KvDtype::kF32});
+  }
   for (KvDtype kv : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
     cases.push_back({KernelChoice::kAuto, kv});
   }

@@ -166,7 +166,12 @@ class CudaBackend : public Backend {
   absl::Status ReserveState(const StepBatch& batch);
   // Packs the step's diff and sampling inputs into step_host_ (layout in step_layout_);
   // InvalidArgument for num_logprobs over the vocabulary.
+  // The step's one upload and read-back area (blob_, step_host_): PackStep counts the
+  // sampled rows, lays the regions out, then fills them.
   absl::Status PackStep(const StepBatch& batch);
+  absl::Status CountSampleRows(const StepBatch& batch);
+  void LayOutBlob();
+  absl::Status FillSampleRows(const StepBatch& batch);
   absl::Status EnqueueSampling(const StepBatch& batch);
   absl::Status ReadSamples(const StepBatch& batch, StepOutput* out);
 

@@ -139,10 +139,33 @@ absl::Status CudaBackend::DeviceStep(const StepBatch& batch, StepOutput* out) {
 }
 
 absl::Status CudaBackend::PackStep(const StepBatch& batch) {
+  blob_ = StepBlob();
+  WEFT_RETURN_IF_ERROR(CountSampleRows(batch));
+  scratch_pairs_.clear();
+  scratch_marks_.clear();
+  slots_.TablePairs(batch, &scratch_pairs_);
+  slots_.CountMarks(batch, &scratch_marks_);
+  blob_.num_pairs = static_cast<int32_t>(scratch_pairs_.size() / 2);
+  blob_.num_zero = static_cast<int32_t>(slots_.zeroed_count_rows().size());
+  blob_.num_marks = static_cast<int32_t>(scratch_marks_.size() / 3);
+  LayOutBlob();
+  WEFT_RETURN_IF_ERROR(step_host_.Reserve(blob_.total));
+  WEFT_RETURN_IF_ERROR(step_dev_.Reserve(blob_.total));
+  char* h = step_host_.as<char>();
+  const size_t i4 = sizeof(int32_t);
+  std::memcpy(h + blob_.table_pairs, scratch_pairs_.data(), scratch_pairs_.size() * i4);
+  if (blob_.num_zero > 0) {
+    std::memcpy(h + blob_.zero_rows, slots_.zeroed_count_rows().data(), blob_.num_zero * i4);
+  }
+  if (!scratch_marks_.empty()) {
+    std::memcpy(h + blob_.marks, scratch_marks_.data(), scratch_marks_.size() * i4);
+  }
+  return FillSampleRows(batch);
+}
+
+absl::Status CudaBackend::CountSampleRows(const StepBatch& batch) {
   const int32_t vocab = config_.vocab_size;
-  const int32_t mask_bytes = sampling::MaskBytes(vocab);
   StepBlob& b = blob_;
-  b = StepBlob();
   entry_row_.assign(batch.sequences.size(), -1);
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const ScheduledSequence& sc = batch.sequences[i];
@@ -160,13 +183,11 @@ absl::Status CudaBackend::PackStep(const StepBatch& batch) {
     if (!sc.allowed_tokens.empty()) ++b.num_masks;
   }
   if (b.rows > 65535) return absl::InvalidArgumentError("more than 65535 sampled rows");
-  scratch_pairs_.clear();
-  scratch_marks_.clear();
-  slots_.TablePairs(batch, &scratch_pairs_);
-  slots_.CountMarks(batch, &scratch_marks_);
-  b.num_pairs = static_cast<int32_t>(scratch_pairs_.size() / 2);
-  b.num_zero = static_cast<int32_t>(slots_.zeroed_count_rows().size());
-  b.num_marks = static_cast<int32_t>(scratch_marks_.size() / 3);
+  return absl::OkStatus();
+}
+
+void CudaBackend::LayOutBlob() {
+  StepBlob& b = blob_;
   size_t at = 0;
   auto take = [&at](size_t bytes) {
     const size_t here = at;
@@ -174,13 +195,14 @@ absl::Status CudaBackend::PackStep(const StepBatch& batch) {
     return here;
   };
   const size_t n = b.rows, lp = b.lp_count, i4 = sizeof(int32_t);
+  const size_t mask_bytes = sampling::MaskBytes(config_.vocab_size);
   b.params = take(n * sizeof(sampling::RowParams));
   b.logits_rows = take(n * i4);
   b.count_rows = take(n * i4);
   b.mask_index = take(n * i4);
-  b.table_pairs = take(scratch_pairs_.size() * i4);
+  b.table_pairs = take(static_cast<size_t>(b.num_pairs) * 2 * i4);
   b.zero_rows = take(b.num_zero * i4);
-  b.marks = take(scratch_marks_.size() * i4);
+  b.marks = take(static_cast<size_t>(b.num_marks) * 3 * i4);
   b.lp_rows = take(lp * i4);
   b.lp_index = take(lp * i4);
   b.lp_top = take(lp * i4);
@@ -191,8 +213,11 @@ absl::Status CudaBackend::PackStep(const StepBatch& batch) {
   b.top_ids = take(lp * b.max_top * i4);
   b.top_lp = take(lp * b.max_top * i4);
   b.total = at;
-  WEFT_RETURN_IF_ERROR(step_host_.Reserve(b.total));
-  WEFT_RETURN_IF_ERROR(step_dev_.Reserve(b.total));
+}
+
+absl::Status CudaBackend::FillSampleRows(const StepBatch& batch) {
+  const StepBlob& b = blob_;
+  const int32_t mask_bytes = sampling::MaskBytes(config_.vocab_size);
   char* h = step_host_.as<char>();
   auto* params = reinterpret_cast<sampling::RowParams*>(h + b.params);
   auto* logits_rows = reinterpret_cast<int32_t*>(h + b.logits_rows);
@@ -201,13 +226,6 @@ absl::Status CudaBackend::PackStep(const StepBatch& batch) {
   auto* lp_rows = reinterpret_cast<int32_t*>(h + b.lp_rows);
   auto* lp_index = reinterpret_cast<int32_t*>(h + b.lp_index);
   auto* lp_top = reinterpret_cast<int32_t*>(h + b.lp_top);
-  std::memcpy(h + b.table_pairs, scratch_pairs_.data(), scratch_pairs_.size() * i4);
-  if (b.num_zero > 0) {
-    std::memcpy(h + b.zero_rows, slots_.zeroed_count_rows().data(), b.num_zero * i4);
-  }
-  if (!scratch_marks_.empty()) {
-    std::memcpy(h + b.marks, scratch_marks_.data(), scratch_marks_.size() * i4);
-  }
   // The logits row of each sampled entry's own chunk (a fork: its parent's).
   own_row_.assign(batch.sequences.size(), -1);
   if (cuda_backend::StepInputs::NumChunks(batch) > 0) {
