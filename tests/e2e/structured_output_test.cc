@@ -139,7 +139,7 @@ TEST(StructuredOutputE2eTest, RegexAndChoiceHoldOverGrpc) {
   for (auto& b : load) EXPECT_TRUE(b->Join().status.ok());
 
   // Tool calls over gRPC: chat.tool_choice "required" holds the answer to one call in the
-  // model's format (the default model's ChatML template: the Hermes fallback) and the
+  // model's format (ChatML's or Gemma's template: the Hermes fallback) and the
   // response carries it parsed (tool_calls, FINISH_REASON_TOOL_CALLS), its text empty.
   int tool_calls = 0;
   for (uint64_t seed = 1; seed <= 4; ++seed) {
