@@ -27,6 +27,7 @@ struct ChatTemplate::Impl {
   bool renders_tools = false;
   bool object_arguments = false;
   bool system_role = true;
+  ToolCallFormat tool_call_format = ToolCallFormat::kHermes;
 };
 
 namespace {
@@ -131,11 +132,13 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(absl::string_view source, std::
   } catch (const std::exception&) {
     impl->renders_tools = false;
   }
+  impl->tool_call_format = DetectToolCallFormat(impl->source, impl->renders_tools);
   return ChatTemplate(std::move(impl));
 }
 
 const std::string& ChatTemplate::source() const { return impl_->source; }
 bool ChatTemplate::renders_tools() const { return impl_->renders_tools; }
+ToolCallFormat ChatTemplate::tool_call_format() const { return impl_->tool_call_format; }
 
 absl::StatusOr<RenderedChat> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
                                                   const ChatRenderOptions& options) const {

@@ -38,6 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/chat_tools.h"
+#include "common/tool_call_format.h"
 
 namespace weft {
 
@@ -92,6 +93,9 @@ class ChatTemplate {
   // Whether the template renders tools and assistant tool calls itself (else
   // tools_fallback applies).
   bool renders_tools() const;
+  // The form the model writes tool calls in (common/tool_call_format.h's detection rule:
+  // the template's own where it is one we know, else the Hermes fallback).
+  ToolCallFormat tool_call_format() const;
 
  private:
   struct Impl;

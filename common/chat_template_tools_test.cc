@@ -110,5 +110,74 @@ TEST_F(ChatTemplateFileTest, QwenRendersToolsItself) {
   EXPECT_THAT(r->text, HasSubstr("<tool_response>\n12 C and rain\n</tool_response>"));
 }
 
+// The tool-call format each template is held to (common/tool_call_format.h's rule).
+TEST_F(ChatTemplateFileTest, ToolCallFormatIsDetectedFromTheTemplate) {
+  WEFT_REQUIRE_LLAMA_CPP_DATA(dir);
+  const std::vector<std::pair<std::string, ToolCallFormat>> cases = {
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", ToolCallFormat::kLlama3},
+      {"meta-llama-Llama-3.2-3B-Instruct.jinja", ToolCallFormat::kLlama3},
+      {"meta-llama-Llama-3.3-70B-Instruct.jinja", ToolCallFormat::kLlama3},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", ToolCallFormat::kMistralNemo},
+      {"Mistral-Small-3.2-24B-Instruct-2506.jinja", ToolCallFormat::kMistralArgs},
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", ToolCallFormat::kHermes},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", ToolCallFormat::kHermes},
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", ToolCallFormat::kHermes},
+      {"google-gemma-2-2b-it.jinja", ToolCallFormat::kHermes},  // fallback
+  };
+  for (const auto& [name, format] : cases) {
+    auto t = Load(dir, name);
+    ASSERT_TRUE(t.has_value()) << name;
+    EXPECT_EQ(ToolCallFormatName(t->tool_call_format()), ToolCallFormatName(format)) << name;
+  }
+  auto smol = ChatTemplate::Parse(kSmolLmTemplate, "<|im_start|>", "<|im_end|>");
+  ASSERT_TRUE(smol.ok());
+  EXPECT_EQ(smol->tool_call_format(), ToolCallFormat::kHermes);  // ChatML: the fallback
+  // The fallback wins over markers in a template that cannot render tools.
+  EXPECT_EQ(DetectToolCallFormat("[TOOL_CALLS][", /*renders_tools=*/false),
+            ToolCallFormat::kHermes);
+}
+
+// Native templates render an earlier call themselves from OpenAI's shape, in the form
+// the grammar then holds the model to (ToolCallBegin + arguments + call_suffix).
+TEST_F(ChatTemplateFileTest, NativeTemplatesRenderEarlierCallsInTheirFormat) {
+  WEFT_REQUIRE_LLAMA_CPP_DATA(dir);
+  struct Case {
+    const char* file;
+    const char* id;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", "call_7",
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}"},
+      {"meta-llama-Llama-3.2-3B-Instruct.jinja", "call_7",
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}"},
+      {"meta-llama-Llama-3.3-70B-Instruct.jinja", "call_7",
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}"},
+      // Nemo adds the call's id, which must be 9 characters (ToolCallId makes such).
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "a1B2c3D4e",
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}, "
+       "\"id\": \"a1B2c3D4e\"}]"},
+      {"Mistral-Small-3.2-24B-Instruct-2506.jinja", "a1B2c3D4e",
+       "[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{\"city\": \"Oslo\"}"},
+  };
+  for (const Case& c : cases) {
+    auto t = Load(dir, c.file);
+    ASSERT_TRUE(t.has_value()) << c.file;
+    EXPECT_TRUE(t->renders_tools()) << c.file;
+    std::vector<ChatMessage> turns = RoundTrip();
+    turns[1].tool_calls[0].id = c.id;
+    turns[2].tool_call_id = c.id;
+    ChatRenderOptions o;
+    o.tools_json = kTools;
+    o.tools_fallback = true;
+    o.now = 0;
+    auto r = t->Render(turns, o);
+    ASSERT_TRUE(r.ok()) << c.file << ": " << r.status();
+    EXPECT_THAT(r->text, HasSubstr(c.expected)) << c.file;
+    EXPECT_THAT(r->text, HasSubstr("12 C and rain")) << c.file;
+    EXPECT_THAT(r->text, Not(HasSubstr("<tool_call>"))) << c.file;
+  }
+}
+
 }  // namespace
 }  // namespace weft

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/tool_call_format.h"
 #include "nlohmann/json.hpp"
 
 namespace weft {
@@ -21,8 +22,8 @@ std::string ToolsBlock(const Json& tools) {
   absl::StrAppend(&out,
                   "</tools>\n\nTo call a function, write its name and its arguments as a JSON "
                   "object inside <tool_call></tool_call> tags:\n",
-                  kToolCallOpen, "\n{\"name\": <function-name>, \"arguments\": <arguments-object>",
-                  kToolCallEnd);
+                  "<tool_call>\n{\"name\": <function-name>, \"arguments\": <arguments-object>",
+                  SyntaxOf(ToolCallFormat::kHermes).call_suffix);
   return out;
 }
 
@@ -30,8 +31,9 @@ std::string CallsText(const ChatMessage& m) {
   std::string out = m.content;
   for (const ChatToolCall& c : m.tool_calls) {
     if (!out.empty()) out += "\n";
-    absl::StrAppend(&out, ToolCallBegin(c.name), c.arguments.empty() ? "{}" : c.arguments,
-                    kToolCallEnd);
+    absl::StrAppend(&out, ToolCallBegin(ToolCallFormat::kHermes, c.name),
+                    c.arguments.empty() ? "{}" : c.arguments,
+                    SyntaxOf(ToolCallFormat::kHermes).call_suffix);
   }
   return out;
 }
@@ -46,10 +48,6 @@ bool IsValidToolName(absl::string_view name) {
     if (!ok) return false;
   }
   return true;
-}
-
-std::string ToolCallBegin(absl::string_view name) {
-  return absl::StrCat(kToolCallOpen, "\n{\"name\": \"", name, "\", \"arguments\": ");
 }
 
 absl::StatusOr<std::vector<ChatMessage>> HermesToolMessages(absl::Span<const ChatMessage> messages,

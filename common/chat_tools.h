@@ -6,9 +6,8 @@
 //     <tools></tools>, with the instruction to call as below;
 //   * an assistant turn's calls follow its text, each as
 //       <tool_call>\n{"name": "<name>", "arguments": <arguments JSON>}\n</tool_call>
-//     joined by "\n" (ToolCallBegin + arguments + kToolCallEnd: the OpenAI edge's grammar
-//     for a call is built from the same two strings, so the model is held to the form
-//     it is shown);
+//     joined by "\n" (common/tool_call_format.h's kHermes syntax: the grammar for a call
+//     is built from the same strings, so the model is held to the form it is shown);
 //   * "tool" turns become a user turn, each result as
 //       <tool_response>\n<content>\n</tool_response>
 //     consecutive results joined by "\n" into one turn (templates that insist that user
@@ -54,13 +53,6 @@ inline constexpr size_t kMaxToolNameBytes = 64;
 // A tool name: 1..64 characters of A-Z a-z 0-9 _ - (OpenAI's rule; it is written
 // unescaped into JSON and grammars).
 bool IsValidToolName(absl::string_view name);
-
-inline constexpr char kToolCallOpen[] = "<tool_call>";
-inline constexpr char kToolCallClose[] = "</tool_call>";
-// The text before a call's arguments: "<tool_call>\n{\"name\": \"<name>\", \"arguments\": ".
-std::string ToolCallBegin(absl::string_view name);
-// The text after them.
-inline constexpr char kToolCallEnd[] = "}\n</tool_call>";
 
 // `messages` with tools and tool turns written in the Hermes style (see the top).
 // `tools_json`: a JSON array of OpenAI tool definitions ({"type": "function",

@@ -1,5 +1,11 @@
 #include "common/chat_tools.h"
 
+#include <cctype>
+#include <string>
+
+#include "common/tool_call_format.h"
+#include "nlohmann/json.hpp"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,7 +26,8 @@ TEST(ChatToolsTest, ToolNames) {
 }
 
 TEST(ChatToolsTest, CallTextIsBeginArgumentsEnd) {
-  EXPECT_EQ(ToolCallBegin("f") + "{\"x\": 1}" + kToolCallEnd,
+  EXPECT_EQ(ToolCallBegin(ToolCallFormat::kHermes, "f") + "{\"x\": 1}" +
+                SyntaxOf(ToolCallFormat::kHermes).call_suffix,
             "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>");
 }
 
@@ -77,6 +84,64 @@ TEST(ChatToolsTest, CallsAndResultsBecomeText) {
   m = HermesToolMessages({call}, "");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ((*m)[0].content.rfind("Let me look.\n<tool_call>\n", 0), 0u);
+}
+
+using Json = nlohmann::ordered_json;
+
+TEST(ToolCallFormatTest, CallTextOfEachFormat) {
+  auto call = [](ToolCallFormat f) {
+    const ToolCallSyntax& s = SyntaxOf(f);
+    return std::string(s.list_begin) + ToolCallBegin(f, "f") + "{\"x\": 1}" + s.call_suffix +
+           s.list_end;
+  };
+  EXPECT_EQ(call(ToolCallFormat::kLlama3), "{\"name\": \"f\", \"parameters\": {\"x\": 1}}");
+  EXPECT_EQ(call(ToolCallFormat::kMistralNemo),
+            "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"x\": 1}}]");
+  EXPECT_EQ(call(ToolCallFormat::kMistralArgs), "[TOOL_CALLS]f[ARGS]{\"x\": 1}");
+  for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
+                           ToolCallFormat::kMistralNemo, ToolCallFormat::kMistralArgs}) {
+    // In "auto" mode a call is found by its trigger: the call's text must start with it.
+    EXPECT_EQ(call(f).rfind(SyntaxOf(f).trigger, 0), 0u) << ToolCallFormatName(f);
+  }
+}
+
+TEST(ToolCallFormatTest, MistralIdsAreNineAlphanumericCharacters) {
+  EXPECT_EQ(ToolCallId(ToolCallFormat::kHermes, "call_r_0_", 3), "call_r_0_3");
+  EXPECT_EQ(ToolCallId(ToolCallFormat::kLlama3, "call_r_0_", 3), "call_r_0_3");
+  const std::string a = ToolCallId(ToolCallFormat::kMistralNemo, "call_r_0_", 0);
+  const std::string b = ToolCallId(ToolCallFormat::kMistralNemo, "call_r_0_", 1);
+  ASSERT_EQ(a.size(), 9u);
+  for (char c : a) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << a;
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, ToolCallId(ToolCallFormat::kMistralArgs, "call_r_0_", 0));  // deterministic
+}
+
+TEST(ToolCallFormatTest, StructuralTagShapes) {
+  const ToolSchema tools[] = {{"f", R"({"type": "object"})"}, {"g", ""}};
+  // Hermes, required: the calls and nothing else, separated by "\n".
+  Json t = Json::parse(
+      ToolCallsStructuralTag(ToolCallFormat::kHermes, tools, ToolCallMode::kRequired, true));
+  EXPECT_EQ(t["type"], "structural_tag");
+  EXPECT_EQ(t["format"]["type"], "tags_with_separator");
+  EXPECT_EQ(t["format"]["separator"], "\n");
+  EXPECT_EQ(t["format"]["stop_after_first"], false);
+  EXPECT_EQ(t["format"]["tags"][1]["begin"], "<tool_call>\n{\"name\": \"g\", \"arguments\": ");
+  EXPECT_EQ(t["format"]["tags"][1]["content"]["json_schema"]["type"], "object");
+  // Llama 3: one call at most, whatever the request says.
+  t = Json::parse(ToolCallsStructuralTag(ToolCallFormat::kLlama3, tools, ToolCallMode::kAuto, true));
+  EXPECT_EQ(t["format"]["type"], "triggered_tags");
+  EXPECT_EQ(t["format"]["triggers"][0], "{\"name\": \"");
+  EXPECT_EQ(t["format"]["stop_after_first"], true);
+  EXPECT_EQ(t["format"]["tags"][0]["end"], "}");
+  // Mistral Nemo: the calls inside one [TOOL_CALLS][...] list.
+  t = Json::parse(
+      ToolCallsStructuralTag(ToolCallFormat::kMistralNemo, tools, ToolCallMode::kAuto, false));
+  EXPECT_EQ(t["format"]["triggers"][0], "[TOOL_CALLS]");
+  const Json& list = t["format"]["tags"][0];
+  EXPECT_EQ(list["begin"], "[TOOL_CALLS][");
+  EXPECT_EQ(list["end"], "]");
+  EXPECT_EQ(list["content"]["separator"], ", ");
+  EXPECT_EQ(list["content"]["stop_after_first"], true);
 }
 
 }  // namespace

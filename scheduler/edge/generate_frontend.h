@@ -164,6 +164,8 @@ class GenerateFrontend {
 
   weft::v1::ModelInfo ModelInfo() const { return engine_->ModelInfo(); }
   const std::string& model_name() const { return options_.model_name; }
+  // The served model's tool-call format (PromptEncoder::tool_call_format).
+  ToolCallFormat tool_call_format() const { return encoder_->tool_call_format(); }
   int open_streams() const { return open_streams_.load(); }
 
  private:

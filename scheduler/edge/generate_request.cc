@@ -1,9 +1,14 @@
 #include "scheduler/edge/generate_request.h"
 
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/chat_tools.h"
 #include "common/field_error.h"
 #include "common/status_macros.h"
+#include "common/tool_call_format.h"
 #include "nlohmann/json.hpp"
 
 namespace weft {
@@ -49,6 +54,43 @@ absl::Status ResolveConstraint(const weft::v1::GenerateRequest& req,
       return Invalid("constraint",
                      "set one of json_schema, json_object, regex, grammar, choice, structural_tag");
   }
+  *out = std::move(g);
+  return absl::OkStatus();
+}
+
+// chat.tool_choice: the structural tag holding calls to the model's format (`format`).
+absl::Status ResolveToolChoice(const weft::v1::GenerateRequest& req, ToolCallFormat format,
+                               std::optional<GrammarConstraint>* out) {
+  if (req.prompt_case() != weft::v1::GenerateRequest::kChat || !req.chat().has_tool_choice()) {
+    return absl::OkStatus();
+  }
+  using TC = weft::v1::ToolChoice;
+  const weft::v1::ChatPrompt& chat = req.chat();
+  const TC& choice = chat.tool_choice();
+  if (choice.choice_case() == TC::kMode && !TC::Mode_IsValid(choice.mode())) {
+    return Invalid("chat.tool_choice.mode", "none, auto, required or a function");
+  }
+  if (!ReadsToolCalls(req)) return absl::OkStatus();
+  if (chat.tools().empty()) return Invalid("chat.tool_choice", "needs chat.tools");
+  if (req.has_constraint()) {
+    return Invalid("constraint", "cannot be combined with chat.tool_choice other than none");
+  }
+  std::vector<ToolSchema> tools;
+  for (const auto& t : chat.tools()) {
+    if (choice.choice_case() == TC::kFunction && t.name() != choice.function()) continue;
+    tools.push_back({t.name(), t.parameters()});
+  }
+  if (tools.empty()) {
+    return Invalid("chat.tool_choice.function",
+                   absl::StrCat("no tool named '", choice.function().substr(0, 64), "' in chat.tools"));
+  }
+  const ToolCallMode mode = choice.choice_case() == TC::kMode && choice.mode() == TC::MODE_AUTO
+                                ? ToolCallMode::kAuto
+                                : ToolCallMode::kRequired;
+  const bool parallel = !chat.has_parallel_tool_calls() || chat.parallel_tool_calls();
+  GrammarConstraint g;
+  g.kind = GrammarConstraint::Kind::kStructuralTag;
+  g.source = ToolCallsStructuralTag(format, tools, mode, parallel);
   *out = std::move(g);
   return absl::OkStatus();
 }
@@ -140,6 +182,14 @@ absl::Status ResolvePrompt(const weft::v1::GenerateRequest& req, size_t max_byte
 
 }  // namespace
 
+bool ReadsToolCalls(const weft::v1::GenerateRequest& request) {
+  if (request.prompt_case() != weft::v1::GenerateRequest::kChat) return false;
+  using TC = weft::v1::ToolChoice;
+  const TC& c = request.chat().tool_choice();
+  return c.choice_case() == TC::kFunction ||
+         (c.choice_case() == TC::kMode && (c.mode() == TC::MODE_AUTO || c.mode() == TC::MODE_REQUIRED));
+}
+
 absl::Status CheckRequestedModel(absl::string_view field, absl::string_view header,
                                  absl::string_view served) {
   if (!field.empty() && !header.empty() && field != header) {
@@ -163,6 +213,7 @@ absl::StatusOr<RequestSpec> BuildSpec(const weft::v1::GenerateRequest& request,
   WEFT_RETURN_IF_ERROR(ResolvePrompt(request, max_prompt_bytes, encoder, &spec.prompt_token_ids));
   ResolveSampling(request, &spec.sampling);
   WEFT_RETURN_IF_ERROR(ResolveConstraint(request, &spec.constraint));
+  WEFT_RETURN_IF_ERROR(ResolveToolChoice(request, encoder.tool_call_format(), &spec.constraint));
   const weft::v1::StoppingParams& st = request.stopping();
   spec.stopping.max_tokens =
       st.has_max_tokens()

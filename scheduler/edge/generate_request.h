@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/tool_call_format.h"
 #include "scheduler/request_spec.h"
 #include "weft/v1/generate.pb.h"
 
@@ -36,6 +37,8 @@ class PromptEncoder {
   virtual absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const = 0;
   virtual absl::StatusOr<std::vector<int32_t>> EncodeChat(
       const weft::v1::ChatPrompt& chat) const = 0;
+  // The form the model writes tool calls in (its chat template's, common/tool_call_format.h).
+  virtual ToolCallFormat tool_call_format() const { return ToolCallFormat::kHermes; }
 };
 
 // The metadata (HTTP header) a caller may name the model in, so that a proxy can route
@@ -48,6 +51,12 @@ inline constexpr char kModelMetadataKey[] = "x-weft-model";
 // Every public endpoint (gRPC, HTTP) calls this before anything else about the request.
 absl::Status CheckRequestedModel(absl::string_view field, absl::string_view header,
                                  absl::string_view served);
+
+// Whether the answer is read for tool calls: a chat prompt whose tool_choice is AUTO,
+// REQUIRED or a function. BuildSpec then holds the calls with a structural tag in the
+// encoder's tool_call_format() (common/tool_call_format.h), built here, once, for both
+// APIs; the APIs read the answer with tool_call_parser.h in the same format.
+bool ReadsToolCalls(const weft::v1::GenerateRequest& request);
 
 // The request's spec (see the top), not yet validated; errors are the prompt's.
 // `seed_source` is called at most once.

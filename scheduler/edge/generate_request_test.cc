@@ -270,5 +270,74 @@ TEST(GenerateRequestTest, ModelMustBeTheServedOneAndAgreeWithTheHeader) {
             absl::StatusCode::kInvalidArgument);
 }
 
+GenerateRequest ToolRequest() {
+  GenerateRequest r;
+  auto* chat = r.mutable_chat();
+  auto* m = chat->add_messages();
+  m->set_role("user");
+  m->set_content("weather?");
+  auto* t = chat->add_tools();
+  t->set_name("get_weather");
+  t->set_parameters(R"({"type": "object", "properties": {"city": {"type": "string"}}})");
+  chat->add_tools()->set_name("get_time");
+  return r;
+}
+
+// tool_choice becomes the structural tag of the encoder's (the model's) format, built
+// here for both APIs; unset or none constrains nothing (clients from before the field).
+TEST(GenerateRequestTest, ToolChoiceHoldsCallsToTheModelsFormat) {
+  using TC = weft::v1::ToolChoice;
+  GenerateRequest r = ToolRequest();
+  EXPECT_FALSE(ReadsToolCalls(r));
+  auto spec = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [] { return 1u; });
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->constraint.has_value());
+  r.mutable_chat()->mutable_tool_choice()->set_mode(TC::MODE_NONE);
+  EXPECT_FALSE(ReadsToolCalls(r));
+
+  r.mutable_chat()->mutable_tool_choice()->set_mode(TC::MODE_REQUIRED);
+  EXPECT_TRUE(ReadsToolCalls(r));
+  ByteEncoder llama = Chat();
+  llama.format = ToolCallFormat::kLlama3;
+  spec = BuildSpec(r, Limits(), kMaxPromptBytes, llama, [] { return 1u; });
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->constraint.has_value());
+  EXPECT_EQ(spec->constraint->kind, GrammarConstraint::Kind::kStructuralTag);
+  const std::vector<ToolSchema> both = {{"get_weather", r.chat().tools(0).parameters()},
+                                        {"get_time", ""}};
+  EXPECT_EQ(spec->constraint->source, ToolCallsStructuralTag(ToolCallFormat::kLlama3, both,
+                                                             ToolCallMode::kRequired, true));
+  // A named function: its tag only; parallel_tool_calls false: one call.
+  r.mutable_chat()->mutable_tool_choice()->set_function("get_time");
+  r.mutable_chat()->set_parallel_tool_calls(false);
+  ByteEncoder nemo = Chat();
+  nemo.format = ToolCallFormat::kMistralNemo;
+  spec = BuildSpec(r, Limits(), kMaxPromptBytes, nemo, [] { return 1u; });
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->constraint->source,
+            ToolCallsStructuralTag(ToolCallFormat::kMistralNemo, {{"get_time", ""}},
+                                   ToolCallMode::kRequired, false));
+  r.mutable_chat()->mutable_tool_choice()->set_mode(TC::MODE_AUTO);
+  spec = BuildSpec(r, Limits(), kMaxPromptBytes, Chat(), [] { return 1u; });
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->constraint->source, ToolCallsStructuralTag(ToolCallFormat::kHermes, both,
+                                                             ToolCallMode::kAuto, false));
+}
+
+TEST(GenerateRequestTest, BadToolChoiceNamesItsField) {
+  using TC = weft::v1::ToolChoice;
+  GenerateRequest r = ToolRequest();
+  r.mutable_chat()->mutable_tool_choice()->set_function("nope");
+  EXPECT_EQ(FailedField(r), "chat.tool_choice.function");
+  r.mutable_chat()->mutable_tool_choice()->set_mode(static_cast<TC::Mode>(9));
+  EXPECT_EQ(FailedField(r), "chat.tool_choice.mode");
+  r.mutable_chat()->mutable_tool_choice()->set_mode(TC::MODE_AUTO);
+  r.mutable_constraint()->set_regex("a");
+  EXPECT_EQ(FailedField(r), "constraint");
+  r.clear_constraint();
+  r.mutable_chat()->clear_tools();
+  EXPECT_EQ(FailedField(r), "chat.tool_choice");
+}
+
 }  // namespace
 }  // namespace weft

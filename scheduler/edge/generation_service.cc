@@ -78,8 +78,38 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   if (!started.ok()) return Reject(started.status());
   // The reactor's callbacks share the call: its slots go back as its status is sent.
   std::shared_ptr<GenerateFrontend::Call> call = std::move(*started);
-  return new ResponseReactor(
+  auto* reactor = new ResponseReactor(
       call->outbox(), [call] { call->Cancel(); }, [call] { call->Release(); }, context);
+  if (ReadsToolCalls(request)) {
+    auto calls = std::make_shared<ToolCallResponses>(request_id, frontend_->tool_call_format());
+    reactor->set_rewrite([calls](weft::v1::GenerateResponse* r) { calls->Rewrite(r); });
+  }
+  return reactor;
+}
+
+void ToolCallResponses::Rewrite(weft::v1::GenerateResponse* r) {
+  auto it = samples_.find(r->index());
+  if (it == samples_.end()) {
+    it = samples_
+             .emplace(r->index(),
+                      openai::ToolCallCollector(openai::ToolCallIdPrefix(request_id_, r->index()),
+                                                format_))
+             .first;
+  }
+  openai::ToolCallCollector& c = it->second;
+  openai::ParsedOutput out = c.Feed(r->text());
+  const bool finished = r->finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED;
+  if (finished) out.Append(c.Finish());
+  r->set_text(std::move(out.content));
+  for (openai::ToolCallDelta& d : out.calls) {
+    weft::v1::ToolCall* call = r->add_tool_calls();
+    call->set_id(std::move(d.id));
+    call->set_name(std::move(d.name));
+    call->set_arguments(std::move(d.arguments));
+  }
+  if (r->finish_reason() == weft::v1::FINISH_REASON_STOP && c.num_calls() > 0) {
+    r->set_finish_reason(weft::v1::FINISH_REASON_TOOL_CALLS);
+  }
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,

@@ -108,6 +108,61 @@ TEST_F(GenerationServiceTest, StreamsWhatTheEnginePushesInOrder) {
   EXPECT_FALSE(out->Push(r));  // after the end: a no-op
 }
 
+// A chat request with tool_choice: the grammar is the model's format's (here Mistral
+// Nemo's), and the answer comes back read: text outside the calls, each call whole once
+// closed, and FINISH_REASON_TOOL_CALLS.
+TEST_F(GenerationServiceTest, ToolChoiceGetsParsedCalls) {
+  encoder_.chat = true;
+  encoder_.format = ToolCallFormat::kMistralNemo;
+  weft::v1::GenerateRequest req;
+  auto* chat = req.mutable_chat();
+  auto* m = chat->add_messages();
+  m->set_role("user");
+  m->set_content("weather?");
+  chat->add_tools()->set_name("get_weather");
+  chat->mutable_tool_choice()->set_mode(weft::v1::ToolChoice::MODE_AUTO);
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, req);
+  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == 1; }));
+  std::shared_ptr<Outbox> out;
+  {
+    MutexLock l(&engine_.mu_);
+    out = engine_.subs_[0].outbox;
+    const auto& c = engine_.subs_[0].request->spec().constraint;
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->kind, GrammarConstraint::Kind::kStructuralTag);
+    EXPECT_NE(c->source.find("[TOOL_CALLS]["), std::string::npos) << c->source;
+  }
+  const std::string answer =
+      "Checking. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Oslo\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]";
+  for (size_t i = 0; i < answer.size(); i += 7) {
+    weft::v1::GenerateResponse r;
+    r.set_text(answer.substr(i, 7));
+    if (i + 7 >= answer.size()) r.set_finish_reason(weft::v1::FINISH_REASON_STOP);
+    ASSERT_TRUE(out->Push(r));
+  }
+  out->Finish(absl::OkStatus());
+  std::string text;
+  std::vector<weft::v1::ToolCall> calls;
+  weft::v1::FinishReason finish = weft::v1::FINISH_REASON_UNSPECIFIED;
+  weft::v1::GenerateResponse r;
+  while (reader->Read(&r)) {
+    text += r.text();
+    for (const auto& c : r.tool_calls()) calls.push_back(c);
+    if (r.finish_reason() != weft::v1::FINISH_REASON_UNSPECIFIED) finish = r.finish_reason();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(text, "Checking.");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].name(), "get_weather");
+  EXPECT_EQ(calls[0].arguments(), "{\"city\": \"Oslo\"}");
+  EXPECT_EQ(calls[0].id().size(), 9u);  // Mistral's ids
+  EXPECT_NE(calls[0].id(), calls[1].id());
+  EXPECT_EQ(calls[1].arguments(), "{\"city\": \"Rome\"}");
+  EXPECT_EQ(finish, weft::v1::FINISH_REASON_TOOL_CALLS);
+}
+
 TEST_F(GenerationServiceTest, RejectionsCarryTheirStatus) {
   {
     weft::v1::GenerateRequest req;  // no prompt

@@ -458,6 +458,7 @@ void OpenAiHttpServer::Impl::Generate(Api api, const httplib::Request& req, http
   ro.include_usage = parsed->include_usage;
   ro.logprobs = parsed->logprobs;
   ro.parse_tool_calls = parsed->parse_tool_calls && api == openai::Api::kChatCompletions;
+  ro.tool_format = frontend_->tool_call_format();
   if (text_ != nullptr) {
     ro.token_bytes = [text = text_](int32_t id) { return std::string(text->TokenBytes(id)); };
   }

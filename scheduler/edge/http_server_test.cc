@@ -273,6 +273,40 @@ TEST_F(HttpServerTest, ChatStreamInterleavesChoicesThenUsageThenDone) {
   EXPECT_EQ(ev[5], "[DONE]");
 }
 
+// Tools on a model whose template writes Llama 3.x calls: the grammar is that format's
+// and the answer is read in it (the frontend's tool_call_format, for both).
+TEST_F(HttpServerTest, ToolCallsUseTheModelsFormat) {
+  encoder_.chat = true;
+  encoder_.format = ToolCallFormat::kLlama3;
+  Start();
+  auto reply = std::async(std::launch::async, [&] {
+    return Client().Post(
+        "/v1/chat/completions",
+        R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
+            "tools": [{"type": "function", "function": {"name": "get_weather"}}]})",
+        "application/json");
+  });
+  Submission s = Sub(0);
+  ASSERT_TRUE(s.request->spec().constraint.has_value());
+  const Json tag = Json::parse(s.request->spec().constraint->source);
+  EXPECT_EQ(tag["format"]["tags"][0]["begin"], "{\"name\": \"get_weather\", \"parameters\": ");
+  auto r0 = Resp(0, "{\"name\": \"get_weather\", \"param");
+  r0.set_request_id("5");
+  ASSERT_TRUE(s.outbox->Push(r0));
+  ASSERT_TRUE(s.outbox->Push(Resp(0, "eters\": {\"city\": \"Oslo\"}}", weft::v1::FINISH_REASON_STOP)));
+  s.outbox->Finish(absl::OkStatus());
+  auto r = reply.get();
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const Json c = Json::parse(r->body)["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "tool_calls");
+  EXPECT_TRUE(c["message"]["content"].is_null());
+  ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r->body;
+  EXPECT_EQ(c["message"]["tool_calls"][0]["id"], "call_5_0_0");
+  EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Oslo\"}");
+}
+
 TEST_F(HttpServerTest, ErrorsHaveOpenAisShapeAndStatus) {
   Start();
   auto post = [&](const std::string& path, const std::string& body) {

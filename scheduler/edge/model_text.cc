@@ -78,6 +78,10 @@ class TokenizerEncoder : public PromptEncoder {
     return TokenizeChat(*chat_, *t_, messages, options);
   }
 
+  ToolCallFormat tool_call_format() const override {
+    return chat_ == nullptr ? ToolCallFormat::kHermes : chat_->tool_call_format();
+  }
+
  private:
   const Tokenizer* t_;
   const ChatTemplate* chat_;

@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/tool_call_format.h"
 #include "weft/v1/generate.pb.h"
 
 namespace weft::openai {
@@ -101,6 +102,8 @@ struct ResponseOptions {
   bool include_usage = false;
   bool logprobs = false;
   bool parse_tool_calls = false;  // ParsedRequest::parse_tool_calls (chat only)
+  // The served model's tool-call format (GenerateFrontend::tool_call_format).
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;
   TokenBytesFn token_bytes;
 };
 

@@ -146,10 +146,6 @@ void ResponseBuilder::NoteIdAndUsage(const weft::v1::GenerateResponse& r) {
 namespace {
 
 // Call ids: "call_<request id>_<choice>_<call>".
-std::string CallIdPrefix(const std::string& request_id, int32_t choice) {
-  return absl::StrCat("call_", request_id, "_", choice, "_");
-}
-
 // delta.tool_calls of one chunk: a call's first piece has id, type and name.
 Json CallDeltasJson(const std::vector<ToolCallDelta>& calls) {
   Json list = Json::array();
@@ -207,7 +203,8 @@ std::vector<std::string> ResponseBuilder::StreamEvents(const weft::v1::GenerateR
   ParsedOutput shown;
   if (options_.parse_tool_calls && chat) {
     if (c.calls == nullptr) {
-      c.calls = std::make_unique<ToolCallParser>(CallIdPrefix(request_id_, r.index()));
+      c.calls = std::make_unique<ToolCallParser>(ToolCallIdPrefix(request_id_, r.index()),
+                                                 options_.tool_format);
     }
     shown = c.calls->Feed(r.text());
     if (finished) shown.Append(c.calls->Finish());
@@ -280,7 +277,8 @@ std::string ResponseBuilder::Body() const {
       message["content"] = c->text;
       if (options_.parse_tool_calls) {
         // The same reading as the stream's: the whole answer at once.
-        const ParsedOutput all = ReadWholeAnswer(c->text, CallIdPrefix(request_id_, index));
+        const ParsedOutput all = ReadWholeAnswer(c->text, ToolCallIdPrefix(request_id_, index),
+                                                   options_.tool_format);
         num_calls = static_cast<int>(all.calls.size());
         if (num_calls > 0) {
           message["content"] = all.content.empty() ? Json(nullptr) : Json(all.content);

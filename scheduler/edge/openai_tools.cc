@@ -102,31 +102,6 @@ absl::Status ParseChoice(const Json& body, const weft::v1::ChatPrompt& chat, Cho
                  absl::StrCat("no tool named '", named->substr(0, 64), "' in tools"));
 }
 
-// The structural tag holding calls to the form of common/chat_tools.h (see the header).
-std::string CallsTag(const weft::v1::ChatPrompt& chat, Choice choice, const std::string& named,
-                     bool parallel) {
-  Json tags = Json::array();
-  for (const auto& t : chat.tools()) {
-    if (choice == Choice::kNamed && t.name() != named) continue;
-    Json schema = t.parameters().empty()
-                      ? Json{{"type", "object"}, {"properties", Json::object()}}
-                      : Json::parse(t.parameters(), nullptr, /*allow_exceptions=*/false);
-    Json content = {{"type", "json_schema"}, {"json_schema", std::move(schema)},
-                    {"max_whitespace_cnt", 1}};  // no runs of blanks a small model loops on
-    tags.push_back({{"type", "tag"}, {"begin", ToolCallBegin(t.name())},
-                    {"content", std::move(content)}, {"end", kToolCallEnd}});
-  }
-  Json format;
-  if (choice == Choice::kAuto) {
-    format = {{"type", "triggered_tags"}, {"triggers", Json::array({kToolCallOpen})},
-              {"tags", std::move(tags)}, {"at_least_one", false}, {"stop_after_first", !parallel}};
-  } else {
-    format = {{"type", "tags_with_separator"}, {"tags", std::move(tags)}, {"separator", "\n"},
-              {"at_least_one", true}, {"stop_after_first", !parallel}};
-  }
-  return Dump(Json{{"type", "structural_tag"}, {"format", std::move(format)}});
-}
-
 }  // namespace
 
 absl::Status ParseTools(const Json& body, weft::v1::GenerateRequest* request, bool* parse_calls) {
@@ -154,20 +129,24 @@ absl::Status ParseTools(const Json& body, weft::v1::GenerateRequest* request, bo
       }
     }
   }
-  bool parallel = true;
   if (const Json* p = Member(body, "parallel_tool_calls")) {
     if (!p->is_boolean()) return Invalid("parallel_tool_calls", "must be true or false");
-    parallel = p->get<bool>();
+    chat->set_parallel_tool_calls(p->get<bool>());
   }
   Choice choice;
   std::string named;
   if (absl::Status s = ParseChoice(body, *chat, &choice, &named); !s.ok()) return s;
-  if (choice == Choice::kNone) return absl::OkStatus();
+  weft::v1::ToolChoice* tc = chat->mutable_tool_choice();
+  switch (choice) {
+    case Choice::kNone: tc->set_mode(weft::v1::ToolChoice::MODE_NONE); return absl::OkStatus();
+    case Choice::kAuto: tc->set_mode(weft::v1::ToolChoice::MODE_AUTO); break;
+    case Choice::kRequired: tc->set_mode(weft::v1::ToolChoice::MODE_REQUIRED); break;
+    case Choice::kNamed: tc->set_function(named); break;
+  }
   if (request->has_constraint()) {
     return Invalid("response_format",
                    "cannot be combined with tools unless tool_choice is \"none\"");
   }
-  request->mutable_constraint()->set_structural_tag(CallsTag(*chat, choice, named, parallel));
   *parse_calls = true;
   return absl::OkStatus();
 }

@@ -1,7 +1,7 @@
 // Tool calling on the OpenAI chat-completions route: the body's `tools`, `tool_choice`,
 // `parallel_tool_calls` and the tool turns of `messages`, mapped onto the public request
-// (generate.proto: ChatPrompt.tools, ChatMessage.tool_calls / tool_call_id, and a
-// Constraint.structural_tag), kept apart from openai_json.cc's parser.
+// (generate.proto: ChatPrompt.tools / tool_choice / parallel_tool_calls,
+// ChatMessage.tool_calls / tool_call_id), kept apart from openai_json.cc's parser.
 //
 //   tools: [{"type": "function", "function": {"name", "description"?, "parameters"?,
 //            "strict"?}}], at most kMaxTools, names unique and valid (chat_tools.h);
@@ -10,13 +10,16 @@
 //     "none"      plain generation; the model is still told about the tools.
 //     "required"  the output is one or more calls and nothing else;
 //     {"type": "function", "function": {"name": N}}  the same, of tool N only;
-//     "auto"      text, and wherever the model writes "<tool_call>", a well-formed call.
-//   Each call is held by XGrammar's structural tag to ToolCallBegin(name) + arguments
-//   valid against that tool's parameters + kToolCallEnd (common/chat_tools.h: the form the
-//   fallback rendering shows the model): "required"/named as tags_with_separator
-//   (at_least_one), "auto" as triggered_tags on "<tool_call>" — so a small model that
-//   starts a call finishes a well-formed one, and the free text around it costs only a
-//   trigger scan. parallel_tool_calls: false (default true) stops after the first call.
+//     "auto"      text, and wherever the model starts a call (the format's trigger, e.g.
+//                 "<tool_call>"), a well-formed call.
+//   Each call is then held (generate_request.h's BuildSpec, for both APIs) by XGrammar's
+//   structural tag to the model's tool-call format
+//   (common/tool_call_format.h: its template's own — Hermes, Llama 3.x, Mistral — else the
+//   Hermes fallback the prompt then shows), arguments valid against the tool's
+//   parameters: "required"/named as tags_with_separator (at_least_one), "auto" as
+//   triggered_tags — so a small model that starts a call finishes a well-formed one, and
+//   the free text around it costs only a trigger scan. parallel_tool_calls: false
+//   (default true; formats without parallel calls: always) stops after the first call.
 //   The answer is then read by ToolCallParser (tool_call_parser.h).
 // Errors are INVALID_ARGUMENT naming the body's field (kBodyFieldSchema): an unknown tool
 // in tool_choice, a tool that is not a function, a bad name, parameters that are no JSON
@@ -34,9 +37,9 @@
 
 namespace weft::openai {
 
-// Reads tools / tool_choice / parallel_tool_calls into request->chat().tools and
-// request->constraint; sets *parse_calls when the answer is to be read for calls.
-// Call after the messages and response_format were read.
+// Reads tools / tool_choice / parallel_tool_calls into request->chat(); sets
+// *parse_calls when the answer is to be read for calls. Call after the messages and
+// response_format were read.
 absl::Status ParseTools(const nlohmann::ordered_json& body, weft::v1::GenerateRequest* request,
                         bool* parse_calls);
 

@@ -48,38 +48,28 @@ TEST(OpenAiToolsTest, RequiredHoldsTheOutputToCallsOfTheTools) {
   EXPECT_EQ(p.request.chat().tools(0).description(), "Weather now");
   EXPECT_EQ(Json::parse(p.request.chat().tools(0).parameters())["required"][0], "city");
   EXPECT_EQ(p.request.chat().tools(1).parameters(), "");
-  ASSERT_EQ(p.request.constraint().kind_case(), weft::v1::Constraint::kStructuralTag);
-  const Json tag = Json::parse(p.request.constraint().structural_tag());
-  EXPECT_EQ(tag["type"], "structural_tag");
-  const Json& f = tag["format"];
-  EXPECT_EQ(f["type"], "tags_with_separator");
-  EXPECT_EQ(f["at_least_one"], true);
-  EXPECT_EQ(f["stop_after_first"], true);
-  ASSERT_EQ(f["tags"].size(), 2u);
-  EXPECT_EQ(f["tags"][0]["begin"], "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
-  EXPECT_EQ(f["tags"][0]["end"], "}\n</tool_call>");
-  EXPECT_EQ(f["tags"][0]["content"]["json_schema"]["required"][0], "city");
-  // A tool without parameters takes an empty object.
-  EXPECT_EQ(f["tags"][1]["content"]["json_schema"]["properties"], Json::object());
+  // The grammar is built from these by BuildSpec in the model's format
+  // (generate_request_test).
+  EXPECT_EQ(p.request.chat().tool_choice().mode(), weft::v1::ToolChoice::MODE_REQUIRED);
+  ASSERT_TRUE(p.request.chat().has_parallel_tool_calls());
+  EXPECT_FALSE(p.request.chat().parallel_tool_calls());
+  EXPECT_FALSE(p.request.has_constraint());
 }
 
 TEST(OpenAiToolsTest, ChoicesMapToTheirGrammars) {
   // "auto" is the default with tools: text, and a call wherever one is triggered.
   ParsedRequest p = Parse(Body(""));
   EXPECT_TRUE(p.parse_tool_calls);
-  Json f = Json::parse(p.request.constraint().structural_tag())["format"];
-  EXPECT_EQ(f["type"], "triggered_tags");
-  EXPECT_EQ(f["triggers"], Json::array({"<tool_call>"}));
-  EXPECT_EQ(f["stop_after_first"], false);  // parallel_tool_calls defaults to true
-  // A named function: its tag only.
+  EXPECT_EQ(p.request.chat().tool_choice().mode(), weft::v1::ToolChoice::MODE_AUTO);
+  EXPECT_FALSE(p.request.chat().has_parallel_tool_calls());  // default: true
+  // A named function.
   p = Parse(Body(R"("tool_choice": {"type": "function", "function": {"name": "get_time"}})"));
-  f = Json::parse(p.request.constraint().structural_tag())["format"];
-  EXPECT_EQ(f["type"], "tags_with_separator");
-  ASSERT_EQ(f["tags"].size(), 1u);
-  EXPECT_EQ(f["tags"][0]["begin"], "<tool_call>\n{\"name\": \"get_time\", \"arguments\": ");
+  EXPECT_TRUE(p.parse_tool_calls);
+  EXPECT_EQ(p.request.chat().tool_choice().function(), "get_time");
   // "none": the model is told about the tools, nothing is constrained or parsed.
   p = Parse(Body(R"("tool_choice": "none")"));
   EXPECT_FALSE(p.parse_tool_calls);
+  EXPECT_EQ(p.request.chat().tool_choice().mode(), weft::v1::ToolChoice::MODE_NONE);
   EXPECT_FALSE(p.request.has_constraint());
   EXPECT_EQ(p.request.chat().tools_size(), 2);
   // No tools: nothing.

@@ -3,15 +3,21 @@
 // streamed deltas and the whole message (openai_json.cc's ResponseBuilder), so the two
 // cannot disagree.
 //
-// The form (common/chat_tools.h): <tool_call>\n{"name": "<name>", "arguments": <JSON>}
-// \n</tool_call>, any number of them, text around them. A call's name is known once its
-// header ({"name": "...", "arguments": ) has arrived; its arguments then stream in
-// fragments, each shown once no later byte can change it (everything before the last '}'
-// seen and before a possible start of "</tool_call>", trailing blanks held). A block that does not follow the header's layout is read
-// whole at its end tag as a JSON object {"name", "arguments"}; one that is no such object
-// stays text. Text that could be the start of "<tool_call>" is held until it is known;
-// blank text next to calls is dropped. Finish() gives what is held when the output ends
-// (a call cut by max_tokens keeps the arguments it got).
+// The form is the model's tool-call format (common/tool_call_format.h: Hermes
+// <tool_call>\n{"name": "<name>", "arguments": <JSON>}\n</tool_call>, Llama 3.x
+// {"name": "<name>", "parameters": <JSON>}, Mistral [TOOL_CALLS][{...}, ...] or
+// [TOOL_CALLS]<name>[ARGS]<JSON>), any number of calls, text around them. A call starts
+// where the format's trigger appears in the text; its name is known once its header
+// (everything before the arguments, blanks allowed next to JSON punctuation) has
+// arrived; its arguments then stream in fragments as the JSON value is scanned (strings
+// and escapes tracked, so a '}' inside a string is no end), trailing blanks held; the
+// call ends where the value closes, followed by the format's call suffix (and for
+// Mistral Nemo's list, ", " + the next call or "]"). Hermes only: a <tool_call> block
+// that does not follow the header's layout is read whole at its end tag as a JSON object
+// {"name", "arguments"}; one that is no such object stays text. Elsewhere a trigger not
+// followed by a header stays text. Text that could be the start of a trigger is held
+// until it is known; blank text next to calls is dropped. Finish() gives what is held
+// when the output ends (a call cut by max_tokens keeps the arguments it got).
 //
 // Ownership: a value type; one per choice of one call. Thread-compatible.
 #ifndef WEFT_SCHEDULER_EDGE_TOOL_CALL_PARSER_H_
@@ -21,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "common/tool_call_format.h"
 
 namespace weft::openai {
 
@@ -42,8 +49,10 @@ struct ParsedOutput {
 
 class ToolCallParser {
  public:
-  // Call ids are "<id_prefix><index>".
-  explicit ToolCallParser(std::string id_prefix) : id_prefix_(std::move(id_prefix)) {}
+  // Call ids are ToolCallId(format, id_prefix, index) ("<id_prefix><index>" but for
+  // Mistral's 9-character ids).
+  explicit ToolCallParser(std::string id_prefix, ToolCallFormat format = ToolCallFormat::kHermes)
+      : id_prefix_(std::move(id_prefix)), format_(format), syntax_(SyntaxOf(format)) {}
 
   // What `text` (the next bytes of the answer) lets show now.
   ParsedOutput Feed(absl::string_view text);
@@ -52,29 +61,64 @@ class ToolCallParser {
 
   // Calls whose header (or whole block) was read.
   int num_calls() const { return num_calls_; }
+  // Calls whose arguments are complete (all of them after Finish).
+  int num_closed_calls() const { return closed_calls_; }
 
  private:
-  enum class State { kText, kHeader, kArguments };
+  enum class State { kText, kHeader, kBlock, kArguments, kAfterCall, kBetween };
   void Step(ParsedOutput* out);
   bool StepText(ParsedOutput* out);
   bool StepHeader(ParsedOutput* out);
+  bool StepBlock(ParsedOutput* out);
   bool StepArguments(ParsedOutput* out);
+  bool StepAfterCall(ParsedOutput* out);
+  bool StepBetween(ParsedOutput* out);
   void EmitText(absl::string_view text, ParsedOutput* out);
   void AddCallPiece(ToolCallDelta piece, ParsedOutput* out);
   void StartCall(std::string name, std::string arguments, ParsedOutput* out);
 
   const std::string id_prefix_;
+  const ToolCallFormat format_;
+  const ToolCallSyntax& syntax_;
+  bool at_end_ = false;    // Finish: nothing more will come
   State state_ = State::kText;
   std::string buf_;        // bytes not consumed yet
   std::string blank_;      // blank text held (dropped when a call follows)
   size_t args_shown_ = 0;  // bytes of the current call's arguments shown (kArguments)
+  // The arguments' JSON value as scanned so far (kArguments).
+  size_t scanned_ = 0;
+  int depth_ = 0;
+  bool in_string_ = false, escape_ = false, started_ = false;
   bool after_call_ = false;  // no text since the last call ended
   int num_calls_ = 0;
+  int closed_calls_ = 0;
 };
+
+// The same reading, each call given whole once it is closed (the gRPC API's
+// GenerateResponse.tool_calls): content as it comes, calls[i] with all their arguments.
+class ToolCallCollector {
+ public:
+  ToolCallCollector(std::string id_prefix, ToolCallFormat format)
+      : parser_(std::move(id_prefix), format) {}
+  ParsedOutput Feed(absl::string_view text) { return Take(parser_.Feed(text)); }
+  ParsedOutput Finish() { return Take(parser_.Finish()); }
+  int num_calls() const { return parser_.num_calls(); }
+
+ private:
+  ParsedOutput Take(ParsedOutput pieces);
+
+  ToolCallParser parser_;
+  ParsedOutput open_;  // calls not given yet, merged
+};
+
+// The prefix of the ids of the calls of one sample ("call_<request id>_<index>_"), for
+// both APIs.
+std::string ToolCallIdPrefix(absl::string_view request_id, int index);
 
 // The whole answer read at once (Feed then Finish): its text, and each call whole
 // (one ToolCallDelta per call, with all its arguments).
-ParsedOutput ReadWholeAnswer(absl::string_view text, std::string id_prefix);
+ParsedOutput ReadWholeAnswer(absl::string_view text, std::string id_prefix,
+                             ToolCallFormat format = ToolCallFormat::kHermes);
 
 }  // namespace weft::openai
 

@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary bytes as a chat answer read for tool calls. The first byte
-// picks where the answer is split in two pieces (as a stream's deltas would carry it);
+// picks the tool-call format (its top two bits) and where the answer is split in two
+// pieces (as a stream's deltas would carry it);
 // the text and the calls put together from the pieces must be those read from the
 // whole answer, each call's first piece must carry its id and name, and nothing may
 // crash or take more than linear time.
@@ -38,9 +39,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const absl::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   const size_t split = text.empty() ? 0 : data[0] % (text.size() + 1);
+  const auto format = static_cast<weft::ToolCallFormat>(data[0] >> 6);
   Read whole, pieces;
-  Collect(weft::openai::ReadWholeAnswer(text, "c"), &whole);
-  weft::openai::ToolCallParser parser("c");
+  Collect(weft::openai::ReadWholeAnswer(text, "c", format), &whole);
+  weft::openai::ToolCallParser parser("c", format);
   Collect(parser.Feed(text.substr(0, split)), &pieces);
   Collect(parser.Feed(text.substr(split)), &pieces);
   Collect(parser.Finish(), &pieces);

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "common/gguf.h"
 #include "common/testing/model_path.h"
+#include "common/tool_call_format.h"
 #include "common/tokenizer.h"
 #include "gtest/gtest.h"
 
@@ -438,6 +439,62 @@ TEST(GrammarEngineModelTest, BoundedStringAcceptsEscapesCountedAsCharacters) {
     const std::string doc = absl::StrCat(R"({"s": ")", body, R"("})");
     GrammarMatcherState m(g1);
     EXPECT_LT(Walk(m, vocab, doc), doc.size()) << doc;
+  }
+}
+
+// Each tool-call format's structural tag (common/tool_call_format.h) over the model's
+// vocabulary: a well-formed native call goes through and then only end-of-generation is
+// allowed (one call, or a closed list); a malformed one (another format's wrapper, a
+// wrong argument type or name, an unknown tool) is stopped.
+TEST(GrammarEngineModelTest, ToolCallFormatsHoldTheModelToTheirNativeCall) {
+  WEFT_REQUIRE_MODEL_UNDER_TEST(path);
+  std::unique_ptr<Tokenizer> tok = LoadTokenizer(path);
+  ASSERT_NE(tok, nullptr);
+  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size());
+  auto engine = GrammarEngine::Create(vocab, {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const ToolSchema tools[] = {
+      {"get_weather", R"({"type": "object", "properties": {"city": {"type": "string"}},)"
+                      R"( "required": ["city"], "additionalProperties": false})"}};
+  struct Case {
+    ToolCallFormat format;
+    ToolCallMode mode;
+    std::string good, bad;
+    bool parallel = false;  // true: only where the calls' list closes (Nemo's "]")
+  };
+  const std::string args = R"({"city": "Oslo"})";
+  const Case cases[] = {
+      {ToolCallFormat::kHermes, ToolCallMode::kRequired,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + args + "}\n</tool_call>",
+       "{\"name\": \"get_weather\", \"parameters\": " + args + "}"},
+      {ToolCallFormat::kLlama3, ToolCallMode::kRequired,
+       "{\"name\": \"get_weather\", \"parameters\": " + args + "}",
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": 7}}"},
+      {ToolCallFormat::kLlama3, ToolCallMode::kAuto,
+       "Let me look. {\"name\": \"get_weather\", \"parameters\": " + args + "}",
+       "Let me look. {\"name\": \"get_time\", \"parameters\": {}}"},
+      {ToolCallFormat::kMistralNemo, ToolCallMode::kRequired,
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": " + args + "}]",
+       "[TOOL_CALLS]{\"name\": \"get_weather\", \"arguments\": " + args + "}"},
+      {ToolCallFormat::kMistralNemo, ToolCallMode::kAuto,
+       "Sure. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": " + args +
+           "}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]",
+       "Sure. [TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Oslo\"}}]",
+       true},
+      {ToolCallFormat::kMistralArgs, ToolCallMode::kRequired,
+       "[TOOL_CALLS]get_weather[ARGS]" + args,
+       "[TOOL_CALLS]get_weather[ARGS]{\"city\": 7}"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(ToolCallFormatName(c.format), " mode ", static_cast<int>(c.mode)));
+    auto g = MustCompile(**engine, Make(Kind::kStructuralTag,
+                                        ToolCallsStructuralTag(c.format, tools, c.mode, c.parallel)));
+    ASSERT_NE(g, nullptr);
+    GrammarMatcherState good(g);
+    ASSERT_EQ(Walk(good, vocab, c.good), c.good.size());
+    ExpectOnlyEog(good, *tok, vocab.vocab_size);
+    GrammarMatcherState bad(g);
+    EXPECT_LT(Walk(bad, vocab, c.bad), c.bad.size()) << c.bad;
   }
 }
 

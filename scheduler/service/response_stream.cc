@@ -19,8 +19,14 @@ ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<v
 void ResponseReactor::WriteMessage(const weft::v1::GenerateResponse* response) {
   bool own_buffer = false;
   buffer_.Clear();  // the previous write is done with it
-  grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(*response, &buffer_,
-                                                                    &own_buffer);
+  if (rewrite_) {
+    weft::v1::GenerateResponse copy = *response;
+    rewrite_(&copy);
+    grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(copy, &buffer_, &own_buffer);
+  } else {
+    grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(*response, &buffer_,
+                                                                      &own_buffer);
+  }
   StartWrite(&buffer_);
 }
 

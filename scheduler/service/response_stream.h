@@ -54,6 +54,12 @@ class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void OnCancel() override;
   void OnDone() override;
 
+  // Applied to a copy of each response before it is sent (an API's own view of the
+  // engine's responses, e.g. the gRPC API's tool calls). Set before the first write;
+  // called one write at a time.
+  using Rewrite = std::function<void(weft::v1::GenerateResponse*)>;
+  void set_rewrite(Rewrite rewrite) { rewrite_ = std::move(rewrite); }
+
   // WriteTarget. Only the outbox calls these, one write at a time, so buffer_ needs no
   // lock: it stays untouched until the next WriteMessage.
   void WriteMessage(const weft::v1::GenerateResponse* response) override;
@@ -67,6 +73,7 @@ class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   std::function<void()> on_end_;
   std::atomic<bool> cancelled_{false};
   grpc::ByteBuffer buffer_;  // the serialized response in flight
+  Rewrite rewrite_;
 };
 
 }  // namespace weft

@@ -8,6 +8,8 @@
 //    answers cut by max_tokens are counted and printed. On the same cluster, tool calls
 //    (tools_client.py): tool_choice required / named / auto, a `tool` message back and an
 //    answer, streamed delta.tool_calls put together as the whole answer's call.
+//  * gRPC tool calls: chat.tool_choice "required" gives a parsed call (tool_calls,
+//    FINISH_REASON_TOOL_CALLS).
 // Skips the HTTP part, saying why, only when the package index cannot be reached.
 //
 // The model: the default one; with WEFT_STRUCTURED_MODEL=gemma3 (the manual target
@@ -83,7 +85,7 @@ void StartServing(Cluster& cluster, const ModelUnderTest& m) {
 
 weft::v1::GenerateRequest Constrained(const std::string& prompt, uint64_t seed, int max_tokens) {
   weft::v1::GenerateRequest r;
-  r.set_text(prompt);
+  if (!prompt.empty()) r.set_text(prompt);
   r.mutable_sampling()->set_temperature(0.9f);
   r.mutable_sampling()->set_seed(seed);
   r.mutable_stopping()->set_max_tokens(max_tokens);
@@ -135,6 +137,45 @@ TEST(StructuredOutputE2eTest, RegexAndChoiceHoldOverGrpc) {
     EXPECT_EQ(s.token_ids, alone[seed - 1]) << "seed " << seed;
   }
   for (auto& b : load) EXPECT_TRUE(b->Join().status.ok());
+
+  // Tool calls over gRPC: chat.tool_choice "required" holds the answer to one call in the
+  // model's format (ChatML's or Gemma's template: the Hermes fallback) and the
+  // response carries it parsed (tool_calls, FINISH_REASON_TOOL_CALLS), its text empty.
+  int tool_calls = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    weft::v1::GenerateRequest r = Constrained("", seed, 64);
+    auto* chat = r.mutable_chat();
+    auto* m = chat->add_messages();
+    m->set_role("user");
+    m->set_content("What is the weather in Oslo?");
+    auto* t = chat->add_tools();
+    t->set_name("get_weather");
+    t->set_parameters(R"({"type": "object", "properties": {"city": {"type": "string",)"
+                      R"( "maxLength": 12}}, "required": ["city"], "additionalProperties": false})");
+    chat->mutable_tool_choice()->set_mode(weft::v1::ToolChoice::MODE_REQUIRED);
+    chat->set_parallel_tool_calls(false);
+    std::vector<weft::v1::ToolCall> calls;
+    StreamResult s = Generate(cluster.stub(), r, absl::Seconds(120),
+                              [&](const weft::v1::GenerateResponse& resp) {
+                                for (const auto& c : resp.tool_calls()) calls.push_back(c);
+                                return true;
+                              });
+    ASSERT_TRUE(s.status.ok()) << s.status.error_message() << cluster.Logs();
+    if (s.finish_reason != weft::v1::FINISH_REASON_TOOL_CALLS) {
+      EXPECT_EQ(s.finish_reason, weft::v1::FINISH_REASON_LENGTH) << s.text;
+      continue;
+    }
+    ++tool_calls;
+    ASSERT_EQ(calls.size(), 1u) << s.text;
+    EXPECT_EQ(calls[0].name(), "get_weather");
+    EXPECT_FALSE(calls[0].id().empty());
+    const auto args = nlohmann::json::parse(calls[0].arguments(), nullptr, false);
+    ASSERT_TRUE(args.is_object()) << calls[0].arguments();
+    EXPECT_TRUE(args["city"].is_string()) << calls[0].arguments();
+    EXPECT_EQ(s.text, "");
+  }
+  EXPECT_GT(tool_calls, 0);
+  std::printf("grpc tool calls: %d of 4 finished with a call\n", tool_calls);
 
   // A grammar that does not compile: INVALID_ARGUMENT, naming the grammar.
   weft::v1::GenerateRequest bad = Constrained("x", 1, 4);

@@ -27,7 +27,9 @@ class ByteEncoder : public PromptEncoder {
     }
     return ids;
   }
+  ToolCallFormat tool_call_format() const override { return format; }
   bool chat = false;
+  ToolCallFormat format = ToolCallFormat::kHermes;
 };
 
 }  // namespace weft::testing
