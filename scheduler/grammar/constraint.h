@@ -41,6 +41,14 @@ struct GrammarConstraint {
 
 const char* ConstraintKindName(GrammarConstraint::Kind kind);
 
+// Whether `c` is a tool-call grammar: a structural tag (the one kind tool calls are
+// generated under, generate_request.cc). Such a grammar lets the model's tool-call marker
+// tokens match their text (grammar_engine.h) and its sequence's text includes them
+// (TokenTextSource::ToolCallBytes); no other constraint does either.
+inline bool IsToolCallGrammar(const GrammarConstraint& c) {
+  return c.kind == GrammarConstraint::Kind::kStructuralTag;
+}
+
 // Bounds on what a request may ask for before any compile work is spent on it.
 struct ConstraintLimits {
   int32_t max_source_bytes = 64 * 1024;  // a schema, regex or grammar text
