@@ -31,6 +31,10 @@ struct GrammarConstraint {
   Kind kind = Kind::kJsonObject;
   std::string source;                // kJsonSchema, kRegex, kEbnf, kStructuralTag
   std::vector<std::string> choices;  // kChoice
+  // The request field a refusal names ("" = "constraint.<kind>"): "chat.tools" for the
+  // structural tag an edge builds from chat.tool_choice and chat.tools. Not part of the
+  // grammar: CacheKey() and == ignore it.
+  std::string request_field;
 
   // A 64-bit hash of (kind, source, choices): equal constraints have equal keys.
   uint64_t CacheKey() const;
