@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/testing/gguf_builder.h"
 #include "common/testing/llama_cpp_data.h"
 #include "common/testing/model_path.h"
+#include "common/tool_call_format.h"
 #include "scheduler/edge/tool_call_parser.h"
 
 namespace weft {
@@ -191,6 +193,14 @@ TEST(ModelTextTest, ToolCallTextHasTheFormatsControlTokenMarkers) {
                               dir + "/models/templates/Mistral-Small-3.2-24B-Instruct-2506.jinja");
   ASSERT_TRUE(text.ok()) << text.status();
   ASSERT_EQ((*text)->encoder().tool_call_format(), ToolCallFormat::kMistralArgs);
+  // The marker tokens (the grammar vocabulary reads the same list): Mistral's two; none for
+  // Hermes, whose markers are no tokens here.
+  const Tokenizer& tok = (*text)->tokenizer();
+  EXPECT_EQ(ToolCallMarkerTokens(tok, ToolCallFormat::kMistralArgs),
+            (std::vector<std::pair<int32_t, std::string>>{{3, "[TOOL_CALLS]"}, {4, "[ARGS]"}}));
+  EXPECT_EQ(ToolCallMarkerTokens(tok, ToolCallFormat::kMistralNemo),
+            (std::vector<std::pair<int32_t, std::string>>{{3, "[TOOL_CALLS]"}}));
+  EXPECT_TRUE(ToolCallMarkerTokens(tok, ToolCallFormat::kHermes).empty());
   const TokenTextSource& source = (*text)->text_source();
   // "Ok" [TOOL_CALLS] "f" [ARGS] "{"a":" " 1}"
   const std::vector<int32_t> ids = {6, 3, 7, 4, 8, 9};
