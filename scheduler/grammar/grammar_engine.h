@@ -15,7 +15,11 @@
 //     only when the model has such tokens). The marker's spelling in ordinary tokens stays
 //     allowed as well: a grammar over bytes cannot refuse one tokenization of a text, and
 //     the text (and so the parsed call) is the same either way; a model trained on the
-//     format puts its weight on the control token.
+//     format puts its weight on the control token. Being bytes, a marker token is allowed
+//     wherever its text is: also inside a call's JSON strings and, under tool_choice
+//     "auto", in the free text (where the parser leaves a lone "[ARGS]" as text). A grammar
+//     that pins markers to their positions needs XGrammar's token-level structural tags
+//     ({"type": "token"}), with token ids in the tag (not done).
 //   * CompileAsync(constraint) never blocks: it returns a GrammarFuture at once. A compiled
 //     grammar is cached by GrammarConstraint::CacheKey() (LRU, bounded by count and by
 //     XGrammar's reported bytes); identical constraints compiling at the same time share
