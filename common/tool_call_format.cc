@@ -1,10 +1,12 @@
 #include "common/tool_call_format.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace weft {
@@ -91,6 +93,29 @@ std::string ToolCallId(ToolCallFormat format, absl::string_view id_prefix, int i
     c = kAlnum[h % 62];
     h /= 62;
   }
+  return out;
+}
+
+std::vector<std::string> ToolCallMarkers(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes: return {"<tool_call>", "</tool_call>"};
+    case ToolCallFormat::kLlama3: return {};
+    case ToolCallFormat::kMistralNemo: return {"[TOOL_CALLS]"};
+    case ToolCallFormat::kMistralArgs: return {"[TOOL_CALLS]", "[ARGS]"};
+  }
+  return {};
+}
+
+std::vector<std::pair<int32_t, std::string>> ToolCallMarkerTokens(const Tokenizer& tokenizer,
+                                                                  ToolCallFormat format) {
+  std::vector<std::pair<int32_t, std::string>> out;
+  for (const std::string& marker : ToolCallMarkers(format)) {
+    const int32_t id = tokenizer.FindToken(marker);
+    if (id >= 0 && tokenizer.IsControl(id) && tokenizer.TokenText(id) == marker) {
+      out.emplace_back(id, marker);
+    }
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

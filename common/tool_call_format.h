@@ -37,13 +37,17 @@
 #ifndef WEFT_COMMON_TOOL_CALL_FORMAT_H_
 #define WEFT_COMMON_TOOL_CALL_FORMAT_H_
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace weft {
+
+class Tokenizer;
 
 enum class ToolCallFormat { kHermes, kLlama3, kMistralNemo, kMistralArgs };
 
@@ -85,6 +89,20 @@ enum class ToolCallMode {
   kAuto,      // free text; wherever the model starts a call (trigger), a well-formed call
   kRequired,  // one or more calls and nothing else
 };
+
+// The format's markers: the fixed texts a model trained on the format emits as one token
+// each where its vocabulary has them ("[TOOL_CALLS]" and "[ARGS]" for the Mistral
+// formats, "<tool_call>" and "</tool_call>" for Hermes; none for Llama 3.x).
+std::vector<std::string> ToolCallMarkers(ToolCallFormat format);
+
+// The control (special) tokens of `tokenizer` whose text is exactly one of `format`'s
+// markers, as (id, text), ascending by id. The one definition both sides read: the grammar
+// vocabulary of tool-call grammars gives these tokens their text (grammar_engine.h's
+// GrammarVocab::tool_marker_tokens) and the text of a tool-call sequence includes it
+// (scheduler/token_text_source.h's ToolCallBytes), so the tool-call parser reads the
+// marker whether the model wrote it as its control token or spelled it out.
+std::vector<std::pair<int32_t, std::string>> ToolCallMarkerTokens(const Tokenizer& tokenizer,
+                                                                  ToolCallFormat format);
 
 // The XGrammar structural tag ({"type": "structural_tag", "format": ...}) holding the
 // calls of `tools` to `format`. `parallel` false (or a format without parallel calls):

@@ -194,6 +194,7 @@ absl::StatusOr<RequestId> Scheduler::AddRequest(
   r->usage.seed = r->sampling.seed;
   r->usage.arrival_time = now;
   r->grammar = std::move(grammar);
+  r->tool_call_text = spec.constraint.has_value() && IsToolCallGrammar(*spec.constraint);
   for (int32_t j = 0; j < spec.n; ++j) {
     auto seq = std::make_unique<Sequence>(r, j, &r->stopping.stop_strings);
     seq->token_ids = spec.prompt_token_ids;

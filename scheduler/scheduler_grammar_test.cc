@@ -177,6 +177,55 @@ TEST(SchedulerGrammarTest, AConstraintNeedsItsGrammarAndARefusedTokenIsAnError) 
   EXPECT_TRUE(h.scheduler().CheckInvariants().ok());
 }
 
+// Output position 0 allows only `token`, then only EOS.
+class OneTokenGrammar : public SequenceGrammar {
+ public:
+  explicit OneTokenGrammar(int32_t token) : token_(token) {}
+  absl::Status Accept(int32_t t) override {
+    if (t != (done_ ? kEos : token_)) return absl::FailedPreconditionError("not allowed");
+    done_ = true;
+    return absl::OkStatus();
+  }
+  bool FillNextTokenBitmask(uint32_t* words) override {
+    for (int32_t w = 0; w < (kVocab + 31) / 32; ++w) words[w] = 0;
+    const int32_t t = done_ ? kEos : token_;
+    words[t / 32] |= 1u << (t % 32);
+    return true;
+  }
+  int32_t vocab_size() const override { return kVocab; }
+
+ private:
+  const int32_t token_;
+  bool done_ = false;
+};
+
+class OneTokenFactory : public SequenceGrammarFactory {
+ public:
+  std::unique_ptr<SequenceGrammar> NewSequence() const override {
+    return std::make_unique<OneTokenGrammar>(FakeTokenText::kMarkerToken);
+  }
+};
+
+// A request under a tool-call grammar (a structural tag) gets the text its marker control
+// token stands for (TokenTextSource::ToolCallBytes); under any other grammar the same
+// token adds no text.
+TEST(SchedulerGrammarTest, ToolCallGrammarTextHasTheMarkerTokensText) {
+  TestHarness h(Options(), {64});
+  RequestSpec tool = Spec(3, 8, 1, true);
+  tool.constraint->kind = GrammarConstraint::Kind::kStructuralTag;
+  auto t = h.Add(tool, std::make_shared<OneTokenFactory>());
+  auto r = h.Add(Spec(3, 8, 2, true), std::make_shared<OneTokenFactory>());
+  ASSERT_TRUE(t.ok() && r.ok());
+  for (int i = 0; i < 10 && h.scheduler().num_unfinished_requests() > 0; ++i) {
+    h.Step();
+    ASSERT_TRUE(h.Collect().ok());
+  }
+  EXPECT_EQ(h.output(*t).tokens, std::vector<int32_t>{FakeTokenText::kMarkerToken});
+  EXPECT_EQ(h.output(*t).text, "<M>");
+  EXPECT_EQ(h.output(*r).tokens, std::vector<int32_t>{FakeTokenText::kMarkerToken});
+  EXPECT_EQ(h.output(*r).text, "");
+}
+
 // Same seed, same tokens: a constrained request's output alone equals its output among
 // 24 others (constrained and free, arriving around it, several steps in flight, a KV
 // pool small enough to preempt).

@@ -37,8 +37,10 @@ FinishReason AppendTokenAndCheckStop(Sequence* seq, int32_t token, const StopCon
       stop.stop_token_ids.end()) {
     return FinishReason::kStopToken;
   }
-  if (ctx.text != nullptr && seq->stop_checker.Append(ctx.text->TokenBytes(token), delta)) {
-    return FinishReason::kStopString;
+  if (ctx.text != nullptr) {
+    const absl::string_view bytes = seq->request->tool_call_text ? ctx.text->ToolCallBytes(token)
+                                                                 : ctx.text->TokenBytes(token);
+    if (seq->stop_checker.Append(bytes, delta)) return FinishReason::kStopString;
   }
   if (seq->num_output_tokens() >= seq->max_tokens) return FinishReason::kLength;
   return FinishReason::kNone;

@@ -132,6 +132,10 @@ struct Request {
   RequestUsage usage;
   // Structured output: makes each sequence's grammar (null: free text).
   std::shared_ptr<const SequenceGrammarFactory> grammar;
+  // Generated under a tool-call grammar (IsToolCallGrammar): its text is built from
+  // TokenTextSource::ToolCallBytes, so the tool-call markers the model wrote as control
+  // tokens reach the tool-call parser (which keeps them out of the visible text).
+  bool tool_call_text = false;
 
   // True when every sequence finished and no step in flight still references one.
   bool Quiescent() const;
@@ -146,7 +150,8 @@ struct StopContext {
 // Appends a sampled token to `seq`'s outputs, appends the text that may be streamed
 // now to `*delta`, and returns why the sequence must finish (kNone to go on). Order
 // of checks: EOS (unless ignore_eos), stop token ids, stop strings, max_tokens.
-// EOS and stop tokens are kept in the token ids but add no text; a stop token is
+// The token's text is ctx.text->TokenBytes, or ToolCallBytes for a request with
+// tool_call_text. EOS and stop tokens are kept in the token ids but add no text; a stop token is
 // returned to the client, EOS is not (generate.proto). The caller finishes the sequence
 // and, unless the reason is kStopString, flushes its held text.
 FinishReason AppendTokenAndCheckStop(Sequence* seq, int32_t token, const StopContext& ctx,

@@ -12,8 +12,12 @@ namespace {
 class TableText : public TokenTextSource {
  public:
   absl::string_view TokenBytes(int32_t t) const override {
-    static const char* kText[] = {"", "a", "b", " ", "STOP", "\xC3", "\xA9", "x"};
+    static const char* kText[] = {"", "a", "b", " ", "STOP", "\xC3", "\xA9", "x", ""};
     return kText[t];
+  }
+  // Token 8 is a control token standing for a tool-call marker.
+  absl::string_view ToolCallBytes(int32_t t) const override {
+    return t == 8 ? "[TOOL_CALLS]" : TokenBytes(t);
   }
 };
 
@@ -86,6 +90,19 @@ TEST(SequenceTest, StopStringAcrossTokens) {
   EXPECT_EQ(f.Add(3, &text), FinishReason::kNone);
   EXPECT_EQ(f.Add(1, &text), FinishReason::kStopString);
   EXPECT_EQ(text, "a");
+}
+
+// A tool-call request's text has the marker its control token stands for (the parser
+// reads it); any other request's text has nothing for that token.
+TEST(SequenceTest, ToolCallTextHasMarkerTokensOthersDoNot) {
+  StopConditions stop;
+  for (bool tool_calls : {false, true}) {
+    Fixture f(stop);
+    f.request.tool_call_text = tool_calls;
+    std::string text;
+    for (int32_t t : {1, 8, 2}) EXPECT_EQ(f.Add(t, &text), FinishReason::kNone);
+    EXPECT_EQ(text, tool_calls ? "a[TOOL_CALLS]b" : "ab");
+  }
 }
 
 TEST(SequenceTest, QueueKeyOrdersPriorityThenArrival) {

@@ -24,6 +24,12 @@ class TokenTextSource {
   // renders as nothing gives its own text ("<|im_end|>"), so clients can tell such
   // tokens apart.
   virtual absl::string_view DisplayBytes(int32_t token_id) const { return TokenBytes(token_id); }
+  // The token's text in a sequence generated under a tool-call grammar
+  // (IsToolCallGrammar, scheduler/grammar/constraint.h): TokenBytes, except that a control
+  // token whose text is a marker of the model's tool-call format
+  // (common/tool_call_format.h's ToolCallMarkerTokens, the same tokens the grammar lets
+  // match that text) gives the marker, so the tool-call parser reads it.
+  virtual absl::string_view ToolCallBytes(int32_t token_id) const { return TokenBytes(token_id); }
 };
 
 }  // namespace weft

@@ -91,6 +91,7 @@ absl::Status ResolveToolChoice(const weft::v1::GenerateRequest& req, ToolCallFor
   GrammarConstraint g;
   g.kind = GrammarConstraint::Kind::kStructuralTag;
   g.source = ToolCallsStructuralTag(format, tools, mode, parallel);
+  g.request_field = "chat.tools";  // what does not compile is the tools' schemas
   *out = std::move(g);
   return absl::OkStatus();
 }

@@ -307,6 +307,7 @@ TEST(GenerateRequestTest, ToolChoiceHoldsCallsToTheModelsFormat) {
                                         {"get_time", ""}};
   EXPECT_EQ(spec->constraint->source, ToolCallsStructuralTag(ToolCallFormat::kLlama3, both,
                                                              ToolCallMode::kRequired, true));
+  EXPECT_EQ(spec->constraint->request_field, "chat.tools");  // a refusal names the tools
   // A named function: its tag only; parallel_tool_calls false: one call.
   r.mutable_chat()->mutable_tool_choice()->set_function("get_time");
   r.mutable_chat()->set_parallel_tool_calls(false);

@@ -2,11 +2,14 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/chat_prompt.h"
 #include "common/model_config.h"
+#include "common/tool_call_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
@@ -16,15 +19,23 @@ namespace {
 
 class TokenizerText : public TokenTextSource {
  public:
-  explicit TokenizerText(const Tokenizer* t) : t_(t) {}
+  TokenizerText(const Tokenizer* t, ToolCallFormat format)
+      : t_(t), markers_(ToolCallMarkerTokens(*t, format)) {}
   absl::string_view TokenBytes(int32_t id) const override { return t_->TokenBytes(id); }
   absl::string_view DisplayBytes(int32_t id) const override {
     const absl::string_view bytes = t_->TokenBytes(id);
     return bytes.empty() ? t_->TokenText(id) : bytes;
   }
+  absl::string_view ToolCallBytes(int32_t id) const override {
+    for (const auto& [marker_id, text] : markers_) {  // at most two
+      if (marker_id == id) return text;
+    }
+    return t_->TokenBytes(id);
+  }
 
  private:
   const Tokenizer* t_;
+  const std::vector<std::pair<int32_t, std::string>> markers_;
 };
 
 // The request's tools as the template sees them: OpenAI's definitions
@@ -165,7 +176,9 @@ absl::StatusOr<std::unique_ptr<ModelText>> ModelText::Load(
         "--chat_template FILE)";
   }
   if (!m->chat_.has_value()) LOG(WARNING) << "chat prompts disabled: " << m->no_chat_reason_;
-  m->text_source_ = std::make_unique<TokenizerText>(m->tokenizer_.get());
+  m->text_source_ = std::make_unique<TokenizerText>(
+      m->tokenizer_.get(),
+      m->chat_.has_value() ? m->chat_->tool_call_format() : ToolCallFormat::kHermes);
   m->encoder_ = std::make_unique<TokenizerEncoder>(
       m->tokenizer_.get(), m->chat_.has_value() ? &*m->chat_ : nullptr, m->no_chat_reason_);
   return m;

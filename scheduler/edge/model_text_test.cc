@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,10 @@
 
 #include "common/gguf.h"
 #include "common/testing/gguf_builder.h"
+#include "common/testing/llama_cpp_data.h"
 #include "common/testing/model_path.h"
+#include "common/tool_call_format.h"
+#include "scheduler/edge/tool_call_parser.h"
 
 namespace weft {
 namespace {
@@ -160,6 +164,68 @@ TEST(ModelTextTest, ChatNeedsATemplateFromTheFileOrTheFlag) {
 
   EXPECT_FALSE(ModelText::Load(**file, "m", path + ".missing").ok());
   EXPECT_FALSE(ModelText::Load(**file, "m", WriteTemp("bad.jinja", "{% for %}")).ok());
+}
+
+// A vocabulary whose Mistral markers are control tokens, served with Mistral Small 3.2's
+// template (format [TOOL_CALLS]name[ARGS]{...}).
+std::vector<uint8_t> MistralMarkerModel() {
+  testing::GgufBuilder b;
+  AddTinyLlama(&b, 10);
+  b.AddString("tokenizer.ggml.model", "llama");
+  b.AddStringArray("tokenizer.ggml.tokens",
+                   {"<unk>", "<s>", "</s>", "[TOOL_CALLS]", "[ARGS]", "[INST]", "Ok", "f",
+                    "{\"a\":", "\xE2\x96\x81" "1}"});
+  b.AddFloat32Array("tokenizer.ggml.scores", {0, 0, 0, 0, 0, 0, -1, -1, -1, -1});
+  b.AddInt32Array("tokenizer.ggml.token_type", {2, 3, 3, 3, 3, 3, 1, 1, 1, 1});
+  return b.Build();
+}
+
+// The text of a tool-call sequence (ToolCallBytes) has the markers the model wrote as its
+// control tokens, and the tool-call parser reads the call from it with no marker left in
+// the visible text; the plain text (TokenBytes, any other sequence) has no marker, and
+// other control tokens stay empty either way.
+TEST(ModelTextTest, ToolCallTextHasTheFormatsControlTokenMarkers) {
+  WEFT_REQUIRE_LLAMA_CPP_DATA(dir);
+  const std::vector<uint8_t> bytes = MistralMarkerModel();
+  auto file = GgufFile::FromBuffer(bytes.data(), bytes.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto text = ModelText::Load(**file, "m",
+                              dir + "/models/templates/Mistral-Small-3.2-24B-Instruct-2506.jinja");
+  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_EQ((*text)->encoder().tool_call_format(), ToolCallFormat::kMistralArgs);
+  // The marker tokens (the grammar vocabulary reads the same list): Mistral's two; none for
+  // Hermes, whose markers are no tokens here.
+  const Tokenizer& tok = (*text)->tokenizer();
+  EXPECT_EQ(ToolCallMarkerTokens(tok, ToolCallFormat::kMistralArgs),
+            (std::vector<std::pair<int32_t, std::string>>{{3, "[TOOL_CALLS]"}, {4, "[ARGS]"}}));
+  EXPECT_EQ(ToolCallMarkerTokens(tok, ToolCallFormat::kMistralNemo),
+            (std::vector<std::pair<int32_t, std::string>>{{3, "[TOOL_CALLS]"}}));
+  EXPECT_TRUE(ToolCallMarkerTokens(tok, ToolCallFormat::kHermes).empty());
+  const TokenTextSource& source = (*text)->text_source();
+  // "Ok" [TOOL_CALLS] "f" [ARGS] "{"a":" " 1}"
+  const std::vector<int32_t> ids = {6, 3, 7, 4, 8, 9};
+  std::string tool_text, plain_text;
+  for (int32_t id : ids) {
+    tool_text += std::string(source.ToolCallBytes(id));
+    plain_text += std::string(source.TokenBytes(id));
+  }
+  EXPECT_EQ(tool_text, "Ok[TOOL_CALLS]f[ARGS]{\"a\": 1}");
+  EXPECT_EQ(plain_text, "Okf{\"a\": 1}");
+  EXPECT_EQ(source.ToolCallBytes(5), "");  // [INST]: a control token, not a marker
+  const openai::ParsedOutput parsed =
+      openai::ReadWholeAnswer(tool_text, "call_", ToolCallFormat::kMistralArgs);
+  EXPECT_EQ(parsed.content, "Ok");
+  ASSERT_EQ(parsed.calls.size(), 1u);
+  EXPECT_EQ(parsed.calls[0].name, "f");
+  EXPECT_EQ(parsed.calls[0].arguments, "{\"a\": 1}");
+  EXPECT_TRUE(openai::ReadWholeAnswer(plain_text, "call_", ToolCallFormat::kMistralArgs)
+                  .calls.empty());
+
+  // Without a template (the Hermes fallback, whose markers are not control tokens here):
+  // the tool-call text is the plain text.
+  auto plain = ModelText::Load(**file, "m");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->text_source().ToolCallBytes(3), "");
 }
 
 }  // namespace

@@ -31,6 +31,10 @@ struct GrammarConstraint {
   Kind kind = Kind::kJsonObject;
   std::string source;                // kJsonSchema, kRegex, kEbnf, kStructuralTag
   std::vector<std::string> choices;  // kChoice
+  // The request field a refusal names ("" = "constraint.<kind>"): "chat.tools" for the
+  // structural tag an edge builds from chat.tool_choice and chat.tools. Not part of the
+  // grammar: CacheKey() and == ignore it.
+  std::string request_field;
 
   // A 64-bit hash of (kind, source, choices): equal constraints have equal keys.
   uint64_t CacheKey() const;
@@ -40,6 +44,14 @@ struct GrammarConstraint {
 };
 
 const char* ConstraintKindName(GrammarConstraint::Kind kind);
+
+// Whether `c` is a tool-call grammar: a structural tag (the one kind tool calls are
+// generated under, generate_request.cc). Such a grammar lets the model's tool-call marker
+// tokens match their text (grammar_engine.h) and its sequence's text includes them
+// (TokenTextSource::ToolCallBytes); no other constraint does either.
+inline bool IsToolCallGrammar(const GrammarConstraint& c) {
+  return c.kind == GrammarConstraint::Kind::kStructuralTag;
+}
 
 // Bounds on what a request may ask for before any compile work is spent on it.
 struct ConstraintLimits {

@@ -76,7 +76,7 @@ int Run(const std::string& path, int rounds) {
   }
   auto tok = Tokenizer::FromGguf(**gguf);
   if (!tok.ok()) return 1;
-  const GrammarVocab vocab = GrammarVocabFromTokenizer(**tok, (*tok)->vocab_size());
+  const GrammarVocab vocab = GrammarVocabFromTokenizer(**tok, (*tok)->vocab_size(), ToolCallFormat::kHermes);
   const absl::Time t0 = absl::Now();
   // A benchmark measures compiles, never refuses them (the scheduler caps them at
   // GrammarEngineOptions' default compile_timeout).

@@ -51,13 +51,20 @@ struct Job {
 };
 
 struct EngineState : std::enable_shared_from_this<EngineState> {
-  EngineState(GrammarEngineOptions o, xgrammar::TokenizerInfo info, int32_t vocab)
+  EngineState(GrammarEngineOptions o, xgrammar::TokenizerInfo info,
+              xgrammar::TokenizerInfo tool_info, int32_t vocab)
       : options(std::move(o)), tokenizer_info(info),
-        compiler(info, /*max_threads=*/1, /*cache_enabled=*/false), vocab_size(vocab) {}
+        compiler(info, /*max_threads=*/1, /*cache_enabled=*/false), tool_info(tool_info),
+        tool_compiler(tool_info, /*max_threads=*/1, /*cache_enabled=*/false),
+        vocab_size(vocab) {}
 
   const GrammarEngineOptions options;
-  const xgrammar::TokenizerInfo tokenizer_info;  // structural tags' token references
+  const xgrammar::TokenizerInfo tokenizer_info;
   xgrammar::GrammarCompiler compiler;  // thread-safe; its own cache is off (ours is below)
+  // Tool-call grammars' vocabulary: tokenizer_info plus the marker tokens' bytes (the same
+  // object when the vocabulary has none).
+  const xgrammar::TokenizerInfo tool_info;
+  xgrammar::GrammarCompiler tool_compiler;
   const int32_t vocab_size;
 
   Mutex mu;
@@ -196,7 +203,9 @@ void EngineState::Run() {
     std::shared_ptr<const CompiledConstraint> grammar;
     try {
       auto impl = std::make_shared<const Compiled>(
-          CompileWith(compiler, tokenizer_info, job.constraint));
+          IsToolCallGrammar(job.constraint)
+              ? CompileWith(tool_compiler, tool_info, job.constraint)
+              : CompileWith(compiler, tokenizer_info, job.constraint));
       grammar = std::make_shared<const CompiledConstraint>(std::move(impl));
     } catch (const std::exception& e) {
       status = Refusal(job.constraint, e.what());
@@ -297,7 +306,8 @@ using grammar_internal::EngineState;
 using grammar_internal::FutureState;
 using grammar_internal::Job;
 
-GrammarVocab GrammarVocabFromTokenizer(const Tokenizer& tokenizer, int32_t vocab_size) {
+GrammarVocab GrammarVocabFromTokenizer(const Tokenizer& tokenizer, int32_t vocab_size,
+                                       ToolCallFormat tool_call_format) {
   GrammarVocab v;
   v.vocab_size = std::max(vocab_size, tokenizer.vocab_size());
   v.token_bytes.resize(tokenizer.vocab_size());
@@ -305,6 +315,7 @@ GrammarVocab GrammarVocabFromTokenizer(const Tokenizer& tokenizer, int32_t vocab
     if (!tokenizer.IsControl(t)) v.token_bytes[t] = std::string(tokenizer.TokenBytes(t));
   }
   v.stop_token_ids = tokenizer.eog_ids();
+  v.tool_marker_tokens = ToolCallMarkerTokens(tokenizer, tool_call_format);
   return v;
 }
 
@@ -379,11 +390,24 @@ absl::StatusOr<std::unique_ptr<GrammarEngine>> GrammarEngine::Create(
       vocab.token_bytes.empty()) {
     return absl::InvalidArgumentError("grammar engine: vocab_size below the vocabulary");
   }
+  for (const auto& [id, text] : vocab.tool_marker_tokens) {
+    if (id < 0 || id >= static_cast<int32_t>(vocab.token_bytes.size()) || text.empty()) {
+      return absl::InvalidArgumentError("grammar engine: a tool marker token outside the vocabulary");
+    }
+  }
   std::shared_ptr<EngineState> state;
   try {
     xgrammar::TokenizerInfo info(vocab.token_bytes, xgrammar::VocabType::RAW, vocab.vocab_size,
                                  vocab.stop_token_ids, /*add_prefix_space=*/false);
-    state = std::make_shared<EngineState>(options, std::move(info), vocab.vocab_size);
+    xgrammar::TokenizerInfo tool_info = info;
+    if (!vocab.tool_marker_tokens.empty()) {
+      std::vector<std::string> bytes = vocab.token_bytes;
+      for (const auto& [id, text] : vocab.tool_marker_tokens) bytes[id] = text;
+      tool_info = xgrammar::TokenizerInfo(bytes, xgrammar::VocabType::RAW, vocab.vocab_size,
+                                          vocab.stop_token_ids, /*add_prefix_space=*/false);
+    }
+    state = std::make_shared<EngineState>(options, std::move(info), std::move(tool_info),
+                                          vocab.vocab_size);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("grammar engine: ", e.what()));
   }

@@ -6,6 +6,20 @@
 //     text (Tokenizer::TokenBytes; control tokens are "", which XGrammar treats as never
 //     allowed inside a grammar), the end-of-generation ids as its stop tokens, and the
 //     logits width (bits in a mask; ids past the tokenizer's vocabulary are never allowed).
+//   * Tool-call markers as the model's own tokens: a control token whose text is exactly a
+//     marker of the model's tool-call format (ToolCallMarkerTokens, e.g. Mistral's
+//     [TOOL_CALLS] and [ARGS]) stands for that text in tool-call grammars
+//     (IsToolCallGrammar: structural tags) and only there; every other grammar keeps it
+//     out, like every other control token. Tool-call grammars are compiled against a second
+//     XGrammar vocabulary that differs from the first in those tokens' bytes only (built
+//     only when the model has such tokens). The marker's spelling in ordinary tokens stays
+//     allowed as well: a grammar over bytes cannot refuse one tokenization of a text, and
+//     the text (and so the parsed call) is the same either way; a model trained on the
+//     format puts its weight on the control token. Being bytes, a marker token is allowed
+//     wherever its text is: also inside a call's JSON strings and, under tool_choice
+//     "auto", in the free text (where the parser leaves a lone "[ARGS]" as text). A grammar
+//     that pins markers to their positions needs XGrammar's token-level structural tags
+//     ({"type": "token"}), with token ids in the tag (not done).
 //   * CompileAsync(constraint) never blocks: it returns a GrammarFuture at once. A compiled
 //     grammar is cached by GrammarConstraint::CacheKey() (LRU, bounded by count and by
 //     XGrammar's reported bytes); identical constraints compiling at the same time share
@@ -33,11 +47,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tool_call_format.h"
 #include "scheduler/grammar/constraint.h"
 #include "scheduler/grammar/sequence_grammar.h"
 
@@ -55,10 +71,16 @@ struct GrammarVocab {
   std::vector<std::string> token_bytes;  // index = token id; "" = never in a grammar
   std::vector<int32_t> stop_token_ids;   // end of generation: allowed once the grammar ends
   int32_t vocab_size = 0;                // logits width, >= token_bytes.size()
+  // (id, text) of control tokens that tool-call grammars read as `text` (their
+  // token_bytes entry stays ""); ids < token_bytes.size(), texts non-empty.
+  std::vector<std::pair<int32_t, std::string>> tool_marker_tokens;
 };
 
-// The vocabulary of `tokenizer` for logits of `vocab_size` (>= tokenizer's) entries.
-GrammarVocab GrammarVocabFromTokenizer(const Tokenizer& tokenizer, int32_t vocab_size);
+// The vocabulary of `tokenizer` for logits of `vocab_size` (>= tokenizer's) entries; its
+// tool_marker_tokens are ToolCallMarkerTokens(tokenizer, tool_call_format) (the model's
+// format, ChatTemplate::tool_call_format()).
+GrammarVocab GrammarVocabFromTokenizer(const Tokenizer& tokenizer, int32_t vocab_size,
+                                       ToolCallFormat tool_call_format);
 
 // Number of uint32 words of a bitmask over `vocab_size` tokens.
 inline int32_t BitmaskWords(int32_t vocab_size) { return (vocab_size + 31) / 32; }

@@ -208,6 +208,76 @@ TEST_F(GrammarEngineTest, StructuralTagHoldsATaggedCallToItsSchema) {
   EXPECT_THAT(std::string(f.result().status().message()), ::testing::HasSubstr("structural_tag"));
 }
 
+// A vocabulary whose tool-call markers are control tokens (as Mistral's [TOOL_CALLS] and
+// [ARGS] are): a tool-call grammar (structural tag) lets those tokens stand for their
+// text, both where a call starts and at [ARGS]; another control token ([INST]) stays
+// out; a JSON-schema grammar refuses the marker tokens even where their text would fit
+// (inside a string). The ordinary-token spelling stays allowed (grammar_engine.h).
+TEST(GrammarEngineToolMarkerTest, ControlTokenMarkersOnlyInToolCallGrammars) {
+  GrammarVocab v = TinyVocab();
+  const auto add_control = [&v] {  // a control token: no bytes in the vocabulary
+    v.token_bytes.push_back("");
+    return static_cast<int32_t>(v.token_bytes.size()) - 1;
+  };
+  const int32_t tool_calls = add_control();  // [TOOL_CALLS]
+  const int32_t args = add_control();        // [ARGS]
+  const int32_t inst = add_control();        // [INST]
+  v.vocab_size = static_cast<int32_t>(v.token_bytes.size()) + 5;
+  v.tool_marker_tokens = {{tool_calls, "[TOOL_CALLS]"}, {args, "[ARGS]"}};
+  auto engine = GrammarEngine::Create(v, {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const ToolSchema tools[] = {{"f", R"({"type":"object","properties":{"a":{"type":"integer"}}})"}};
+  auto tag = MustCompile(**engine, Make(Kind::kStructuralTag,
+                                        ToolCallsStructuralTag(ToolCallFormat::kMistralArgs, tools,
+                                                               ToolCallMode::kAuto, false)));
+  ASSERT_NE(tag, nullptr);
+  const auto allowed = [&v](GrammarMatcherState& m, int32_t t) {
+    const std::vector<int32_t> a = Allowed(m, v.vocab_size);
+    return std::find(a.begin(), a.end(), t) != a.end();
+  };
+  const auto accept = [&v](GrammarMatcherState& m, const std::string& text) {
+    for (char c : text) ASSERT_TRUE(m.Accept(Id(v, std::string(1, c))).ok()) << text;
+  };
+  {  // Free text, then the call with both markers as control tokens.
+    GrammarMatcherState m(tag);
+    EXPECT_TRUE(allowed(m, tool_calls));
+    EXPECT_FALSE(allowed(m, inst));
+    accept(m, "Ok ");
+    ASSERT_TRUE(m.Accept(tool_calls).ok());
+    EXPECT_FALSE(allowed(m, tool_calls));
+    accept(m, "f");
+    EXPECT_TRUE(allowed(m, args));
+    ASSERT_TRUE(m.Accept(args).ok());
+    accept(m, R"({"a": 1})");
+    EXPECT_EQ(Allowed(m, v.vocab_size), std::vector<int32_t>{kEos});
+  }
+  {  // The same call spelled in ordinary tokens is allowed too.
+    GrammarMatcherState m(tag);
+    accept(m, R"([TOOL_CALLS]f[ARGS]{"a": 1})");
+    EXPECT_EQ(Allowed(m, v.vocab_size), std::vector<int32_t>{kEos});
+  }
+  // A JSON schema (compiled by the same engine): a string may hold "[TOOL_CALLS]" as
+  // text, but never the control token, nor any other.
+  auto json = MustCompile(**engine, Make(Kind::kJsonSchema,
+                                         R"({"type":"object","properties":{"s":{"type":"string"}},)"
+                                         R"("required":["s"]})"));
+  ASSERT_NE(json, nullptr);
+  GrammarMatcherState m(json);
+  accept(m, R"({"s": ")");
+  EXPECT_TRUE(allowed(m, Id(v, "[")));
+  EXPECT_FALSE(allowed(m, tool_calls));
+  EXPECT_FALSE(allowed(m, args));
+  EXPECT_FALSE(allowed(m, inst));
+  EXPECT_EQ(m.Accept(tool_calls).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A marker token outside the vocabulary is refused when the engine is made.
+TEST(GrammarEngineToolMarkerTest, MarkerOutsideTheVocabularyIsRefused) {
+  GrammarVocab v = TinyVocab();
+  v.tool_marker_tokens = {{static_cast<int32_t>(v.token_bytes.size()), "[TOOL_CALLS]"}};
+  EXPECT_EQ(GrammarEngine::Create(v, {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(GrammarEngineTest, InvalidSourceIsRefusedWithTheReasonAndRemembered) {
   GrammarFuture f = engine_->CompileAsync(Make(Kind::kEbnf, "root ::= missing_rule"));
   ASSERT_TRUE(f.Wait(absl::Seconds(60)));
@@ -363,7 +433,7 @@ TEST(GrammarEngineModelTest, DefaultModelVocabularyFollowsAJsonSchema) {
   std::unique_ptr<Tokenizer> tok = LoadTokenizer(path);
   ASSERT_NE(tok, nullptr);
   const absl::Time t_info = absl::Now();
-  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size());
+  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size(), ToolCallFormat::kHermes);
   auto engine = GrammarEngine::Create(vocab, {});
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::fprintf(stderr, "vocabulary and tokenizer info: %.1f ms\n",
@@ -402,7 +472,7 @@ TEST(GrammarEngineModelTest, BoundedStringAcceptsEscapesCountedAsCharacters) {
   WEFT_REQUIRE_MODEL_UNDER_TEST(path);
   std::unique_ptr<Tokenizer> tok = LoadTokenizer(path);
   ASSERT_NE(tok, nullptr);
-  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size());
+  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size(), ToolCallFormat::kHermes);
   auto engine = GrammarEngine::Create(vocab, {});
   ASSERT_TRUE(engine.ok()) << engine.status();
   auto schema = [](int max) {
@@ -450,7 +520,7 @@ TEST(GrammarEngineModelTest, ToolCallFormatsHoldTheModelToTheirNativeCall) {
   WEFT_REQUIRE_MODEL_UNDER_TEST(path);
   std::unique_ptr<Tokenizer> tok = LoadTokenizer(path);
   ASSERT_NE(tok, nullptr);
-  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size());
+  GrammarVocab vocab = GrammarVocabFromTokenizer(*tok, tok->vocab_size(), ToolCallFormat::kHermes);
   auto engine = GrammarEngine::Create(vocab, {});
   ASSERT_TRUE(engine.ok()) << engine.status();
   const ToolSchema tools[] = {

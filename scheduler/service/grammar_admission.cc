@@ -13,9 +13,11 @@ namespace {
 // A refused compile names the constraint's field as data (the message stays the engine's).
 absl::Status Refused(const absl::Status& status, const GrammarConstraint& constraint) {
   if (status.code() != absl::StatusCode::kInvalidArgument) return status;
+  std::string field = constraint.request_field.empty()
+                          ? absl::StrCat("constraint.", ConstraintKindName(constraint.kind))
+                          : constraint.request_field;
   return FieldErrorStatus(kRequestFieldSchema,
-                          FieldError{absl::StrCat("constraint.", ConstraintKindName(constraint.kind)),
-                                     std::string(status.message())});
+                          FieldError{std::move(field), std::string(status.message())});
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ struct Call {
   std::shared_ptr<EndRecorder> end = std::make_shared<EndRecorder>();
 };
 
-Call MakeCall(int64_t key, std::optional<std::string> regex) {
+Call MakeCall(int64_t key, std::optional<std::string> regex, std::string request_field = "") {
   RequestSpec spec;
   spec.prompt_token_ids = {1, 2, 3};
   spec.stopping.max_tokens = 8;
@@ -135,6 +135,7 @@ Call MakeCall(int64_t key, std::optional<std::string> regex) {
     GrammarConstraint c;
     c.kind = GrammarConstraint::Kind::kRegex;
     c.source = *regex;
+    c.request_field = std::move(request_field);
     spec.constraint = c;
   }
   RequestLimits limits;
@@ -204,6 +205,22 @@ TEST(GrammarAdmissionTest, AFinishedCompileWakesTheLoopOnceAndIsAdmittedWithItsG
   // The engine's message, prefixed with the constraint's field (an edge names its own).
   EXPECT_EQ(a.end->status.message(), "constraint.regex: regex: does not compile: x");
   EXPECT_EQ(admission.size(), 0u);
+}
+
+// A constraint an edge built from other fields (chat.tool_choice's structural tag) is
+// refused naming that field, not a constraint field the client never set.
+TEST(GrammarAdmissionTest, ARefusalNamesTheFieldTheConstraintCameFrom) {
+  Wakes wakes;
+  FakeService service;
+  GrammarAdmission admission(&service, wakes.Fn());
+  Call a = MakeCall(1, "a+", "chat.tools");
+  ASSERT_TRUE(admission.Park(a.submission, absl::Now()));
+  service.compiles[0]->Settle(absl::InvalidArgumentError("does not compile: x"));
+  admission.Poll(absl::Now(), [](Submission&, std::shared_ptr<const SequenceGrammarFactory>) {
+    ADD_FAILURE() << "a refused compile was admitted";
+  });
+  ASSERT_TRUE(a.end->ended);
+  EXPECT_EQ(a.end->status.message(), "chat.tools: does not compile: x");
 }
 
 TEST(GrammarAdmissionTest, TheLoopWakesAtTheEarliestDeadlineAndRefusesThen) {

@@ -212,7 +212,9 @@ int Serve(SchedulerBinaryOptions& o, const ModelText& mt) {
   // Structured output: XGrammar over the served vocabulary (masks as wide as the
   // request contract's vocabulary, which the workers' logits must equal).
   auto grammars = GrammarEngine::Create(
-      GrammarVocabFromTokenizer(mt.tokenizer(), o.engine.core.limits.vocab_size), o.grammar);
+      GrammarVocabFromTokenizer(mt.tokenizer(), o.engine.core.limits.vocab_size,
+                                mt.encoder().tool_call_format()),
+      o.grammar);
   if (!grammars.ok()) {
     LOG(ERROR) << grammars.status().message();
     return 1;

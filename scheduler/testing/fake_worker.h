@@ -41,7 +41,12 @@ namespace weft {
 
 class FakeTokenText : public TokenTextSource {
  public:
+  // A control-token tool-call marker: renders as nothing, "<M>" in tool-call text.
+  static constexpr int32_t kMarkerToken = 28;
   absl::string_view TokenBytes(int32_t token_id) const override;
+  absl::string_view ToolCallBytes(int32_t token_id) const override {
+    return token_id == kMarkerToken ? "<M>" : TokenBytes(token_id);
+  }
 };
 
 struct ReferenceOutput {
