@@ -5,8 +5,10 @@
 // so in every thread started later (they are taken only by WaitForStopSignal, never
 // delivered asynchronously), ignores SIGPIPE (a peer that closed its socket is an error
 // return, not a death), turns off Abseil's debug-build mutex deadlock detector (it runs
-// on every absl::Mutex lock, gRPC's included: see the .cc), parses the flags (common/flags.h: a bad one exits 2) and sends
-// glog to stderr.
+// on every absl::Mutex lock, gRPC's included: see the .cc), names the local time zone
+// when TZ is unset (TZ=:/etc/localtime, the zone glibc would use anyway: it then stops
+// re-checking the file on every glog line's timestamp), parses the flags
+// (common/flags.h: a bad one exits 2) and sends glog to stderr.
 // SetThisThreadClass: the kernel scheduling class of the calling thread, which threads it
 // starts later inherit. A server's I/O threads (gRPC's pollers and the callback threads
 // woken once per stream write to run its completion) do short work on every wake-up;

@@ -46,6 +46,9 @@ TEST_F(EngineTest, LogprobOfExactlyZeroIsReturned) {
   ASSERT_EQ(o.logprobs.size(), 6u) << "one entry per token";
   for (const auto& lp : o.logprobs) EXPECT_EQ(lp.logprob(), 0.0f);
   EXPECT_TRUE(Generate(Request(6, 5)).logprobs.empty()) << "none asked for";
+  // Asked for again once no running request asks (the engine skips the per-token
+  // lookup while none does): still one entry per token.
+  EXPECT_EQ(Generate(req).logprobs.size(), 6u);
 }
 
 // A special token in a top list is named by its text, not by the "" it renders as.
