@@ -81,6 +81,7 @@ void ClientStreams::Admit(Submission& s, absl::Time now,
   ar.who = std::move(s.who);
   ar.last_token_time.assign(spec.n, absl::InfinitePast());
   metrics_->prompt_tokens.Increment(static_cast<double>(spec.prompt_token_ids.size()));
+  if (ar.num_logprobs >= 0) ++num_logprobs_requests_;
   by_key_[s.key] = *id;
   requests_.emplace(*id, std::move(ar));
 }
@@ -91,6 +92,7 @@ void ClientStreams::Cancel(int64_t key, absl::Time now) {
 }
 
 int32_t ClientStreams::KeepLogprobs(const weft::v1::SampledToken& t) {
+  if (num_logprobs_requests_ == 0) return -1;  // the usual case: no lookup per token
   auto it = requests_.find(SequenceRef::FromSeqId(t.seq_id()).request_id);
   if (it == requests_.end() || it->second.num_logprobs < 0) return -1;  // none asked for
   TokenLogprobs& lp = step_logprobs_.emplace_back();
@@ -289,6 +291,7 @@ void ClientStreams::EndRequest(absl::flat_hash_map<RequestId, ActiveRequest>::it
   // Its last responses may still wait for a client that stopped reading: keep
   // watching the call so that it still ends (CheckStalls).
   if (!ar.outbox->Done()) lingering_.push_back(ar.outbox);
+  if (ar.num_logprobs >= 0) --num_logprobs_requests_;
   by_key_.erase(ar.key);
   requests_.erase(it);
 }
@@ -349,6 +352,7 @@ void ClientStreams::EndAll(FinishReason reason, absl::Time now) {
   }
   requests_.clear();
   by_key_.clear();
+  num_logprobs_requests_ = 0;
 }
 
 }  // namespace weft

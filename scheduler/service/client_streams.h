@@ -118,6 +118,8 @@ class ClientStreams {
 
   absl::flat_hash_map<RequestId, ActiveRequest> requests_;
   absl::flat_hash_map<int64_t, RequestId> by_key_;
+  // Requests in requests_ that asked for logprobs: none, and KeepLogprobs looks nothing up.
+  int num_logprobs_requests_ = 0;
   // Calls of finished requests still writing their last responses (see CheckStalls).
   std::vector<std::shared_ptr<Outbox>> lingering_;
   std::vector<SequenceOutput> outputs_;
