@@ -78,13 +78,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   if (!started.ok()) return Reject(started.status());
   // The reactor's callbacks share the call: its slots go back as its status is sent.
   std::shared_ptr<GenerateFrontend::Call> call = std::move(*started);
-  auto* reactor = new ResponseReactor(
-      call->outbox(), [call] { call->Cancel(); }, [call] { call->Release(); }, context);
+  ResponseReactor::Rewrite rewrite;
   if (ReadsToolCalls(request)) {
     auto calls = std::make_shared<ToolCallResponses>(request_id, frontend_->tool_call_format());
-    reactor->set_rewrite([calls](weft::v1::GenerateResponse* r) { calls->Rewrite(r); });
+    rewrite = [calls](weft::v1::GenerateResponse* r) { calls->Rewrite(r); };
   }
-  return reactor;
+  return new ResponseReactor(
+      call->outbox(), [call] { call->Cancel(); }, [call] { call->Release(); }, context,
+      std::move(rewrite));
 }
 
 void ToolCallResponses::Rewrite(weft::v1::GenerateResponse* r) {

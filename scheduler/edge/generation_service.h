@@ -51,7 +51,7 @@ class GenerationService final
 // through a ToolCallCollector, so `text` keeps what is outside the calls, tool_calls gets
 // each call whole once it is closed (ids ToolCallIdPrefix(request_id, index) + ...),
 // and a sample that stopped after making calls finishes FINISH_REASON_TOOL_CALLS.
-// Thread-compatible: one response at a time (ResponseReactor::set_rewrite).
+// Thread-compatible: one response at a time (ResponseReactor's rewrite).
 class ToolCallResponses {
  public:
   ToolCallResponses(std::string request_id, ToolCallFormat format)

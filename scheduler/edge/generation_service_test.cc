@@ -163,6 +163,40 @@ TEST_F(GenerationServiceTest, ToolChoiceGetsParsedCalls) {
   EXPECT_EQ(finish, weft::v1::FINISH_REASON_TOOL_CALLS);
 }
 
+// The answer is ready before the service has built the call's writer (the outbox writes
+// as soon as the writer attaches): its calls are still read, none goes out as raw text.
+TEST_F(GenerationServiceTest, ToolCallsAreReadFromTheFirstResponse) {
+  encoder_.chat = true;
+  encoder_.format = ToolCallFormat::kMistralNemo;
+  {
+    MutexLock l(&engine_.mu_);
+    weft::v1::GenerateResponse r;
+    r.set_text("[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]");
+    r.set_finish_reason(weft::v1::FINISH_REASON_STOP);
+    engine_.answer_at_submit_.push_back(r);
+  }
+  weft::v1::GenerateRequest req;
+  auto* chat = req.mutable_chat();
+  auto* m = chat->add_messages();
+  m->set_role("user");
+  m->set_content("weather?");
+  chat->add_tools()->set_name("get_weather");
+  chat->mutable_tool_choice()->set_mode(weft::v1::ToolChoice::MODE_REQUIRED);
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, req);
+  ExpectSubmittedAndEnd(1);
+  std::string text;
+  int calls = 0;
+  weft::v1::GenerateResponse r;
+  while (reader->Read(&r)) {
+    text += r.text();
+    calls += r.tool_calls_size();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(text, "");
+  EXPECT_EQ(calls, 1);
+}
+
 TEST_F(GenerationServiceTest, RejectionsCarryTheirStatus) {
   {
     weft::v1::GenerateRequest req;  // no prompt

@@ -8,11 +8,12 @@ namespace weft {
 
 ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
                                  std::function<void()> on_end,
-                                 grpc::CallbackServerContext* context)
+                                 grpc::CallbackServerContext* context, Rewrite rewrite)
     : outbox_(std::move(outbox)),
       context_(context),
       on_cancel_(std::move(on_cancel)),
-      on_end_(std::move(on_end)) {
+      on_end_(std::move(on_end)),
+      rewrite_(std::move(rewrite)) {
   outbox_->Attach(NotOwned<weft::v1::GenerateResponse>(this));
 }
 

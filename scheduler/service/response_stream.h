@@ -46,19 +46,18 @@ class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // `on_end` runs just before the call's status goes to the client (Finish) and again
   // at OnDone (so it must be idempotent); gRPC deletes the reactor, with what the
   // callbacks hold, after OnDone. `context` (may be null: calls that are finished at
-  // once) lets Outbox::Abort cancel the call in the transport.
+  // once) lets Outbox::Abort cancel the call in the transport. `rewrite` (optional) is
+  // applied to a copy of each response before it is sent (an API's own view of the
+  // engine's responses, e.g. the gRPC API's tool calls), one write at a time. It is a
+  // constructor argument because the outbox may write as soon as it is attached, here.
+  using Rewrite = std::function<void(weft::v1::GenerateResponse*)>;
   ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<void()> on_cancel,
-                  std::function<void()> on_end, grpc::CallbackServerContext* context = nullptr);
+                  std::function<void()> on_end, grpc::CallbackServerContext* context = nullptr,
+                  Rewrite rewrite = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
-
-  // Applied to a copy of each response before it is sent (an API's own view of the
-  // engine's responses, e.g. the gRPC API's tool calls). Set before the first write;
-  // called one write at a time.
-  using Rewrite = std::function<void(weft::v1::GenerateResponse*)>;
-  void set_rewrite(Rewrite rewrite) { rewrite_ = std::move(rewrite); }
 
   // WriteTarget. Only the outbox calls these, one write at a time, so buffer_ needs no
   // lock: it stays untouched until the next WriteMessage.
@@ -73,7 +72,7 @@ class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   std::function<void()> on_end_;
   std::atomic<bool> cancelled_{false};
   grpc::ByteBuffer buffer_;  // the serialized response in flight
-  Rewrite rewrite_;
+  const Rewrite rewrite_;
 };
 
 }  // namespace weft

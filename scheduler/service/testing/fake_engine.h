@@ -3,7 +3,9 @@
 // FakeEngine: an EngineInterface that records what it is given (submissions with their
 //   outboxes, cancelled keys, worker messages) so a test can play the planning thread:
 //   push responses into a submission's outbox and finish it. `reject_` makes Submit fail
-//   RESOURCE_EXHAUSTED (a full queue).
+//   RESOURCE_EXHAUSTED (a full queue); `answer_at_submit_` is pushed into each
+//   submission's outbox inside Submit (a planning thread that answers before the service
+//   has built the call's writer).
 //
 // Thread-safety: FakeEngine's members are guarded by mu_; tests read them under it or
 // through WaitFor. Test-only.
@@ -25,6 +27,7 @@ class FakeEngine : public EngineInterface {
   absl::Status Submit(Submission s) override {
     MutexLock l(&mu_);
     if (reject_) return absl::ResourceExhaustedError("queue full");
+    for (const weft::v1::GenerateResponse& r : answer_at_submit_) s.outbox->Push(r);
     subs_.push_back(std::move(s));
     cv_.SignalAll();
     return absl::OkStatus();
@@ -70,6 +73,7 @@ class FakeEngine : public EngineInterface {
   Mutex mu_;
   CondVar cv_;
   bool reject_ = false;
+  std::vector<weft::v1::GenerateResponse> answer_at_submit_;
   std::vector<Submission> subs_;
   std::vector<int64_t> cancelled_;
   weft::v1::WorkerHello hello_;
