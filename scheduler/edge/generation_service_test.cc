@@ -64,6 +64,18 @@ class GenerationServiceTest : public ::testing::Test {
     engine_.subs_.back().outbox->Finish(absl::OkStatus());
   }
 
+  // A chat asking about the weather with one tool, get_weather, under `mode`.
+  static weft::v1::GenerateRequest WeatherToolRequest(weft::v1::ToolChoice::Mode mode) {
+    weft::v1::GenerateRequest req;
+    auto* chat = req.mutable_chat();
+    auto* m = chat->add_messages();
+    m->set_role("user");
+    m->set_content("weather?");
+    chat->add_tools()->set_name("get_weather");
+    chat->mutable_tool_choice()->set_mode(mode);
+    return req;
+  }
+
   ByteEncoder encoder_;
   FakeEngine engine_;
   ServiceMetrics metrics_;
@@ -114,13 +126,7 @@ TEST_F(GenerationServiceTest, StreamsWhatTheEnginePushesInOrder) {
 TEST_F(GenerationServiceTest, ToolChoiceGetsParsedCalls) {
   encoder_.chat = true;
   encoder_.format = ToolCallFormat::kMistralNemo;
-  weft::v1::GenerateRequest req;
-  auto* chat = req.mutable_chat();
-  auto* m = chat->add_messages();
-  m->set_role("user");
-  m->set_content("weather?");
-  chat->add_tools()->set_name("get_weather");
-  chat->mutable_tool_choice()->set_mode(weft::v1::ToolChoice::MODE_AUTO);
+  const weft::v1::GenerateRequest req = WeatherToolRequest(weft::v1::ToolChoice::MODE_AUTO);
   grpc::ClientContext ctx;
   auto reader = stub_->Generate(&ctx, req);
   ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == 1; }));
@@ -175,13 +181,7 @@ TEST_F(GenerationServiceTest, ToolCallsAreReadFromTheFirstResponse) {
     r.set_finish_reason(weft::v1::FINISH_REASON_STOP);
     engine_.answer_at_submit_.push_back(r);
   }
-  weft::v1::GenerateRequest req;
-  auto* chat = req.mutable_chat();
-  auto* m = chat->add_messages();
-  m->set_role("user");
-  m->set_content("weather?");
-  chat->add_tools()->set_name("get_weather");
-  chat->mutable_tool_choice()->set_mode(weft::v1::ToolChoice::MODE_REQUIRED);
+  const weft::v1::GenerateRequest req = WeatherToolRequest(weft::v1::ToolChoice::MODE_REQUIRED);
   grpc::ClientContext ctx;
   auto reader = stub_->Generate(&ctx, req);
   ExpectSubmittedAndEnd(1);

@@ -115,15 +115,20 @@ std::string EbnfLiteral(const std::string& s) {
   return out + "\"";
 }
 
-// A JSON schema's grammar, its length-bounded strings as one automaton each that accepts
-// JSON's escapes (string_length_lowering.h: a marker pattern, then the printed grammar's
-// marker regexes replaced).
-xgrammar::Grammar JsonSchemaGrammar(const std::string& schema, bool any_whitespace) {
-  const LoweredSchema lowered = LowerStringLengths(schema);
-  xgrammar::Grammar g = xgrammar::Grammar::FromJSONSchema(
-      lowered.schema, any_whitespace, std::nullopt, std::nullopt, /*strict_mode=*/true);
+// `g` (built from `lowered`) with the marker regexes of its length-bounded strings
+// replaced: one automaton each that accepts JSON's escapes (string_length_lowering.h).
+xgrammar::Grammar WithBoundedStrings(xgrammar::Grammar g, const LoweredSchema& lowered) {
   if (lowered.num_lowered == 0) return g;
   return xgrammar::Grammar::FromEBNF(ExpandBoundedStrings(g.ToString()), "root");
+}
+
+// A JSON schema's grammar, its length-bounded strings as above.
+xgrammar::Grammar JsonSchemaGrammar(const std::string& schema, bool any_whitespace) {
+  const LoweredSchema lowered = LowerStringLengths(schema);
+  return WithBoundedStrings(
+      xgrammar::Grammar::FromJSONSchema(lowered.schema, any_whitespace, std::nullopt,
+                                        std::nullopt, /*strict_mode=*/true),
+      lowered);
 }
 
 // A structural tag's grammar (tool calls), its schemas' bounded strings as above; throws
@@ -135,9 +140,7 @@ xgrammar::Grammar StructuralTagGrammar(const std::string& tag,
   if (!std::holds_alternative<xgrammar::Grammar>(result)) {
     std::visit([](const auto& e) { throw e; }, std::get<1>(result));
   }
-  xgrammar::Grammar g = std::get<xgrammar::Grammar>(std::move(result));
-  if (lowered.num_lowered == 0) return g;
-  return xgrammar::Grammar::FromEBNF(ExpandBoundedStrings(g.ToString()), "root");
+  return WithBoundedStrings(std::get<xgrammar::Grammar>(std::move(result)), lowered);
 }
 
 xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
@@ -169,8 +172,7 @@ xgrammar::CompiledGrammar CompileWith(xgrammar::GrammarCompiler& compiler,
       return compiler.CompileGrammar(ebnf, "root");
     }
     case Kind::kStructuralTag:
-      return compiler.CompileGrammar(
-          StructuralTagGrammar(c.source, info));
+      return compiler.CompileGrammar(StructuralTagGrammar(c.source, info));
   }
   throw std::invalid_argument("unknown constraint kind");
 }

@@ -140,32 +140,28 @@ std::string ExpandBoundedStrings(const std::string& ebnf, int* num_expanded) {
   return out;
 }
 
-LoweredSchema LowerStructuralTagStrings(const std::string& tag) {
+namespace {
+
+// `text` parsed, walked by `walk` and printed again when it rewrote anything; text that is
+// not a JSON object comes back unchanged.
+LoweredSchema Lowered(const std::string& text, void (*walk)(Json&, int*)) {
   LoweredSchema out;
-  Json root = Json::parse(tag, nullptr, /*allow_exceptions=*/false);
+  Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!root.is_object()) {
-    out.schema = tag;
+    out.schema = text;
     return out;
   }
-  WalkTag(root, &out.num_lowered);
+  walk(root, &out.num_lowered);
   out.schema = out.num_lowered > 0
                    ? root.dump(-1, ' ', false, Json::error_handler_t::replace)
-                   : tag;
+                   : text;
   return out;
 }
 
-LoweredSchema LowerStringLengths(const std::string& schema) {
-  LoweredSchema out;
-  Json root = Json::parse(schema, nullptr, /*allow_exceptions=*/false);
-  if (!root.is_object()) {
-    out.schema = schema;
-    return out;
-  }
-  Walk(root, &out.num_lowered);
-  out.schema = out.num_lowered > 0
-                   ? root.dump(-1, ' ', false, Json::error_handler_t::replace)
-                   : schema;
-  return out;
-}
+}  // namespace
+
+LoweredSchema LowerStructuralTagStrings(const std::string& tag) { return Lowered(tag, WalkTag); }
+
+LoweredSchema LowerStringLengths(const std::string& schema) { return Lowered(schema, Walk); }
 
 }  // namespace weft
