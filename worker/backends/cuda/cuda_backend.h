@@ -44,8 +44,8 @@
 // Step (cuda_step.cc): the logits stay on the device for every row. One step queues, on
 // the backend's stream: the StepInputs blob (StepBatch form) and one blob of the step's
 // state diff and sampling inputs (two host-to-device copies), the block-table diff into
-// the persistent tables and the count-row diff (SequenceSlots), the forward pass (a CUDA
-// graph for decode-only batches), device sampling of every sampled row (every config the
+// the persistent tables and the count-row diff (SequenceSlots), the forward pass (a decode
+// graph, piecewise graphs or eager: "CUDA graphs" above), device sampling of every sampled row (every config the
 // host Sampler takes: temperature, top-k/p, min-p, penalties from device-resident count
 // rows, seeds, the grammar mask), logprobs of the rows that ask (the chosen token's and
 // the top N, rows x N), then one device-to-host copy of the tokens and logprobs and one

@@ -1,6 +1,7 @@
 // ModelRunner: queues one forward pass on a CUDA stream — the kernel sequence of the
 // CUDA backend, with no host synchronization inside, so that a whole decode step can be
-// captured into a CUDA graph. It follows the model description (common/model_config.h)
+// captured into a CUDA graph, or each piece between two attentions of any step ("Pieces"
+// below). It follows the model description (common/model_config.h)
 // as LlamaModel does on the CPU: one sequence of kernels, the bracketed ones launched
 // where layer l's LayerSpec asks for them.
 //
