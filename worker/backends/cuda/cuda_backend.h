@@ -24,7 +24,9 @@
 //   (the last also per row bucket) and replayed; attention runs eagerly between them,
 //   its grids and split plan from this step's real chunks and contexts.
 // * everything else runs eagerly. A graph is captured on the first step of its key and
-//   replayed after; all graphs are dropped when a buffer they captured has to grow.
+//   replayed after; graphs are dropped when a buffer they captured has to grow (an
+//   activation buffer: all of them; the decode workspace, split counters or persistent
+//   block tables: the decode graphs; the piecewise steps' input blob: the pieces).
 // Coverage: graph_steps() counts the forward passes of each kind (the worker exports
 // weft_worker_graph_steps_total{kind="decode_graph"|"piecewise"|"eager"}).
 //
