@@ -96,6 +96,11 @@ TEST(MetricsFormatE2eTest, PromtoolAcceptsSchedulerAndWorkerMetrics) {
   EXPECT_EQ(worker->Get("weft_worker_attached"), 1);
   EXPECT_EQ(worker->Get("weft_worker_kv_blocks"), 64);
   EXPECT_EQ(worker->Get("weft_worker_device_to_host_bytes_total"), 0);  // the CPU backend
+  for (const char* kind : {"decode_graph", "piecewise", "eager"}) {  // no graphs on the CPU
+    const std::string series = absl::StrCat("weft_worker_graph_steps_total{kind=\"", kind, "\"}");
+    EXPECT_TRUE(worker->Has(series)) << series;
+    EXPECT_EQ(worker->Get(series, -1), 0) << series;
+  }
 }
 
 }  // namespace

@@ -125,6 +125,13 @@ class Backend {
   // Bytes copied between the host and an accelerator so far (0 without one).
   virtual int64_t device_to_host_bytes() const { return 0; }
   virtual int64_t host_to_device_bytes() const { return 0; }
+  // Forward passes so far by how they ran (weft_worker_graph_steps_total{kind}): as one
+  // CUDA graph (decode steps), as piecewise graphs around eager attention, or eagerly.
+  // Backends without graphs report zeros.
+  struct GraphStepCounts {
+    int64_t decode_graph = 0, piecewise = 0, eager = 0;
+  };
+  virtual GraphStepCounts graph_steps() const { return {}; }
 
   // Optional device sampling of the last Forward()'s logits rows, with the algorithm of
   // common/sampling/sampler.h (tokens only, no logprobs). request.row is a row of that

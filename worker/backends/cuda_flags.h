@@ -26,6 +26,17 @@ inline absl::Status ValidateMaxGraphBatch(int32_t max_graph_batch) {
   return absl::OkStatus();
 }
 
+// --max_graph_tokens: a power of two in [16, 4096] (piecewise graphs are captured per
+// token bucket 16, 32, ..., this; --graph_mixed_steps).
+inline absl::Status ValidateMaxGraphTokens(int32_t max_graph_tokens) {
+  if (max_graph_tokens < 16 || max_graph_tokens > 4096 ||
+      (max_graph_tokens & (max_graph_tokens - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_graph_tokens must be a power of two in [16, 4096], got ", max_graph_tokens));
+  }
+  return absl::OkStatus();
+}
+
 struct CudaBackendFlags {
   int32_t rank = 0;
   int32_t world_size = 1;
@@ -39,12 +50,17 @@ struct CudaBackendFlags {
   KvDtype kv_dtype = kDefaultKvDtype;  // --kv_dtype (ParseKvDtype); f32 is CPU-only
   bool cuda_graphs = true;
   int32_t max_graph_batch = 256;
+  // Steps with prefill chunks (and decode batches over max_graph_batch) of up to
+  // max_graph_tokens tokens as piecewise graphs around eager attention.
+  bool graph_mixed_steps = false;
+  int32_t max_graph_tokens = 512;
   bool device_sampling = true;
   double collective_timeout_s = 10;
 
   absl::Status Validate() const {
     if (kv_memory_bytes < 0) return absl::InvalidArgumentError("--kv_memory_bytes must be >= 0");
     if (absl::Status s = ValidateGpuMemoryUtilization(gpu_memory_utilization); !s.ok()) return s;
+    if (absl::Status s = ValidateMaxGraphTokens(max_graph_tokens); !s.ok()) return s;
     return ValidateMaxGraphBatch(max_graph_batch);
   }
 };

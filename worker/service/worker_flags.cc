@@ -30,6 +30,14 @@ ABSL_FLAG(double, gpu_memory_utilization, 0.9,
 ABSL_FLAG(int32_t, max_graph_batch, 256,
           "--backend=cuda: largest decode batch run as a CUDA graph (a power of two <= 1024; "
           "graphs are captured per bucket 1, 2, 4, ..., this)");
+ABSL_FLAG(bool, graph_mixed_steps, false,
+          "--backend=cuda: run steps with prefill chunks (and decode batches over "
+          "--max_graph_batch) as piecewise CUDA graphs — everything but attention captured per "
+          "token bucket, attention launched between the pieces");
+ABSL_FLAG(int32_t, max_graph_tokens, 512,
+          "--backend=cuda with --graph_mixed_steps: largest step (in tokens) run as piecewise "
+          "graphs (a power of two in [16, 4096]; buckets 16, 32, ..., this; larger steps run "
+          "eagerly)");
 ABSL_FLAG(double, collective_timeout_s, 10,
           "tensor parallelism: a collective fails (and the step with it) if a peer rank has not "
           "joined it within this long");
@@ -113,6 +121,8 @@ absl::Status OtherBackendsFromFlags(WorkerBinaryOptions* o) {
   cf.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);  // 0: from the device
   cf.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
   cf.max_graph_batch = absl::GetFlag(FLAGS_max_graph_batch);
+  cf.graph_mixed_steps = absl::GetFlag(FLAGS_graph_mixed_steps);
+  cf.max_graph_tokens = absl::GetFlag(FLAGS_max_graph_tokens);
   cf.kv_dtype = bo.model.kv_dtype;
   cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);

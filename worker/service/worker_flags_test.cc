@@ -17,6 +17,8 @@ ABSL_DECLARE_FLAG(double, null_step_ms);
 ABSL_DECLARE_FLAG(int64_t, kv_memory_bytes);
 ABSL_DECLARE_FLAG(double, gpu_memory_utilization);
 ABSL_DECLARE_FLAG(int32_t, max_graph_batch);
+ABSL_DECLARE_FLAG(bool, graph_mixed_steps);
+ABSL_DECLARE_FLAG(int32_t, max_graph_tokens);
 ABSL_DECLARE_FLAG(std::string, worker_tls_cert);
 
 namespace weft {
@@ -69,12 +71,16 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   EXPECT_EQ(o->cuda.kv_memory_bytes, 0);  // 0: from the device
   EXPECT_EQ(o->cuda.gpu_memory_utilization, 0.9);
   EXPECT_EQ(o->cuda.max_graph_batch, 256);
+  EXPECT_FALSE(o->cuda.graph_mixed_steps);  // until a GPU run measures it
+  EXPECT_EQ(o->cuda.max_graph_tokens, 512);
   EXPECT_EQ(o->cpu.kv_memory_bytes, kDefaultHostKvMemoryBytes);
   EXPECT_EQ(o->null_backend.kv_memory_bytes, kDefaultHostKvMemoryBytes);
 
   absl::SetFlag(&FLAGS_kv_memory_bytes, int64_t{3} << 30);
   absl::SetFlag(&FLAGS_gpu_memory_utilization, 0.5);
   absl::SetFlag(&FLAGS_max_graph_batch, 64);
+  absl::SetFlag(&FLAGS_graph_mixed_steps, true);
+  absl::SetFlag(&FLAGS_max_graph_tokens, 1024);
   o = OptionsFromFlags(8);
   ASSERT_TRUE(o.ok()) << o.status();
   for (int64_t b : {o->cpu.kv_memory_bytes, o->cuda.kv_memory_bytes,
@@ -83,6 +89,8 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   }
   EXPECT_EQ(o->cuda.gpu_memory_utilization, 0.5);
   EXPECT_EQ(o->cuda.max_graph_batch, 64);
+  EXPECT_TRUE(o->cuda.graph_mixed_steps);
+  EXPECT_EQ(o->cuda.max_graph_tokens, 1024);
 }
 
 TEST_F(WorkerFlagsTest, BadFlagsAreInvalidArgument) {
@@ -98,6 +106,9 @@ TEST_F(WorkerFlagsTest, BadFlagsAreInvalidArgument) {
            [] { absl::SetFlag(&FLAGS_gpu_memory_utilization, 1.5); },
            [] { absl::SetFlag(&FLAGS_max_graph_batch, 96); },    // not a power of two
            [] { absl::SetFlag(&FLAGS_max_graph_batch, 2048); },  // over 1024
+           [] { absl::SetFlag(&FLAGS_max_graph_tokens, 8); },     // under 16
+           [] { absl::SetFlag(&FLAGS_max_graph_tokens, 100); },   // not a power of two
+           [] { absl::SetFlag(&FLAGS_max_graph_tokens, 8192); },  // over 4096
        }) {
     absl::FlagSaver saver;
     set();

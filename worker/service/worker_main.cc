@@ -5,7 +5,8 @@
 //               --rank=0 --world_size=1 --threads=N --kernels=auto --block_size=16
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N] [--metrics_port=-1|0|P
 //               --ports_file=FILE] [--kv_dtype=f16|bf16|int8|f32 --collective_timeout_s=10]
-//               [--backend=cuda --cuda_device=-1 --cuda_graphs --device_sampling]
+//               [--backend=cuda --cuda_device=-1 --cuda_graphs --device_sampling
+//                --max_graph_batch=256 --graph_mixed_steps=false --max_graph_tokens=512]
 //               [--worker_tls_cert --worker_tls_key --worker_tls_ca --worker_tls_server_name]
 //               [--backend=null --null_step_ms=0 --null_eos_probability=0]
 // --backend=null does no model arithmetic (worker/backends/null_backend.h: deterministic
@@ -45,6 +46,7 @@
 #include "common/server_process.h"
 #include "glog/logging.h"
 #include "prometheus/counter.h"
+#include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -76,6 +78,11 @@ class MeteredExecutor : public StepExecutor {
         h2d_bytes_(prometheus::BuildCounter().Name("weft_worker_host_to_device_bytes_total")
                        .Help("Bytes copied from the host to the accelerator (0 without one).")
                        .Register(*r).Add({})),
+        graph_steps_(prometheus::BuildCounter().Name("weft_worker_graph_steps_total")
+                         .Help("Forward passes by how they ran: kind=decode_graph (one CUDA "
+                               "graph), piecewise (CUDA graphs around eager attention, "
+                               "--graph_mixed_steps), eager (0 on backends without graphs).")
+                         .Register(*r)),
         steps_(prometheus::BuildCounter().Name("weft_worker_steps_total")
                    .Help("Plans executed.").Register(*r).Add({})),
         plans_received_(prometheus::BuildCounter().Name("weft_worker_plans_received_total")
@@ -95,6 +102,9 @@ class MeteredExecutor : public StepExecutor {
                           .Help("Time to execute one plan.").Register(*r)
                           .Add({}, prometheus::Histogram::BucketBoundaries{
                                        .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5})) {
+    graph_kinds_[0] = &graph_steps_.Add({{"kind", "decode_graph"}});
+    graph_kinds_[1] = &graph_steps_.Add({{"kind", "piecewise"}});
+    graph_kinds_[2] = &graph_steps_.Add({{"kind", "eager"}});
     prometheus::BuildGauge().Name("weft_worker_kv_blocks").Help("KV blocks in this rank's pool.")
         .Register(*r).Add({}).Set(kv_blocks);
   }
@@ -129,6 +139,14 @@ class MeteredExecutor : public StepExecutor {
     if (h2d > last_h2d_) h2d_bytes_.Increment(static_cast<double>(h2d - last_h2d_));
     last_d2h_ = d2h;
     last_h2d_ = h2d;
+    const Backend::GraphStepCounts g = backend_->graph_steps();
+    const int64_t now[3] = {g.decode_graph, g.piecewise, g.eager};
+    for (int k = 0; k < 3; ++k) {
+      if (now[k] > last_graph_steps_[k]) {
+        graph_kinds_[k]->Increment(static_cast<double>(now[k] - last_graph_steps_[k]));
+      }
+      last_graph_steps_[k] = now[k];
+    }
   }
   void OnDetach() override {
     attached_.Set(0);
@@ -143,6 +161,9 @@ class MeteredExecutor : public StepExecutor {
   prometheus::Counter& d2h_bytes_;
   prometheus::Counter& h2d_bytes_;
   int64_t last_d2h_ = 0, last_h2d_ = 0;
+  prometheus::Family<prometheus::Counter>& graph_steps_;
+  prometheus::Counter* graph_kinds_[3] = {};  // decode_graph, piecewise, eager
+  int64_t last_graph_steps_[3] = {};
   prometheus::Counter& steps_;
   prometheus::Counter& plans_received_;
   prometheus::Counter& errors_;

@@ -32,17 +32,11 @@ constexpr int64_t kActivationReserveBytes = int64_t{512} << 20;
 
 size_t Align16(size_t x) { return (x + 15) / 16 * 16; }
 
-int32_t BucketFor(int32_t n) {
-  int32_t b = 1;
-  while (b < n) b *= 2;
-  return b;
-}
-
 // Decode graphs are also keyed by a context bucket (its split count and workspace follow
 // it): the next power of two >= the batch's longest context, at least 1024, at most the
 // model's context length.
 int32_t ContextBucket(int32_t max_context, int32_t context_length) {
-  return std::min(context_length, std::max(1024, BucketFor(max_context)));
+  return std::min(context_length, std::max(1024, cuda_backend::PowerOfTwoBucket(max_context)));
 }
 
 }  // namespace
@@ -58,6 +52,7 @@ absl::Status CudaBackendOptions::Validate() const {
   if (kv_memory_bytes < 0) return absl::InvalidArgumentError("--kv_memory_bytes must be >= 0");
   WEFT_RETURN_IF_ERROR(ValidateGpuMemoryUtilization(gpu_memory_utilization));
   WEFT_RETURN_IF_ERROR(ValidateMaxGraphBatch(max_graph_batch));
+  WEFT_RETURN_IF_ERROR(ValidateMaxGraphTokens(max_graph_tokens));
   if (gemv_max_rows < 0 || gemv_max_rows > kc::kMaxGemvRows) {
     return absl::InvalidArgumentError(
         absl::StrCat("gemv_max_rows must be in [0, ", kc::kMaxGemvRows, "]"));
@@ -82,10 +77,12 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
       o->fused_kernels = value == "1";
     } else if (key == "tc_prefill" && (value == "0" || value == "1")) {
       o->tensor_core_prefill = value == "1";
+    } else if (key == "mixed_graphs" && (value == "0" || value == "1")) {
+      o->graph_mixed_steps = value == "1";
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "WEFT_CUDA_KERNELS: '", item,
-          "' is not decode=pipelined|split_v1, fused=0|1 or tc_prefill=0|1"));
+          "' is not decode=pipelined|split_v1, fused=0|1, tc_prefill=0|1 or mixed_graphs=0|1"));
     }
   }
   return absl::OkStatus();
@@ -185,13 +182,20 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
     limits_.prefill_tc_tile_tokens = kc::PrefillTcTileTokens(config_.queries_per_kv_head());
     limits_.prefill_tc_min_tokens = kc::kTensorCorePrefillMinTokens;
   }
+  graph_policy_.graphs = options_.cuda_graphs && options_.world_size == 1;
+  graph_policy_.max_graph_batch = options_.max_graph_batch;
+  graph_policy_.mixed = options_.graph_mixed_steps;
+  graph_policy_.max_graph_tokens = options_.max_graph_tokens;
   stepper_ = std::make_unique<ForwardStepper>(config_.vocab_size);
   slots_ = cuda_backend::SequenceSlots(limits_.max_blocks_per_seq());
   kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
                           options_.gemv_max_rows > 0 ? ";gemv<=" : "",
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",
                           ";kv=", KvDtypeName(options_.kv_dtype),
-                          options_.cuda_graphs && options_.world_size == 1 ? ";graphs" : "",
+                          graph_policy_.graphs ? ";graphs" : "",
+                          graph_policy_.graphs && graph_policy_.mixed
+                              ? absl::StrCat(";mixed_graphs<=", options_.max_graph_tokens)
+                              : "",
                           ";decode=", kc::DecodeKernelName(options_.decode_kernel),
                           options_.fused_kernels ? ";fused" : "",
                           options_.tensor_core_prefill ? ";tc_prefill" : "",
@@ -208,51 +212,16 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   comm_.reset();
-  DropGraphs();
+  graphs_.Clear();
   runner_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-void CudaBackend::DropGraphs() {
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-  graphs_.clear();
-}
-
-int32_t CudaBackend::GraphBucket(const ForwardBatch& batch) const {
-  if (!options_.cuda_graphs || options_.world_size > 1) return 0;
-  const int32_t n = static_cast<int32_t>(batch.sequences.size());
-  if (n == 0 || n > options_.max_graph_batch || !cuda_backend::StepInputs::AllDecode(batch)) {
-    return 0;
-  }
-  return BucketFor(n);
-}
-
-absl::StatusOr<cudaGraphExec_t> CudaBackend::GraphFor(GraphKey key, const StepArgs& args) {
-  if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
-  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  const absl::Status enqueued = runner_->Enqueue(args, nullptr, stream_);
-  cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
-  if (!enqueued.ok()) {
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    return enqueued;
-  }
-  WEFT_CUDA_RETURN_IF_ERROR(ended);
-  size_t nodes = 0;
-  const cudaError_t counted = cudaGraphGetNodes(graph, nullptr, &nodes);
-  if (counted != cudaSuccess) {
-    cudaGraphDestroy(graph);
-    WEFT_CUDA_RETURN_IF_ERROR(counted);
-  }
-  last_graph_nodes_ = static_cast<int64_t>(nodes);
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  WEFT_CUDA_RETURN_IF_ERROR(inst);
-  graphs_[key] = exec;
-  ++graph_captures_;
-  return exec;
+cuda_backend::StepGraph CudaBackend::ChooseGraph(const ForwardBatch& batch) const {
+  return cuda_backend::ChooseStepGraph(graph_policy_, static_cast<int32_t>(batch.sequences.size()),
+                                       cuda_backend::StepInputs::NumTokens(batch),
+                                       cuda_backend::StepInputs::AllDecode(batch));
 }
 
 absl::Status CudaBackend::Sync() {
@@ -361,11 +330,11 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
     stream_dirty_ = false;
   }
   if (batch.sequences.empty()) return FlushCopies();
-  const int32_t bucket = GraphBucket(batch);
-  WEFT_RETURN_IF_ERROR(inputs_.Build(batch, limits_, bucket));  // before anything is queued
+  const cuda_backend::StepGraph graph = ChooseGraph(batch);
+  WEFT_RETURN_IF_ERROR(inputs_.Build(batch, limits_, graph));  // before anything is queued
   WEFT_RETURN_IF_ERROR(FlushCopies());
   stream_dirty_ = true;  // cleared once the step's work is known to be finished
-  WEFT_RETURN_IF_ERROR(EnqueueForward(bucket, nullptr));
+  WEFT_RETURN_IF_ERROR(EnqueueForward(graph, nullptr));
   int32_t rows = 0;
   for (const cuda_backend::OutputRow& r : inputs_.output_rows()) {
     rows = std::max(rows, r.logits_row + 1);
@@ -383,19 +352,21 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* out)
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::EnqueueForward(int32_t bucket, const int32_t* tables) {
+absl::Status CudaBackend::EnqueueForward(cuda_backend::StepGraph graph, const int32_t* tables) {
+  using Kind = cuda_backend::StepGraph::Kind;
   StepArgs args;
   args.layout = inputs_.layout();
   args.shape = inputs_.shape();
   args.tables = tables;
-  const int32_t group = config_.queries_per_kv_head();
-  const int32_t max_ctx = bucket > 0
+  // A decode graph bakes its split plan in for its context bucket; piecewise and eager
+  // steps launch attention eagerly, planned from the real contexts.
+  const int32_t max_ctx = graph.kind == Kind::kDecode
                               ? ContextBucket(inputs_.max_decode_context(), config_.context_length)
                               : inputs_.max_decode_context();
   kc::DecodeShape ds;
   ds.num_items = args.shape.decode_items;
   ds.num_kv_heads = shard_.num_kv_heads();
-  ds.group_size = group;
+  ds.group_size = config_.queries_per_kv_head();
   ds.head_dim = config_.head_dim;
   ds.block_size = options_.block_size;
   ds.max_context = max_ctx;
@@ -404,39 +375,85 @@ absl::Status CudaBackend::EnqueueForward(int32_t bucket, const int32_t* tables) 
   const kc::DecodePlan plan = kc::PlanDecode(options_.decode_kernel, ds);
   args.decode_partition = plan.partition_size;
   args.decode_max_splits = plan.max_splits;
-  bool moved = false;
+  cuda_backend::ModelRunner::ReserveMoves moves;
   WEFT_RETURN_IF_ERROR(runner_->Reserve(args.shape.tokens, args.shape.logit_rows,
-                                        plan.workspace_floats, &moved, stream_));
-  cuda_backend::DeviceBuffer* meta = &meta_eager_;
-  if (bucket > 0) {
-    meta = &meta_graph_;
-    if (meta_graph_.get() == nullptr) {
-      // Sized once for the largest bucket (tables packed: the larger form), so captured
-      // addresses never move.
-      cuda_backend::StepShape biggest;
-      biggest.tokens = biggest.decode_items = biggest.logit_rows = options_.max_graph_batch;
-      biggest.table_entries = options_.max_graph_batch * limits_.max_blocks_per_seq();
-      WEFT_RETURN_IF_ERROR(
-          meta_graph_.Allocate(cuda_backend::StepLayout::For(biggest).total_bytes));
-    }
-  } else {
-    WEFT_RETURN_IF_ERROR(meta_eager_.Reserve(args.layout.total_bytes));
-  }
-  if (moved) DropGraphs();
+                                        plan.workspace_floats, &moves, stream_));
+  if (moves.activations) graphs_.Clear();
+  if (moves.attention) graphs_.Clear(cuda_backend::GraphCache::Kind::kDecode);
+  WEFT_ASSIGN_OR_RETURN(cuda_backend::DeviceBuffer * meta,
+                        MetaFor(graph, args.layout.total_bytes));
   WEFT_RETURN_IF_ERROR(meta_host_.Reserve(args.layout.total_bytes));
   inputs_.Pack(meta_host_.get());
   WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta->get(), meta_host_.get(), inputs_.upload_bytes(),
                                             cudaMemcpyHostToDevice, stream_));
   h2d_bytes_ += static_cast<int64_t>(inputs_.upload_bytes());
   args.meta = meta->as<uint8_t>();
-  if (bucket > 0) {
-    WEFT_ASSIGN_OR_RETURN(cudaGraphExec_t exec,
-                          GraphFor({bucket, max_ctx, tables != nullptr}, args));
-    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_));
-    ++graph_replays_;
-  } else {
-    WEFT_RETURN_IF_ERROR(runner_->Enqueue(args, comm_.get(), stream_));
+  switch (graph.kind) {
+    case Kind::kDecode:
+      return RunDecodeGraph(args, graph.bucket, max_ctx);
+    case Kind::kPiecewise: {
+      cuda_backend::PiecewiseGraphs pieces(&graphs_, stream_, graph.bucket, args.shape.logit_rows);
+      const absl::Status s = runner_->Enqueue(args, nullptr, stream_, &pieces);
+      piece_captures_ += pieces.captures();
+      WEFT_RETURN_IF_ERROR(s);
+      ++piecewise_steps_;
+      return absl::OkStatus();
+    }
+    case Kind::kEager:
+      break;
   }
+  WEFT_RETURN_IF_ERROR(runner_->Enqueue(args, comm_.get(), stream_));
+  ++eager_steps_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cuda_backend::DeviceBuffer*> CudaBackend::MetaFor(cuda_backend::StepGraph graph,
+                                                                 size_t bytes) {
+  switch (graph.kind) {
+    case cuda_backend::StepGraph::Kind::kDecode:
+      if (meta_graph_.get() == nullptr) {
+        // Sized once for the largest bucket (tables packed: the larger form), so captured
+        // addresses never move.
+        cuda_backend::StepShape biggest;
+        biggest.tokens = biggest.decode_items = biggest.logit_rows = options_.max_graph_batch;
+        biggest.table_entries = options_.max_graph_batch * limits_.max_blocks_per_seq();
+        WEFT_RETURN_IF_ERROR(
+            meta_graph_.Allocate(cuda_backend::StepLayout::For(biggest).total_bytes));
+      }
+      return &meta_graph_;
+    case cuda_backend::StepGraph::Kind::kPiecewise:
+      if (bytes > meta_pieces_.bytes()) {
+        // The attention arrays and packed tables vary per step: grown by doubling; the
+        // pieces captured its old address.
+        size_t cap = std::max<size_t>(meta_pieces_.bytes(), 4096);
+        while (cap < bytes) cap *= 2;
+        WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // may be in use
+        WEFT_RETURN_IF_ERROR(meta_pieces_.Allocate(cap));
+        graphs_.Clear(cuda_backend::GraphCache::Kind::kPiece);
+      }
+      return &meta_pieces_;
+    case cuda_backend::StepGraph::Kind::kEager:
+      break;
+  }
+  WEFT_RETURN_IF_ERROR(meta_eager_.Reserve(bytes));
+  return &meta_eager_;
+}
+
+absl::Status CudaBackend::RunDecodeGraph(const StepArgs& args, int32_t bucket, int32_t max_ctx) {
+  const cuda_backend::GraphCache::Key key{cuda_backend::GraphCache::Kind::kDecode, bucket,
+                                          max_ctx, args.tables != nullptr ? 1 : 0};
+  bool captured = false;
+  int64_t nodes = 0;
+  WEFT_ASSIGN_OR_RETURN(
+      cudaGraphExec_t exec,
+      graphs_.Get(key, stream_, [&] { return runner_->Enqueue(args, nullptr, stream_); },
+                  &captured, &nodes));
+  if (captured) {
+    ++graph_captures_;
+    last_graph_nodes_ = nodes;
+  }
+  WEFT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream_));
+  ++graph_replays_;
   return absl::OkStatus();
 }
 

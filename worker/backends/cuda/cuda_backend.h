@@ -7,13 +7,28 @@
 // (StepInputs), one host-to-device copy of the index arrays, the forward pass on the
 // backend's stream, one device-to-host copy of the logits rows, one synchronization.
 //
-// CUDA graphs: a step whose chunks are all single decode tokens (at most
-// max_graph_batch of them, TP = 1) runs as a CUDA graph captured once per batch-size
-// bucket (1, 2, 4, ..., max_graph_batch; the batch is padded to its bucket, see
-// StepInputs) and context bucket (the next power of two >= the longest context, at least
-// 1024: the decode kernel's split count and workspace follow it). A graph is captured on
-// the first step of its buckets and replayed after; graphs are dropped when a buffer
-// they captured has to grow.
+// CUDA graphs (TP = 1; ChooseStepGraph in step_inputs.h picks, GraphCache holds them):
+// * decode graphs: a step whose chunks are all single decode tokens (at most
+//   max_graph_batch of them) runs as one CUDA graph captured once per batch-size bucket
+//   (1, 2, 4, ..., max_graph_batch; the batch is padded to its bucket, see StepInputs)
+//   and context bucket (the next power of two >= the longest context, at least 1024: the
+//   decode kernel's split count and workspace follow it), attention included.
+// * piecewise graphs (graph_mixed_steps, off by default until measured on a GPU): every
+//   other step of at most max_graph_tokens tokens — mixed prefill + decode, prefill-only,
+//   decode batches over max_graph_batch — is padded to its token bucket (16, 32, ...,
+//   max_graph_tokens; padding tokens write no KV and attend to nothing) and its logits
+//   rows to theirs (1, 2, 4, ...; see StepInputs), and runs as num_layers + 1 graphs,
+//   one per piece of the forward between two attentions (model_runner.h "Pieces": the
+//   embedding, norms, GEMMs — cuBLAS at the padded T, on the fixed workspace —, RoPE + KV
+//   write, the FFN, the final norm and the LM head), each captured once per token bucket
+//   (the last also per row bucket) and replayed; attention runs eagerly between them,
+//   its grids and split plan from this step's real chunks and contexts.
+// * everything else runs eagerly. A graph is captured on the first step of its key and
+//   replayed after; graphs are dropped when a buffer they captured has to grow (an
+//   activation buffer: all of them; the decode workspace, split counters or persistent
+//   block tables: the decode graphs; the piecewise steps' input blob: the pieces).
+// Coverage: graph_steps() counts the forward passes of each kind (the worker exports
+// weft_worker_graph_steps_total{kind="decode_graph"|"piecewise"|"eager"}).
 //
 // Tensor parallelism: world_size > 1 shards the weights as the CPU backend does
 // (ShardSpec); the row-parallel projections are all-reduced with NCCL on the compute
@@ -31,8 +46,8 @@
 // Step (cuda_step.cc): the logits stay on the device for every row. One step queues, on
 // the backend's stream: the StepInputs blob (StepBatch form) and one blob of the step's
 // state diff and sampling inputs (two host-to-device copies), the block-table diff into
-// the persistent tables and the count-row diff (SequenceSlots), the forward pass (a CUDA
-// graph for decode-only batches), device sampling of every sampled row (every config the
+// the persistent tables and the count-row diff (SequenceSlots), the forward pass (a decode
+// graph, piecewise graphs or eager: "CUDA graphs" above), device sampling of every sampled row (every config the
 // host Sampler takes: temperature, top-k/p, min-p, penalties from device-resident count
 // rows, seeds, the grammar mask), logprobs of the rows that ask (the chosen token's and
 // the top N, rows x N), then one device-to-host copy of the tokens and logprobs and one
@@ -48,10 +63,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -66,6 +79,7 @@
 #include "worker/backends/cuda/device_buffer.h"
 #include "worker/backends/cuda/device_kv_cache.h"
 #include "worker/backends/cuda/device_weights.h"
+#include "worker/backends/cuda/graph_cache.h"
 #include "worker/backends/cuda/model_runner.h"
 #include "worker/backends/cuda/sequence_slots.h"
 #include "worker/backends/cuda/step_inputs.h"
@@ -89,12 +103,17 @@ struct CudaBackendOptions {
   KvDtype kv_dtype = kDefaultKvDtype;  // f16, bf16 or int8
   bool cuda_graphs = true;
   int32_t max_graph_batch = 256;  // largest decode bucket (ValidateMaxGraphBatch)
+  // Piecewise graphs for the other steps up to max_graph_tokens tokens (the largest token
+  // bucket, ValidateMaxGraphTokens); WEFT_CUDA_KERNELS "mixed_graphs=0|1" overrides it.
+  bool graph_mixed_steps = false;
+  int32_t max_graph_tokens = 512;
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
   bool device_sampling = true;    // sample on the device in Step (else the host Sampler)
   // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
   // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h). Until
   // weft-worker has flags for them, the environment variable WEFT_CUDA_KERNELS overrides
-  // these three at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0" (logged; a bad
+  // these three (and graph_mixed_steps: mixed_graphs=0|1) at Create, e.g.
+  // "decode=split_v1,fused=0,tc_prefill=0" (logged; a bad
   // value fails Create with InvalidArgument).
   bool fused_kernels = true;
   // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
@@ -134,9 +153,14 @@ class CudaBackend : public Backend {
   int64_t device_to_host_bytes() const override { return d2h_bytes_; }
   int64_t host_to_device_bytes() const override { return h2d_bytes_; }
 
-  // Steps that ran as a CUDA graph replay / were captured (for tests and logs).
+  GraphStepCounts graph_steps() const override {
+    return {graph_replays_, piecewise_steps_, eager_steps_};
+  }
+  // Steps that ran as a decode-graph replay / decode graphs captured (for tests and logs).
   int64_t graph_replays() const { return graph_replays_; }
   int64_t graph_captures() const { return graph_captures_; }
+  // Pieces of piecewise steps captured so far (num_layers + 1 for a new token bucket).
+  int64_t piece_captures() const { return piece_captures_; }
   // Nodes (kernel launches) of the last captured decode graph: the launches per decode
   // step (see model_runner.h for the count).
   int64_t last_graph_nodes() const { return last_graph_nodes_; }
@@ -145,21 +169,20 @@ class CudaBackend : public Backend {
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
 
   absl::Status Init(const GgufFile& file);
-  // The graph bucket for this batch, or 0 to run it eagerly.
-  int32_t GraphBucket(const ForwardBatch& batch) const;
-  // (batch bucket, context bucket, persistent block tables) of a decode graph (the
-  // tables' address is captured, so the two forms have their own graphs).
-  using GraphKey = std::tuple<int32_t, int32_t, bool>;
-  absl::StatusOr<cudaGraphExec_t> GraphFor(GraphKey key, const cuda_backend::StepArgs& args);
-  void DropGraphs();
+  // How this batch runs (graph_policy_'s choice).
+  cuda_backend::StepGraph ChooseGraph(const ForwardBatch& batch) const;
   absl::Status FlushCopies();
   absl::Status Sync();
   void CopyLogits(ForwardOutput* out) const;
-  // Uploads inputs_ (built for `bucket`) and queues the forward pass; `tables`: the
+  // Uploads inputs_ (built for `graph`) and queues the forward pass; `tables`: the
   // persistent block tables (StepBatch form) or null (the blob's).
-  absl::Status EnqueueForward(int32_t bucket, const int32_t* tables);
-  // The graph bucket of a StepBatch's chunks, or 0.
-  int32_t GraphBucket(const StepBatch& batch) const;
+  absl::Status EnqueueForward(cuda_backend::StepGraph graph, const int32_t* tables);
+  // The device buffer the step's blob goes to (graphs capture its address).
+  absl::StatusOr<cuda_backend::DeviceBuffer*> MetaFor(cuda_backend::StepGraph graph,
+                                                      size_t bytes);
+  absl::Status RunDecodeGraph(const cuda_backend::StepArgs& args, int32_t bucket,
+                              int32_t max_ctx);
+  cuda_backend::StepGraph ChooseGraph(const StepBatch& batch) const;
   absl::Status DeviceStep(const StepBatch& batch, StepOutput* out);
   // Sizes the persistent tables and count rows for slots_ after its Update(batch); on
   // growth the device state restarts (slots_ cleared, the batch's diff recomputed).
@@ -182,6 +205,7 @@ class CudaBackend : public Backend {
   ShardSpec shard_;
   std::string kernels_;
   cuda_backend::StepLimits limits_;
+  cuda_backend::GraphPolicy graph_policy_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<cuda_backend::DeviceWeights> weights_;
@@ -194,12 +218,14 @@ class CudaBackend : public Backend {
   cuda_backend::StepInputs inputs_;
   cuda_backend::PinnedBuffer meta_host_;
   cuda_backend::DeviceBuffer meta_eager_;
-  cuda_backend::DeviceBuffer meta_graph_;  // sized for the largest bucket once
+  cuda_backend::DeviceBuffer meta_graph_;   // decode graphs: sized for the largest bucket once
+  cuda_backend::DeviceBuffer meta_pieces_;  // piecewise graphs: grown by doubling
   cuda_backend::PinnedBuffer logits_host_;
-  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  cuda_backend::GraphCache graphs_;
   int64_t graph_replays_ = 0;
   int64_t graph_captures_ = 0;
   int64_t last_graph_nodes_ = 0;
+  int64_t piecewise_steps_ = 0, piece_captures_ = 0, eager_steps_ = 0;
 
   std::vector<int32_t> pending_copies_;  // (src, dst) pairs queued by CopyBlock
   cuda_backend::PinnedBuffer copies_host_;

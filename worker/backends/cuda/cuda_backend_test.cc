@@ -9,7 +9,8 @@
 // request gives the same tokens before and after a load of mixed batch shapes (state
 // kept between steps must not leak into later ones). Backend::Step samples on the device
 // (every config, a fork, logprobs, penalties' counts kept on the device across steps) as
-// the host Sampler does on the same step's logits.
+// the host Sampler does on the same step's logits. With --graph_mixed_steps, steps with
+// prefill chunks run as piecewise graphs and match the eager path.
 #include "worker/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -126,7 +127,9 @@ struct ModelCase {
 
 class CudaBackendTest : public ::testing::TestWithParam<ModelCase> {
  protected:
-  std::unique_ptr<Pair> Make(bool graphs = true) {
+  // mixed: piecewise graphs on (--graph_mixed_steps) with decode graphs up to 2
+  // sequences and piecewise ones up to 64 tokens.
+  std::unique_ptr<Pair> Make(bool graphs = true, bool mixed = false) {
     const ModelCase c = GetParam();
     testing::TinyLlamaSpec spec;
     spec.matrix_type = c.type;
@@ -146,6 +149,11 @@ class CudaBackendTest : public ::testing::TestWithParam<ModelCase> {
     CudaBackendOptions o;
     o.kv_dtype = c.kv;
     o.cuda_graphs = graphs;
+    if (mixed) {
+      o.graph_mixed_steps = true;
+      o.max_graph_batch = 2;
+      o.max_graph_tokens = 64;
+    }
     return MakePair(spec, o);
   }
   // int8 KV adds its own rounding on top of bf16.
@@ -246,6 +254,96 @@ TEST_P(CudaBackendTest, GraphsAndEagerAgree) {
   EXPECT_EQ(g->gpu->graph_replays(), 1);
   EXPECT_EQ(e->gpu->graph_replays(), 0);
   ExpectClose(og, oe, 1e-3);  // split sizes differ (graph: the model's context length)
+}
+
+// Rows whose eager logits have a clear winner (a margin over twice the tolerance) have
+// the same greedy token on both paths.
+void ExpectSameGreedy(const ForwardOutput& a, const ForwardOutput& eager, double tol) {
+  for (int32_t r = 0; r < eager.num_rows; ++r) {
+    const float* e = eager.Row(r);
+    const float* g = a.Row(r);
+    const int32_t best = static_cast<int32_t>(std::max_element(e, e + eager.vocab_size) - e);
+    double scale = 1e-3, second = -1e30;
+    for (int32_t v = 0; v < eager.vocab_size; ++v) {
+      scale = std::max(scale, double{std::fabs(e[v])});
+      if (v != best) second = std::max(second, double{e[v]});
+    }
+    if (e[best] - second <= 2 * tol * scale) continue;  // a near tie: rounding may flip it
+    EXPECT_EQ(std::max_element(g, g + a.vocab_size) - g, best) << "row " << r;
+  }
+}
+
+// --graph_mixed_steps: steps with prefill chunks, and decode batches over max_graph_batch
+// (2 here), run as piecewise graphs (everything but attention captured per token bucket,
+// up to 64 tokens here) and give the eager path's logits — and the CPU reference's — to
+// the backend's tolerance, and its greedy tokens; the coverage counters count each
+// step's kind, and pieces are captured once per bucket, reused by later steps of other
+// chunk layouts, and captured again after a buffer growth dropped them.
+TEST_P(CudaBackendTest, PiecewiseGraphsMatchEager) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Pair> g = Make(true, /*mixed=*/true), e = Make(false);
+  ASSERT_NE(g, nullptr);
+  ASSERT_NE(e, nullptr);
+  const int64_t pieces = GetParam().architecture == std::string("gemma3") ? 4 : 3;  // L + 1
+  Seq a = MakeSeq(40, 96, 21), b = MakeSeq(40, 96, 22), c = MakeSeq(40, 96, 23),
+      d = MakeSeq(50, 96, 24), f = MakeSeq(80, 96, 25);
+  a.table = {0, 1, 2};
+  b.table = {5, 4, 3};
+  c.table = {6, 7, 8};
+  d.table = {12, 9, 11, 10};
+  f.table = {13, 14, 15, 16, 17};
+  enum Kind { kDecodeGraph, kPiecewise, kEager };
+  int32_t step = 0;
+  auto run = [&](std::vector<SequenceChunk> chunks, Kind kind, int64_t captures) {
+    SCOPED_TRACE(::testing::Message() << "step " << ++step);
+    ForwardBatch batch;
+    batch.sequences = std::move(chunks);
+    const Backend::GraphStepCounts before = g->gpu->graph_steps();
+    const int64_t captured = g->gpu->piece_captures();
+    ForwardOutput og, oe, oc;
+    const absl::Status sg = g->gpu->Forward(batch, &og);
+    ASSERT_TRUE(sg.ok()) << sg;
+    ASSERT_TRUE(e->gpu->Forward(batch, &oe).ok());
+    ASSERT_TRUE(g->cpu->Forward(batch, &oc).ok());
+    ExpectClose(og, oe, Tol());
+    ExpectClose(og, oc, Tol());
+    ExpectSameGreedy(og, oe, Tol());
+    const Backend::GraphStepCounts after = g->gpu->graph_steps();
+    EXPECT_EQ(after.decode_graph - before.decode_graph, kind == kDecodeGraph ? 1 : 0);
+    EXPECT_EQ(after.piecewise - before.piecewise, kind == kPiecewise ? 1 : 0);
+    EXPECT_EQ(after.eager - before.eager, kind == kEager ? 1 : 0);
+    EXPECT_EQ(g->gpu->piece_captures() - captured, captures);
+  };
+  // Prefill only, 31 tokens, 4 logits rows: token bucket 32, row bucket 4 (the largest
+  // shapes of the first phase: no buffer grows until the 64-token step).
+  run({Chunk(a, 0, 12, true), Chunk(b, 0, 10, true), Chunk(c, 0, 6, true), Chunk(d, 0, 3, true)},
+      kPiecewise, pieces);
+  // Mixed: a decode beside two prefill chunks, 14 tokens (bucket 16), 2 rows.
+  run({Chunk(a, 12, 1, true), Chunk(b, 10, 10, false), Chunk(c, 6, 3, true)}, kPiecewise,
+      pieces);
+  // Bucket (32, 4) again, other chunks (two decodes among them): every piece replayed.
+  run({Chunk(a, 13, 17, true), Chunk(b, 20, 1, true), Chunk(c, 9, 1, true), Chunk(d, 3, 5, true)},
+      kPiecewise, 0);
+  // Three decodes (over max_graph_batch): bucket 16 again, a new row bucket (4): only the
+  // last piece is captured.
+  run({Chunk(a, 30, 1, true), Chunk(b, 21, 1, true), Chunk(c, 10, 1, true)}, kPiecewise, 1);
+  // Two decodes: a decode graph.
+  run({Chunk(a, 31, 1, true), Chunk(b, 22, 1, true)}, kDecodeGraph, 0);
+  EXPECT_EQ(g->gpu->graph_replays(), 1);
+  // 50 tokens: bucket 64, the activation buffers grow (every graph is dropped).
+  run({Chunk(d, 8, 40, true), Chunk(f, 0, 10, true)}, kPiecewise, pieces);
+  // Bucket (16, 2) again: captured again after the drop.
+  run({Chunk(a, 32, 1, true), Chunk(c, 11, 9, true)}, kPiecewise, pieces);
+  // 70 tokens, over max_graph_tokens: eager.
+  run({Chunk(f, 10, 70, true)}, kEager, 0);
+  // Decodes after all that: a decode graph again (captured anew), then piecewise.
+  run({Chunk(a, 33, 1, true), Chunk(b, 23, 1, true)}, kDecodeGraph, 0);
+  run({Chunk(a, 34, 1, true), Chunk(b, 24, 1, true), Chunk(c, 20, 1, true)}, kPiecewise,
+      pieces);
+  EXPECT_EQ(g->gpu->graph_captures(), 2);
+  const Backend::GraphStepCounts eager_only = e->gpu->graph_steps();
+  EXPECT_EQ(eager_only.eager, step);
+  EXPECT_EQ(eager_only.decode_graph + eager_only.piecewise, 0);
 }
 
 TEST_P(CudaBackendTest, CopyOnWriteForkDecodesLikeItsParent) {
@@ -641,6 +739,7 @@ struct StateCase {
   int32_t max_graph_batch;
   kc::DecodeKernel kernel;
   kc::KvDtype kv;
+  bool mixed = false;  // piecewise graphs (up to 512 tokens)
 };
 
 TEST(CudaBackendStateTest, GreedyRequestIsTheSameBeforeAndAfterMixedLoad) {
@@ -653,17 +752,22 @@ TEST(CudaBackendStateTest, GreedyRequestIsTheSameBeforeAndAfterMixedLoad) {
       {true, 4, kc::DecodeKernel::kPipelined, kc::KvDtype::kInt8},  // 5-8 sequences eager
       {false, 8, kc::DecodeKernel::kPipelined, kc::KvDtype::kBf16},
       {true, 8, kc::DecodeKernel::kSplitV1, kc::KvDtype::kF16},
+      // The request's 300-token prefill (tensor-core tiles) and the 5-8 sequence decode
+      // steps on piecewise graphs; the load's prefills over 512 tokens eager.
+      {true, 4, kc::DecodeKernel::kPipelined, kc::KvDtype::kBf16, /*mixed=*/true},
   };
   for (const StateCase& c : cases) {
     SCOPED_TRACE(::testing::Message()
                  << (c.graphs ? "graphs up to " : "eager, ") << c.max_graph_batch << ", "
-                 << kc::DecodeKernelName(c.kernel) << ", KV " << KvDtypeName(c.kv));
+                 << kc::DecodeKernelName(c.kernel) << ", KV " << KvDtypeName(c.kv)
+                 << (c.mixed ? ", piecewise graphs" : ""));
     CudaBackendOptions o;
     o.num_kv_blocks = 256;
     o.cuda_graphs = c.graphs;
     o.max_graph_batch = c.max_graph_batch;
     o.decode_kernel = c.kernel;
     o.kv_dtype = c.kv;
+    o.graph_mixed_steps = c.mixed;
     auto gpu = CudaBackend::Create(**file, o);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     std::vector<float> logits_before, logits_after;
@@ -686,6 +790,9 @@ TEST(CudaBackendStateTest, GreedyRequestIsTheSameBeforeAndAfterMixedLoad) {
     if (c.graphs) {
       EXPECT_GT((*gpu)->graph_replays(), 0);
     }
+    const Backend::GraphStepCounts kinds = (*gpu)->graph_steps();
+    EXPECT_EQ(kinds.piecewise > 0, c.mixed);
+    EXPECT_GT(kinds.eager, 0);  // the load's prefills (and everything without graphs)
   }
 }
 

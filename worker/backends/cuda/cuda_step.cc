@@ -19,12 +19,6 @@ namespace kc = ::weft::kernels::cuda;
 
 size_t Align16(size_t x) { return (x + 15) / 16 * 16; }
 
-int32_t BucketFor(int32_t n) {
-  int32_t b = 1;
-  while (b < n) b *= 2;
-  return b;
-}
-
 // The next capacity >= need: doubling from at least `floor`.
 int32_t Grown(int32_t have, int32_t need, int32_t floor) {
   int32_t c = std::max(have, floor);
@@ -34,13 +28,10 @@ int32_t Grown(int32_t have, int32_t need, int32_t floor) {
 
 }  // namespace
 
-int32_t CudaBackend::GraphBucket(const StepBatch& batch) const {
-  if (!options_.cuda_graphs || options_.world_size > 1) return 0;
-  const int32_t n = cuda_backend::StepInputs::NumChunks(batch);
-  if (n == 0 || n > options_.max_graph_batch || !cuda_backend::StepInputs::AllDecode(batch)) {
-    return 0;
-  }
-  return BucketFor(n);
+cuda_backend::StepGraph CudaBackend::ChooseGraph(const StepBatch& batch) const {
+  return cuda_backend::ChooseStepGraph(graph_policy_, cuda_backend::StepInputs::NumChunks(batch),
+                                       cuda_backend::StepInputs::NumTokens(batch),
+                                       cuda_backend::StepInputs::AllDecode(batch));
 }
 
 absl::Status CudaBackend::Step(const StepBatch& batch, StepOutput* out) {
@@ -65,7 +56,7 @@ absl::Status CudaBackend::ReserveState(const StepBatch& batch) {
     WEFT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the old one may be in use
     WEFT_RETURN_IF_ERROR(tables_dev_.Allocate(cap * max_blocks * sizeof(int32_t)));
     table_capacity_ = cap;
-    DropGraphs();  // they captured the old tables' address
+    graphs_.Clear(cuda_backend::GraphCache::Kind::kDecode);  // they captured the old tables
   }
   if (counts_short) {
     const int32_t cap = Grown(count_capacity_, slots_.num_count_rows(), 16);
@@ -91,9 +82,9 @@ absl::Status CudaBackend::DeviceStep(const StepBatch& batch, StepOutput* out) {
   }
   slots_.Update(batch);
   WEFT_RETURN_IF_ERROR(ReserveState(batch));
-  const int32_t bucket = GraphBucket(batch);
+  const cuda_backend::StepGraph graph = ChooseGraph(batch);
   const bool computes = cuda_backend::StepInputs::NumChunks(batch) > 0;
-  if (computes) WEFT_RETURN_IF_ERROR(inputs_.Build(batch, slots_, limits_, bucket));
+  if (computes) WEFT_RETURN_IF_ERROR(inputs_.Build(batch, slots_, limits_, graph));
   WEFT_RETURN_IF_ERROR(PackStep(batch));  // before anything is queued
   WEFT_RETURN_IF_ERROR(FlushCopies());    // the last step's copy-on-write
   stream_dirty_ = true;  // cleared once the step's work is known to be finished
@@ -118,7 +109,7 @@ absl::Status CudaBackend::DeviceStep(const StepBatch& batch, StepOutput* out) {
   // sampling kernels and the small copy back included, as ForwardStepper's Forward
   // included its logits copy).
   const absl::Time start = absl::Now();
-  if (computes) WEFT_RETURN_IF_ERROR(EnqueueForward(bucket, tables_dev_.as<int32_t>()));
+  if (computes) WEFT_RETURN_IF_ERROR(EnqueueForward(graph, tables_dev_.as<int32_t>()));
   WEFT_RETURN_IF_ERROR(EnqueueSampling(batch));
   const size_t back = blob_.total - blob_.tokens;
   if (blob_.rows > 0) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
@@ -80,20 +81,34 @@ absl::Status ModelRunner::Init(cudaStream_t stream) {
     layer_rope_.push_back(static_cast<int32_t>(i));
   }
   WEFT_RETURN_IF_ERROR(cublas_ws_.Allocate(kCublasWorkspaceBytes));
-  WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, cublas_ws_.get(), kCublasWorkspaceBytes));
+  return BindCublas(stream);
+}
+
+absl::Status ModelRunner::BindCublas(cudaStream_t stream) {
+  // cublasSetStream resets the handle to cuBLAS's default workspace pool: the fixed
+  // workspace is set again after it, every time, so that no GEMM queued under stream
+  // capture (decode graphs, pieces) allocates.
   WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream));
+  WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.bytes()));
   return absl::OkStatus();
 }
 
 absl::Status ModelRunner::Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats,
-                                  bool* moved, cudaStream_t stream) {
+                                  ReserveMoves* moves, cudaStream_t stream) {
+  bool* moved = &moves->activations;
   const size_t t = static_cast<size_t>(std::max(tokens, 1));
   const size_t r = static_cast<size_t>(std::max(rows, 1));
   const size_t hidden = static_cast<size_t>(config_.hidden_size);
   WEFT_RETURN_IF_ERROR(Grow(&x_, t * hidden * 4, moved));
   WEFT_RETURN_IF_ERROR(Grow(&h_, t * hidden * 2, moved));
   WEFT_RETURN_IF_ERROR(Grow(&qkv_, t * qkv_width_ * 4, moved));
-  WEFT_RETURN_IF_ERROR(Grow(&attn_, t * q_width_ * 2, moved));
+  bool attn_grew = false;
+  WEFT_RETURN_IF_ERROR(Grow(&attn_, t * q_width_ * 2, moved, &attn_grew));
+  if (attn_grew) {
+    // Attention writes the rows of real tokens only: a padding token's row (piecewise
+    // graphs) keeps what was there, finite from here on, never NaN from a fresh allocation.
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attn_.get(), 0, attn_.bytes(), stream));
+  }
   WEFT_RETURN_IF_ERROR(Grow(&gu_, t * 2 * ffn_ * 4, moved));
   WEFT_RETURN_IF_ERROR(Grow(&act_, t * ffn_ * 2, moved));
   if (shard_.world_size > 1 || post_norms_) {
@@ -101,15 +116,18 @@ absl::Status ModelRunner::Reserve(int32_t tokens, int32_t rows, int64_t decode_w
   }
   WEFT_RETURN_IF_ERROR(Grow(&logits_, r * config_.vocab_size * 4, moved));
   // Partials only (no state between launches): any plan may use what an earlier one left.
-  WEFT_RETURN_IF_ERROR(
-      Grow(&decode_ws_, static_cast<size_t>(std::max<int64_t>(decode_ws_floats, 1)) * 4, moved));
+  // Grown to powers of two: eager and piecewise steps plan from the real contexts, and
+  // each move drops the decode graphs.
+  size_t ws = 1;
+  while (ws < static_cast<size_t>(std::max<int64_t>(decode_ws_floats, 1))) ws *= 2;
+  WEFT_RETURN_IF_ERROR(Grow(&decode_ws_, ws * 4, &moves->attention));
   // Split counters: a fixed (item, KV head) layout for every plan, one per decode item at
   // most (items <= tokens), zero from allocation on; the decode kernel leaves them zero.
   const int64_t counters =
       kc::DecodeSplitCounters(static_cast<int32_t>(t), shard_.num_kv_heads());
   bool counters_grew = false;
   WEFT_RETURN_IF_ERROR(Grow(&split_counters_, static_cast<size_t>(counters) * sizeof(int32_t),
-                            moved, &counters_grew));
+                            &moves->attention, &counters_grew));
   if (counters_grew) {
     WEFT_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(split_counters_.get(), 0, split_counters_.bytes(), stream));
@@ -305,36 +323,63 @@ absl::Status ModelRunner::GateUpAct(const DeviceLinear& w, FfnActivation activat
   return absl::OkStatus();
 }
 
-absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm,
-                                  cudaStream_t stream) {
-  WEFT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream));
-  const int32_t T = s.shape.tokens;
-  const int64_t hidden = config_.hidden_size;
+absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm, cudaStream_t stream,
+                                  PieceHook* pieces) {
+  WEFT_RETURN_IF_ERROR(BindCublas(stream));
   pending_delta_ = false;
   pending_delta_norm_ = nullptr;
-  WEFT_CUDA_RETURN_IF_ERROR(kc::EmbeddingGather(
-      weights_->embedding(), kc::WeightDtype::kBf16, config_.vocab_size, hidden,
-      At<int32_t>(s, s.layout.token_ids), T, x_.as<float>(), hidden, stream,
-      config_.embedding_scale));
-  float* qkv = qkv_.as<float>();
-  for (int32_t l = 0; l < config_.num_layers; ++l) {
-    const DeviceLayer& w = weights_->layers()[l];
-    WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
-    WEFT_RETURN_IF_ERROR(Linear(w.qkv, h_.get(), hidden, T, qkv, qkv_width_, false));
-    WEFT_RETURN_IF_ERROR(QkvExtras(l, T, stream));
-    WEFT_RETURN_IF_ERROR(RopeAndKv(s, l, stream));
+  const int32_t L = config_.num_layers;
+  // Piece i: everything between attention i - 1 and attention i (pieces 0 and L: the ends).
+  auto piece = [&](int32_t i, absl::FunctionRef<absl::Status()> queue) -> absl::Status {
+    // No host state crosses a piece boundary: a replayed piece skips its host code.
+    if (pending_delta_) return absl::InternalError("a delta pending at attention");
+    if (pieces == nullptr) return queue();
+    return pieces->Run(i, L + 1, queue);
+  };
+  WEFT_RETURN_IF_ERROR(piece(0, [&]() -> absl::Status {
+    WEFT_CUDA_RETURN_IF_ERROR(kc::EmbeddingGather(
+        weights_->embedding(), kc::WeightDtype::kBf16, config_.vocab_size, config_.hidden_size,
+        At<int32_t>(s, s.layout.token_ids), s.shape.tokens, x_.as<float>(), config_.hidden_size,
+        stream, config_.embedding_scale));
+    return BeforeAttention(s, 0, stream);
+  }));
+  for (int32_t l = 0; l < L; ++l) {
     WEFT_RETURN_IF_ERROR(Attention(s, l, stream));
-    WEFT_RETURN_IF_ERROR(
-        Project(w.o, attn_.get(), q_width_, T, w.post_attn_norm.as<float>(), comm, stream));
-    WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
-    WEFT_RETURN_IF_ERROR(GateUpAct(w.gate_up, config_.layers[l].activation, T, stream));
-    WEFT_RETURN_IF_ERROR(
-        Project(w.down, act_.get(), ffn_, T, w.post_ffn_norm.as<float>(), comm, stream));
+    WEFT_RETURN_IF_ERROR(piece(l + 1, [&]() -> absl::Status {
+      WEFT_RETURN_IF_ERROR(AfterAttention(s, l, comm, stream));
+      return l + 1 < L ? BeforeAttention(s, l + 1, stream) : Logits(s, stream);
+    }));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::BeforeAttention(const StepArgs& s, int32_t l, cudaStream_t stream) {
+  const DeviceLayer& w = weights_->layers()[l];
+  const int32_t T = s.shape.tokens;
+  WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
+  WEFT_RETURN_IF_ERROR(
+      Linear(w.qkv, h_.get(), config_.hidden_size, T, qkv_.as<float>(), qkv_width_, false));
+  WEFT_RETURN_IF_ERROR(QkvExtras(l, T, stream));
+  return RopeAndKv(s, l, stream);
+}
+
+absl::Status ModelRunner::AfterAttention(const StepArgs& s, int32_t l, NcclCommunicator* comm,
+                                         cudaStream_t stream) {
+  const DeviceLayer& w = weights_->layers()[l];
+  const int32_t T = s.shape.tokens;
+  WEFT_RETURN_IF_ERROR(
+      Project(w.o, attn_.get(), q_width_, T, w.post_attn_norm.as<float>(), comm, stream));
+  WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
+  WEFT_RETURN_IF_ERROR(GateUpAct(w.gate_up, config_.layers[l].activation, T, stream));
+  return Project(w.down, act_.get(), ffn_, T, w.post_ffn_norm.as<float>(), comm, stream);
+}
+
+absl::Status ModelRunner::Logits(const StepArgs& s, cudaStream_t stream) {
+  const int64_t hidden = config_.hidden_size;
   if (pending_delta_) {
     // The last layer's reduced FFN output still has to reach the residual stream (the
     // normalized rows written to h_ here are overwritten below).
-    WEFT_RETURN_IF_ERROR(Norm(weights_->output_norm(), T, nullptr, stream));
+    WEFT_RETURN_IF_ERROR(Norm(weights_->output_norm(), s.shape.tokens, nullptr, stream));
   }
   const int32_t R = s.shape.logit_rows;
   if (R == 0) return absl::OkStatus();

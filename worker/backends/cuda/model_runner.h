@@ -1,6 +1,7 @@
 // ModelRunner: queues one forward pass on a CUDA stream — the kernel sequence of the
 // CUDA backend, with no host synchronization inside, so that a whole decode step can be
-// captured into a CUDA graph. It follows the model description (common/model_config.h)
+// captured into a CUDA graph, or each piece between two attentions of any step ("Pieces"
+// below). It follows the model description (common/model_config.h)
 // as LlamaModel does on the CPU: one sequence of kernels, the bracketed ones launched
 // where layer l's LayerSpec asks for them.
 //
@@ -22,6 +23,15 @@
 //                            SwiGlu / GeGlu)
 //     x += act Wdown^T      (as for Wo)
 //   logits = RMSNorm(x[logit rows]) Wlm^T [soft-capped]                 fp32 [R][vocab]
+// Pieces: the sequence above is cut at attention into num_layers + 1 pieces — piece 0:
+// embedding + layer 0 up to attention (norm, qkv, [bias, QK norm], RoPE + KV write);
+// piece l (1 <= l < L): layer l-1 after attention (o, norm, gate/up + act, down) + layer l
+// up to attention; piece L: layer L-1 after attention + the final norm + the logits rows.
+// One Enqueue queues all of them: eagerly (no PieceHook), inside one capture (the
+// backend's decode graphs: attention captured too), or through a PieceHook that captures
+// each piece once per token bucket and replays it, attention launched eagerly between the
+// pieces (piecewise graphs: attention's grids follow the step's chunks). No host state
+// crosses a piece boundary, so a replayed piece may follow a captured one.
 // Kernels per step of a llama-architecture model, TP = 1, every linear on the GEMV path
 // (T <= gemv_max_rows and quantized weights) and the decode kernel's splits combined
 // in-kernel (kPipelined) — other architectures add their bracketed kernels:
@@ -30,9 +40,12 @@
 //   fused = false, kSplitV1 with several splits: 1 + 11 * num_layers + 2 (rope, kv write,
 //                                               reduction and swiglu separate)
 // A prefill chunk in the batch adds the prefill kernel per layer; cuBLAS GEMMs (larger T
-// or dense weights) may launch more than one kernel each.
+// or dense weights) may launch more than one kernel each. On piecewise graphs a step is
+// L + 1 graph launches and, per layer, its attention launches (decode kernel [+ kSplitV1's
+// reduction], CUDA-core prefill, tensor-core prefill: those the chunks need).
 // Activation buffers grow on demand (Reserve) and are never shrunk; a CUDA graph that
-// captured the old addresses must then be dropped (Reserve reports it).
+// captured the old addresses must then be dropped (Reserve reports it). The attention
+// output buffer is zeroed when allocated (padding tokens' rows are never written).
 //
 // Ownership: borrows the weights, the KV cache, the cuBLAS handle and the communicator
 // (which must outlive it); owns the activation buffers.
@@ -46,6 +59,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "kernels/cuda/paged_attention.h"
 #include "worker/backends/cuda/device_buffer.h"
@@ -80,32 +94,62 @@ struct StepArgs {
   int32_t decode_max_splits = 1;
 };
 
+// Queues the pieces of a forward pass (see "Pieces" above) for ModelRunner::Enqueue.
+class PieceHook {
+ public:
+  virtual ~PieceHook() = default;
+  // Piece `index` of `count`: `queue` queues its kernels on the step's stream; the hook
+  // calls it (e.g. under stream capture, then launches the graph) or replays what an
+  // earlier call captured for the same piece, bucket and step layout.
+  virtual absl::Status Run(int32_t index, int32_t count,
+                           absl::FunctionRef<absl::Status()> queue) = 0;
+};
+
 class ModelRunner {
  public:
   ModelRunner(const ModelConfig& config, const ShardSpec& shard, const DeviceWeights* weights,
               DeviceKvCache* kv, cublasHandle_t cublas, const RunnerOptions& options);
 
   // Uploads the RoPE frequencies (one table per distinct RoPE of the layers) and gives
-  // cuBLAS a fixed workspace (graph capture must not allocate).
+  // cuBLAS a fixed workspace (graph capture must not allocate; set again with the stream
+  // at every Enqueue, as cublasSetStream drops it).
   absl::Status Init(cudaStream_t stream);
 
+  // Which buffers an existing allocation of moved (graphs that captured them are stale):
+  // the activations (every graph captures them), attention's own (decode workspace and
+  // split counters: only decode graphs capture attention).
+  struct ReserveMoves {
+    bool activations = false;
+    bool attention = false;
+  };
   // Makes the buffers big enough for `tokens` tokens, `rows` logits rows and a decode
-  // workspace of `decode_ws_floats`; *moved is set when an existing buffer moved. The
+  // workspace of `decode_ws_floats`; *moves says what moved (set, never cleared). The
   // decode kernel's split counters (their own buffer, one per (decode item, KV head) for
   // up to `tokens` items) are zeroed on `stream` when allocated; the kernel keeps them
   // zero between launches, whatever the plan (kernels/cuda/paged_attention.h).
-  absl::Status Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats, bool* moved,
-                       cudaStream_t stream);
+  absl::Status Reserve(int32_t tokens, int32_t rows, int64_t decode_ws_floats,
+                       ReserveMoves* moves, cudaStream_t stream);
 
-  // Queues the forward pass (see above). `comm` is null for TP = 1.
-  absl::Status Enqueue(const StepArgs& step, NcclCommunicator* comm, cudaStream_t stream);
+  // Queues the forward pass (see above). `comm` is null for TP = 1. `pieces`, if set,
+  // queues every piece (attention is launched here, between them).
+  absl::Status Enqueue(const StepArgs& step, NcclCommunicator* comm, cudaStream_t stream,
+                       PieceHook* pieces = nullptr);
 
   // Logits of the last Enqueue: rows of vocab_size fp32.
   const float* logits() const { return logits_.as<float>(); }
 
  private:
+  // cublasSetStream(stream), then the fixed workspace again.
+  absl::Status BindCublas(cudaStream_t stream);
   absl::Status Linear(const DeviceLinear& w, const void* x, int64_t ldx, int32_t m, float* y,
                       int64_t ldy, bool accumulate);
+  // The pieces' parts: layer l's kernels before / after its attention, and the logits.
+  absl::Status BeforeAttention(const StepArgs& step, int32_t layer, cudaStream_t stream);
+  absl::Status AfterAttention(const StepArgs& step, int32_t layer, NcclCommunicator* comm,
+                              cudaStream_t stream);
+  absl::Status Logits(const StepArgs& step, cudaStream_t stream);
+  // Layer l's attention: the decode kernel over the 1-token chunks, the prefill kernels
+  // over the tiles (the one place attention is launched, in every mode).
   absl::Status Attention(const StepArgs& step, int32_t layer, cudaStream_t stream);
   // RoPE on q and k, K/V into the cache (fused or as two kernels, per options_.fused).
   absl::Status RopeAndKv(const StepArgs& step, int32_t layer, cudaStream_t stream);

@@ -16,6 +16,34 @@ void Put(void* blob, size_t offset, const std::vector<T>& v) {
 
 }  // namespace
 
+int32_t PowerOfTwoBucket(int32_t n) {
+  int32_t b = 1;
+  while (b < n) b *= 2;
+  return b;
+}
+
+int32_t TokenBucket(int64_t tokens, int32_t max_graph_tokens) {
+  if (tokens > max_graph_tokens) return 0;
+  const int32_t b = PowerOfTwoBucket(std::max(static_cast<int32_t>(tokens), kMinTokenBucket));
+  return b <= max_graph_tokens ? b : 0;
+}
+
+int32_t RowBucket(int32_t rows) { return rows > 0 ? PowerOfTwoBucket(rows) : 0; }
+
+StepGraph ChooseStepGraph(const GraphPolicy& policy, int32_t chunks, int64_t tokens,
+                          bool all_decode) {
+  if (!policy.graphs || chunks == 0) return StepGraph::Eager();
+  if (all_decode && chunks <= policy.max_graph_batch) {
+    return StepGraph::Decode(PowerOfTwoBucket(chunks));
+  }
+  if (policy.mixed) {
+    if (const int32_t b = TokenBucket(tokens, policy.max_graph_tokens); b > 0) {
+      return StepGraph::Piecewise(b);
+    }
+  }
+  return StepGraph::Eager();
+}
+
 StepLayout StepLayout::For(const StepShape& s) {
   StepLayout l;
   size_t at = 0;
@@ -27,6 +55,7 @@ StepLayout StepLayout::For(const StepShape& s) {
   l.slots = take(sizeof(int64_t) * s.tokens);
   l.token_ids = take(sizeof(int32_t) * s.tokens);
   l.positions = take(sizeof(int32_t) * s.tokens);
+  l.logit_rows = take(sizeof(int32_t) * s.logit_rows);
   l.dec_row = take(sizeof(int32_t) * s.decode_items);
   l.dec_ctx = take(sizeof(int32_t) * s.decode_items);
   l.dec_table = take(sizeof(int32_t) * s.decode_items);
@@ -36,7 +65,6 @@ StepLayout StepLayout::For(const StepShape& s) {
   l.pf_table = take(sizeof(int32_t) * s.prefill_seqs);
   l.tile_seq = take(sizeof(int32_t) * s.tiles);
   l.tile_q_begin = take(sizeof(int32_t) * s.tiles);
-  l.logit_rows = take(sizeof(int32_t) * s.logit_rows);
   l.tables = take(sizeof(int32_t) * s.table_entries);
   l.total_bytes = at;
   return l;
@@ -61,23 +89,46 @@ void StepInputs::Clear() {
   output_rows_.clear();
 }
 
+absl::Status StepInputs::CheckFits(StepGraph graph, bool all_decode, int32_t chunks,
+                                   int64_t tokens) {
+  if (graph.kind == StepGraph::Kind::kDecode && (!all_decode || chunks > graph.bucket)) {
+    return absl::InternalError("graph mode needs at most one decode token per bucket slot");
+  }
+  if (graph.kind == StepGraph::Kind::kPiecewise && tokens > graph.bucket) {
+    return absl::InternalError("piecewise graphs need at most their bucket of tokens");
+  }
+  return absl::OkStatus();
+}
+
+int64_t StepInputs::NumTokens(const ForwardBatch& batch) {
+  int64_t n = 0;
+  for (const SequenceChunk& s : batch.sequences) n += static_cast<int64_t>(s.token_ids.size());
+  return n;
+}
+
+int64_t StepInputs::NumTokens(const StepBatch& batch) {
+  int64_t n = 0;
+  for (const ScheduledSequence& sc : batch.sequences) n += sc.num_tokens;
+  return n;
+}
+
 absl::Status StepInputs::Build(const ForwardBatch& batch, const StepLimits& limits,
-                               int32_t decode_bucket) {
+                               StepGraph graph) {
   Clear();
   const BatchLimits checked{limits.context_length, limits.vocab_size, limits.block_size,
                            limits.num_blocks};
   if (absl::Status s = ValidateBatch(batch, checked); !s.ok()) return s;
   const int32_t num_seqs = static_cast<int32_t>(batch.sequences.size());
-  if (decode_bucket > 0 && (!AllDecode(batch) || num_seqs > decode_bucket)) {
-    return absl::InternalError("graph mode needs at most one decode token per bucket slot");
+  if (absl::Status s = CheckFits(graph, AllDecode(batch), num_seqs, NumTokens(batch)); !s.ok()) {
+    return s;
   }
   int32_t t = 0;
   for (int32_t s = 0; s < num_seqs; ++s) {
     const SequenceChunk& seq = batch.sequences[s];
     AddChunk(seq.token_ids, seq.start_pos, seq.block_table, seq.num_logit_rows(),
-             /*table_offset=*/-1, s, limits, decode_bucket, &t);
+             /*table_offset=*/-1, s, limits, graph.decode_bucket(), &t);
   }
-  Finish(num_seqs, limits, decode_bucket, t, /*packed_tables=*/true);
+  Finish(num_seqs, limits, graph, t, /*packed_tables=*/true);
   return absl::OkStatus();
 }
 
@@ -95,11 +146,11 @@ int32_t StepInputs::NumChunks(const StepBatch& batch) {
 }
 
 absl::Status StepInputs::Build(const StepBatch& batch, const SequenceSlots& slots,
-                               const StepLimits& limits, int32_t decode_bucket) {
+                               const StepLimits& limits, StepGraph graph) {
   Clear();
   const int32_t chunks = NumChunks(batch);
-  if (decode_bucket > 0 && (!AllDecode(batch) || chunks > decode_bucket)) {
-    return absl::InternalError("graph mode needs at most one decode token per bucket slot");
+  if (absl::Status s = CheckFits(graph, AllDecode(batch), chunks, NumTokens(batch)); !s.ok()) {
+    return s;
   }
   const int32_t row_stride = slots.max_blocks_per_seq();
   int32_t t = 0;
@@ -108,9 +159,10 @@ absl::Status StepInputs::Build(const StepBatch& batch, const SequenceSlots& slot
     if (sc.num_tokens == 0) continue;  // a fork: samples from its parent's row
     const auto tokens = absl::MakeConstSpan(sc.state->tokens).subspan(sc.start_pos, sc.num_tokens);
     AddChunk(tokens, sc.start_pos, sc.state->block_ids, sc.sample ? 1 : 0,
-             slots.slot(i) * row_stride, static_cast<int32_t>(i), limits, decode_bucket, &t);
+             slots.slot(i) * row_stride, static_cast<int32_t>(i), limits, graph.decode_bucket(),
+             &t);
   }
-  Finish(chunks, limits, decode_bucket, t, /*packed_tables=*/false);
+  Finish(chunks, limits, graph, t, /*packed_tables=*/false);
   return absl::OkStatus();
 }
 
@@ -160,23 +212,10 @@ void StepInputs::AddChunk(absl::Span<const int32_t> token_ids, int32_t start_pos
   *t_io = t;
 }
 
-void StepInputs::Finish(int32_t num_chunks, const StepLimits& limits, int32_t decode_bucket,
+void StepInputs::Finish(int32_t num_chunks, const StepLimits& limits, StepGraph graph,
                         int32_t tokens, bool packed_tables) {
-  if (decode_bucket > 0) {
-    for (int32_t i = num_chunks; i < decode_bucket; ++i) {  // padding items
-      token_ids_.push_back(0);
-      positions_.push_back(0);
-      slots_.push_back(-1);
-      dec_row_.push_back(i);
-      dec_ctx_.push_back(0);
-      dec_table_.push_back(0);
-    }
-    logit_rows_.clear();
-    for (int32_t i = 0; i < decode_bucket; ++i) logit_rows_.push_back(i);
-    shape_.tokens = decode_bucket;
-    shape_.decode_items = decode_bucket;
-    shape_.logit_rows = decode_bucket;
-    shape_.table_entries = packed_tables ? decode_bucket * limits.max_blocks_per_seq() : 0;
+  if (graph.kind == StepGraph::Kind::kDecode) {
+    PadDecodeItems(num_chunks, limits, graph.bucket, packed_tables);
     return;
   }
   shape_.tokens = tokens;
@@ -188,6 +227,37 @@ void StepInputs::Finish(int32_t num_chunks, const StepLimits& limits, int32_t de
   shape_.tiles = static_cast<int32_t>(tile_seq_.size());
   shape_.logit_rows = static_cast<int32_t>(logit_rows_.size());
   shape_.table_entries = static_cast<int32_t>(tables_.size());
+  if (graph.kind == StepGraph::Kind::kPiecewise) PadTokens(tokens, graph.bucket);
+}
+
+void StepInputs::PadDecodeItems(int32_t num_chunks, const StepLimits& limits, int32_t bucket,
+                                bool packed_tables) {
+  for (int32_t i = num_chunks; i < bucket; ++i) {  // padding items
+    token_ids_.push_back(0);
+    positions_.push_back(0);
+    slots_.push_back(-1);
+    dec_row_.push_back(i);
+    dec_ctx_.push_back(0);
+    dec_table_.push_back(0);
+  }
+  logit_rows_.clear();
+  for (int32_t i = 0; i < bucket; ++i) logit_rows_.push_back(i);
+  shape_.tokens = bucket;
+  shape_.decode_items = bucket;
+  shape_.logit_rows = bucket;
+  shape_.table_entries = packed_tables ? bucket * limits.max_blocks_per_seq() : 0;
+}
+
+void StepInputs::PadTokens(int32_t tokens, int32_t token_bucket) {
+  for (int32_t t = tokens; t < token_bucket; ++t) {  // in no decode item and no tile
+    token_ids_.push_back(0);
+    positions_.push_back(0);
+    slots_.push_back(-1);
+  }
+  const int32_t rows = RowBucket(shape_.logit_rows);
+  logit_rows_.resize(rows, 0);  // padding rows normalize token row 0; dropped
+  shape_.tokens = token_bucket;
+  shape_.logit_rows = rows;
 }
 
 void StepInputs::Pack(void* blob) const {

@@ -14,12 +14,20 @@
 //                   kernel); the tensor-core tiles come last (StepShape::tc_tiles of them)
 //   logit rows    = the last token of every chunk that wants logits (its last num_logits
 //                   tokens when set), in batch order
-// Graph mode (decode_bucket > 0): every chunk has one token and the batch is padded to
-// exactly decode_bucket items, item i = token i = logits row i; padding items read token
-// 0 at position 0, write no KV (slot -1) and attend to nothing (context 0), and their
-// logits are dropped. The blob then always has the same layout for a bucket, so a CUDA
-// graph captured once for the bucket reads every later step's inputs at the same
-// device addresses.
+// How the step runs (StepGraph, chosen by ChooseStepGraph) decides the padding:
+// * decode graph (StepGraph::kDecode, bucket B): every chunk has one token and the batch
+//   is padded to exactly B items, item i = token i = logits row i; padding items read
+//   token 0 at position 0, write no KV (slot -1) and attend to nothing (context 0), and
+//   their logits are dropped. The blob then always has the same layout for a bucket, so
+//   a CUDA graph captured once for the bucket reads every later step's inputs at the
+//   same device addresses.
+// * piecewise graphs (StepGraph::kPiecewise, token bucket TB): the T tokens are padded to
+//   TB (token 0 at position 0, slot -1: no KV write; in no decode item and no prefill
+//   tile, so no attention reads or writes their rows) and the R logits rows to
+//   RowBucket(R) (padding rows read token row 0; their logits are dropped). Only the
+//   arrays the captured pieces read (slots, token_ids, positions, logit_rows) must keep
+//   their offsets per (TB, row bucket): they come first in the blob; the attention
+//   arrays after them have this step's real sizes (attention is launched eagerly).
 //
 // Ownership: a value type; reuse one across steps (vectors keep their capacity).
 // Thread-safety: none (the rank's step thread).
@@ -50,6 +58,46 @@ struct StepLimits {
   int32_t max_blocks_per_seq() const { return (context_length + block_size - 1) / block_size; }
 };
 
+// Graph buckets are powers of two: the smallest >= n (n >= 1).
+int32_t PowerOfTwoBucket(int32_t n);
+
+// Piecewise token buckets start at kMinTokenBucket (16, 32, ..., --max_graph_tokens).
+inline constexpr int32_t kMinTokenBucket = 16;
+
+// How a step's forward pass runs, and so how StepInputs pads it (see above).
+struct StepGraph {
+  enum class Kind { kEager, kDecode, kPiecewise };
+  Kind kind = Kind::kEager;
+  int32_t bucket = 0;  // kDecode: decode items; kPiecewise: tokens
+
+  static StepGraph Eager() { return {}; }
+  static StepGraph Decode(int32_t items) { return {Kind::kDecode, items}; }
+  static StepGraph Piecewise(int32_t tokens) { return {Kind::kPiecewise, tokens}; }
+  int32_t decode_bucket() const { return kind == Kind::kDecode ? bucket : 0; }
+  int32_t token_bucket() const { return kind == Kind::kPiecewise ? bucket : 0; }
+};
+
+// Which steps run as graphs (the backend's options).
+struct GraphPolicy {
+  bool graphs = false;          // CUDA graphs on (--cuda_graphs, TP = 1)
+  int32_t max_graph_batch = 0;  // largest decode-graph bucket
+  bool mixed = false;           // piecewise graphs for the other steps (--graph_mixed_steps)
+  int32_t max_graph_tokens = 0; // largest piecewise token bucket
+};
+
+// The token bucket of a T-token step: the smallest power of two >= max(T, 16), or 0
+// (eager) when that is over max_graph_tokens.
+int32_t TokenBucket(int64_t tokens, int32_t max_graph_tokens);
+// The logits-row bucket of a piecewise step: 0 without rows, else the smallest power of
+// two >= rows (<= its token bucket, as rows <= tokens).
+int32_t RowBucket(int32_t rows);
+// A step of `chunks` chunks and `tokens` tokens: a decode graph when every chunk is one
+// token and there are at most max_graph_batch of them; else piecewise graphs when mixed
+// and its token bucket is within max_graph_tokens; else eager (and always eager without
+// graphs or chunks).
+StepGraph ChooseStepGraph(const GraphPolicy& policy, int32_t chunks, int64_t tokens,
+                          bool all_decode);
+
 // Element counts of each array of the blob (capacities).
 struct StepShape {
   int32_t tokens = 0;
@@ -62,13 +110,15 @@ struct StepShape {
 };
 
 // Byte offsets of the arrays inside the blob laid out for a StepShape (each 16-byte
-// aligned; slots first, as the only int64 array).
+// aligned; slots first, as the only int64 array; the arrays a piecewise graph captures —
+// slots, token_ids, positions, logit_rows — before every other, so that their offsets
+// depend on tokens and logit_rows only).
 struct StepLayout {
   size_t slots = 0, token_ids = 0, positions = 0;
+  size_t logit_rows = 0;
   size_t dec_row = 0, dec_ctx = 0, dec_table = 0;
   size_t pf_q_start = 0, pf_start_pos = 0, pf_num_tokens = 0, pf_table = 0;
   size_t tile_seq = 0, tile_q_begin = 0;
-  size_t logit_rows = 0;
   size_t tables = 0;
   size_t total_bytes = 0;
 
@@ -85,9 +135,10 @@ class StepInputs {
  public:
   // Validates `batch` (InvalidArgument, naming the sequence, for an empty chunk, a
   // position past the context length, a token id outside the vocabulary, a block table
-  // too short or a block id out of range) and flattens it. decode_bucket > 0 selects
-  // graph mode (every chunk must then have one token, at most decode_bucket of them).
-  absl::Status Build(const ForwardBatch& batch, const StepLimits& limits, int32_t decode_bucket);
+  // too short or a block id out of range) and flattens it, padded for `graph` (a decode
+  // graph: every chunk one token, at most its bucket of them; piecewise: at most its
+  // bucket of tokens — InternalError otherwise).
+  absl::Status Build(const ForwardBatch& batch, const StepLimits& limits, StepGraph graph);
 
   // Whether a batch can run in graph mode: every chunk one token.
   static bool AllDecode(const ForwardBatch& batch);
@@ -99,11 +150,14 @@ class StepInputs {
   // no tables are packed (table_entries 0). A sampled entry's chunk has one output row
   // (OutputRow::sequence = its index in batch.sequences).
   absl::Status Build(const StepBatch& batch, const SequenceSlots& slots,
-                     const StepLimits& limits, int32_t decode_bucket);
+                     const StepLimits& limits, StepGraph graph);
   static bool AllDecode(const StepBatch& batch);
   static int32_t NumChunks(const StepBatch& batch);
+  // Tokens of a batch's chunks (int64: a ForwardBatch is not validated yet).
+  static int64_t NumTokens(const ForwardBatch& batch);
+  static int64_t NumTokens(const StepBatch& batch);
 
-  // Counts of this step (graph mode: the bucket's) and the layout to pack them with.
+  // Counts of this step (padded ones: the buckets') and the layout to pack them with.
   const StepShape& shape() const { return shape_; }
   StepLayout layout() const { return StepLayout::For(shape_); }
   // Writes the arrays into `blob` (layout().total_bytes bytes). Only the first
@@ -139,9 +193,15 @@ class StepInputs {
   void AddChunk(absl::Span<const int32_t> token_ids, int32_t start_pos,
                 absl::Span<const int32_t> block_table, int32_t num_logits, int32_t table_offset,
                 int32_t seq_index, const StepLimits& limits, int32_t decode_bucket, int32_t* t);
-  // Padding (graph mode) and the shape.
-  void Finish(int32_t num_chunks, const StepLimits& limits, int32_t decode_bucket,
-              int32_t tokens, bool packed_tables);
+  // InternalError unless a batch of `chunks` chunks and `tokens` tokens fits `graph`.
+  static absl::Status CheckFits(StepGraph graph, bool all_decode, int32_t chunks,
+                                int64_t tokens);
+  // Padding (graph modes) and the shape.
+  void Finish(int32_t num_chunks, const StepLimits& limits, StepGraph graph, int32_t tokens,
+              bool packed_tables);
+  void PadDecodeItems(int32_t num_chunks, const StepLimits& limits, int32_t bucket,
+                      bool packed_tables);
+  void PadTokens(int32_t tokens, int32_t token_bucket);
 
   StepShape shape_;
   int32_t max_decode_context_ = 0;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/plan/testing/plan_builder.h"
@@ -40,7 +41,7 @@ TEST(StepInputsTest, MixedBatch) {
                              absl::MakeConstSpan(table_a), false});
   batch.sequences.push_back({absl::MakeConstSpan(decode), 9, absl::MakeConstSpan(table_b), true});
   StepInputs in;
-  ASSERT_TRUE(in.Build(batch, Limits(), 0).ok());
+  ASSERT_TRUE(in.Build(batch, Limits(), StepGraph::Eager()).ok());
   EXPECT_EQ(in.num_tokens(), 6);
   EXPECT_EQ(in.token_ids(), (std::vector<int32_t>{5, 6, 7, 8, 9, 42}));
   EXPECT_EQ(in.positions(), (std::vector<int32_t>{2, 3, 4, 5, 6, 9}));
@@ -88,13 +89,13 @@ TEST(StepInputsTest, LongChunksGetTensorCoreTilesAtTheEnd) {
   batch.sequences.push_back({absl::MakeConstSpan(short_b), 0, absl::MakeConstSpan(table), true});
   batch.sequences.push_back({absl::MakeConstSpan(long_c), 3, absl::MakeConstSpan(table), true});
   StepInputs in;
-  ASSERT_TRUE(in.Build(batch, limits, 0).ok());
+  ASSERT_TRUE(in.Build(batch, limits, StepGraph::Eager()).ok());
   EXPECT_EQ(in.shape().tiles, 2 + 3 + 2);
   EXPECT_EQ(in.shape().tc_tiles, 3 + 2);
   EXPECT_EQ(in.tile_seq(), (std::vector<int32_t>{1, 1, 0, 0, 0, 2, 2}));
   EXPECT_EQ(in.tile_q_begin(), (std::vector<int32_t>{0, 3, 0, 5, 10, 0, 5}));
   limits.prefill_tc_tile_tokens = 0;  // off: every chunk on the CUDA-core tiles
-  ASSERT_TRUE(in.Build(batch, limits, 0).ok());
+  ASSERT_TRUE(in.Build(batch, limits, StepGraph::Eager()).ok());
   EXPECT_EQ(in.shape().tc_tiles, 0);
   EXPECT_EQ(in.shape().tiles, 4 + 2 + 3);
 }
@@ -110,7 +111,7 @@ TEST(StepInputsTest, SeveralLogitsRowsPerChunk) {
   batch.sequences.push_back(scored);
   batch.sequences.push_back({absl::MakeConstSpan(decode), 9, absl::MakeConstSpan(table_b), true});
   StepInputs in;
-  ASSERT_TRUE(in.Build(batch, Limits(), 0).ok());
+  ASSERT_TRUE(in.Build(batch, Limits(), StepGraph::Eager()).ok());
   EXPECT_EQ(in.logit_rows(), (std::vector<int32_t>{4, 5, 6, 7}));
   ASSERT_EQ(in.output_rows().size(), 4u);
   for (int i = 0; i < 4; ++i) {
@@ -127,7 +128,7 @@ TEST(StepInputsTest, GraphModePadsToTheBucket) {
   batch.sequences.push_back({absl::MakeConstSpan(t2), 0, absl::MakeConstSpan(table), false});
   ASSERT_TRUE(StepInputs::AllDecode(batch));
   StepInputs in;
-  ASSERT_TRUE(in.Build(batch, Limits(), 4).ok());
+  ASSERT_TRUE(in.Build(batch, Limits(), StepGraph::Decode(4)).ok());
   EXPECT_EQ(in.shape().tokens, 4);
   EXPECT_EQ(in.shape().decode_items, 4);
   EXPECT_EQ(in.shape().table_entries, 4 * 16);  // bucket x blocks of the context length
@@ -143,9 +144,129 @@ TEST(StepInputsTest, GraphModePadsToTheBucket) {
   StepInputs other;
   ForwardBatch one;
   one.sequences.push_back(batch.sequences[0]);
-  ASSERT_TRUE(other.Build(one, Limits(), 4).ok());
+  ASSERT_TRUE(other.Build(one, Limits(), StepGraph::Decode(4)).ok());
   EXPECT_EQ(other.layout().tables, in.layout().tables);
   EXPECT_EQ(other.layout().total_bytes, in.layout().total_bytes);
+}
+
+// Which steps run how: decode graphs for <= max_graph_batch single-token chunks, piecewise
+// graphs (with --graph_mixed_steps) for the rest up to max_graph_tokens, eager otherwise.
+TEST(StepInputsTest, ChooseStepGraphByShape) {
+  EXPECT_EQ(TokenBucket(1, 512), 16);
+  EXPECT_EQ(TokenBucket(16, 512), 16);
+  EXPECT_EQ(TokenBucket(17, 512), 32);
+  EXPECT_EQ(TokenBucket(300, 512), 512);
+  EXPECT_EQ(TokenBucket(512, 512), 512);
+  EXPECT_EQ(TokenBucket(513, 512), 0);
+  EXPECT_EQ(TokenBucket(int64_t{1} << 40, 512), 0);
+  EXPECT_EQ(RowBucket(0), 0);
+  EXPECT_EQ(RowBucket(1), 1);
+  EXPECT_EQ(RowBucket(3), 4);
+  EXPECT_EQ(RowBucket(64), 64);
+  GraphPolicy p;
+  p.graphs = true;
+  p.max_graph_batch = 4;
+  p.mixed = true;
+  p.max_graph_tokens = 64;
+  using K = StepGraph::Kind;
+  struct Case {
+    int32_t chunks;
+    int64_t tokens;
+    bool all_decode;
+    K kind;
+    int32_t bucket;
+  };
+  for (const Case& c : std::vector<Case>{
+           {0, 0, true, K::kEager, 0},        // nothing to compute
+           {1, 1, true, K::kDecode, 1},       // decode graphs first
+           {3, 3, true, K::kDecode, 4},
+           {4, 4, true, K::kDecode, 4},
+           {5, 5, true, K::kPiecewise, 16},   // more decodes than max_graph_batch
+           {2, 7, false, K::kPiecewise, 16},  // mixed
+           {1, 16, false, K::kPiecewise, 16}, // prefill only
+           {3, 17, false, K::kPiecewise, 32},
+           {2, 64, false, K::kPiecewise, 64},
+           {2, 65, false, K::kEager, 0},      // over max_graph_tokens
+           {65, 65, true, K::kEager, 0}}) {
+    const StepGraph g = ChooseStepGraph(p, c.chunks, c.tokens, c.all_decode);
+    EXPECT_EQ(std::make_pair(g.kind, g.bucket), std::make_pair(c.kind, c.bucket))
+        << c.chunks << " chunks, " << c.tokens << " tokens";
+  }
+  GraphPolicy decode_only = p;
+  decode_only.mixed = false;  // --graph_mixed_steps=false: today's behaviour
+  EXPECT_EQ(ChooseStepGraph(decode_only, 2, 7, false).kind, K::kEager);
+  EXPECT_EQ(ChooseStepGraph(decode_only, 5, 5, true).kind, K::kEager);
+  EXPECT_EQ(ChooseStepGraph(decode_only, 3, 3, true).kind, K::kDecode);
+  GraphPolicy off = p;
+  off.graphs = false;  // --cuda_graphs=false or TP > 1
+  EXPECT_EQ(ChooseStepGraph(off, 3, 3, true).kind, K::kEager);
+  EXPECT_EQ(ChooseStepGraph(off, 2, 7, false).kind, K::kEager);
+}
+
+// Piecewise graphs: tokens padded to the token bucket (token 0, position 0, slot -1: no
+// KV write, in no decode item or tile), logits rows to their bucket (row 0, dropped); the
+// real part equals the eager build; the arrays the pieces capture keep their offsets for
+// every chunk layout of the same buckets.
+TEST(StepInputsTest, PiecewiseModePadsTokensAndLogitRows) {
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11};
+  const std::vector<int32_t> d1 = {42}, d2 = {43};
+  const std::vector<int32_t> table_a = {3, 9, 1}, table_b = {7, 2, 11, 4}, table_c = {5, 6};
+  ForwardBatch mixed;
+  mixed.sequences = {{absl::MakeConstSpan(prompt).subspan(0, 5), 2, absl::MakeConstSpan(table_a),
+                      false},
+                     {absl::MakeConstSpan(d1), 9, absl::MakeConstSpan(table_b), true},
+                     {absl::MakeConstSpan(d2), 4, absl::MakeConstSpan(table_c), true}};
+  StepInputs eager, pw;
+  ASSERT_TRUE(eager.Build(mixed, Limits(), StepGraph::Eager()).ok());
+  ASSERT_TRUE(pw.Build(mixed, Limits(), StepGraph::Piecewise(16)).ok());
+  EXPECT_EQ(pw.shape().tokens, 16);
+  EXPECT_EQ(pw.shape().logit_rows, 2);
+  std::vector<int32_t> ids = eager.token_ids(), pos = eager.positions();
+  std::vector<int64_t> slots = eager.slots();
+  ids.resize(16, 0);
+  pos.resize(16, 0);
+  slots.resize(16, -1);
+  EXPECT_EQ(pw.token_ids(), ids);
+  EXPECT_EQ(pw.positions(), pos);
+  EXPECT_EQ(pw.slots(), slots);
+  // Attention sees the real chunks only.
+  EXPECT_EQ(pw.dec_row(), (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(pw.dec_ctx(), eager.dec_ctx());
+  EXPECT_EQ(pw.pf_q_start(), eager.pf_q_start());
+  EXPECT_EQ(pw.pf_num_tokens(), eager.pf_num_tokens());
+  EXPECT_EQ(pw.tile_seq(), eager.tile_seq());
+  EXPECT_EQ(pw.tile_q_begin(), eager.tile_q_begin());
+  EXPECT_EQ(pw.shape().decode_items, 2);
+  EXPECT_EQ(pw.shape().tiles, eager.shape().tiles);
+  EXPECT_EQ(pw.logit_rows(), (std::vector<int32_t>{5, 6}));
+  ASSERT_EQ(pw.output_rows().size(), 2u);
+  EXPECT_EQ(pw.output_rows()[1].logits_row, 1);
+  EXPECT_EQ(pw.output_rows()[1].sequence, 2);
+
+  // Three logits rows: padded to 4 with row 0.
+  ForwardBatch prefill;
+  prefill.sequences = {{absl::MakeConstSpan(prompt), 0, absl::MakeConstSpan(table_b), true},
+                       {absl::MakeConstSpan(d1), 0, absl::MakeConstSpan(table_a), true},
+                       {absl::MakeConstSpan(prompt).subspan(0, 3), 0, absl::MakeConstSpan(table_c),
+                        true}};
+  StepInputs other;
+  ASSERT_TRUE(other.Build(prefill, Limits(), StepGraph::Piecewise(16)).ok());
+  EXPECT_EQ(other.logit_rows(), (std::vector<int32_t>{6, 7, 10, 0}));
+  EXPECT_EQ(other.shape().logit_rows, 4);
+  // A prefill-only step of the same buckets as `mixed` (16 tokens, 2 rows): the captured
+  // arrays sit at the same offsets, the attention arrays are its own.
+  ForwardBatch prefill2;
+  prefill2.sequences = {{absl::MakeConstSpan(prompt), 0, absl::MakeConstSpan(table_b), true},
+                        {absl::MakeConstSpan(prompt).subspan(0, 4), 0,
+                         absl::MakeConstSpan(table_c), true}};
+  ASSERT_TRUE(other.Build(prefill2, Limits(), StepGraph::Piecewise(16)).ok());
+  EXPECT_EQ(other.shape().decode_items, 0);
+  const StepLayout a = pw.layout(), b = other.layout();
+  EXPECT_EQ(std::make_tuple(a.slots, a.token_ids, a.positions, a.logit_rows),
+            std::make_tuple(b.slots, b.token_ids, b.positions, b.logit_rows));
+  // More tokens than the bucket: the caller's bug.
+  EXPECT_EQ(other.Build(prefill, Limits(), StepGraph::Piecewise(8)).code(),
+            absl::StatusCode::kInternal);
 }
 
 TEST(StepInputsTest, RejectsMalformedBatches) {
@@ -158,7 +279,7 @@ TEST(StepInputsTest, RejectsMalformedBatches) {
   auto run = [&](SequenceChunk c) {
     ForwardBatch b;
     b.sequences.push_back(c);
-    return in.Build(b, Limits(), 0);
+    return in.Build(b, Limits(), StepGraph::Eager());
   };
   EXPECT_TRUE(run({absl::MakeConstSpan(ok), 0, absl::MakeConstSpan(table), true}).ok());
   EXPECT_EQ(run({absl::MakeConstSpan(bad_id), 0, absl::MakeConstSpan(table), true}).code(),
@@ -194,18 +315,26 @@ TEST(StepInputsTest, ReusedAcrossShapesEqualsFresh) {
   decode1.sequences = {chunk(d2, 17, true)};
   struct Case {
     const ForwardBatch* batch;
-    int32_t bucket;
+    StepGraph graph;
   };
-  const std::vector<Case> steps = {{&big, 0},      {&small, 0},  {&decodes3, 8}, {&decode1, 2},
-                                   {&big, 0},      {&decode1, 1}, {&decodes3, 4}, {&small, 0},
-                                   {&decodes3, 0}, {&big, 0}};
+  const StepGraph eager = StepGraph::Eager();
+  const std::vector<Case> steps = {
+      {&big, eager},         {&small, eager},
+      {&decodes3, StepGraph::Decode(8)},     {&decode1, StepGraph::Decode(2)},
+      {&big, StepGraph::Piecewise(32)},      {&big, eager},
+      {&decode1, StepGraph::Decode(1)},      {&small, StepGraph::Piecewise(16)},
+      {&decodes3, StepGraph::Decode(4)},     {&decodes3, StepGraph::Piecewise(16)},
+      {&small, eager},       {&big, StepGraph::Piecewise(64)},
+      {&decodes3, eager},    {&big, eager}};
   StepInputs reused;
   std::vector<uint8_t> blob;  // grown only, as the backend's pinned staging buffer
   for (size_t i = 0; i < steps.size(); ++i) {
-    SCOPED_TRACE(::testing::Message() << "step " << i << " bucket " << steps[i].bucket);
+    SCOPED_TRACE(::testing::Message() << "step " << i << " kind "
+                                      << static_cast<int>(steps[i].graph.kind) << " bucket "
+                                      << steps[i].graph.bucket);
     StepInputs fresh;
-    ASSERT_TRUE(fresh.Build(*steps[i].batch, limits, steps[i].bucket).ok());
-    ASSERT_TRUE(reused.Build(*steps[i].batch, limits, steps[i].bucket).ok());
+    ASSERT_TRUE(fresh.Build(*steps[i].batch, limits, steps[i].graph).ok());
+    ASSERT_TRUE(reused.Build(*steps[i].batch, limits, steps[i].graph).ok());
     const StepShape& a = reused.shape();
     const StepShape& b = fresh.shape();
     EXPECT_EQ(std::make_tuple(a.tokens, a.decode_items, a.prefill_seqs, a.tiles, a.tc_tiles,
@@ -271,7 +400,7 @@ TEST(StepInputsTest, StepBatchReadsPersistentTableRows) {
   SequenceSlots slots(/*max_blocks_per_seq=*/16);
   slots.Update(batch);
   StepInputs in;
-  ASSERT_TRUE(in.Build(batch, slots, Limits(), 0).ok());
+  ASSERT_TRUE(in.Build(batch, slots, Limits(), StepGraph::Eager()).ok());
   EXPECT_EQ(in.num_tokens(), 7);
   EXPECT_EQ(in.pf_table(), std::vector<int32_t>{0});        // slot 0
   EXPECT_EQ(in.dec_table(), std::vector<int32_t>{2 * 16});  // slot 2 (the fork holds 1)
@@ -283,7 +412,19 @@ TEST(StepInputsTest, StepBatchReadsPersistentTableRows) {
   EXPECT_EQ(in.output_rows()[1].sequence, 2);
   EXPECT_EQ(in.logit_rows(), (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(StepInputs::NumChunks(batch), 2);
+  EXPECT_EQ(StepInputs::NumTokens(batch), 7);
   EXPECT_FALSE(StepInputs::AllDecode(batch));
+  {
+    // The same mixed step on piecewise graphs: 16 tokens, the padding writes no KV.
+    StepInputs pw;
+    ASSERT_TRUE(pw.Build(batch, slots, Limits(), StepGraph::Piecewise(16)).ok());
+    std::vector<int64_t> padded = {28, 29, 30, 31, 36, 37, 14};
+    padded.resize(16, -1);
+    EXPECT_EQ(pw.slots(), padded);
+    EXPECT_EQ(pw.logit_rows(), (std::vector<int32_t>{5, 6}));
+    EXPECT_EQ(pw.shape().table_entries, 0);
+    EXPECT_EQ(pw.dec_table(), in.dec_table());
+  }
   // The next step: both decode, in graph mode (bucket 4).
   for (const ScheduledSequence& sc : batch.sequences) cache.AppendSampled(sc.state, 11);
   StepPlan d;
@@ -299,7 +440,7 @@ TEST(StepInputsTest, StepBatchReadsPersistentTableRows) {
   }
   ASSERT_TRUE(cache.Apply(d, &batch).ok()) << cache.Apply(d, &batch);
   slots.Update(batch);
-  ASSERT_TRUE(in.Build(batch, slots, Limits(), 4).ok());
+  ASSERT_TRUE(in.Build(batch, slots, Limits(), StepGraph::Decode(4)).ok());
   EXPECT_EQ(in.dec_table(), (std::vector<int32_t>{0, 2 * 16, 0, 0}));
   EXPECT_EQ(in.dec_ctx(), (std::vector<int32_t>{7, 4, 0, 0}));
   EXPECT_EQ(in.shape().table_entries, 0);
