@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const GgufFile& file,
   o.kv_memory_bytes = flags.kv_memory_bytes;
   o.gpu_memory_utilization = flags.gpu_memory_utilization;
   o.max_graph_batch = flags.max_graph_batch;
+  o.quant_gemm_max_rows = flags.quant_gemm_max_rows;
   // The device kernels have no f32 KV.
   if (flags.kv_dtype == KvDtype::kF32) {
     return absl::InvalidArgumentError("--backend=cuda: --kv_dtype must be f16, bf16 or int8");

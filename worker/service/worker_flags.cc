@@ -30,6 +30,11 @@ ABSL_FLAG(double, gpu_memory_utilization, 0.9,
 ABSL_FLAG(int32_t, max_graph_batch, 256,
           "--backend=cuda: largest decode batch run as a CUDA graph (a power of two <= 1024; "
           "graphs are captured per bucket 1, 2, 4, ..., this)");
+ABSL_FLAG(int32_t, quant_gemm_max_rows, 0,
+          "--backend=cuda: steps of up to this many token rows (and more than the GEMV's 4) "
+          "multiply by the quantized weights with the fused dequantize + tensor-core GEMM "
+          "instead of cuBLAS on their bf16 copy (0: off; at most 256). Off by default until a "
+          "GPU benchmark (kernels/cuda:quant_gemm_benchmark) shows it faster");
 ABSL_FLAG(double, collective_timeout_s, 10,
           "tensor parallelism: a collective fails (and the step with it) if a peer rank has not "
           "joined it within this long");
@@ -113,6 +118,7 @@ absl::Status OtherBackendsFromFlags(WorkerBinaryOptions* o) {
   cf.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_bytes);  // 0: from the device
   cf.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
   cf.max_graph_batch = absl::GetFlag(FLAGS_max_graph_batch);
+  cf.quant_gemm_max_rows = absl::GetFlag(FLAGS_quant_gemm_max_rows);
   cf.kv_dtype = bo.model.kv_dtype;
   cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);

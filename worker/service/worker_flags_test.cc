@@ -17,6 +17,7 @@ ABSL_DECLARE_FLAG(double, null_step_ms);
 ABSL_DECLARE_FLAG(int64_t, kv_memory_bytes);
 ABSL_DECLARE_FLAG(double, gpu_memory_utilization);
 ABSL_DECLARE_FLAG(int32_t, max_graph_batch);
+ABSL_DECLARE_FLAG(int32_t, quant_gemm_max_rows);
 ABSL_DECLARE_FLAG(std::string, worker_tls_cert);
 
 namespace weft {
@@ -69,12 +70,14 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   EXPECT_EQ(o->cuda.kv_memory_bytes, 0);  // 0: from the device
   EXPECT_EQ(o->cuda.gpu_memory_utilization, 0.9);
   EXPECT_EQ(o->cuda.max_graph_batch, 256);
+  EXPECT_EQ(o->cuda.quant_gemm_max_rows, 0);  // cuBLAS until a GPU run says otherwise
   EXPECT_EQ(o->cpu.kv_memory_bytes, kDefaultHostKvMemoryBytes);
   EXPECT_EQ(o->null_backend.kv_memory_bytes, kDefaultHostKvMemoryBytes);
 
   absl::SetFlag(&FLAGS_kv_memory_bytes, int64_t{3} << 30);
   absl::SetFlag(&FLAGS_gpu_memory_utilization, 0.5);
   absl::SetFlag(&FLAGS_max_graph_batch, 64);
+  absl::SetFlag(&FLAGS_quant_gemm_max_rows, 128);
   o = OptionsFromFlags(8);
   ASSERT_TRUE(o.ok()) << o.status();
   for (int64_t b : {o->cpu.kv_memory_bytes, o->cuda.kv_memory_bytes,
@@ -83,6 +86,7 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   }
   EXPECT_EQ(o->cuda.gpu_memory_utilization, 0.5);
   EXPECT_EQ(o->cuda.max_graph_batch, 64);
+  EXPECT_EQ(o->cuda.quant_gemm_max_rows, 128);
 }
 
 TEST_F(WorkerFlagsTest, BadFlagsAreInvalidArgument) {
@@ -98,6 +102,8 @@ TEST_F(WorkerFlagsTest, BadFlagsAreInvalidArgument) {
            [] { absl::SetFlag(&FLAGS_gpu_memory_utilization, 1.5); },
            [] { absl::SetFlag(&FLAGS_max_graph_batch, 96); },    // not a power of two
            [] { absl::SetFlag(&FLAGS_max_graph_batch, 2048); },  // over 1024
+           [] { absl::SetFlag(&FLAGS_quant_gemm_max_rows, -1); },
+           [] { absl::SetFlag(&FLAGS_quant_gemm_max_rows, 257); },  // over QuantGemm's 256
        }) {
     absl::FlagSaver saver;
     set();
