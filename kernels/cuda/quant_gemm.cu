@@ -10,7 +10,8 @@
 //   2. x: the chunk's kTileTokens x 128 bf16 of x as 16-byte vector loads into xs
 //      (rows past m, blocks past the split: zeros);
 //   3. __syncthreads; warp w computes a 16-output x (kTileTokens / 2)-row block of the
-//      tile — outputs 16 (w % 2) .., rows (kTileTokens / 2)(w / 2) .. — with the weights
+//      tile — outputs 16 (w % 2) .., rows (kTileTokens / 2)(w / 2) .., skipping n8 tiles
+//      wholly past m and blocks wholly past n (warp-uniform) — with the weights
 //      as mma's A (16 outputs x k16, one ldmatrix.x4) and x as its B (k16 x 8 rows, two
 //      32-bit shared loads per 8-row tile): the mma's M is the output dimension, so a
 //      small m wastes at most 7 rows of an n8 tile, not 15 of an m16 one;
@@ -106,6 +107,10 @@ __global__ void __launch_bounds__(kQgThreads)
   const int64_t b_begin = blocks * blockIdx.z / splits;
   const int64_t b_end = blocks * (blockIdx.z + 1) / splits;
   const int w_row = 16 * (warp & 1), x_row = kWarpTokens * (warp >> 1);
+  // The warp's n8 tiles that hold rows < m, 0 when its 16 outputs are all >= n: the mma
+  // of padding is skipped (warp-uniform, so the warp's collectives stay whole).
+  const int live_tiles =
+      n0 + w_row < w.n ? max(0, min(kTiles8, (m - (m0 + x_row) + 7) / 8)) : 0;
   // This thread's block of each chunk (step 1).
   const int d_row = threadIdx.x / kChunkBlocks, d_blk = threadIdx.x % kChunkBlocks;
 
@@ -119,11 +124,12 @@ __global__ void __launch_bounds__(kQgThreads)
                            ws + d_row * kSmemStride + d_blk * kQK);
     LoadXChunk<kTileTokens>(x, ldx, m, m0, b0, nb, xs);
     __syncthreads();
-    for (int ks = 0; ks < 2 * nb; ++ks) {
+    for (int ks = 0; live_tiles > 0 && ks < 2 * nb; ++ks) {
       uint32_t a[4];
       LdMatrixX4(ws + (w_row + (lane & 15)) * kSmemStride + 16 * ks + 8 * (lane >> 4), a);
 #pragma unroll
       for (int i = 0; i < kTiles8; ++i) {
+        if (i >= live_tiles) break;
         const uint16_t* xr = xs + (x_row + 8 * i + g) * kSmemStride + 16 * ks + 2 * t;
         const uint32_t b[2] = {*reinterpret_cast<const uint32_t*>(xr),
                                *reinterpret_cast<const uint32_t*>(xr + 8)};

@@ -15,12 +15,14 @@
 // H100's copy bandwidth, as paged_attention_benchmark); "TFLOP/s" (2 m n k); "splits".
 // Weights are random blocks of the shape's GGUF type (testing/random_weights.h).
 //
-// Build and run on a GPU machine (../shared/gpu/README.md):
+// Build and run on a GPU machine (../shared/gpu/README.md; 198 cases, about 1-2 minutes):
 //   here:    GPU_EXTRA_TARGETS=//kernels/cuda:quant_gemm_benchmark ../shared/gpu/pack.sh
-//   device:  ../shared/gpu/stage.sh, then (the paths of check.sh)
-//            source .gpu/env.sh; /tmp/weft-gpu/bin/quant_gemm_benchmark
-//              --benchmark_min_time=0.1s [--benchmark_filter=smollm]
+//   device, from the checkout's root (env.sh unpacks .gpu/pack.tar.xz to /tmp/weft-gpu/x):
+//            . .gpu/env.sh && timeout 300 $X/bin/quant_gemm_benchmark
+//              --benchmark_min_time=0.1 [--benchmark_filter='smollm|gemma_qk']
 //   or locally with a GPU:  bazel run --config=cuda -c opt //kernels/cuda:quant_gemm_benchmark
+// Read it per (shape, m) row triple: the smaller time of cublas_bf16 vs qgemm says which
+// path --quant_gemm_max_rows should take at that m (qgemm_nosplit shows what split-K buys).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
