@@ -112,6 +112,61 @@ int CopiesFor(int64_t bytes) {
                                               1, 1024));
 }
 
+// One shape's operands on the device: `copies` copies of the weights (the bf16 copy for
+// cuBLAS, the GEMV arrays for QuantGemm), x, y and the split-K scratch.
+struct Operands {
+  RepackedMatrix r;
+  int64_t weight_bytes = 0, dense_bytes = 0;
+  int copies = 1;
+  Device qs, d, mn, dense, x, y, partials;
+};
+
+// "" or what failed.
+std::string Prepare(const Shape& sh, int32_t m, int kernel, int sms, Operands* o) {
+  const WeightType type = static_cast<WeightType>(sh.type);
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(sh.type, sh.n, sh.k, 7);
+  if (!RepackForGemv(type, bytes.data(), RowBytes(sh.type, sh.k), sh.n, sh.k, &o->r)) {
+    return "no GEMV layout for the type";
+  }
+  const RepackedMatrix& r = o->r;
+  o->dense_bytes = sh.n * sh.k * 2;
+  o->weight_bytes = kernel == 0 ? o->dense_bytes
+                                : static_cast<int64_t>(r.qs.size() + 2 * r.d.size() +
+                                                       2 * r.m.size());
+  o->copies = CopiesFor(o->weight_bytes);
+  cudaError_t e = cudaSuccess;
+  const auto fail = [&e](cudaError_t v) { return (e = v) != cudaSuccess; };
+  if (kernel == 0) {
+    Device raw;
+    if (fail(UploadCopies(bytes.data(), bytes.size(), 1, &raw)) ||
+        fail(cudaMalloc(&o->dense.p, o->dense_bytes * o->copies))) {
+      return cudaGetErrorString(e);
+    }
+    for (int c = 0; c < o->copies; ++c) {
+      if (fail(DequantizeWeights(type, raw.p, RowBytes(sh.type, sh.k), sh.n, sh.k,
+                                 o->dense.as<uint8_t>() + c * o->dense_bytes,
+                                 WeightDtype::kBf16, nullptr))) {
+        return cudaGetErrorString(e);
+      }
+    }
+  } else if (fail(UploadCopies(r.qs.data(), r.qs.size(), o->copies, &o->qs)) ||
+             fail(UploadCopies(r.d.data(), 2 * r.d.size(), o->copies, &o->d)) ||
+             fail(UploadCopies(r.m.data(), 2 * r.m.size(), o->copies, &o->mn)) ||
+             fail(cudaMalloc(&o->partials.p, QuantGemmMaxScratchFloats(sms) * sizeof(float)))) {
+    return cudaGetErrorString(e);
+  }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<uint16_t> xh(m * sh.k);
+  for (uint16_t& v : xh) v = Fp32ToBf16(val(rng));
+  if (fail(UploadCopies(xh.data(), xh.size() * 2, 1, &o->x)) ||
+      fail(cudaMalloc(&o->y.p, int64_t{m} * sh.n * sizeof(float))) ||
+      fail(cudaDeviceSynchronize())) {
+    return cudaGetErrorString(e);
+  }
+  return "";
+}
+
 void BM_Linear(benchmark::State& state) {
   const Shape& sh = kShapes[state.range(0)];
   const int32_t m = static_cast<int32_t>(state.range(1));
@@ -125,64 +180,39 @@ void BM_Linear(benchmark::State& state) {
   }
   int sms = 0;
   BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const WeightType type = static_cast<WeightType>(sh.type);
-  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(sh.type, sh.n, sh.k, 7);
-  RepackedMatrix r;
-  if (!RepackForGemv(type, bytes.data(), RowBytes(sh.type, sh.k), sh.n, sh.k, &r)) {
-    state.SkipWithError("no GEMV layout for the type");
+  Operands o;
+  if (const std::string error = Prepare(sh, m, kernel, sms, &o); !error.empty()) {
+    state.SkipWithError(error.c_str());
     return;
   }
-  const int64_t qbytes =
-      static_cast<int64_t>(r.qs.size() + 2 * r.d.size() + 2 * r.m.size());
-  const int64_t dense_bytes = sh.n * sh.k * 2;
-  const int64_t weight_bytes = kernel == 0 ? dense_bytes : qbytes;
-  const int copies = CopiesFor(weight_bytes);
-
-  Device qs, d, mn, dense, raw, x, y, partials;
-  if (kernel == 0) {
-    BENCH_CUDA(UploadCopies(bytes.data(), bytes.size(), 1, &raw));
-    BENCH_CUDA(cudaMalloc(&dense.p, dense_bytes * copies));
-    for (int c = 0; c < copies; ++c) {
-      BENCH_CUDA(DequantizeWeights(type, raw.p, RowBytes(sh.type, sh.k), sh.n, sh.k,
-                                   dense.as<uint8_t>() + c * dense_bytes, WeightDtype::kBf16,
-                                   nullptr));
-    }
-  } else {
-    BENCH_CUDA(UploadCopies(r.qs.data(), r.qs.size(), copies, &qs));
-    BENCH_CUDA(UploadCopies(r.d.data(), 2 * r.d.size(), copies, &d));
-    BENCH_CUDA(UploadCopies(r.m.data(), 2 * r.m.size(), copies, &mn));
-    BENCH_CUDA(cudaMalloc(&partials.p, QuantGemmMaxScratchFloats(sms) * sizeof(float)));
-  }
-  std::mt19937 rng(3);
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  std::vector<uint16_t> xh(m * sh.k);
-  for (uint16_t& v : xh) v = Fp32ToBf16(val(rng));
-  BENCH_CUDA(UploadCopies(xh.data(), xh.size() * 2, 1, &x));
-  BENCH_CUDA(cudaMalloc(&y.p, int64_t{m} * sh.n * sizeof(float)));
+  const RepackedMatrix& r = o.r;
   cublasHandle_t handle = nullptr;
   if (kernel == 0 && cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
     state.SkipWithError("cublasCreate failed");
     return;
   }
-  const QuantGemmScratch scratch{kernel == 1 ? sms : 0, partials.as<float>()};
+  const QuantGemmScratch scratch{kernel == 1 ? sms : 0, o.partials.as<float>()};
   // Launch i on weight copy i % copies.
   auto launch = [&](int i) -> cudaError_t {
-    const int c = i % copies;
+    const int c = i % o.copies;
     if (kernel == 0) {
-      return Gemm(handle, WeightDtype::kBf16, x.p, sh.k, dense.as<uint8_t>() + c * dense_bytes,
-                  sh.k, m, sh.n, sh.k, y.p, ActDtype::kF32, sh.n, 0.0f) == CUBLAS_STATUS_SUCCESS
+      return Gemm(handle, WeightDtype::kBf16, o.x.p, sh.k,
+                  o.dense.as<uint8_t>() + c * o.dense_bytes, sh.k, m, sh.n, sh.k, o.y.p,
+                  ActDtype::kF32, sh.n, 0.0f) == CUBLAS_STATUS_SUCCESS
                  ? cudaSuccess
                  : cudaErrorUnknown;
     }
-    const GemvWeights w{type, qs.as<uint8_t>() + c * r.qs.size(),
-                        r.d.empty() ? nullptr : d.as<uint16_t>() + c * r.d.size(),
-                        r.m.empty() ? nullptr : mn.as<uint16_t>() + c * r.m.size(), sh.n, sh.k};
-    return QuantGemm(w, x.as<uint16_t>(), sh.k, m, y.as<float>(), sh.n, false, scratch, nullptr);
+    const GemvWeights w{static_cast<WeightType>(sh.type), o.qs.as<uint8_t>() + c * r.qs.size(),
+                        r.d.empty() ? nullptr : o.d.as<uint16_t>() + c * r.d.size(),
+                        r.m.empty() ? nullptr : o.mn.as<uint16_t>() + c * r.m.size(), sh.n,
+                        sh.k};
+    return QuantGemm(w, o.x.as<uint16_t>(), sh.k, m, o.y.as<float>(), sh.n, false, scratch,
+                     nullptr);
   };
   cudaEvent_t start, stop;
   BENCH_CUDA(cudaEventCreate(&start));
   BENCH_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < copies; ++i) BENCH_CUDA(launch(i));  // warm-up (cuBLAS heuristics)
+  for (int i = 0; i < o.copies; ++i) BENCH_CUDA(launch(i));  // warm-up (cuBLAS heuristics)
   BENCH_CUDA(cudaDeviceSynchronize());
   double seconds = 0;
   int next = 0;
@@ -196,7 +226,7 @@ void BM_Linear(benchmark::State& state) {
     state.SetIterationTime(ms / 1e3 / kLaunches);
     seconds += ms / 1e3 / kLaunches;
   }
-  const int64_t moved = weight_bytes + int64_t{m} * sh.k * 2 + int64_t{m} * sh.n * 4;
+  const int64_t moved = o.weight_bytes + int64_t{m} * sh.k * 2 + int64_t{m} * sh.n * 4;
   const double gbps = seconds > 0 ? state.iterations() * moved / seconds / 1e9 : 0;
   state.counters["GB/s"] = gbps;
   state.counters["roofline%"] = 100.0 * gbps / RooflineGbps();
