@@ -1,6 +1,7 @@
 // Weight kernels: dequantization of GGUF matrices to fp16/bf16 at load time, and the
 // fused dequantizing GEMV for small batches (m <= 4 rows: decode of a few sequences),
-// which streams the 4-bit/8-bit weights instead of their 16-bit copy.
+// which streams the 4-bit/8-bit weights instead of their 16-bit copy. Batches of more
+// rows over the same layout: QuantGemm (quant_gemm.h, tensor cores).
 // CPU twins: DequantizeRow (common/ggml_types.h, then round to nearest even) and
 // GemvReference (quant_repack.h).
 // Thread-safety: launches on the caller's stream.

@@ -1,5 +1,7 @@
-// Dequantization (bit-exact against DequantizeRow + round to nearest even) and the fused
-// dequantizing GEMV (against GemvReference on bf16-rounded inputs) on random matrices.
+// Dequantization (bit-exact against DequantizeRow + round to nearest even), the fused
+// dequantizing GEMV (against GemvReference on bf16-rounded inputs) and the fused
+// dequantize + tensor-core GEMM (against its twin, testing/quant_gemm_reference.h) on
+// random matrices.
 #include "kernels/cuda/quant.h"
 
 #include <random>
@@ -8,8 +10,10 @@
 #include "common/ggml_types.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/quant_gemm.h"
 #include "kernels/cuda/quant_repack.h"
 #include "kernels/cuda/testing/cuda_test_util.h"
+#include "kernels/cuda/testing/quant_gemm_reference.h"
 #include "kernels/cuda/testing/random_weights.h"
 
 namespace weft::kernels::cuda {
@@ -133,6 +137,70 @@ TEST_P(GemvTest, SwiGluFusedMatchesGemvThenSwiGlu) {
   EXPECT_EQ(got.ToHost(), want.ToHost());
 }
 
+using QuantGemmCase = GemvCase;
+class QuantGemmTest : public ::testing::TestWithParam<QuantGemmCase> {};
+
+// Split over the device's SMs and unsplit, accumulate off and on, x and y rows wider than
+// k and n; the same bits on a second launch. Tolerance: the emulated test's fp32
+// summation bound (k + splits + 1 units of 2^-24 of sum |x w|) times 4, for the tensor
+// cores' accumulation, which truncates where IEEE addition rounds.
+TEST_P(QuantGemmTest, MatchesReferenceSplitAndUnsplit) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  const QuantGemmCase c = GetParam();
+  const int64_t ldx = c.k + 8, ldy = c.n + 3;
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(c.type, c.n, c.k, 41);
+  RepackedMatrix r;
+  ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(),
+                            RowBytes(c.type, c.k), c.n, c.k, &r));
+  std::mt19937 rng(6);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<uint16_t> xb(c.m * ldx, 0);
+  for (int32_t i = 0; i < c.m; ++i) {
+    for (int64_t e = 0; e < c.k; ++e) xb[i * ldx + e] = Fp32ToBf16(val(rng));
+  }
+  std::vector<float> y0(c.m * ldy);
+  for (float& v : y0) v = val(rng);
+  int sms = 0;
+  WEFT_EXPECT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  DeviceArray<uint8_t> qs(r.qs);
+  DeviceArray<uint16_t> d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
+      m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
+  DeviceArray<float> partials(static_cast<size_t>(QuantGemmMaxScratchFloats(sms)));
+  const GemvWeights w{static_cast<WeightType>(c.type), qs.get(),
+                      r.d.empty() ? nullptr : d.get(), r.m.empty() ? nullptr : m.get(), c.n,
+                      c.k};
+  for (const bool accumulate : {false, true}) {
+    const testing::QuantGemmExpected e = testing::QuantGemmReference(
+        c.type, bytes.data(), c.n, c.k, xb.data(), ldx, c.m, y0.data(), ldy, accumulate);
+    for (const int32_t num_sms : {sms, 0}) {
+      SCOPED_TRACE(::testing::Message() << "accumulate " << accumulate << " sms " << num_sms);
+      const QuantGemmScratch scratch{num_sms, partials.get()};
+      DeviceArray<float> y(y0);
+      WEFT_EXPECT_CUDA_OK(QuantGemm(w, dx.get(), ldx, c.m, y.get(), ldy, accumulate, scratch,
+                                    nullptr));
+      const std::vector<float> got = y.ToHost();
+      const double ulps = 4.0 * (c.k + kQuantGemmMaxSplits + 1);
+      EXPECT_EQ(testing::QuantGemmMismatch(e, got, y0, c.m, c.n, ldy, ulps), "");
+      y.Upload(y0);
+      WEFT_EXPECT_CUDA_OK(QuantGemm(w, dx.get(), ldx, c.m, y.get(), ldy, accumulate, scratch,
+                                    nullptr));
+      EXPECT_EQ(y.ToHost(), got) << "not deterministic";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QuantGemmTest,
+                         ::testing::Values(QuantGemmCase{GgmlType::kQ4_1, 576, 576, 5},
+                                           QuantGemmCase{GgmlType::kQ4_1, 576, 576, 256},
+                                           QuantGemmCase{GgmlType::kQ8_0, 1536, 576, 64},
+                                           QuantGemmCase{GgmlType::kQ8_0, 576, 1536, 17},
+                                           QuantGemmCase{GgmlType::kQ4_0, 45, 576, 8},
+                                           QuantGemmCase{GgmlType::kQ5_0, 1024, 640, 8},
+                                           QuantGemmCase{GgmlType::kQ5_1, 70, 576, 100},
+                                           QuantGemmCase{GgmlType::kQ4_K, 640, 2048, 64},
+                                           QuantGemmCase{GgmlType::kQ5_K, 300, 768, 33},
+                                           QuantGemmCase{GgmlType::kQ6_K, 640, 2048, 17}));
+
 TEST(GemvArgsTest, RejectsBadArguments) {
   GemvWeights w;
   w.type = WeightType::kF16;
@@ -143,6 +211,14 @@ TEST(GemvArgsTest, RejectsBadArguments) {
   EXPECT_EQ(QuantGemv(w, nullptr, 32, 5, nullptr, 1, false, nullptr), cudaErrorInvalidValue);
   w.n = 3;  // SwiGLU needs [gate; up] pairs
   EXPECT_EQ(QuantGemvSwiGlu(w, nullptr, 32, 1, nullptr, 1, nullptr), cudaErrorInvalidValue);
+  const QuantGemmScratch none;
+  EXPECT_EQ(QuantGemm(w, nullptr, 32, kMaxQuantGemmRows + 1, nullptr, 3, false, none, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(QuantGemm(w, nullptr, 36, 8, nullptr, 3, false, none, nullptr),  // ldx % 8
+            cudaErrorInvalidValue);
+  w.type = WeightType::kF16;
+  EXPECT_EQ(QuantGemm(w, nullptr, 32, 8, nullptr, 3, false, none, nullptr),
+            cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const GgufFile& file,
   o.max_graph_batch = flags.max_graph_batch;
   o.graph_mixed_steps = flags.graph_mixed_steps;
   o.max_graph_tokens = flags.max_graph_tokens;
+  o.quant_gemm_max_rows = flags.quant_gemm_max_rows;
   // The device kernels have no f32 KV.
   if (flags.kv_dtype == KvDtype::kF32) {
     return absl::InvalidArgumentError("--backend=cuda: --kv_dtype must be f16, bf16 or int8");

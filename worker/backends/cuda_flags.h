@@ -37,6 +37,19 @@ inline absl::Status ValidateMaxGraphTokens(int32_t max_graph_tokens) {
   return absl::OkStatus();
 }
 
+// --quant_gemm_max_rows: steps of up to this many token rows run their quantized matrices
+// through the fused dequantize + tensor-core GEMM (kernels/cuda/quant_gemm.h, which
+// takes at most kMaxQuantGemmRows = 256 rows; cuda_backend.cc asserts the two agree)
+// instead of cuBLAS on the bf16 copy; 0: never.
+inline constexpr int32_t kMaxQuantGemmMaxRows = 256;
+inline absl::Status ValidateQuantGemmMaxRows(int32_t rows) {
+  if (rows < 0 || rows > kMaxQuantGemmMaxRows) {
+    return absl::InvalidArgumentError(absl::StrCat("--quant_gemm_max_rows must be in [0, ",
+                                                   kMaxQuantGemmMaxRows, "], got ", rows));
+  }
+  return absl::OkStatus();
+}
+
 struct CudaBackendFlags {
   int32_t rank = 0;
   int32_t world_size = 1;
@@ -54,6 +67,7 @@ struct CudaBackendFlags {
   // max_graph_tokens tokens as piecewise graphs around eager attention.
   bool graph_mixed_steps = false;
   int32_t max_graph_tokens = 512;
+  int32_t quant_gemm_max_rows = 0;
   bool device_sampling = true;
   double collective_timeout_s = 10;
 
@@ -61,6 +75,7 @@ struct CudaBackendFlags {
     if (kv_memory_bytes < 0) return absl::InvalidArgumentError("--kv_memory_bytes must be >= 0");
     if (absl::Status s = ValidateGpuMemoryUtilization(gpu_memory_utilization); !s.ok()) return s;
     if (absl::Status s = ValidateMaxGraphTokens(max_graph_tokens); !s.ok()) return s;
+    if (absl::Status s = ValidateQuantGemmMaxRows(quant_gemm_max_rows); !s.ok()) return s;
     return ValidateMaxGraphBatch(max_graph_batch);
   }
 };

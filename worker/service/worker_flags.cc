@@ -38,6 +38,11 @@ ABSL_FLAG(int32_t, max_graph_tokens, 512,
           "--backend=cuda with --graph_mixed_steps: largest step (in tokens) run as piecewise "
           "graphs (a power of two in [16, 4096]; buckets 16, 32, ..., this; larger steps run "
           "eagerly)");
+ABSL_FLAG(int32_t, quant_gemm_max_rows, 0,
+          "--backend=cuda: steps of up to this many token rows (and more than the GEMV's 4) "
+          "multiply by the quantized weights with the fused dequantize + tensor-core GEMM "
+          "instead of cuBLAS on their bf16 copy (0: off; at most 256). Off by default until a "
+          "GPU benchmark (kernels/cuda:quant_gemm_benchmark) shows it faster");
 ABSL_FLAG(double, collective_timeout_s, 10,
           "tensor parallelism: a collective fails (and the step with it) if a peer rank has not "
           "joined it within this long");
@@ -123,6 +128,7 @@ absl::Status OtherBackendsFromFlags(WorkerBinaryOptions* o) {
   cf.max_graph_batch = absl::GetFlag(FLAGS_max_graph_batch);
   cf.graph_mixed_steps = absl::GetFlag(FLAGS_graph_mixed_steps);
   cf.max_graph_tokens = absl::GetFlag(FLAGS_max_graph_tokens);
+  cf.quant_gemm_max_rows = absl::GetFlag(FLAGS_quant_gemm_max_rows);
   cf.kv_dtype = bo.model.kv_dtype;
   cf.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   cf.device_sampling = absl::GetFlag(FLAGS_device_sampling);

@@ -19,6 +19,7 @@ ABSL_DECLARE_FLAG(double, gpu_memory_utilization);
 ABSL_DECLARE_FLAG(int32_t, max_graph_batch);
 ABSL_DECLARE_FLAG(bool, graph_mixed_steps);
 ABSL_DECLARE_FLAG(int32_t, max_graph_tokens);
+ABSL_DECLARE_FLAG(int32_t, quant_gemm_max_rows);
 ABSL_DECLARE_FLAG(std::string, worker_tls_cert);
 
 namespace weft {
@@ -73,6 +74,7 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   EXPECT_EQ(o->cuda.max_graph_batch, 256);
   EXPECT_FALSE(o->cuda.graph_mixed_steps);  // until a GPU run measures it
   EXPECT_EQ(o->cuda.max_graph_tokens, 512);
+  EXPECT_EQ(o->cuda.quant_gemm_max_rows, 0);  // cuBLAS until a GPU run says otherwise
   EXPECT_EQ(o->cpu.kv_memory_bytes, kDefaultHostKvMemoryBytes);
   EXPECT_EQ(o->null_backend.kv_memory_bytes, kDefaultHostKvMemoryBytes);
 
@@ -81,6 +83,7 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   absl::SetFlag(&FLAGS_max_graph_batch, 64);
   absl::SetFlag(&FLAGS_graph_mixed_steps, true);
   absl::SetFlag(&FLAGS_max_graph_tokens, 1024);
+  absl::SetFlag(&FLAGS_quant_gemm_max_rows, 128);
   o = OptionsFromFlags(8);
   ASSERT_TRUE(o.ok()) << o.status();
   for (int64_t b : {o->cpu.kv_memory_bytes, o->cuda.kv_memory_bytes,
@@ -91,6 +94,7 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   EXPECT_EQ(o->cuda.max_graph_batch, 64);
   EXPECT_TRUE(o->cuda.graph_mixed_steps);
   EXPECT_EQ(o->cuda.max_graph_tokens, 1024);
+  EXPECT_EQ(o->cuda.quant_gemm_max_rows, 128);
 }
 
 TEST_F(WorkerFlagsTest, BadFlagsAreInvalidArgument) {
@@ -109,6 +113,8 @@ TEST_F(WorkerFlagsTest, BadFlagsAreInvalidArgument) {
            [] { absl::SetFlag(&FLAGS_max_graph_tokens, 8); },     // under 16
            [] { absl::SetFlag(&FLAGS_max_graph_tokens, 100); },   // not a power of two
            [] { absl::SetFlag(&FLAGS_max_graph_tokens, 8192); },  // over 4096
+           [] { absl::SetFlag(&FLAGS_quant_gemm_max_rows, -1); },
+           [] { absl::SetFlag(&FLAGS_quant_gemm_max_rows, 257); },  // over QuantGemm's 256
        }) {
     absl::FlagSaver saver;
     set();

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
@@ -14,6 +15,7 @@
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/quant.h"
+#include "kernels/cuda/quant_gemm.h"
 #include "kernels/cuda/sampling.h"
 #include "worker/backends/cuda_flags.h"
 #include "worker/kv_pool.h"
@@ -22,6 +24,8 @@ namespace weft {
 namespace {
 
 namespace kc = ::weft::kernels::cuda;
+static_assert(kc::kMaxQuantGemmRows == kMaxQuantGemmMaxRows,
+              "--quant_gemm_max_rows's bound is what QuantGemm takes");
 using cuda_backend::StepArgs;
 
 // Device memory the pool leaves for what is allocated after it (the runner's activation
@@ -53,6 +57,7 @@ absl::Status CudaBackendOptions::Validate() const {
   WEFT_RETURN_IF_ERROR(ValidateGpuMemoryUtilization(gpu_memory_utilization));
   WEFT_RETURN_IF_ERROR(ValidateMaxGraphBatch(max_graph_batch));
   WEFT_RETURN_IF_ERROR(ValidateMaxGraphTokens(max_graph_tokens));
+  WEFT_RETURN_IF_ERROR(ValidateQuantGemmMaxRows(quant_gemm_max_rows));
   if (gemv_max_rows < 0 || gemv_max_rows > kc::kMaxGemvRows) {
     return absl::InvalidArgumentError(
         absl::StrCat("gemv_max_rows must be in [0, ", kc::kMaxGemvRows, "]"));
@@ -79,10 +84,15 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
       o->tensor_core_prefill = value == "1";
     } else if (key == "mixed_graphs" && (value == "0" || value == "1")) {
       o->graph_mixed_steps = value == "1";
+    } else if (int32_t rows = 0; key == "qgemm" && absl::SimpleAtoi(value, &rows) &&
+                                 ValidateQuantGemmMaxRows(rows).ok()) {
+      o->quant_gemm_max_rows = rows;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "WEFT_CUDA_KERNELS: '", item,
-          "' is not decode=pipelined|split_v1, fused=0|1, tc_prefill=0|1 or mixed_graphs=0|1"));
+          "' is not decode=pipelined|split_v1, fused=0|1, tc_prefill=0|1, mixed_graphs=0|1 or "
+          "qgemm=<rows 0..",
+          kMaxQuantGemmMaxRows, ">"));
     }
   }
   return absl::OkStatus();
@@ -135,7 +145,8 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
     WEFT_ASSIGN_OR_RETURN(const LlamaWeights host,
                           LlamaWeights::Load(file, config_, shard_, KernelChoice::kReference));
     cuda_backend::DeviceWeightsOptions wo;
-    wo.gemv_copies = options_.gemv_max_rows > 0;
+    // The GEMV and the fused GEMM read the same quantized copy.
+    wo.gemv_copies = options_.gemv_max_rows > 0 || options_.quant_gemm_max_rows > 0;
     WEFT_ASSIGN_OR_RETURN(weights_,
                           cuda_backend::DeviceWeights::Upload(file, host, wo, stream_));
   }
@@ -165,6 +176,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   WEFT_CUDA_RETURN_IF_ERROR(kc::PrepareAttentionKernels());
   cuda_backend::RunnerOptions ro;
   ro.gemv_max_rows = options_.gemv_max_rows;
+  ro.quant_gemm_max_rows = options_.quant_gemm_max_rows;
   ro.num_sms = num_sms_;
   ro.fused = options_.fused_kernels;
   ro.decode_kernel = options_.decode_kernel;
@@ -191,6 +203,10 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   kernels_ = absl::StrCat("cuda-cublas-bf16;weights=", weights_->types(),
                           options_.gemv_max_rows > 0 ? ";gemv<=" : "",
                           options_.gemv_max_rows > 0 ? absl::StrCat(options_.gemv_max_rows) : "",
+                          options_.quant_gemm_max_rows > 0 ? ";qgemm<=" : "",
+                          options_.quant_gemm_max_rows > 0
+                              ? absl::StrCat(options_.quant_gemm_max_rows)
+                              : "",
                           ";kv=", KvDtypeName(options_.kv_dtype),
                           graph_policy_.graphs ? ";graphs" : "",
                           graph_policy_.graphs && graph_policy_.mixed

@@ -108,13 +108,17 @@ struct CudaBackendOptions {
   bool graph_mixed_steps = false;
   int32_t max_graph_tokens = 512;
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
+  // Fused dequantize + tensor-core GEMM (kernels/cuda/quant_gemm.h) for steps of more
+  // rows than the GEMV takes, up to this many (0: off, cuBLAS on the bf16 copy; at most
+  // 256). Off until a GPU run of quant_gemm_benchmark shows it faster.
+  int32_t quant_gemm_max_rows = 0;
   bool device_sampling = true;    // sample on the device in Step (else the host Sampler)
   // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
   // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h). Until
   // weft-worker has flags for them, the environment variable WEFT_CUDA_KERNELS overrides
-  // these three (and graph_mixed_steps: mixed_graphs=0|1) at Create, e.g.
-  // "decode=split_v1,fused=0,tc_prefill=0" (logged; a bad
-  // value fails Create with InvalidArgument).
+  // these three (and graph_mixed_steps, key mixed_graphs=0|1, and quant_gemm_max_rows,
+  // key qgemm) at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0,qgemm=64" (logged; a
+  // bad value fails Create with InvalidArgument).
   bool fused_kernels = true;
   // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
   bool tensor_core_prefill = true;

@@ -563,13 +563,17 @@ TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
   ASSERT_TRUE(file.ok()) << file.status();
   CudaBackendOptions o;
   o.num_kv_blocks = 16;
-  setenv("WEFT_CUDA_KERNELS", "decode=split_v1,fused=0,tc_prefill=0", 1);
+  setenv("WEFT_CUDA_KERNELS", "decode=split_v1,fused=0,tc_prefill=0,qgemm=64", 1);
   auto b = CudaBackend::Create(**file, o);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_NE((*b)->kernels().find("decode=split_v1"), std::string::npos) << (*b)->kernels();
   EXPECT_EQ((*b)->kernels().find(";fused"), std::string::npos) << (*b)->kernels();
-  setenv("WEFT_CUDA_KERNELS", "decode=fast", 1);
-  EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE((*b)->kernels().find(";qgemm<=64"), std::string::npos) << (*b)->kernels();
+  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x"}) {
+    setenv("WEFT_CUDA_KERNELS", bad, 1);
+    EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
   unsetenv("WEFT_CUDA_KERNELS");
   auto d = CudaBackend::Create(**file, o);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -605,6 +609,34 @@ TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
       worst = std::max(worst, double{std::fabs(a[i] - c[i])});
     }
     EXPECT_LE(worst, 2e-3 * scale) << "pipelined vs split_v1 decode, KV " << KvDtypeName(kv);
+  }
+}
+
+// --quant_gemm_max_rows: the fused dequantize + tensor-core GEMM on the prefill's 60 rows
+// (and the GEMV on the 3-row decodes) gives cuBLAS-on-bf16's logits up to fp32 summation
+// order — the same bf16 weights and products (kernels/cuda/quant_gemm.h) — with graphs
+// and without, for a 4-bit and a K-quant-free 8-bit model.
+TEST(CudaBackendGraphTest, QuantGemmAndCublasAgree) {
+  SKIP_WITHOUT_CUDA();
+  for (GgmlType type : {GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+    testing::TinyLlamaSpec spec = GemvOnlySpec();
+    spec.matrix_type = type;
+    CudaBackendOptions o;
+    std::unique_ptr<Pair> cublas = MakePair(spec, o);
+    o.quant_gemm_max_rows = 256;
+    std::unique_ptr<Pair> qgemm = MakePair(spec, o);
+    ASSERT_NE(cublas, nullptr);
+    ASSERT_NE(qgemm, nullptr);
+    EXPECT_NE(qgemm->gpu->kernels().find(";qgemm<=256"), std::string::npos);
+    const std::vector<float> a = RunDecodes(cublas->gpu.get(), 3);
+    const std::vector<float> b = RunDecodes(qgemm->gpu.get(), 3);
+    ASSERT_EQ(a.size(), b.size());
+    double scale = 1e-3, worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, double{std::fabs(a[i])});
+      worst = std::max(worst, double{std::fabs(a[i] - b[i])});
+    }
+    EXPECT_LE(worst, 2e-3 * scale) << GgmlTypeName(static_cast<uint32_t>(type));
   }
 }
 

@@ -13,6 +13,7 @@
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/quant.h"
+#include "kernels/cuda/quant_gemm.h"
 #include "kernels/cuda/rope_kv.h"
 #include "kernels/cpu/rope.h"
 
@@ -80,6 +81,10 @@ absl::Status ModelRunner::Init(cudaStream_t stream) {
     }
     layer_rope_.push_back(static_cast<int32_t>(i));
   }
+  if (options_.quant_gemm_max_rows > 0) {
+    WEFT_RETURN_IF_ERROR(quant_gemm_partials_.Allocate(
+        static_cast<size_t>(kc::QuantGemmMaxScratchFloats(options_.num_sms)) * sizeof(float)));
+  }
   WEFT_RETURN_IF_ERROR(cublas_ws_.Allocate(kCublasWorkspaceBytes));
   return BindCublas(stream);
 }
@@ -137,12 +142,17 @@ absl::Status ModelRunner::Reserve(int32_t tokens, int32_t rows, int64_t decode_w
 
 absl::Status ModelRunner::Linear(const DeviceLinear& w, const void* x, int64_t ldx, int32_t m,
                                  float* y, int64_t ldy, bool accumulate) {
-  if (w.has_gemv && m <= options_.gemv_max_rows) {
+  const bool gemv = m <= options_.gemv_max_rows;
+  if (w.has_gemv && (gemv || m <= options_.quant_gemm_max_rows)) {
     cudaStream_t stream;
     WEFT_CUBLAS_RETURN_IF_ERROR(cublasGetStream(cublas_, &stream));
+    const kc::QuantGemmScratch scratch{options_.num_sms, quant_gemm_partials_.as<float>()};
+    const auto* xb = static_cast<const uint16_t*>(x);
     for (const GemvPart& part : w.gemv_parts) {  // one per type of a mixed fused matrix
-      WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemv(part.weights, static_cast<const uint16_t*>(x), ldx,
-                                              m, y + part.row0, ldy, accumulate, stream));
+      WEFT_CUDA_RETURN_IF_ERROR(
+          gemv ? kc::QuantGemv(part.weights, xb, ldx, m, y + part.row0, ldy, accumulate, stream)
+               : kc::QuantGemm(part.weights, xb, ldx, m, y + part.row0, ldy, accumulate,
+                               scratch, stream));
     }
     return absl::OkStatus();
   }

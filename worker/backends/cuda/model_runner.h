@@ -11,6 +11,7 @@
 //   per layer l:
 //     h   = RMSNorm(x (+ pending delta [post-normed]))                 bf16 [T][hidden]
 //     qkv = h Wqkv^T [+ bias]          (cuBLAS, or the GEMV when T <= 4) fp32 [T][q+2kv]
+//                                      (or QuantGemm when T <= quant_gemm_max_rows)
 //     [QK norm: RMSNorm of every q and k head in place]
 //     RoPE(q, k) with layer l's RoPE + WritePagedKv(k, v -> slots)   (one fused kernel)
 //     attn = decode kernel (1-token chunks) + prefill kernel (tiles), over all keys or
@@ -75,6 +76,9 @@ namespace weft::cuda_backend {
 struct RunnerOptions {
   // Rows at most for which the fused dequantizing GEMV replaces cuBLAS (0: never).
   int32_t gemv_max_rows = 4;
+  // Rows at most for which the fused dequantize + tensor-core GEMM (quant_gemm.h) replaces
+  // cuBLAS above gemv_max_rows (0: never).
+  int32_t quant_gemm_max_rows = 0;
   int32_t num_sms = 132;
   // Fused decode kernels (RoPE + KV write; gate/up GEMV + SwiGLU). false: the separate
   // kernels, kept for A/B runs.
@@ -179,6 +183,7 @@ class ModelRunner {
   std::vector<DeviceBuffer> inv_freq_;         // per distinct RoPE: double [rope_dim / 2]
   std::vector<int32_t> layer_rope_;            // layer -> its table in inv_freq_
   DeviceBuffer cublas_ws_;
+  DeviceBuffer quant_gemm_partials_;  // QuantGemm's split-K scratch (fixed size, Init)
   DeviceBuffer x_, h_, qkv_, attn_, gu_, act_, proj_, logits_, decode_ws_;
   DeviceBuffer split_counters_;  // int32 [item][KV head], zero between launches
 };
