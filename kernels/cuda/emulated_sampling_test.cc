@@ -277,15 +277,12 @@ TEST(EmulatedSamplingTest, ResidentCountRowsAcrossSteps) {
   }
 }
 
-// Logprobs on the device: the chosen token's and the top N of the raw logits (NaN = -inf,
-// ties to the lower id), for rows sampled with any parameters and a token mask: ids equal
-// to the host Sampler's, values to its double sum's rounding.
-TEST(EmulatedSamplingTest, LogprobsMatchHostSampler) {
-  const int32_t vocab = 700;
-  std::vector<Row> rows = MakeRows(vocab, 9, 31, /*ties=*/true);
-  const int32_t max_top = 6;
-  std::vector<int32_t> num_top = {0, 1, 6, 3, 0, 5, 2, 6, 4};
-  rows[2].mask.assign(sampling::MaskBytes(vocab), '\x0f');  // the mask does not matter
+// Logprobs on the device for `rows` (num_top[i] alternatives of row i, at most max_top):
+// the chosen token's and the top N of the raw logits (NaN = -inf, ties to the lower id),
+// for rows sampled with any parameters and a token mask: ids equal to the host Sampler's,
+// values to its double sum's rounding.
+void CheckLogprobs(std::vector<Row> rows, int32_t vocab, int32_t max_top,
+                   const std::vector<int32_t>& num_top) {
   std::vector<float> logits;
   std::vector<int32_t> logits_rows, token_index, tokens;
   Sampler sampler(vocab);
@@ -321,15 +318,49 @@ TEST(EmulatedSamplingTest, LogprobsMatchHostSampler) {
   a.top_ids = top_ids.data();
   a.top_logprobs = top_lp.data();
   EmulateLaunch(dim3(n), dim3(kThreads), 0, [&] { LogprobKernel(a); });
+  auto near = [](float got, float want) {
+    return std::isinf(want) ? got == want : std::abs(got - want) <= 1e-5f * (1 + std::abs(want));
+  };
   for (int32_t i = 0; i < n; ++i) {
-    EXPECT_NEAR(logprob[i], want[i].logprob, 1e-5f * (1 + std::abs(want[i].logprob))) << i;
-    ASSERT_EQ(static_cast<int32_t>(want[i].top_logprobs.size()), num_top[i]);
-    for (int32_t k = 0; k < num_top[i]; ++k) {
+    EXPECT_TRUE(near(logprob[i], want[i].logprob)) << i << ": " << logprob[i] << " vs "
+                                                   << want[i].logprob;
+    ASSERT_EQ(static_cast<int32_t>(want[i].top_logprobs.size()), std::min(num_top[i], vocab));
+    for (int32_t k = 0; k < static_cast<int32_t>(want[i].top_logprobs.size()); ++k) {
       EXPECT_EQ(top_ids[i * max_top + k], want[i].top_logprobs[k].token) << i << "/" << k;
-      EXPECT_NEAR(top_lp[i * max_top + k], want[i].top_logprobs[k].logprob, 1e-5f) << i;
+      EXPECT_TRUE(near(top_lp[i * max_top + k], want[i].top_logprobs[k].logprob))
+          << i << "/" << k << ": " << top_lp[i * max_top + k];
     }
-    for (int32_t k = num_top[i]; k < max_top; ++k) EXPECT_EQ(top_ids[i * max_top + k], -7);
+    for (int32_t k = want[i].top_logprobs.size(); k < max_top; ++k) {
+      EXPECT_EQ(top_ids[i * max_top + k], -7);
+    }
   }
+}
+
+TEST(EmulatedSamplingTest, LogprobsMatchHostSampler) {
+  const int32_t vocab = 700;
+  std::vector<Row> rows = MakeRows(vocab, 9, 31, /*ties=*/true);
+  rows[2].mask.assign(sampling::MaskBytes(vocab), '\x0f');  // the mask does not matter
+  CheckLogprobs(rows, vocab, /*max_top=*/6, {0, 1, 6, 3, 0, 5, 2, 6, 4});
+}
+
+// Many alternatives: the single pass's per-thread lists full (32), rows asking for more
+// (the passes after it), many equal logits, and rows whose top N reaches tokens at -inf
+// (NaN logits) or the whole vocabulary.
+TEST(EmulatedSamplingTest, ManyLogprobsPastThePerThreadListsAndIntoMinusInfinity) {
+  const int32_t vocab = 3001;
+  std::vector<Row> rows = MakeRows(vocab, 8, 47, /*ties=*/true);
+  for (int32_t t = 0; t < vocab; ++t) {  // row 3: 9 finite logits, the rest NaN or -inf
+    if (t % 331 != 5) {
+      rows[3].logits[t] = t % 2 ? std::numeric_limits<float>::quiet_NaN()
+                                : -std::numeric_limits<float>::infinity();
+    }
+  }
+  rows[3].params = SamplerParams{};
+  rows[5].logits.assign(vocab, 1.5f);  // every token equal
+  rows[5].params = SamplerParams{};
+  CheckLogprobs(rows, vocab, /*max_top=*/40, {40, 32, 31, 40, 33, 40, 1, 0});
+  std::vector<Row> small = MakeRows(37, 2, 5, /*ties=*/true);  // N = the whole vocabulary
+  CheckLogprobs(small, 37, /*max_top=*/40, {37, 36});
 }
 
 }  // namespace

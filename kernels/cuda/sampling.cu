@@ -25,6 +25,8 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBins = 16;  // 4-bit digits
 constexpr int kCountThreads = 256;
+// Top-logprob candidates each thread keeps in TokenLogprobs' single pass.
+constexpr int kLocalTop = 32;
 constexpr size_t kBinBytes = sizeof(u64) * kBins * kThreads;  // dynamic shared memory
 static_assert(kWarps == kBins, "warp d sums digit d");
 
@@ -467,20 +469,31 @@ __global__ void __launch_bounds__(kThreads) LogprobKernel(LogprobArgs a) {
   if (threadIdx.x == 0) {
     a.logprob[j] = token >= 0 ? static_cast<float>(static_cast<double>(raw(token)) - lse) : 0.0f;
   }
-  // The n most likely: n block-wide picks, each the best token ordered after the last.
+  // The n most likely (ties: lower id). One pass over the row: each thread keeps the best
+  // min(n, kLocalTop) of its own tokens, sorted (every token of the row's top n is among
+  // its thread's top n: fewer than n tokens rank above it); then n block-wide picks of the
+  // best list head, whose thread moves on to its next. A row asking for more than
+  // kLocalTop goes on with one pass over the row per further token, each the best token
+  // ordered after the last pick.
   auto higher = [](float ov, int oi, float v, int i) { return ov > v || (ov == v && oi < i); };
   const int n = min(min(a.num_top[j], a.max_top), vocab);
-  float last_v = INFINITY;
-  int last_i = -1;
-  for (int k = 0; k < n; ++k) {
-    float bv = -INFINITY;
-    int bi = INT_MAX;
+  const int local_n = min(n, kLocalTop);
+  float lv[kLocalTop];
+  int li[kLocalTop];
+  int count = 0;
+  if (local_n > 0) {
     for (int t = threadIdx.x; t < vocab; t += kThreads) {
       const float x = raw(t);
-      if (!higher(last_v, last_i, x, t)) continue;  // already picked
-      if (higher(x, t, bv, bi)) bv = x, bi = t;
+      if (count == local_n && !higher(x, t, lv[count - 1], li[count - 1])) continue;
+      int p = count < local_n ? count++ : local_n - 1;
+      for (; p > 0 && higher(x, t, lv[p - 1], li[p - 1]); --p) lv[p] = lv[p - 1], li[p] = li[p - 1];
+      lv[p] = x;
+      li[p] = t;
     }
-    const int best = BlockBest(bv, bi, higher, -INFINITY, INT_MAX, s);
+  }
+  float last_v = INFINITY;
+  int last_i = -1;
+  auto emit = [&](int k, int best) {
     last_i = best;
     last_v = raw(best);
     if (threadIdx.x == 0) {
@@ -488,6 +501,24 @@ __global__ void __launch_bounds__(kThreads) LogprobKernel(LogprobArgs a) {
       a.top_logprobs[int64_t{j} * a.max_top + k] =
           static_cast<float>(static_cast<double>(last_v) - lse);
     }
+  };
+  int head = 0;
+  for (int k = 0; k < local_n; ++k) {
+    const bool has = head < count;
+    const int best = BlockBest(has ? lv[head] : -INFINITY, has ? li[head] : INT_MAX, higher,
+                               -INFINITY, INT_MAX, s);
+    if (has && li[head] == best) ++head;
+    emit(k, best);
+  }
+  for (int k = local_n; k < n; ++k) {
+    float bv = -INFINITY;
+    int bi = INT_MAX;
+    for (int t = threadIdx.x; t < vocab; t += kThreads) {
+      const float x = raw(t);
+      if (!higher(last_v, last_i, x, t)) continue;  // already picked
+      if (higher(x, t, bv, bi)) bv = x, bi = t;
+    }
+    emit(k, BlockBest(bv, bi, higher, -INFINITY, INT_MAX, s));
   }
 }
 

@@ -92,7 +92,9 @@ cudaError_t UpdateCounts(const CountUpdate& args, cudaStream_t stream);
 // tokens[token_index[j]] sampled from it, logprob[j] = l_token - logsumexp(l) (the sum in
 // double), and its num_top[j] (<= max_top) most likely tokens (ties: lower id) into
 // top_ids / top_logprobs [j * max_top, ...). Equal to the host Sampler's ids; the values
-// to the rounding of the double sum's order. One 512-thread block per row.
+// to the rounding of the double sum's order. One 512-thread block per row: two passes over
+// the row for the log-sum-exp and one for the top N (each thread keeps its own best N, up
+// to 32; the block merges those lists), plus one pass per alternative past 32.
 struct LogprobArgs {
   const float* logits = nullptr;
   int64_t logits_stride = 0;
