@@ -94,8 +94,8 @@ struct CudaBackendOptions {
   // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
   // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h). Until
   // weft-worker has flags for them, the environment variable WEFT_CUDA_KERNELS overrides
-  // these three at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0" (logged; a bad
-  // value fails Create with InvalidArgument).
+  // these three at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0" or
+  // "decode=grouped" (logged; a bad value fails Create with InvalidArgument).
   bool fused_kernels = true;
   // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
   bool tensor_core_prefill = true;

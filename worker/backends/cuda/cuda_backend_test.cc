@@ -470,6 +470,10 @@ TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_NE((*b)->kernels().find("decode=split_v1"), std::string::npos) << (*b)->kernels();
   EXPECT_EQ((*b)->kernels().find(";fused"), std::string::npos) << (*b)->kernels();
+  setenv("WEFT_CUDA_KERNELS", "decode=grouped", 1);
+  auto g = CudaBackend::Create(**file, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_NE((*g)->kernels().find("decode=grouped;fused"), std::string::npos) << (*g)->kernels();
   setenv("WEFT_CUDA_KERNELS", "decode=fast", 1);
   EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument);
   unsetenv("WEFT_CUDA_KERNELS");
