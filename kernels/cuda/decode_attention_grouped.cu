@@ -33,14 +33,18 @@
 // Sliding windows, graph padding, q_rows, device-derived split lengths: DecodeSplitOf.
 //
 // Shared memory (dynamic): max(kStages x stage [+ the fp16 int8 tile], merge area):
-//   stage = kTile x (2 x kPitch + 2 x scale-row bytes); merge = lanes x rows x (hd + 2) x 4.
-//   bf16/fp16: hd 64: 54 KB (4 CTAs/SM), hd 128: 102 KB (2/SM), hd 256: 99 KB (2/SM).
-//   int8: hd 64: 30 KB (CUDA cores; 7/SM) / 48 KB (tensor cores; 4/SM), hd 128: 66 KB /
-//   100 KB, hd 256: 66 KB / 99 KB. Merge areas: 12.7 KB (hd 64, group 3, 16 lanes) to
-//   66 KB (hd 128, 32 rows, 4 warps): never the larger term but for 32 rows at int8 hd 64.
-// Registers (estimates, not measured): CUDA cores ~ 16 group + 24 live floats (~80 at
-// group 3); tensor cores hd / 2 (O) + hd / 8 (q) per 16 rows: 40 at hd 64, 80 at hd 128,
-// 160 at hd 256 (2 warps), x2 for 32 rows (hd 128 / 32 rows may spill: rare groups).
+//   stage = kTile x (2 x kPitch + 2 x scale-row bytes); merge = lanes x rows x (hd + 2) x 4
+//   (4 KB for hd 128 / group 1 to 65 KB for hd 128 / 32 rows: never the larger term).
+//   bf16/fp16: hd 64: 54 KB (4 CTAs/SM by shared memory), hd 128: 102 KB (2/SM), hd 256:
+//   99 KB (2/SM). int8, CUDA cores / tensor cores (+ the fp16 tile): hd 64: 36 / 54 KB
+//   (6 / 4 per SM), hd 128: 66 / 100 KB (3 / 2), hd 256: 63 / 96 KB (3 / 2). So 2-6
+//   CTAs of 128 threads (64 at hd 256 on tensor cores) per SM, with 2 tiles per CTA in
+//   flight (68-136 KB per SM at bf16): the bytes in flight, not threads, hide the latency.
+// Registers (estimates from the live arrays, not measured: no GPU here): CUDA cores
+// q, o and scores 8 + 8 + kTile / kBdz floats per head plus a converted chunk: ~80 + at
+// group 3; tensor cores O (hd / 2) + q fragments (hd / 4) per 16 rows: 48 at hd 64, 96
+// at hd 128, 192 at hd 256 (as the tensor-core prefill); 32 rows double it (hd 64: 96,
+// hd 128: 192, which may spill — groups above 16 are rare).
 // Bank conflicts: rows padded by 16 bytes, so the 8 row addresses of each ldmatrix hit
 // distinct banks; cp.async stores and the CUDA-core 16-byte reads are consecutive chunks
 // of a row (int8 at hd 64: two rows per 16-lane phase, at most 2-way); dequantized stores

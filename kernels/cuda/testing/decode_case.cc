@@ -127,13 +127,28 @@ void RunDecodeCase(const DecodeCase& c, int32_t partition, int32_t max_splits,
   a.workspace = shared->ws.data();
   a.split_counters = shared->counters.data();
   const PagedKvView kv = c.host->View(c.host->data().data(), c.host->scales().data());
+  // Odd runs address q and out through q_rows: item i at row items - 1 - i (the backend's
+  // mixed batches place decode rows among prefill rows so).
+  std::vector<int32_t> reversed(c.items);
+  std::vector<float> q_buf(static_cast<size_t>(c.items) * c.q_stride + 4);
+  float* q_rev = q_buf.data() + ((16 - reinterpret_cast<uintptr_t>(q_buf.data()) % 16) % 16) / 4;
+  for (int32_t i = 0; i < c.items; ++i) {
+    reversed[i] = c.items - 1 - i;
+    std::copy(c.q0 + int64_t{i} * c.q_stride, c.q0 + int64_t{i + 1} * c.q_stride,
+              q_rev + int64_t{reversed[i]} * c.q_stride);
+  }
   for (int run = 0; run < runs; ++run) {  // on one workspace, as graph replays do
+    const bool rev = run % 2 == 1;
+    a.q = rev ? q_rev : c.q0;
+    a.q_rows = rev ? reversed.data() : nullptr;
     std::fill(out.begin(), out.end(), 7.0f);
     k.launch(a, kv);
     for (size_t e = 0; e < c.want.size(); ++e) {
-      ASSERT_NEAR(out[e], c.want[e], abs_tol + rel_tol * std::fabs(c.want[e]))
-          << "run " << run << " item " << e / c.qw << " head " << (e % c.qw) / c.shape.head_dim
-          << " dim " << e % c.shape.head_dim;
+      const int64_t item = static_cast<int64_t>(e) / c.qw;
+      const size_t at = rev ? (c.items - 1 - item) * c.qw + e % c.qw : e;
+      ASSERT_NEAR(out[at], c.want[e], abs_tol + rel_tol * std::fabs(c.want[e]))
+          << "run " << run << (rev ? " (q_rows reversed)" : "") << " item " << item << " head "
+          << (e % c.qw) / c.shape.head_dim << " dim " << e % c.shape.head_dim;
     }
     for (size_t i = 0; i < shared->counters.size(); ++i) {
       ASSERT_EQ(shared->counters[i], 0) << "split counter " << i;

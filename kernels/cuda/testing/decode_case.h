@@ -69,8 +69,9 @@ struct DecodeKernelUnderTest {
 };
 
 // Runs kernel `k` on `c` with splits of `partition` tokens and a grid of `max_splits` (the
-// plan) on the workspace `shared` reserves, `runs` times; every run's output (pre-filled
-// with 7) must match the reference, and every split counter be zero after it.
+// plan) on the workspace `shared` reserves, `runs` times (odd runs through q_rows, item i
+// at q / out row items - 1 - i); every run's output (pre-filled with 7) must match the
+// reference, and every split counter be zero after it.
 // device_min_partition > 0: the kernel derives the split lengths from the contexts
 // (DecodeAttentionArgs::device_min_partition) and `partition` is what the host passes
 // (ignored by the kernel).
@@ -88,7 +89,8 @@ void CheckDeviceSplits(const CaseShape& shape, const std::vector<int32_t>& conte
                        const std::vector<int32_t>& want_splits, uint32_t seed,
                        const DecodeKernelUnderTest& k);
 
-// A fresh zeroed workspace for one case, launched twice with a spare split.
+// A fresh zeroed workspace for one case, launched twice (the second time through q_rows)
+// with a spare split.
 void CheckDecodeFresh(const CaseShape& shape, const std::vector<int32_t>& lengths,
                       const std::vector<int32_t>& contexts, int32_t partition, uint32_t seed,
                       const DecodeKernelUnderTest& k);
