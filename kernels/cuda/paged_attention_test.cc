@@ -592,5 +592,45 @@ TEST(AttentionHostTest, PipelinedDecodePlan) {
   EXPECT_EQ(DecodeSplitCounters(2, 3), 6);
 }
 
+// kGrouped's plan: partitions a multiple of its tile (64; 32 at head_dim 256) covering
+// the context, >= 64 tokens when split, for every context up to a few tiles (the split
+// search ends once a split would be under one tile), every KV type, head size and group.
+TEST(AttentionHostTest, GroupedDecodePlan) {
+  for (KvDtype dt : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
+    for (int32_t hd : {64, 128, 256}) {
+      for (int32_t g : {1, 3, 4, 16, 32}) {
+        if (g > MaxAttentionGroup(hd)) continue;
+        EXPECT_GE(GroupedDecodeCtasPerSm(dt, hd, g), 1);
+        for (int32_t items : {1, 64}) {
+          for (int32_t ctx : {1, 63, 64, 65, 200, 2048, 8192}) {
+            DecodeShape s;
+            s.num_items = items;
+            s.num_kv_heads = 2;
+            s.group_size = g;
+            s.head_dim = hd;
+            s.max_context = ctx;
+            s.dtype = dt;
+            const DecodePlan p = PlanDecode(DecodeKernel::kGrouped, s);
+            SCOPED_TRACE(::testing::Message() << KvDtypeName(dt) << " hd " << hd << " group "
+                                              << g << " items " << items << " ctx " << ctx);
+            EXPECT_EQ(p.partition_size % GroupedDecodeTileTokens(hd), 0);
+            EXPECT_GE(int64_t{p.partition_size} * p.max_splits, ctx);
+            if (p.max_splits > 1) EXPECT_GE(p.partition_size, 64);
+            EXPECT_EQ(p.max_splits, DecodeNumSplits(ctx, p.partition_size));
+          }
+        }
+      }
+    }
+  }
+  // One long sequence on 132 SMs: split many ways.
+  DecodeShape s;
+  s.num_items = 1;
+  s.num_kv_heads = 8;
+  s.group_size = 4;
+  s.head_dim = 128;
+  s.max_context = 8192;
+  EXPECT_GE(PlanDecode(DecodeKernel::kGrouped, s).max_splits, 8);
+}
+
 }  // namespace
 }  // namespace weft::kernels::cuda
