@@ -38,10 +38,15 @@ __device__ __forceinline__ int WindowStart(int pos, int window) {
 // the rest of the arguments.
 cudaError_t LaunchPipelinedDecode(const DecodeAttentionArgs& args, const PagedKvView& kv,
                                   cudaStream_t stream);
-// Set the shared memory limits of every pipelined decode / tensor-core prefill instance
+// The kGrouped decode kernel (decode_attention_grouped.cu), likewise.
+cudaError_t LaunchGroupedDecode(const DecodeAttentionArgs& args, const PagedKvView& kv,
+                                cudaStream_t stream);
+// Set the shared memory limits of every pipelined / grouped decode and tensor-core
+// prefill instance
 // (PrepareAttentionKernels, in decode_attention.cu: the first archive of the library,
 // so that any program linking it resolves these).
 cudaError_t PreparePipelinedDecode();
+cudaError_t PrepareGroupedDecode();
 cudaError_t PrepareTcPrefill();
 
 // Raises `kernel`'s dynamic shared memory limit to `bytes`, unless `stream` is being

@@ -259,15 +259,21 @@ DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& s) {
     plan.partition_size = ChooseDecodePartition(s.num_items, s.num_kv_heads, s.group_size,
                                                 s.block_size, ctx, s.num_sms);
   } else {
-    constexpr int32_t kTile = kPipelinedDecodeTileTokens;
+    const bool grouped = kernel == DecodeKernel::kGrouped;
+    const int32_t kTile =
+        grouped ? GroupedDecodeTileTokens(s.head_dim) : kPipelinedDecodeTileTokens;
     const int64_t pairs = int64_t{std::max(s.num_items, 1)} * std::max(s.num_kv_heads, 1);
-    const int64_t slots = int64_t{std::max(s.num_sms, 1)} *
-                          PipelinedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size);
+    const int64_t slots =
+        int64_t{std::max(s.num_sms, 1)} *
+        (grouped ? GroupedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size)
+                 : PipelinedDecodeCtasPerSm(s.dtype, s.head_dim, s.group_size));
     int32_t part = (ctx + kTile - 1) / kTile * kTile;  // one split
     for (int32_t splits = 1;; ++splits) {
       int32_t p = (ctx + splits - 1) / splits;
       p = (p + kTile - 1) / kTile * kTile;
-      if (p < 2 * kTile && splits > 1) break;  // splits of >= 2 tiles: the merge stays cheap
+      // Splits of >= 64 tokens (pipelined: 2 tiles, grouped: 1 or 2): the merge stays
+      // cheap; past one tile per split, p stops shrinking.
+      if (splits > 1 && (p < 64 || (ctx + kTile - 1) / kTile < splits)) break;
       const int64_t ctas = pairs * DecodeNumSplits(ctx, p);
       const int64_t waves = (ctas + slots - 1) / slots;
       part = p;
@@ -282,7 +288,8 @@ DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& s) {
 }
 
 cudaError_t PrepareAttentionKernels() {
-  const cudaError_t e = PreparePipelinedDecode();
+  cudaError_t e = PreparePipelinedDecode();
+  if (e == cudaSuccess) e = PrepareGroupedDecode();
   return e != cudaSuccess ? e : PrepareTcPrefill();
 }
 
@@ -291,8 +298,10 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
   if (kv.num_kv_heads <= 0 || args.num_heads % kv.num_kv_heads != 0 || args.num_items < 0 ||
       args.num_items > 65535 || args.partition_size <= 0 || args.max_splits < 1 ||
       args.max_splits > 65535 || (args.max_splits > 1 && args.workspace == nullptr) ||
-      (args.kernel == DecodeKernel::kPipelined && args.max_splits > 1 &&
-       args.split_counters == nullptr)) {
+      (args.kernel != DecodeKernel::kSplitV1 && args.max_splits > 1 &&
+       args.split_counters == nullptr) ||
+      args.device_min_partition < 0 ||
+      (args.kernel == DecodeKernel::kSplitV1 && args.device_min_partition > 0)) {
     return cudaErrorInvalidValue;
   }
   const int32_t group = args.num_heads / kv.num_kv_heads;
@@ -303,6 +312,10 @@ cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvV
   if (args.kernel == DecodeKernel::kPipelined) {
     if (args.num_items == 0) return cudaSuccess;
     return LaunchPipelinedDecode(args, kv, stream);
+  }
+  if (args.kernel == DecodeKernel::kGrouped) {
+    if (args.num_items == 0) return cudaSuccess;
+    return LaunchGroupedDecode(args, kv, stream);
   }
   if (args.kernel != DecodeKernel::kSplitV1 ||
       int64_t{group} * args.partition_size > kMaxScoreFloats) {

@@ -43,8 +43,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "kernels/cuda/async_copy.cuh"
-#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/decode_common.cuh"
 
 namespace weft::kernels::cuda {
 namespace {
@@ -52,8 +51,8 @@ namespace {
 constexpr int kTile = kPipelinedDecodeTileTokens;
 constexpr int kStages = 3;
 constexpr int kVec = 8;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kLog2e = kDecodeLog2e;
+constexpr float kLn2 = kDecodeLn2;
 
 template <typename KvT, int kHeadDim, int kGroup>
 struct Cfg {
@@ -63,42 +62,15 @@ struct Cfg {
   static constexpr int kTokPerThread = kTile / kBdz;
   static constexpr bool kInt8 = sizeof(KvT) == 1;
   static constexpr int kRowBytes = kHeadDim * static_cast<int>(sizeof(KvT));
-  static constexpr int kRowChunks = kRowBytes / 16;
-  static constexpr int kScaleRowBytes = kInt8 ? kHeadDim / kKvInt8Group * 2 : 0;
-  static constexpr int kScaleChunks = kScaleRowBytes / 16;
-  static constexpr int kDataChunks = kTile * kRowChunks;     // per K or V
-  static constexpr int kScaleTileChunks = kTile * kScaleChunks;
-  static constexpr int kChunks = 2 * kDataChunks + 2 * kScaleTileChunks;
-  static constexpr int kStageBytes = kChunks * 16;
+  using Source = DecodeTileSource<KvT, kHeadDim, kTile, kRowBytes>;  // dense rows
+  static constexpr int kScaleRowBytes = Source::kScaleRowBytes;
+  static constexpr int kStageBytes = Source::kStageBytes;
   static constexpr int kMergeBytes = kGroup * kBdz * (kHeadDim + 2) * 4;
   static constexpr int kSmemBytes =
       kStages * kStageBytes > kMergeBytes ? kStages * kStageBytes : kMergeBytes;
   static_assert(kThreads % 32 == 0 && kThreads <= 512, "whole warps, at most 512");
   static_assert(kTile % kBdz == 0, "token lanes divide the tile");
-  static_assert(kRowBytes % 16 == 0 && kScaleRowBytes % 16 == 0, "16-byte rows");
 };
-
-// Eight int8 values (8 bytes) -> exact floats: byte b becomes the float 2^23 + (b ^ 0x80)
-// by a byte permute, minus 2^23 + 128 (one PRMT + one FADD instead of a slow I2F).
-__device__ __forceinline__ void Int8x8ToFloat(uint2 raw, float* f) {
-  const uint32_t lo = raw.x ^ 0x80808080u, hi = raw.y ^ 0x80808080u;
-  constexpr float kBias = 8388736.0f;  // 2^23 + 128
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[i] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7540 + i)) - kBias;
-    f[4 + i] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7540 + i)) - kBias;
-  }
-}
-
-// The 8 values of a shared-memory row chunk as floats (int8: unscaled).
-template <typename KvT>
-__device__ __forceinline__ void LoadChunk(const uint8_t* p, float* f) {
-  if constexpr (sizeof(KvT) == 1) {
-    Int8x8ToFloat(*reinterpret_cast<const uint2*>(p), f);
-  } else {
-    Load8(reinterpret_cast<const KvT*>(p), f);
-  }
-}
 
 template <typename KvT, int kHeadDim, int kGroup>
 __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
@@ -113,23 +85,11 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
   const int ty = (tid / C::kBdx) % kGroup;
   const int tz = tid / (C::kBdx * kGroup);
   const int group = a.num_heads / kv.num_kv_heads;
-  const int ctx = a.context_lens[item];
-  const int part = a.partition_size;
-  const int64_t row = a.q_rows != nullptr ? a.q_rows[item] : item;
-  if (ctx <= 0) {  // graph padding: zeros, once
-    if (split == 0) {
-      const int64_t base = row * a.out_stride + int64_t{h} * group * kHeadDim;
-      for (int e = tid; e < group * kHeadDim; e += C::kThreads) {
-        StoreAct(a.out, base + e, 0.0f, a.out_dtype);
-      }
-    }
-    return;
-  }
-  const int lo = WindowStart(ctx - 1, a.window);  // first key (0 without a window)
-  const int start = lo + split * part;
-  if (start >= ctx) return;
-  const int n = min(part, ctx - start);
-  const int num_splits = min((ctx - lo + part - 1) / part, a.max_splits);
+  DecodeSplit sp;
+  if (!DecodeSplitOf<kHeadDim, kTile>(a, group, h, item, split, tid, C::kThreads, &sp)) return;
+  const int n = sp.n;
+  const int num_splits = sp.num_splits;
+  const int64_t row = sp.row;
   const int head = h * group + ty;
   const bool active = ty < group;
 
@@ -147,66 +107,10 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
     for (int v = 0; v < kVec; ++v) q[v] *= qs;
   }
 
-  const int32_t* table = a.block_tables + a.block_table_offsets[item];
-  const int bs = kv.block_size;
-  const bool bs_pow2 = (bs & (bs - 1)) == 0;
-  const int bs_shift = __ffs(bs) - 1;
-  const int64_t row0 = int64_t{h} * bs;  // K/V row of slot 0 of this head in a block
-  const uint8_t* k_base = static_cast<const uint8_t*>(kv.k);
-  const uint8_t* v_base = static_cast<const uint8_t*>(kv.v);
-  const int64_t block_bytes = kv.block_stride * static_cast<int64_t>(sizeof(KvT));
-  const int64_t scale_block_bytes = kv.scale_block_stride * 2;
+  const typename C::Source source(a, kv, h, item, sp.start, n);
   const int num_tiles = (n + kTile - 1) / kTile;
-
-  // Issues the copies of tile `t` into stage `stage` (rows past the split: zeros).
   auto load_tile = [&](int t, int stage) {
-    uint8_t* st = smem + stage * C::kStageBytes;
-    const int tile_start = t * kTile;
-#pragma unroll
-    for (int k = 0; k < (C::kChunks + C::kThreads - 1) / C::kThreads; ++k) {
-      const int c = tid + k * C::kThreads;
-      if (c >= C::kChunks) break;
-      int which, r, col;  // which: 0 K, 1 V, 2 K scales, 3 V scales
-      if constexpr (C::kInt8) {
-        if (c < 2 * C::kDataChunks) {
-          which = c / C::kDataChunks;
-          r = (c % C::kDataChunks) / C::kRowChunks;
-          col = c % C::kRowChunks;
-        } else {
-          const int c2 = c - 2 * C::kDataChunks;
-          which = 2 + c2 / C::kScaleTileChunks;
-          r = (c2 % C::kScaleTileChunks) / C::kScaleChunks;
-          col = c2 % C::kScaleChunks;
-        }
-      } else {
-        which = c / C::kDataChunks;
-        r = (c % C::kDataChunks) / C::kRowChunks;
-        col = c % C::kRowChunks;
-      }
-      const bool valid = tile_start + r < n;
-      const void* src = k_base;
-      if (valid) {
-        const int pos = start + tile_start + r;
-        const int bi = bs_pow2 ? pos >> bs_shift : pos / bs;
-        const int slot = bs_pow2 ? pos & (bs - 1) : pos - bi * bs;
-        const int64_t block = __ldg(table + bi);
-        const int64_t kv_row = row0 + slot;
-        if (which < 2) {
-          src = (which == 0 ? k_base : v_base) + block * block_bytes + kv_row * C::kRowBytes +
-                col * 16;
-        } else {
-          const uint8_t* sb =
-              reinterpret_cast<const uint8_t*>(which == 2 ? kv.k_scale : kv.v_scale);
-          src = sb + block * scale_block_bytes + kv_row * C::kScaleRowBytes + col * 16;
-        }
-      }
-      uint8_t* dst = which < 2
-                         ? st + which * C::kDataChunks * 16 + r * C::kRowBytes + col * 16
-                         : st + 2 * C::kDataChunks * 16 +
-                               (which - 2) * C::kScaleTileChunks * 16 +
-                               r * C::kScaleRowBytes + col * 16;
-      CpAsync16(dst, src, valid);
-    }
+    source.template Load<C::kThreads>(smem + stage * C::kStageBytes, t, tid);
   };
 
   float m = -INFINITY, d = 0.0f, o[kVec];
@@ -226,8 +130,8 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
 
     const uint8_t* st = smem + (t % kStages) * C::kStageBytes;
     const uint8_t* ks = st;
-    const uint8_t* vs = st + C::kDataChunks * 16;
-    const uint16_t* kscale = reinterpret_cast<const uint16_t*>(st + 2 * C::kDataChunks * 16);
+    const uint8_t* vs = st + C::Source::kDataBytes;
+    const uint16_t* kscale = reinterpret_cast<const uint16_t*>(st + C::Source::kScaleOffset);
     const uint16_t* vscale = kscale + kTile * (C::kScaleRowBytes / 2);
     const int valid_rows = min(kTile, n - t * kTile);
     float s[C::kTokPerThread];
@@ -309,42 +213,15 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
     }
     return;
   }
-  const int64_t partials = int64_t{a.num_items} * a.num_heads * a.max_splits;
-  float* lse = a.workspace + partials * kHeadDim;
+  float* lse = DecodeLse(a, kHeadDim);
   if (writer) {
-    const int64_t p = (int64_t{item} * a.num_heads + head) * a.max_splits + split;
+    const int64_t p = DecodePartialIndex(a, item, head, split);
     const float inv = 1.0f / d;
 #pragma unroll
     for (int v = 0; v < kVec; ++v) a.workspace[p * kHeadDim + tx * kVec + v] = o[v] * inv;
     if (tx == 0) lse[p] = (m + log2f(d)) * kLn2;
   }
-  // The last split CTA of this (item, KV head) to finish combines them all.
-  __threadfence();  // this thread's partials are visible device-wide before the count
-  __syncthreads();
-  if (tid == 0) {
-    int* counter = a.split_counters + int64_t{item} * kv.num_kv_heads + h;
-    const int done = atomicAdd(counter, 1) + 1;
-    is_last = done == num_splits;
-    if (is_last) atomicExch(counter, 0);  // every split has counted: reset for the next launch
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  for (int e = tid; e < group * kHeadDim; e += C::kThreads) {
-    const int g = e / kHeadDim, dim = e % kHeadDim;
-    const int hd = h * group + g;
-    const int64_t base = (int64_t{item} * a.num_heads + hd) * a.max_splits;
-    float big = -INFINITY;
-    for (int p = 0; p < num_splits; ++p) big = fmaxf(big, __ldcg(lse + base + p));
-    float total = 0.0f, acc = 0.0f;
-    for (int p = 0; p < num_splits; ++p) {
-      const float w = expf(__ldcg(lse + base + p) - big);
-      total += w;
-      acc = fmaf(w, __ldcg(a.workspace + (base + p) * kHeadDim + dim), acc);
-    }
-    StoreAct(a.out, row * a.out_stride + int64_t{hd} * kHeadDim + dim, acc / total,
-             a.out_dtype);
-  }
+  FinishDecodeSplits<kHeadDim>(a, kv, group, h, item, sp, tid, C::kThreads, &is_last);
 }
 
 }  // namespace

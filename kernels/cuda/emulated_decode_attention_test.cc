@@ -99,6 +99,17 @@ TEST(EmulatedDecodeAttentionTest, HeadDim256AndSlidingWindows) {
   }
 }
 
+// A graph bucket's grid (8 splits) over much shorter real contexts with split lengths
+// derived on the device (DecodeAttentionArgs::device_min_partition; tile 32): 1000 ->
+// 128-token splits (all 8), 300 -> 64 (5), 40 -> one, 129 -> 64 (3); with a window of
+// 100, 1000 -> 64 (2).
+TEST(EmulatedDecodeAttentionTest, SplitLengthsFromTheRealContexts) {
+  testing::CheckDeviceSplits({1, 4, 128, 16, KvDtype::kBf16}, {1000, 300, 40, 0, 129}, 8, 64,
+                             {8, 5, 0, 0, 3}, 16, kPipelined);
+  testing::CheckDeviceSplits({3, 3, 64, 16, KvDtype::kInt8, 100}, {1000, 129}, 8, 64, {2, 2},
+                             17, kPipelined);
+}
+
 // Issue 24: plans of different shapes on the one workspace the runner keeps (the first
 // shrink, 4 items then 1 at context 300, left the heads uncombined on the old layout).
 TEST(EmulatedDecodeAttentionTest, PlansOfDifferentShapesShareOneWorkspace) {

@@ -82,6 +82,17 @@ __device__ __forceinline__ void Mma16816<__half>(const uint32_t* a, const uint32
 #endif
 }
 
+// The MMA operand type for a KV element type: bf16 for bf16 KV, fp16 for fp16 and int8
+// (dequantized) KV.
+template <typename KvT>
+struct MmaTypeFor {
+  using T = __half;
+};
+template <>
+struct MmaTypeFor<__nv_bfloat16> {
+  using T = __nv_bfloat16;
+};
+
 // Two floats as one register of T pairs (lo in the low half), round to nearest even.
 template <typename T>
 __device__ __forceinline__ uint32_t PackPair(float lo, float hi);

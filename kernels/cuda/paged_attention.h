@@ -5,9 +5,9 @@
 // softmax(q.K * scale) V over keys 0..p of the query at position p — or, with a
 // sliding window W > 0, keys max(0, p - W + 1)..p — read through the block table). Each kernel's design, layout and preconditions are at the top of its
 // .cu file: decode_attention_pipelined.cu, decode_attention.cu, prefill_attention.cu,
-// prefill_attention_tc.cu. Besides the GPU test (paged_attention_test), the pipelined
-// decode and tensor-core prefill kernels run on the CPU under the host emulation
-// (emulated_*_test, testing/host_emulation.h).
+// prefill_attention_tc.cu, decode_attention_grouped.cu. Besides the GPU test
+// (paged_attention_test), every decode kernel and the tensor-core prefill run on the CPU
+// under the host emulation (emulated_*_test, testing/host_emulation.h).
 //
 // KV: one layer's PagedKvView (kernels/cuda/paged_kv.h), fp16, bf16 or int8 groups;
 // head_dim 64, 128 or 256; num_heads / num_kv_heads <= MaxAttentionGroup(head_dim) (32,
@@ -81,13 +81,29 @@ inline int32_t MaxAttentionGroup(int32_t head_dim) {
 //     aligned K/V (and int8 scale) rows: true for the backend's pool.
 //   kSplitV1 (decode_attention.cu): the first kernel — three passes over the split with
 //     scores in shared memory (partition_size * group <= 4096), plus the reduction kernel.
+//   kGrouped (decode_attention_grouped.cu): kPipelined's grid, pipeline and last-CTA
+//     combination, but every K/V element is converted (int8: dequantized, scale applied)
+//     once per tile for all query heads of the group instead of once per head: groups
+//     < 4 on CUDA cores (a thread owns 8 dims of a token row and the q of every head),
+//     groups >= 4 on tensor cores (mma.sync m16n8k16, query heads as the rows, padded to
+//     16; q and the softmax weights rounded to bf16 for bf16 KV, else fp16 — the
+//     tensor-core prefill's precision). Not the default until a GPU measures it.
+//     Same alignment requirements as kPipelined, plus an even q_stride.
 enum class DecodeKernel : int32_t {
   kSplitV1 = 0,
   kPipelined = 1,
+  kGrouped = 2,
 };
 inline const char* DecodeKernelName(DecodeKernel kernel) {
-  return kernel == DecodeKernel::kSplitV1 ? "split_v1" : "pipelined";
+  switch (kernel) {
+    case DecodeKernel::kSplitV1: return "split_v1";
+    case DecodeKernel::kPipelined: return "pipelined";
+    case DecodeKernel::kGrouped: return "grouped";
+  }
+  return "?";
 }
+// The kGrouped kernel rounds q and the softmax weights to the MMA type for groups >= this.
+inline constexpr int32_t kGroupedDecodeTensorCoreMinGroup = 4;
 // Tokens per K/V tile of the kPipelined kernel (its partitions are multiples of it).
 inline constexpr int32_t kPipelinedDecodeTileTokens = 32;
 
@@ -107,11 +123,19 @@ struct DecodeAttentionArgs {
   int32_t window = 0;  // > 0: sliding window (keys context - window .. context - 1)
   int32_t partition_size = 0;
   int32_t max_splits = 1;
+  // Split lengths from the real contexts (kPipelined and kGrouped; 0: off, kSplitV1
+  // refuses it). When > 0 the kernel ignores partition_size and cuts item i's keys
+  // [lo, context) into splits of max(device_min_partition, ceil(span / max_splits))
+  // tokens rounded up to its tile (span = context - lo), so every split of the grid takes
+  // a share of the item's real keys: a CUDA graph captured with a context bucket's
+  // max_splits spreads a shorter real context over all its splits instead of leaving the
+  // splits past it idle. A row's result then depends on its own context and max_splits.
+  int32_t device_min_partition = 0;
   // DecodeWorkspaceFloats(...) floats of partial outputs and log-sum-exps (unused with 1
   // split), written and read within the launch: no state between launches, so plans of
   // any shape may share one workspace.
   float* workspace = nullptr;
-  // kPipelined with max_splits > 1: DecodeSplitCounters(num_items, num_kv_heads) int32
+  // kPipelined / kGrouped with max_splits > 1: DecodeSplitCounters(num_items, num_kv_heads) int32
   // counters in a buffer of their own, zero before the first launch; the counter of
   // (item i, KV head h) is split_counters[i * num_kv_heads + h] whatever the plan. Each
   // launch leaves every counter zero (the CTA that combines an (item, KV head) resets its
@@ -140,7 +164,7 @@ inline int64_t DecodeWorkspaceFloats(int32_t num_items, int32_t num_heads, int32
                                      int32_t max_splits) {
   return int64_t{num_items} * num_heads * max_splits * (int64_t{head_dim} + 1);
 }
-// The kPipelined kernel's split counters: one int32 per (item, KV head).
+// The kPipelined / kGrouped kernels' split counters: one int32 per (item, KV head).
 inline int64_t DecodeSplitCounters(int32_t num_items, int32_t num_kv_heads) {
   return int64_t{num_items} * num_kv_heads;
 }
@@ -159,18 +183,33 @@ struct DecodeShape {
 struct DecodePlan {
   int32_t partition_size = 0;
   int32_t max_splits = 1;
+  // Split lengths from the real contexts (kPipelined and kGrouped; 0: off, kSplitV1
+  // refuses it). When > 0 the kernel ignores partition_size and cuts item i's keys
+  // [lo, context) into splits of max(device_min_partition, ceil(span / max_splits))
+  // tokens rounded up to its tile (span = context - lo), so every split of the grid takes
+  // a share of the item's real keys: a CUDA graph captured with a context bucket's
+  // max_splits spreads a shorter real context over all its splits instead of leaving the
+  // splits past it idle. A row's result then depends on its own context and max_splits.
+  int32_t device_min_partition = 0;
   int64_t workspace_floats = 0;
 };
 // The split plan of `kernel` for a batch. kSplitV1: ChooseDecodePartition. kPipelined:
 // the fewest splits whose CTAs fill the GPU's resident CTA slots (num_sms x CTAs per SM
 // by shared memory and threads) to >= 85 % in the last wave, partitions a multiple of 32
 // tokens and not below 64 (one split when the batch alone fills the GPU, e.g. 64 items
-// x 8 KV heads on 132 SMs).
+// x 8 KV heads on 132 SMs). kGrouped: likewise with its own occupancy and tile
+// (partitions a multiple of GroupedDecodeTileTokens).
 DecodePlan PlanDecode(DecodeKernel kernel, const DecodeShape& shape);
 
 // Resident CTAs per SM of the kPipelined kernel (shared memory and thread limits; the
 // kernel needs few registers), for the planner and the benchmark.
 int32_t PipelinedDecodeCtasPerSm(KvDtype dtype, int32_t head_dim, int32_t group_size);
+// Likewise for the kGrouped kernel, and its K/V tile (tokens) at a head_dim: 64, or 32
+// at head_dim 256 (its device-derived splits are multiples of it).
+int32_t GroupedDecodeCtasPerSm(KvDtype dtype, int32_t head_dim, int32_t group_size);
+inline int32_t GroupedDecodeTileTokens(int32_t head_dim) { return head_dim > 128 ? 32 : 64; }
+// The split length the backend passes as device_min_partition.
+inline constexpr int32_t kDecodeDeviceMinPartition = 64;
 
 cudaError_t PagedDecodeAttention(const DecodeAttentionArgs& args, const PagedKvView& kv,
                                  cudaStream_t stream);

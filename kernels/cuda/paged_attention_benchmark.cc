@@ -1,8 +1,11 @@
 // Paged attention throughput on a GPU (manual, tagged "manual"; ../shared/gpu/check.sh
 // runs it with --benchmark_min_time=0.2 and keeps the BM_ lines).
 //
-// BM_PagedDecodeAttention/<shape>/<batch>/<context>/<kernel>: one decode launch
-// (kernel 1: kPipelined, the default; 0: kSplitV1, the first kernel, for A/B), timed with
+// BM_PagedDecodeAttention/<shape>/<batch>/<context>/<kernel>/<bucket>: one decode launch
+// (kernel 1: kPipelined, the default; 2: kGrouped, the group-shared / tensor-core kernel;
+// 0: kSplitV1, the first kernel; every row for each, for A/B) planned for a context of
+// <bucket> tokens (a CUDA graph's context bucket; = <context> when eager) — kGrouped cuts
+// its splits from the real contexts on the device, as the backend runs it —, timed with
 // CUDA events, reported as the bytes it must move — K and V of every context token
 // (plus int8 scales), the queries and the outputs — per second ("GB/s") and as a
 // fraction of the card's copy roofline ("roofline%"; WEFT_ROOFLINE_GBPS, default 3000:
@@ -148,6 +151,7 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   const int32_t batch = static_cast<int32_t>(state.range(1));
   const int32_t ctx = static_cast<int32_t>(state.range(2));
   const DecodeKernel kernel = static_cast<DecodeKernel>(state.range(3));
+  const int32_t bucket = static_cast<int32_t>(state.range(4));
   state.SetLabel(std::string(sh.name) + " " + DecodeKernelName(kernel));
   if (CudaDeviceCount() == 0) {
     state.SkipWithError("no CUDA device");
@@ -174,7 +178,7 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   ds.group_size = sh.group;
   ds.head_dim = sh.head_dim;
   ds.block_size = bs;
-  ds.max_context = ctx;
+  ds.max_context = bucket;
   ds.num_sms = num_sms;
   ds.dtype = sh.dtype;
   const DecodePlan plan = PlanDecode(kernel, ds);
@@ -201,6 +205,7 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
   a.partition_size = plan.partition_size;
   a.max_splits = plan.max_splits;
+  if (kernel == DecodeKernel::kGrouped) a.device_min_partition = kDecodeDeviceMinPartition;
   a.workspace = ws.as<float>();
   a.split_counters = counters.as<int32_t>();
   a.kernel = kernel;
@@ -230,7 +235,7 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   state.counters["GB/s"] = gbps;
   state.counters["roofline%"] = 100.0 * gbps / RooflineGbps();
   state.counters["splits"] = a.max_splits;
-  state.counters["partition"] = a.partition_size;
+  state.counters["partition"] = a.device_min_partition > 0 ? 0 : a.partition_size;  // 0: per item
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
 }
@@ -308,13 +313,14 @@ void BM_PagedPrefillAttention(benchmark::State& state) {
 }
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
-  for (int k : {1, 0}) {  // pipelined, then split_v1 (A/B)
+  for (int k : {1, 2, 0}) {  // pipelined, grouped, split_v1 (A/B)
     for (int s = 0; s < static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0])); ++s) {
-      b->Args({s, 64, 2048, k});  // the reference point: batch 64 x context 2K
+      b->Args({s, 64, 2048, k, 2048});  // the reference point: batch 64 x context 2K
     }
-    b->Args({0, 1, 8192, k});  // one long sequence: split-K matters
-    b->Args({0, 256, 512, k});
-    b->Args({3, 1, 2048, k});
+    b->Args({0, 1, 8192, k, 8192});  // one long sequence: split-K matters
+    b->Args({0, 256, 512, k, 512});
+    b->Args({3, 1, 2048, k, 2048});
+    b->Args({0, 8, 1024, k, 8192});  // a graph planned for 8K running 1K contexts
   }
 }
 

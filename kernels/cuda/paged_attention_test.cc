@@ -151,22 +151,44 @@ struct SharedDecodeBuffers {
   }
 };
 
+// q rounded as the tensor-core kernel rounds it (q * scale * log2 e to the MMA type:
+// bf16 for bf16 KV, fp16 otherwise), mapped back: the CPU reference then sees the same
+// queries, and the comparison measures the rest (the softmax weights' rounding).
+std::vector<float> AsTensorCoreQ(const std::vector<float>& q, KvDtype dtype, float scale) {
+  const float qs = scale * 1.4426950408889634f;
+  std::vector<float> out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    const float x = q[i] * qs;
+    const float r = dtype == KvDtype::kBf16 ? Bf16ToFp32(Fp32ToBf16(x)) : Fp16ToFp32(Fp32ToFp16(x));
+    out[i] = r / qs;
+  }
+  return out;
+}
+
 // Runs a decode kernel on every sequence at its full length with the given split
 // length (0: the kernel's PlanDecode) and compares with the CPU. Each kernel runs twice
 // on the same workspace (as graph replays do): the results must be the same bits and
 // the split counters back at zero. `shared`: buffers earlier calls used (default fresh).
+// kGrouped on tensor cores (groups >= 4) rounds q and the softmax weights: the reference
+// sees q rounded likewise (AsTensorCoreQ) and the tolerance is the tensor-core prefill's.
+// device_min_partition > 0: split lengths derived on the device from the contexts.
 void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_t partition,
                  ActDtype out_dtype, uint32_t seed,
                  DecodeKernel kernel = DecodeKernel::kPipelined,
-                 SharedDecodeBuffers* shared = nullptr) {
+                 SharedDecodeBuffers* shared = nullptr, int32_t device_min_partition = 0) {
   SCOPED_TRACE(DecodeKernelName(kernel));
   World w(shape, lengths, seed);
   const int32_t items = static_cast<int32_t>(lengths.size());
   const int32_t max_ctx = *std::max_element(lengths.begin(), lengths.end());
   const std::vector<float> q = w.RandomQ(items);
+  const bool tc =
+      kernel == DecodeKernel::kGrouped && shape.group >= kGroupedDecodeTensorCoreMinGroup;
+  const std::vector<float> q_ref = tc ? AsTensorCoreQ(q, shape.dtype, w.scale()) : q;
+  const double tc_tol = shape.dtype == KvDtype::kBf16 ? 5e-3 : 2e-3;
   std::vector<float> want;
   for (int32_t i = 0; i < items; ++i) {
-    const std::vector<float> o = w.CpuDecode(i, q.data() + int64_t{i} * w.q_width(), lengths[i]);
+    const std::vector<float> o =
+        w.CpuDecode(i, q_ref.data() + int64_t{i} * w.q_width(), lengths[i]);
     want.insert(want.end(), o.begin(), o.end());
   }
   DecodeAttentionArgs a;
@@ -194,6 +216,7 @@ void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_
   ds.dtype = shape.dtype;
   a.partition_size = partition > 0 ? partition : PlanDecode(kernel, ds).partition_size;
   a.max_splits = DecodeNumSplits(max_ctx, a.partition_size) + 1;  // one spare: exits early
+  a.device_min_partition = device_min_partition;
   const int64_t ws_floats =
       DecodeWorkspaceFloats(items, a.num_heads, shape.head_dim, a.max_splits);
   SharedDecodeBuffers fresh;
@@ -209,7 +232,8 @@ void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_
     got = out.ToHost();
     WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
     again = out.ToHost();
-    EXPECT_LE(WorstError(got, want, 2e-5, 2e-4), 1.0) << "partition " << a.partition_size;
+    EXPECT_LE(WorstError(got, want, tc ? tc_tol : 2e-5, tc ? 2 * tc_tol : 2e-4), 1.0)
+        << "partition " << a.partition_size;
   } else {
     DeviceArray<uint16_t> out(want.size());
     a.out = out.get();
@@ -217,7 +241,9 @@ void CheckDecode(const Shape& shape, const std::vector<int32_t>& lengths, int32_
     got = Bf16ToFloats(out.ToHost());
     WEFT_EXPECT_CUDA_OK(PagedDecodeAttention(a, w.view(), nullptr));
     again = Bf16ToFloats(out.ToHost());
-    EXPECT_LE(WorstError(got, want, 1e-3, 1.0 / 128), 1.0) << "partition " << a.partition_size;
+    EXPECT_LE(WorstError(got, want, tc ? tc_tol : 1e-3, tc ? 2 * tc_tol + 1.0 / 128 : 1.0 / 128),
+              1.0)
+        << "partition " << a.partition_size;
   }
   EXPECT_EQ(got, again) << "a second launch on the same workspace";
   const std::vector<int32_t> left = shared->counters->ToHost();
@@ -289,23 +315,27 @@ TEST_P(AttentionTest, DecodePlansOfDifferentShapesShareOneWorkspace) {
   }
 }
 
+// The kGrouped kernel (not the default until a GPU measures it): one split and several,
+// odd split lengths, bf16 output, one workspace for plans of different shapes, and a grid
+// planned for a longer context with split lengths derived on the device.
+TEST_P(AttentionTest, DecodeGroupedKernel) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  const DecodeKernel k = DecodeKernel::kGrouped;
+  CheckDecode(GetParam(), {1, 15, 16, 17, 100, 250}, 256, ActDtype::kF32, 1, k);
+  CheckDecode(GetParam(), {1, 96, 97, 300, 777, 1025}, 96, ActDtype::kF32, 2, k);
+  CheckDecode(GetParam(), {1, 40, 333, 1000}, 7, ActDtype::kF32, 12, k);
+  CheckDecode(GetParam(), {33, 600}, 0, ActDtype::kBf16, 4, k);
+  SharedDecodeBuffers shared;
+  CheckDecode(GetParam(), {2000, 300, 40, 64}, 128, ActDtype::kF32, 5, k, &shared,
+              kDecodeDeviceMinPartition);
+  CheckDecode(GetParam(), {300}, 64, ActDtype::kF32, 6, k, &shared);
+  CheckDecode(GetParam(), {8000, 65, 1}, 64, ActDtype::kF32, 7, k, &shared,
+              kDecodeDeviceMinPartition);
+}
+
 TEST_P(AttentionTest, DecodeBf16Output) {
   WEFT_SKIP_WITHOUT_CUDA();
   for (DecodeKernel k : kBothKernels) CheckDecode(GetParam(), {33, 600}, 0, ActDtype::kBf16, 4, k);
-}
-
-// q rounded as the tensor-core kernel rounds it (q * scale * log2 e to the MMA type:
-// bf16 for bf16 KV, fp16 otherwise), mapped back: the CPU reference then sees the same
-// queries, and the comparison measures the rest (the softmax weights' rounding).
-std::vector<float> AsTensorCoreQ(const std::vector<float>& q, KvDtype dtype, float scale) {
-  const float qs = scale * 1.4426950408889634f;
-  std::vector<float> out(q.size());
-  for (size_t i = 0; i < q.size(); ++i) {
-    const float x = q[i] * qs;
-    const float r = dtype == KvDtype::kBf16 ? Bf16ToFp32(Fp32ToBf16(x)) : Fp16ToFp32(Fp32ToFp16(x));
-    out[i] = r / qs;
-  }
-  return out;
 }
 
 // Runs a prefill kernel (tc: the tensor-core one) over chunks (cached prefix length,
@@ -439,7 +469,8 @@ TEST(AttentionLongTest, OddBlockSize) {
 
 TEST(AttentionLongTest, GraphPaddingGivesZeros) {
   WEFT_SKIP_WITHOUT_CUDA();
-  for (DecodeKernel kernel : kBothKernels) {
+  for (DecodeKernel kernel :
+       {DecodeKernel::kPipelined, DecodeKernel::kSplitV1, DecodeKernel::kGrouped}) {
     SCOPED_TRACE(DecodeKernelName(kernel));
     const Shape shape{2, 3, 64, 16, KvDtype::kBf16};
     World w(shape, {40}, 9);
@@ -559,6 +590,46 @@ TEST(AttentionHostTest, PipelinedDecodePlan) {
   // Workspace: partials and log-sum-exps; the counters (one per (item, KV head)) apart.
   EXPECT_EQ(DecodeWorkspaceFloats(2, 3, 64, 5), 2 * 3 * 5 * 65);
   EXPECT_EQ(DecodeSplitCounters(2, 3), 6);
+}
+
+// kGrouped's plan: partitions a multiple of its tile (64; 32 at head_dim 256) covering
+// the context, >= 64 tokens when split, for every context up to a few tiles (the split
+// search ends once a split would be under one tile), every KV type, head size and group.
+TEST(AttentionHostTest, GroupedDecodePlan) {
+  for (KvDtype dt : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}) {
+    for (int32_t hd : {64, 128, 256}) {
+      for (int32_t g : {1, 3, 4, 16, 32}) {
+        if (g > MaxAttentionGroup(hd)) continue;
+        EXPECT_GE(GroupedDecodeCtasPerSm(dt, hd, g), 1);
+        for (int32_t items : {1, 64}) {
+          for (int32_t ctx : {1, 63, 64, 65, 200, 2048, 8192}) {
+            DecodeShape s;
+            s.num_items = items;
+            s.num_kv_heads = 2;
+            s.group_size = g;
+            s.head_dim = hd;
+            s.max_context = ctx;
+            s.dtype = dt;
+            const DecodePlan p = PlanDecode(DecodeKernel::kGrouped, s);
+            SCOPED_TRACE(::testing::Message() << KvDtypeName(dt) << " hd " << hd << " group "
+                                              << g << " items " << items << " ctx " << ctx);
+            EXPECT_EQ(p.partition_size % GroupedDecodeTileTokens(hd), 0);
+            EXPECT_GE(int64_t{p.partition_size} * p.max_splits, ctx);
+            if (p.max_splits > 1) EXPECT_GE(p.partition_size, 64);
+            EXPECT_EQ(p.max_splits, DecodeNumSplits(ctx, p.partition_size));
+          }
+        }
+      }
+    }
+  }
+  // One long sequence on 132 SMs: split many ways.
+  DecodeShape s;
+  s.num_items = 1;
+  s.num_kv_heads = 8;
+  s.group_size = 4;
+  s.head_dim = 128;
+  s.max_context = 8192;
+  EXPECT_GE(PlanDecode(DecodeKernel::kGrouped, s).max_splits, 8);
 }
 
 }  // namespace

@@ -39,16 +39,6 @@ constexpr int kRows = kWarps * 16;
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kRows == kPrefillTcRows, "one warp per 16 rows of the tile");
 
-// The MMA element type for a KV element type.
-template <typename KvT>
-struct MmaType {
-  using T = __half;
-};
-template <>
-struct MmaType<__nv_bfloat16> {
-  using T = __nv_bfloat16;
-};
-
 template <int kHeadDim>
 struct TcCfg {
   static constexpr int kKeys = kHeadDim > 128 ? 32 : 64;    // keys per tile
@@ -65,7 +55,7 @@ template <typename KvT, int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
     PrefillTcKernel(PrefillAttentionArgs a, PagedKvView kv) {
   using C = TcCfg<kHeadDim>;
-  using T = typename MmaType<KvT>::T;
+  using T = typename MmaTypeFor<KvT>::T;
   constexpr int kKeys = C::kKeys;
   WEFT_DYNAMIC_SMEM(uint8_t, smem_raw);
   T* smem = reinterpret_cast<T*>(smem_raw);  // [buf][K|V][kKeys][kPitch]

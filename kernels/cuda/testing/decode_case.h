@@ -1,10 +1,11 @@
-// Decode-attention test cases shared by the emulated tests of both decode kernels
+// Decode-attention test cases shared by the emulated tests of the decode kernels
 // (emulated_decode_attention_test: kPipelined; emulated_decode_attention_v1_test:
-// kSplitV1): a batch of sequences in a shuffled paged KV pool with the CPU reference's
-// output (kernels/cpu/paged_attention.h), a runner that launches a kernel (through the
-// caller's emulated launch) and compares every element, and sequences of batches of
-// different shapes run on ONE decode workspace kept as the CUDA backend's ModelRunner
-// keeps it (grown and zeroed only when a plan needs more).
+// kSplitV1; emulated_decode_grouped_test: kGrouped): a batch of sequences in a shuffled
+// paged KV pool with the CPU reference's output (kernels/cpu/paged_attention.h), a runner
+// that launches a kernel (through the caller's emulated launch) and compares every
+// element, sequences of batches of different shapes run on ONE decode workspace kept as
+// the CUDA backend's ModelRunner keeps it (grown and zeroed only when a plan needs more),
+// and split lengths derived on the device.
 // Thread-safety: none (one test thread).
 #ifndef WEFT_KERNELS_CUDA_TESTING_DECODE_CASE_H_
 #define WEFT_KERNELS_CUDA_TESTING_DECODE_CASE_H_
@@ -49,24 +50,47 @@ struct DecodeCase {
   std::vector<float> want;
 };
 
+// round_q: the reference sees q * scale * log2 e rounded to the tensor cores' type (bf16
+// for bf16 KV, else fp16) and mapped back, as the kernel rounds it; the kernel gets q.
 std::unique_ptr<DecodeCase> MakeDecodeCase(const CaseShape& shape,
                                            const std::vector<int32_t>& lengths,
-                                           const std::vector<int32_t>& contexts, uint32_t seed);
+                                           const std::vector<int32_t>& contexts, uint32_t seed,
+                                           bool round_q = false);
 
 // The kernel under test: which one (args.kernel), and its emulated launch for `a`
 // over `kv`.
 struct DecodeKernelUnderTest {
   DecodeKernel kernel;
   std::function<void(const DecodeAttentionArgs& a, const PagedKvView& kv)> launch;
+  // Whether the kernel rounds q for this shape (see MakeDecodeCase; nullptr: never), and
+  // its tolerance: |out - want| <= tol + 2 tol |want| (nullptr: 2e-5 + 2e-4 |want|).
+  std::function<bool(const CaseShape&)> rounds_q;
+  std::function<double(const CaseShape&)> tolerance;
 };
 
 // Runs kernel `k` on `c` with splits of `partition` tokens and a grid of `max_splits` (the
-// plan) on the workspace `shared` reserves, `runs` times; every run's output (pre-filled
-// with 7) must match the reference, and every split counter be zero after it.
+// plan) on the workspace `shared` reserves, `runs` times (odd runs through q_rows, item i
+// at q / out row items - 1 - i); every run's output (pre-filled with 7) must match the
+// reference, and every split counter be zero after it.
+// device_min_partition > 0: the kernel derives the split lengths from the contexts
+// (DecodeAttentionArgs::device_min_partition) and `partition` is what the host passes
+// (ignored by the kernel).
 void RunDecodeCase(const DecodeCase& c, int32_t partition, int32_t max_splits,
-                   SharedWorkspace* shared, int runs, const DecodeKernelUnderTest& k);
+                   SharedWorkspace* shared, int runs, const DecodeKernelUnderTest& k,
+                   int32_t device_min_partition = 0);
 
-// A fresh zeroed workspace for one case, launched twice with a spare split.
+// Split lengths derived on the device: a grid of max_splits splits (a graph bucket's)
+// over contexts much shorter than the bucket, on a fresh workspace of NaNs, twice. The
+// output must match the reference, the counters be zero, and every head of item i must
+// have written exactly want_splits[i] log-sum-exps (splits that got keys; 0 when the item
+// needed one split, which writes the output directly).
+void CheckDeviceSplits(const CaseShape& shape, const std::vector<int32_t>& contexts,
+                       int32_t max_splits, int32_t min_partition,
+                       const std::vector<int32_t>& want_splits, uint32_t seed,
+                       const DecodeKernelUnderTest& k);
+
+// A fresh zeroed workspace for one case, launched twice (the second time through q_rows)
+// with a spare split.
 void CheckDecodeFresh(const CaseShape& shape, const std::vector<int32_t>& lengths,
                       const std::vector<int32_t>& contexts, int32_t partition, uint32_t seed,
                       const DecodeKernelUnderTest& k);

@@ -75,9 +75,10 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
   for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
     const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, '=');
     const absl::string_view key = kv.first, value = kv.second;
-    if (key == "decode" && (value == "pipelined" || value == "split_v1")) {
-      o->decode_kernel =
-          value == "pipelined" ? kc::DecodeKernel::kPipelined : kc::DecodeKernel::kSplitV1;
+    if (key == "decode" && (value == "pipelined" || value == "split_v1" || value == "grouped")) {
+      o->decode_kernel = value == "pipelined"  ? kc::DecodeKernel::kPipelined
+                         : value == "grouped" ? kc::DecodeKernel::kGrouped
+                                              : kc::DecodeKernel::kSplitV1;
     } else if (key == "fused" && (value == "0" || value == "1")) {
       o->fused_kernels = value == "1";
     } else if (key == "tc_prefill" && (value == "0" || value == "1")) {
@@ -90,8 +91,8 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "WEFT_CUDA_KERNELS: '", item,
-          "' is not decode=pipelined|split_v1, fused=0|1, tc_prefill=0|1, mixed_graphs=0|1 or "
-          "qgemm=<rows 0..",
+          "' is not decode=pipelined|split_v1|grouped, fused=0|1, tc_prefill=0|1, "
+          "mixed_graphs=0|1 or qgemm=<rows 0..",
           kMaxQuantGemmMaxRows, ">"));
     }
   }

@@ -117,8 +117,8 @@ struct CudaBackendOptions {
   // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h). Until
   // weft-worker has flags for them, the environment variable WEFT_CUDA_KERNELS overrides
   // these three (and graph_mixed_steps, key mixed_graphs=0|1, and quant_gemm_max_rows,
-  // key qgemm) at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0,qgemm=64" (logged; a
-  // bad value fails Create with InvalidArgument).
+  // key qgemm) at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0,qgemm=64" or
+  // "decode=grouped" (logged; a bad value fails Create with InvalidArgument).
   bool fused_kernels = true;
   // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
   bool tensor_core_prefill = true;

@@ -569,6 +569,10 @@ TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
   EXPECT_NE((*b)->kernels().find("decode=split_v1"), std::string::npos) << (*b)->kernels();
   EXPECT_EQ((*b)->kernels().find(";fused"), std::string::npos) << (*b)->kernels();
   EXPECT_NE((*b)->kernels().find(";qgemm<=64"), std::string::npos) << (*b)->kernels();
+  setenv("WEFT_CUDA_KERNELS", "decode=grouped", 1);
+  auto g = CudaBackend::Create(**file, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_NE((*g)->kernels().find("decode=grouped;fused"), std::string::npos) << (*g)->kernels();
   for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x"}) {
     setenv("WEFT_CUDA_KERNELS", bad, 1);
     EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument)

@@ -243,6 +243,11 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
     a.window = window;
     a.partition_size = s.decode_partition;
     a.max_splits = s.decode_max_splits;
+    // kGrouped cuts each item's splits from its real context on the device (a graph's
+    // grid stays the bucket's); the others keep the host's partition.
+    if (options_.decode_kernel == kc::DecodeKernel::kGrouped) {
+      a.device_min_partition = kc::kDecodeDeviceMinPartition;
+    }
     a.workspace = decode_ws_.as<float>();
     a.split_counters = split_counters_.as<int32_t>();
     a.kernel = options_.decode_kernel;
