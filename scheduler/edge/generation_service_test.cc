@@ -333,42 +333,6 @@ TEST_F(GenerationServiceTest, AbortEndsACallWhoseClientNeverReads) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
-// The same with the stream's last message: it goes out with the status in one write
-// (StartWriteAndFinish), so the finish is pending behind a client that never reads;
-// Abort still ends the call.
-TEST_F(GenerationServiceTest, AbortEndsACallWhoseLastMessageWentOutWithItsStatus) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 5);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = weft::v1::Generation::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
-  weft::v1::GenerateRequest req;
-  req.set_text("x");
-  grpc::ClientContext ctx;
-  auto reader = stub->Generate(&ctx, req);
-  ASSERT_TRUE(engine_.WaitFor([&] { return engine_.subs_.size() == 1; }));
-  std::shared_ptr<Outbox> outbox;
-  {
-    MutexLock l(&engine_.mu_);
-    outbox = engine_.subs_.back().outbox;
-  }
-  weft::v1::GenerateResponse resp;
-  resp.set_text(std::string(100000, 'a'));  // far over the client's window
-  ASSERT_TRUE(outbox->Queue(resp));
-  outbox->Finish(absl::OkStatus());  // the last message and the status, as one write
-  ASSERT_TRUE(engine_.WaitFor([&] { return outbox->Stalled(absl::Now(), absl::Milliseconds(200)); }));
-  EXPECT_FALSE(outbox->Done());
-
-  outbox->Abort(absl::ResourceExhaustedError("not reading"));
-  EXPECT_TRUE(engine_.WaitFor([&] { return gen_->open_streams() == 0 && outbox->Done(); }))
-      << "the call never ended";
-  weft::v1::GenerateResponse r;
-  while (reader->Read(&r)) {
-  }
-  EXPECT_FALSE(reader->Finish().ok()) << "its last message was cut short";
-}
-
 TEST_F(GenerationServiceTest, ModelMetadataRoutesAndMustAgreeWithTheField) {
   weft::v1::GenerateRequest req;
   req.set_text("x");

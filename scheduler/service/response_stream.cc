@@ -17,34 +17,23 @@ ResponseReactor::ResponseReactor(std::shared_ptr<Outbox> outbox, std::function<v
   outbox_->Attach(NotOwned<weft::v1::GenerateResponse>(this));
 }
 
-void ResponseReactor::Serialize(const weft::v1::GenerateResponse& response) {
+void ResponseReactor::WriteMessage(const weft::v1::GenerateResponse* response) {
   bool own_buffer = false;
   buffer_.Clear();  // the previous write is done with it
   if (rewrite_) {
-    weft::v1::GenerateResponse copy = response;
+    weft::v1::GenerateResponse copy = *response;
     rewrite_(&copy);
     grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(copy, &buffer_, &own_buffer);
   } else {
-    grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(response, &buffer_,
+    grpc::SerializationTraits<weft::v1::GenerateResponse>::Serialize(*response, &buffer_,
                                                                       &own_buffer);
   }
-}
-
-void ResponseReactor::WriteMessage(const weft::v1::GenerateResponse* response) {
-  Serialize(*response);
   StartWrite(&buffer_);
 }
 
 void ResponseReactor::FinishCall(const absl::Status& status) {
   if (on_end_) on_end_();
   Finish(ToGrpcStatus(status));
-}
-
-void ResponseReactor::WriteAndFinishCall(const weft::v1::GenerateResponse* response,
-                                         const absl::Status& status) {
-  Serialize(*response);
-  if (on_end_) on_end_();
-  StartWriteAndFinish(&buffer_, grpc::WriteOptions(), ToGrpcStatus(status));
 }
 
 void ResponseReactor::CancelCall(const absl::Status& status) { CancelServerCall(context_, status); }

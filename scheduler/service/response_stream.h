@@ -64,16 +64,8 @@ class ResponseReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void WriteMessage(const weft::v1::GenerateResponse* response) override;
   void FinishCall(const absl::Status& status) override;
   void CancelCall(const absl::Status& status) override;
-  // The last response and the status in one operation (StartWriteAndFinish): one
-  // transport write, one completion (OnDone).
-  bool CanWriteAndFinish() const override { return true; }
-  void WriteAndFinishCall(const weft::v1::GenerateResponse* response,
-                          const absl::Status& status) override;
 
  private:
-  // `response` (rewritten where the API asks) serialized into buffer_.
-  void Serialize(const weft::v1::GenerateResponse& response);
-
   std::shared_ptr<Outbox> outbox_;
   grpc::CallbackServerContext* const context_;
   std::function<void()> on_cancel_;

@@ -94,23 +94,18 @@ void WriteQueue<Message>::Abort(const absl::Status& status) {
     if (!finish_started_) finish_status_ = status;
     DropQueued();
     // Only a write that is in flight can hold the finish back; cancelling makes gRPC
-    // complete it (not ok), and OnWriteDone then starts the finish. A last write that
-    // went out with the finish is cancelled too: the call then ends (OnCallDone).
-    if (write_in_flight_ && (!finish_started_ || write_with_finish_) && !cancelling_ &&
-        target_ != nullptr) {
+    // complete it (not ok), and OnWriteDone then starts the finish.
+    if (write_in_flight_ && !finish_started_ && !cancelling_ && target_ != nullptr) {
       cancelling_ = true;
-      canceller_ = std::this_thread::get_id();
       target = target_;
     }
   }
   if (target != nullptr) {
-    // The target stays alive: the queue holds it, gRPC ends no reactor while its write
-    // is pending and the finish is held back (cancelling_), and where the finish went
-    // out with the write, OnCallDone (after which gRPC deletes the reactor) waits.
+    // The target stays alive: the queue holds it, and gRPC ends no reactor while its
+    // write is pending and the finish is held back (cancelling_).
     target->CancelCall(status);
     MutexLock lock(&mu_);
     cancelling_ = false;
-    cancel_done_.SignalAll();
   }
   Pump();
 }
@@ -149,11 +144,9 @@ uint64_t WriteQueue<Message>::coalesced() const {
 
 template <typename Message>
 void WriteQueue<Message>::Attach(std::shared_ptr<WriteTarget<Message>> target) {
-  const bool can_write_and_finish = target != nullptr && target->CanWriteAndFinish();
   {
     MutexLock lock(&mu_);
     target_ = std::move(target);
-    can_write_and_finish_ = can_write_and_finish;
   }
   Pump();
 }
@@ -179,10 +172,6 @@ template <typename Message>
 void WriteQueue<Message>::OnCallDone() {
   std::shared_ptr<WriteTarget<Message>> target;  // released outside mu_
   MutexLock lock(&mu_);
-  // A cancel of a write that went out with the finish may be under way on another
-  // thread: the target must outlive it (a transport that ends the call inside its own
-  // CancelCall, on the cancelling thread, does not wait for itself).
-  while (cancelling_ && canceller_ != std::this_thread::get_id()) cancel_done_.Wait(&mu_);
   done_ = true;
   target = std::move(target_);
   DropQueued();
@@ -198,7 +187,6 @@ template <typename Message>
 void WriteQueue<Message>::Pump() {
   std::shared_ptr<WriteTarget<Message>> target;
   const Message* to_write = nullptr;
-  bool finish_with_write = false;
   absl::Status status;
   {
     MutexLock lock(&mu_);
@@ -209,14 +197,6 @@ void WriteQueue<Message>::Pump() {
       bytes_ -= std::min(bytes_, WireBytes(in_flight_));
       write_in_flight_ = true;
       to_write = &in_flight_;
-      // The call's last message, with its finish asked for: one operation where the
-      // target can (nothing can be queued behind it any more).
-      if (queue_.empty() && finish_requested_ && !cancelling_ && can_write_and_finish_) {
-        finish_started_ = true;
-        write_with_finish_ = true;
-        finish_with_write = true;
-        status = finish_status_;
-      }
     } else if (finish_requested_) {
       if (cancelling_) return;  // Abort calls Pump again when it is done
       finish_started_ = true;
@@ -228,9 +208,7 @@ void WriteQueue<Message>::Pump() {
   }
   // No lock held across the call. in_flight_ is not touched again until OnWriteDone
   // clears write_in_flight_.
-  if (to_write != nullptr && finish_with_write) {
-    target->WriteAndFinishCall(to_write, status);
-  } else if (to_write != nullptr) {
+  if (to_write != nullptr) {
     target->WriteMessage(to_write);
   } else {
     target->FinishCall(status);

@@ -30,7 +30,6 @@
 #include <deque>
 #include <limits>
 #include <memory>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -57,16 +56,6 @@ class WriteTarget {
   // Cancels the call in the transport (a pending write then completes not ok); called
   // only while a write is in flight.
   virtual void CancelCall(const absl::Status& status) = 0;
-  // A target that can write a message and end the call in one operation (gRPC's
-  // StartWriteAndFinish: one transport write for the message and the status, no write
-  // completion) says so; the queue then sends the call's last message that way,
-  // through WriteAndFinishCall (called once, with no write in flight, instead of a
-  // WriteMessage and a FinishCall; `message` stays valid until OnCallDone).
-  virtual bool CanWriteAndFinish() const { return false; }
-  virtual void WriteAndFinishCall(const Message* message, const absl::Status& status) {
-    (void)message;
-    (void)status;
-  }
 };
 
 // A target the queue must not own: a gRPC reactor, which gRPC deletes after OnDone. The
@@ -171,15 +160,8 @@ class WriteQueue {
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
   // Abort is cancelling the call outside mu_: Pump must not start the finish (which
-  // lets gRPC delete the reactor) until it is done, and when the finish went out with
-  // the last write (WriteAndFinishCall), OnCallDone waits for it (cancel_done_).
+  // lets gRPC delete the reactor) until it is done.
   bool cancelling_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread::id canceller_ ABSL_GUARDED_BY(mu_);
-  CondVar cancel_done_;
-  // The target's CanWriteAndFinish (asked once, at Attach), and whether the last write
-  // and the finish are in flight as one (WriteAndFinishCall).
-  bool can_write_and_finish_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_with_finish_ ABSL_GUARDED_BY(mu_) = false;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status finish_status_ ABSL_GUARDED_BY(mu_);

@@ -58,20 +58,6 @@ class FakeCall : public WriteTarget<Message> {
   void CancelCall(const absl::Status&) override {
     MutexLock l(&mu_);
     ++cancels;
-    in_cancel = true;
-    cv_.SignalAll();
-    while (hold_cancel) cv_.Wait(&mu_);
-    in_cancel = false;
-  }
-  // Set before Attach: the target writes the last message with the finish.
-  bool CanWriteAndFinish() const override { return write_and_finish; }
-  void WriteAndFinishCall(const Message* m, const absl::Status& s) override {
-    MutexLock l(&mu_);
-    ++writes_with_finish;
-    written.push_back(Id(*m));
-    ++finishes;
-    status = s;
-    cv_.SignalAll();
   }
   // Waits for a write or the finish to be asked for; true for a write.
   bool WaitForWriteOrFinish() {
@@ -90,11 +76,6 @@ class FakeCall : public WriteTarget<Message> {
   int finishes ABSL_GUARDED_BY(mu_) = 0;
   int cancels ABSL_GUARDED_BY(mu_) = 0;
   absl::Status status ABSL_GUARDED_BY(mu_);
-  bool write_and_finish = false;
-  int writes_with_finish ABSL_GUARDED_BY(mu_) = 0;
-  // CancelCall blocks while hold_cancel (in_cancel meanwhile).
-  bool hold_cancel ABSL_GUARDED_BY(mu_) = false;
-  bool in_cancel ABSL_GUARDED_BY(mu_) = false;
 };
 
 template <typename Message>
@@ -258,98 +239,6 @@ TYPED_TEST(WriteQueueTest, HoldsItsTargetUntilTheCallIsDone) {
   EXPECT_FALSE(target.expired());
   q.OnCallDone();
   EXPECT_TRUE(target.expired());
-}
-
-// A target that can (gRPC's StartWriteAndFinish) gets the call's last message and its
-// finish as one operation, whether the finish was asked for behind a write in flight or
-// right after the message was queued; one that cannot gets a write, then the finish.
-TYPED_TEST(WriteQueueTest, LastMessageGoesOutWithTheFinishWhereTheTargetCan) {
-  using Queue = typename TestFixture::Queue;
-  for (bool can : {true, false}) {
-    for (bool behind_a_write : {true, false}) {
-      Queue q{typename Queue::Options()};
-      auto owned = std::make_shared<FakeCall<TypeParam>>();
-      FakeCall<TypeParam>& call = *owned;
-      call.write_and_finish = can;
-      q.Attach(owned);
-      if (behind_a_write) ASSERT_TRUE(q.Push(this->M(1)));  // in flight
-      ASSERT_TRUE(q.Queue(this->M(2)));
-      q.Finish(absl::OkStatus());
-      if (behind_a_write) q.OnWriteDone(true);
-      if (!can) q.OnWriteDone(true);  // the last write's own completion
-      {
-        MutexLock l(&call.mu_);
-        EXPECT_EQ(call.written, behind_a_write ? (std::vector<int>{1, 2}) : std::vector<int>{2});
-        EXPECT_EQ(call.finishes, 1) << can << behind_a_write;
-        EXPECT_EQ(call.writes_with_finish, can ? 1 : 0);
-        EXPECT_THAT(call.status, IsOk());
-      }
-      EXPECT_FALSE(q.Done());
-      q.OnCallDone();
-      EXPECT_TRUE(q.Done());
-    }
-  }
-}
-
-// A client that never reads holds the last write, and with it the finish that went out
-// together: Abort still cancels it (the call then ends), and the byte-cap / stall
-// checks still see the write pending until then.
-TYPED_TEST(WriteQueueTest, AbortCancelsALastWriteThatWentOutWithTheFinish) {
-  auto& q = this->queue_;
-  auto& call = *this->call_;
-  call.write_and_finish = true;
-  q.Attach(this->call_);
-  ASSERT_TRUE(q.Queue(this->M(1)));
-  q.Finish(absl::OkStatus());
-  EXPECT_TRUE(q.Stalled(absl::Now() + absl::Seconds(2), absl::Seconds(1)));
-  q.Abort(absl::ResourceExhaustedError("not reading"));
-  {
-    MutexLock l(&call.mu_);
-    EXPECT_EQ(call.writes_with_finish, 1);
-    EXPECT_EQ(call.cancels, 1);
-    EXPECT_EQ(call.finishes, 1);  // never a second finish
-  }
-  q.Abort(absl::ResourceExhaustedError("again"));  // one cancel is enough
-  q.OnCallDone();
-  EXPECT_TRUE(q.Done());
-  MutexLock l(&call.mu_);
-  EXPECT_EQ(call.cancels, 1);
-}
-
-// Once the finish went out with the last write, gRPC may end the call (OnCallDone, then
-// it deletes the reactor) while Abort is cancelling it on another thread: OnCallDone
-// returns only after the cancel has returned.
-TYPED_TEST(WriteQueueTest, CallDoneWaitsForACancelUnderWay) {
-  auto& q = this->queue_;
-  auto& call = *this->call_;
-  call.write_and_finish = true;
-  q.Attach(this->call_);
-  ASSERT_TRUE(q.Queue(this->M(1)));
-  q.Finish(absl::OkStatus());
-  {
-    MutexLock l(&call.mu_);
-    call.hold_cancel = true;
-  }
-  std::thread aborter([&] { q.Abort(absl::ResourceExhaustedError("not reading")); });
-  {
-    MutexLock l(&call.mu_);
-    while (!call.in_cancel) call.cv_.Wait(&call.mu_);
-  }
-  bool cancel_over_at_done = false;
-  std::thread transport([&] {
-    q.OnCallDone();
-    MutexLock l(&call.mu_);
-    cancel_over_at_done = !call.in_cancel;
-  });
-  {
-    MutexLock l(&call.mu_);
-    call.hold_cancel = false;
-    call.cv_.SignalAll();
-  }
-  aborter.join();
-  transport.join();
-  EXPECT_TRUE(cancel_over_at_done);
-  EXPECT_TRUE(q.Done());
 }
 
 // Several producers (the planning thread, gRPC reactions) against one transport thread
