@@ -215,9 +215,8 @@ void ClientStreams::FlushOverdue(absl::Time now) {
 
 void ClientStreams::PushOrEnd(ActiveRequest& ar, RequestId id, bool request_finished,
                               weft::v1::GenerateResponse resp, absl::Time now) {
-  if (ar.outbox->Queue(std::move(resp))) {
+  if (ar.outbox->Push(std::move(resp))) {
     metrics_->stream_messages.Increment();
-    if (to_start_.empty() || to_start_.back() != ar.outbox) to_start_.push_back(ar.outbox);
     return;
   }
   // Gone (client left) or over the byte cap (not reading): end it, free its blocks. A
@@ -264,12 +263,6 @@ void ClientStreams::Deliver(absl::Time now) {
   }
   outputs_.clear();
   step_logprobs_.clear();
-  StartWrites();
-}
-
-void ClientStreams::StartWrites() {
-  for (const std::shared_ptr<Outbox>& o : to_start_) o->Start();
-  to_start_.clear();
 }
 
 void ClientStreams::EndRequest(absl::flat_hash_map<RequestId, ActiveRequest>::iterator it,
@@ -306,7 +299,6 @@ void ClientStreams::EndRequest(absl::flat_hash_map<RequestId, ActiveRequest>::it
 void ClientStreams::CheckTimers(absl::Time now) {
   core_->ExpireDeadlines(now);
   FlushOverdue(now);
-  StartWrites();
   if (now - last_stall_check_ < absl::Milliseconds(100)) return;
   last_stall_check_ = now;
   CheckStalls(now);

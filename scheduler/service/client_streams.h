@@ -106,15 +106,9 @@ class ClientStreams {
                 absl::Time now);
   // Pushes what requests held longer than the interval allows.
   void FlushOverdue(absl::Time now);
-  // Queues `resp` on the call (its write starts at StartWrites); a push that fails ends
-  // the request (not reading, gone).
+  // Pushes `resp` to the call; a push that fails ends the request (not reading, gone).
   void PushOrEnd(ActiveRequest& ar, RequestId id, bool request_finished,
                  weft::v1::GenerateResponse resp, absl::Time now);
-
-  // Starts the writes of the calls that got messages since the last call: a pass's
-  // messages are built first, then written back to back, so that the gRPC threads find
-  // their completions together rather than woken once per message.
-  void StartWrites();
 
   Scheduler* const core_;
   const TokenTextSource* const text_;
@@ -129,8 +123,6 @@ class ClientStreams {
   // Calls of finished requests still writing their last responses (see CheckStalls).
   std::vector<std::shared_ptr<Outbox>> lingering_;
   std::vector<SequenceOutput> outputs_;
-  // Calls with messages queued and not started (PushOrEnd), in order.
-  std::vector<std::shared_ptr<Outbox>> to_start_;
   std::vector<TokenLogprobs> step_logprobs_;
   absl::Time last_stall_check_ = absl::InfinitePast();
   // Requests that may hold tokens (FlushOverdue), each listed once.

@@ -42,31 +42,25 @@ bool Coalesce(weft::v1::GenerateResponse* into, weft::v1::GenerateResponse* next
 
 template <typename Message>
 bool WriteQueue<Message>::Push(Message message) {
-  if (!Queue(std::move(message))) return false;
-  Pump();
-  return true;
-}
-
-template <typename Message>
-bool WriteQueue<Message>::Queue(Message message) {
-  MutexLock lock(&mu_);
-  if (done_ || finish_requested_) return false;
-  const size_t size = WireBytes(message);
-  if (bytes_ + size > options_.max_bytes) return false;
-  // A message merges into the last one queued only behind a write in flight: a queued
-  // message that waits for Start is not merged into (it goes out as pushed).
-  if (options_.coalesce && write_in_flight_ && !queue_.empty()) {
-    Message& last = queue_.back();
-    const size_t last_size = WireBytes(last);
-    if (Coalesce(&last, &message)) {
-      bytes_ = bytes_ - std::min(bytes_, last_size) + WireBytes(last);
-      ++coalesced_;
-      return true;  // the write in flight pumps the merged message when it completes
+  {
+    MutexLock lock(&mu_);
+    if (done_ || finish_requested_) return false;
+    const size_t size = WireBytes(message);
+    if (bytes_ + size > options_.max_bytes) return false;
+    if (options_.coalesce && write_in_flight_ && !queue_.empty()) {
+      Message& last = queue_.back();
+      const size_t last_size = WireBytes(last);
+      if (Coalesce(&last, &message)) {
+        bytes_ = bytes_ - std::min(bytes_, last_size) + WireBytes(last);
+        ++coalesced_;
+        return true;  // the write in flight pumps the merged message when it completes
+      }
     }
+    if (queue_.empty() && !write_in_flight_) oldest_unwritten_since_ = absl::Now();
+    bytes_ += size;
+    queue_.push_back(std::move(message));
   }
-  if (queue_.empty() && !write_in_flight_) oldest_unwritten_since_ = absl::Now();
-  bytes_ += size;
-  queue_.push_back(std::move(message));
+  Pump();
   return true;
 }
 

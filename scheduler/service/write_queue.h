@@ -107,15 +107,9 @@ class WriteQueue {
   };
   explicit WriteQueue(Options options) : options_(options) {}
 
-  // Queues a message and starts its write when none is in flight. False (and dropped)
-  // when the call is gone, its finish was asked for, or the queue is over its byte cap.
+  // Queues a message. False (and dropped) when the call is gone, its finish was asked
+  // for, or the queue is over its byte cap.
   bool Push(Message message) ABSL_LOCKS_EXCLUDED(mu_);
-  // Push without starting the write: it waits for Start (or the next Push, Finish or
-  // write completion), so that a producer can queue a pass of messages on many calls
-  // first and then start their writes back to back.
-  bool Queue(Message message) ABSL_LOCKS_EXCLUDED(mu_);
-  // Starts the next write (or the finish) when nothing is in flight.
-  void Start() ABSL_LOCKS_EXCLUDED(mu_) { Pump(); }
   // Ends the call with `status` once everything queued before is written (see
   // Options::error_drops_queued).
   void Finish(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);

@@ -175,37 +175,6 @@ TYPED_TEST(WriteQueueTest, AbortCutsAPendingWriteShortAndFinishesAfterIt) {
   EXPECT_THAT(call.status, StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
-// Queue holds a message until Start (a pass's messages queued on many calls, then
-// started back to back); what was queued goes out in order, and a Finish or a write
-// completion starts it too.
-TYPED_TEST(WriteQueueTest, QueuedMessagesWaitForStart) {
-  auto& q = this->queue_;
-  auto& call = *this->call_;
-  q.Attach(this->call_);
-  ASSERT_TRUE(q.Queue(this->M(1)));
-  ASSERT_TRUE(q.Queue(this->M(2)));
-  {
-    MutexLock l(&call.mu_);
-    EXPECT_EQ(call.writes_started, 0);
-  }
-  EXPECT_GT(q.queued_bytes(), 0u);
-  q.Start();
-  q.Start();  // idempotent while a write is in flight
-  {
-    MutexLock l(&call.mu_);
-    EXPECT_EQ(call.written, std::vector<int>{1});
-  }
-  q.OnWriteDone(true);  // a completion starts what was queued behind it
-  ASSERT_TRUE(q.Queue(this->M(3)));
-  q.Finish(absl::OkStatus());  // so does a Finish: nothing is left unwritten
-  q.OnWriteDone(true);
-  q.OnWriteDone(true);
-  EXPECT_FALSE(q.Queue(this->M(4)));  // after the finish, like Push
-  MutexLock l(&call.mu_);
-  EXPECT_EQ(call.written, (std::vector<int>{1, 2, 3}));
-  EXPECT_EQ(call.finishes, 1);
-}
-
 TYPED_TEST(WriteQueueTest, ByteCapAndStall) {
   using Queue = typename TestFixture::Queue;
   typename Queue::Options o;
