@@ -22,7 +22,7 @@
 #   AB_BACKEND=null AB_PARTS=serve bash tools/gpu/ab.sh
 # Knobs: AB_PARTS, AB_VARIANTS, AB_BACKEND (cuda|cpu|null), AB_KV_BYTES (per worker, default
 #   8 GiB on cuda, 256 MiB otherwise), AB_N1 (requests at c=1, 24), AB_N (requests at
-#   c=64,256, 512), AB_C (64,256), AB_PAIRS (3), AB_PORT_BASE (29100),
+#   c=64,256, 512), AB_C (64,256), AB_PAIRS (3), AB_PORT_BASE (29100), AB_UP_S (180),
 #   AB_BIN (binaries), AB_MODEL (GGUF), OUT (default /tmp/weft-gpu/out or /tmp/weft-ab/out).
 # Output: $OUT/summary.tsv — one line per figure: card, variant, figure, value, unit — and
 # the logs beside it. Exit status: 0; 3 when the greedy texts differ or a pair never came up;
@@ -48,12 +48,16 @@ fi
 CARD=${CARD:-unknown_gpu}
 cleanup() {  # every process this script started (timeout leads a group of its own), even on failure
   [ ${#pids[@]} -gt 0 ] || return 0
-  local p; for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
-  for _ in $(seq 20); do
-    alive=0; for p in "${pids[@]}"; do kill -0 -- "-$p" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && break; sleep 0.5
+  local p sig alive=0
+  for sig in TERM KILL; do  # TERM, up to 10 s for the groups to go, then KILL and up to 10 s more
+    for p in "${pids[@]}"; do kill -"$sig" -- "-$p" 2>/dev/null; done
+    for _ in $(seq 20); do
+      alive=0; for p in "${pids[@]}"; do kill -0 -- "-$p" 2>/dev/null && alive=1; done
+      [ "$alive" = 0 ] && break; sleep 0.5
+    done
+    [ "$alive" = 0 ] && break
   done
-  for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done; wait 2>/dev/null; pids=()
+  wait 2>/dev/null; pids=()
 }
 # $OUT gets summary.tsv and one archive of the logs (a device call returns at most 8 files).
 D=$OUT/raw; rm -rf "$D"; mkdir -p "$D"; S=$OUT/summary.tsv; : > "$S"
@@ -136,9 +140,12 @@ for v in $VARIANTS; do
 done
 note "started: $targets (KV ${KV} bytes per worker)"
 i=0; up=1
-for v in $VARIANTS; do  # all load at once; each pair must answer health within 3 minutes
-  ok=0; for _ in $(seq 360); do
-    timeout 5 "$(bin weft)" health --server=127.0.0.1:"$(port $i 1)" > /dev/null 2>&1 && { ok=1; break; }; sleep 0.5; done
+for v in $VARIANTS; do  # all load at once; each pair must answer health within AB_UP_S (180 s)
+  ok=0; for _ in $(seq $((2 * ${AB_UP_S:-180}))); do
+    timeout 5 "$(bin weft)" health --server=127.0.0.1:"$(port $i 1)" > /dev/null 2>&1 && { ok=1; break; }
+    kill -0 "${pids[$((2 * i + 1))]}" 2>/dev/null || break  # its worker exited
+    sleep 0.5; done
+  fig "$v" serve_up "$ok" bool
   [ $ok = 1 ] || { note "serve: $v never became healthy"; tail -5 "$D/worker-$v.log" | tee -a "$D/ab.log"; up=0; }
   i=$((i + 1))
 done

@@ -13,7 +13,14 @@ MODEL=$(dirname "$(readlink -f "$R/tools/models.txt")")/../models/SmolLM2-135M-I
 [ -f "$MODEL" ] || { echo "no default model at $MODEL (tools/bootstrap.sh)"; exit 1; }
 fail=0
 check() { if eval "$2"; then echo "ok: $1"; else echo "FAILED: $1"; fail=1; fi; }
-gone() { local p; for p in $(cat "$1/pids.txt" 2>/dev/null); do kill -0 -- "-$p" 2>/dev/null && return 1; done; return 0; }
+gone() {  # every process group ab.sh started has ended (a killed one may take a moment to be reaped)
+  local p alive
+  for _ in $(seq 50); do
+    alive=0; for p in $(cat "$1/pids.txt" 2>/dev/null); do kill -0 -- "-$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && return 0; sleep 0.1
+  done
+  return 1
+}
 base=$((20000 + RANDOM % 20000))
 
 export AB_BACKEND=null AB_PARTS=serve AB_BIN=$R AB_MODEL=$MODEL AB_N1=3 AB_N=12 AB_C=4,8 AB_PAIRS=1

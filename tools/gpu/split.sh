@@ -13,13 +13,13 @@ MiB=1048576
 # What travels besides the carried files: tracked and untracked-not-ignored files.
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s+0}')
 budget=$(( 64 * MiB - tree - MiB ))   # 1 MiB of margin (new files before the call, metadata)
-small=$(( $(stat -c %s .gpu/env.sh) + 4096 ))
-a=$(( budget - $(stat -c %s .gpu/pack.tar.xz) - small ))
-size=$(stat -c %s "$model")
-if [ $a -le 0 ] || [ $(( size - a )) -gt $(( budget - small )) ]; then
+small=$(( $(stat -L -c %s .gpu/env.sh) + 4096 ))
+pack=$(stat -L -c %s .gpu/pack.tar.xz); size=$(stat -L -c %s "$model")
+a=$(( (size - pack) / 2 ))   # both calls equally full: pack + part 1 = part 2
+if [ $a -le 0 ] || [ $(( pack + a + small )) -gt $budget ] || [ $(( size - a + small )) -gt $budget ]; then
   echo "split: tree $tree + pack + model do not fit two calls of 64 MiB"; exit 1
 fi
 head -c $a "$model" > .gpu/ab-model.1; tail -c +$((a + 1)) "$model" > .gpu/ab-model.2
 sha256sum "$model" | cut -d' ' -f1 > .gpu/model.sha256
-echo "split: tree $((tree / 1024)) KiB; call 1 carries pack.tar.xz + ab-model.1 = $(( ($(stat -c %s .gpu/pack.tar.xz) + a) / 1024 )) KiB;" \
+echo "split: tree $((tree / 1024)) KiB; call 1 carries pack.tar.xz + ab-model.1 = $(( (pack + a) / 1024 )) KiB;" \
   "call 2 carries ab-model.2 = $(( (size - a) / 1024 )) KiB (limit $(( 64 * 1024 )) KiB with the tree)"
