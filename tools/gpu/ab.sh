@@ -11,7 +11,9 @@
 #          counters; the greedy token ids of one fixed prompt from every variant, before and
 #          after the load, compared to the baseline's.
 # Variants (AB_VARIANTS, default all): base | mixed (--graph_mixed_steps) |
-#   grouped (WEFT_CUDA_KERNELS=decode=grouped) | qgemm64 (--quant_gemm_max_rows=64).
+#   grouped (WEFT_CUDA_KERNELS=decode=grouped) | qgemm64 (--quant_gemm_max_rows=64) |
+#   split_v1 (WEFT_CUDA_KERNELS=decode=split_v1; not in the default set). The first is the
+#   reference of the greedy comparison and of weft-bench's ratios (first/this).
 #
 # On the GPU machine, from the checkout's root, in two calls (each call's tree < 64 MiB):
 #   AB_PARTS="attn qgemm" bash tools/gpu/ab.sh   carrying .gpu/{pack.tar.xz,env.sh,ab-model.1}
@@ -128,6 +130,7 @@ for v in $VARIANTS; do
     mixed) flags=(--graph_mixed_steps) ;;
     grouped) env=(WEFT_CUDA_KERNELS=decode=grouped) ;;
     qgemm64) flags=(--quant_gemm_max_rows=64) ;;
+    split_v1) env=(WEFT_CUDA_KERNELS=decode=split_v1) ;;
     *) note "unknown variant $v"; exit 2 ;;
   esac
   timeout 900 "$(bin weft-scheduler)" --model="$MODEL" --host=127.0.0.1 --port="$(port $i 1)" \
@@ -155,11 +158,15 @@ PROMPT="Write one sentence about the ocean."
 greedy() {  # token ids of one fixed greedy chat request to variant index $1
   timeout 60 "$(bin weft)" generate --server=127.0.0.1:"$(port "$1" 1)" --chat --prompt="$PROMPT" \
     --max_tokens=48 --temperature=0 --print_token_ids 2>> "$D/greedy.err" | tr '\n' ' '; }
-compare_greedy() {  # $1: before|after
+declare -A first  # each variant's ids before the load
+compare_greedy() {  # $1: before|after — against base's ids, and after the load against its own
   local i=0 ref="" ids
   for v in $VARIANTS; do
     ids=$(greedy $i); echo "$1 $v: $ids" >> "$D/greedy.txt"
     [ $i = 0 ] && ref=$ids
+    if [ "$1" = before ]; then first[$v]=$ids
+    elif [ -n "$ids" ] && [ "$ids" = "${first[$v]}" ]; then fig "$v" greedy_after_identical_to_own_before 1 bool
+    else fig "$v" greedy_after_identical_to_own_before 0 "bool(DIFFERS)"; status=3; fi
     if [ -z "$ids" ]; then fig "$v" "greedy_$1" 0 "tokens(none:FAILED)"; status=3
     elif [ "$ids" = "$ref" ]; then fig "$v" "greedy_$1_identical_to_${VARIANTS%% *}" 1 "bool"
     else fig "$v" "greedy_$1_identical_to_${VARIANTS%% *}" 0 "bool(DIFFERS)"; status=3; fi

@@ -36,6 +36,7 @@ for v in base mixed grouped qgemm64; do
     check "$v served at $level" 'grep -qP "\t$v\tserve/$level/output_tok_s\(median of 1\)\t[0-9.e+]+\ttok/s" "$S"'
     check "$v no failed requests at $level" 'grep -qP "\t$v\tserve/$level/failed_requests\t0\t" "$S"'
   done
+  check "$v greedy after the load identical to its own before" 'grep -qP "\t$v\tgreedy_after_identical_to_own_before\t1\t" "$S"'
   check "$v worker steps counted" 'grep -qP "\t$v\tworker/weft_worker_steps_total\t[1-9][0-9]*\tsteps" "$S"'
 done
 check "ratios base/each other variant" '[ "$(grep -cP "\tserve/c=8/output_tok_s:base/this" "$S")" = 3 ]'
