@@ -24,10 +24,11 @@
 #   AB_BACKEND=null AB_PARTS=serve bash tools/gpu/ab.sh
 # Knobs: AB_PARTS, AB_VARIANTS, AB_BACKEND (cuda|cpu|null), AB_KV_BYTES (per worker, default
 #   8 GiB on cuda, 256 MiB otherwise), AB_N1 (requests at c=1, 24), AB_N (requests at
-#   c=64,256, 512), AB_C (64,256), AB_PAIRS (3), AB_PORT_BASE (29100), AB_UP_S (180),
+#   c=64,256, 512), AB_C (64,256), AB_PAIRS (3), AB_PORT_BASE (29100), AB_UP_S (120),
 #   AB_BIN (binaries), AB_MODEL (GGUF), OUT (default /tmp/weft-gpu/out or /tmp/weft-ab/out).
 # Output: $OUT/summary.tsv — one line per figure: card, variant, figure, value, unit — and
-# the logs beside it. Exit status: 0; 3 when the greedy texts differ or a pair never came up;
+# $OUT/ab-logs.tar.gz (every log). Exit status: 0; 3 when the greedy ids differ, a pair never came up or a
+# weft-bench run did not exit 0;
 # 4 when a part could not run at all.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd); cd "$ROOT" || exit 4
@@ -143,8 +144,8 @@ for v in $VARIANTS; do
 done
 note "started: $targets (KV ${KV} bytes per worker)"
 i=0; up=1
-for v in $VARIANTS; do  # all load at once; each pair must answer health within AB_UP_S (180 s)
-  ok=0; for _ in $(seq $((2 * ${AB_UP_S:-180}))); do
+for v in $VARIANTS; do  # all load at once; each pair must answer health within AB_UP_S (120 s)
+  ok=0; for _ in $(seq $((2 * ${AB_UP_S:-120}))); do
     timeout 5 "$(bin weft)" health --server=127.0.0.1:"$(port $i 1)" > /dev/null 2>&1 && { ok=1; break; }
     kill -0 "${pids[$((2 * i + 1))]}" 2>/dev/null || break  # its worker exited
     sleep 0.5; done
@@ -182,6 +183,8 @@ bench() {  # $1 name, $2 concurrency levels, $3 requests per run, $4 seconds at 
     --num_requests="$3" --concurrency="$2" --pairs="${AB_PAIRS:-3}" --warmup_requests=8 --progress=off \
     --json_out="$D/bench-$1.json" > "$D/bench-$1.txt" 2> "$D/bench-$1.err"
   local rc=$?; note "bench $1 (c=$2, n=$3) rc=$rc"
+  fig all "serve/bench_$1_exit_status" "$rc" "status(0 ok, 3 failed requests, 124 timed out)"
+  [ "$rc" = 0 ] || status=3
   [ -f "$D/bench-$1.json" ] && $FIG bench "$CARD" "$D/bench-$1.json" >> "$S"
 }
 bench c1 1 "${AB_N1:-24}" 120

@@ -39,6 +39,7 @@ for v in base mixed grouped qgemm64; do
   check "$v greedy after the load identical to its own before" 'grep -qP "\t$v\tgreedy_after_identical_to_own_before\t1\t" "$S"'
   check "$v worker steps counted" 'grep -qP "\t$v\tworker/weft_worker_steps_total\t[1-9][0-9]*\tsteps" "$S"'
 done
+check "both weft-bench runs exited 0" '[ "$(grep -cP "\tall\tserve/bench_(c1|load)_exit_status\t0\t" "$S")" = 2 ]'
 check "ratios base/each other variant" '[ "$(grep -cP "\tserve/c=8/output_tok_s:base/this" "$S")" = 3 ]'
 check "token ids were printed" 'grep -qE "^before base: [0-9]+ [0-9]+" "$T/run/raw/greedy.txt"'
 
