@@ -100,7 +100,7 @@ if [[ " $PARTS " == *" attn "* ]]; then
       --benchmark_min_time=0.2 --benchmark_out="$D/attn.json" --benchmark_out_format=json > "$D/attn.txt" 2>&1
     rc=$?; note "attn rc=$rc"; fig all attn_exit_status "$rc" "status(124 timed out: see attn.txt)"
     [ "$rc" = 0 ] || status=4
-    $FIG gbench "$CARD" "$D/attn.json" >> "$S" || note "attn: no figures (the rows are in attn.txt)"
+    $FIG gbench "$CARD" "$D/attn.json" >> "$S" 2>> "$D/ab.log" || note "attn: no figures (the rows are in attn.txt)"
   else note "attn: no paged_attention_benchmark under $BIN"; status=4; fi
 fi
 if [[ " $PARTS " == *" qgemm "* ]]; then
@@ -111,7 +111,7 @@ if [[ " $PARTS " == *" qgemm "* ]]; then
       --benchmark_min_time=0.1 --benchmark_out="$D/qgemm.json" --benchmark_out_format=json > "$D/qgemm.txt" 2>&1
     rc=$?; note "qgemm rc=$rc"; fig all qgemm_exit_status "$rc" "status(124 timed out: see qgemm.txt)"
     [ "$rc" = 0 ] || status=4
-    $FIG gbench "$CARD" "$D/qgemm.json" >> "$S" || note "qgemm: no figures (the rows are in qgemm.txt)"
+    $FIG gbench "$CARD" "$D/qgemm.json" >> "$S" 2>> "$D/ab.log" || note "qgemm: no figures (the rows are in qgemm.txt)"
   else note "qgemm: no quant_gemm_benchmark under $BIN (pack with GPU_EXTRA_TARGETS)"; status=4; fi
 fi
 
