@@ -117,7 +117,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
 absl::Status CudaBackend::Init(const GgufFile& file) {
   const int devices = kc::CudaDeviceCount();
   if (devices == 0) {
-    return absl::FailedPreconditionError("--backend=cuda: no CUDA device is available");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--backend=cuda: no CUDA device is available (", kc::CudaNoDeviceReason(), ")"));
   }
   device_ = options_.device >= 0 ? options_.device : options_.rank % devices;
   if (device_ >= devices) {
