@@ -20,4 +20,14 @@ int CudaDeviceCount() {
   return n;
 }
 
+std::string CudaNoDeviceReason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess && n > 0) return std::string();
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e == cudaSuccess ? std::string("cudaGetDeviceCount: 0 devices")
+                          : absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorName(e), ": ",
+                                         cudaGetErrorString(e));
+}
+
 }  // namespace weft::kernels::cuda

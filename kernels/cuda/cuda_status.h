@@ -12,6 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 
 namespace weft::kernels::cuda {
@@ -22,6 +24,11 @@ absl::Status CudaCall(cudaError_t error, const char* expr, const char* file, int
 // Number of CUDA devices, 0 when there is no device or no usable driver (never an error:
 // tests use it to skip).
 int CudaDeviceCount();
+
+// Why CudaDeviceCount() is 0: "" when a device is present, else the runtime's answer
+// (e.g. cudaErrorInsufficientDriver when the driver is older than the CUDA runtime we
+// link, cudaErrorNoDevice without a GPU), for skip messages and Create's error.
+std::string CudaNoDeviceReason();
 
 }  // namespace weft::kernels::cuda
 

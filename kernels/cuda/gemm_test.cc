@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/ggml_types.h"
@@ -21,6 +22,18 @@ using testing::WorstError;
 struct GemmCase {
   int64_t m, n, k;
 };
+
+// Runs with or without a GPU: the skip reason (e.g. a driver older than the CUDA runtime)
+// is there exactly when CudaDeviceCount() finds no device, and names the runtime's error.
+TEST(CudaDeviceTest, NoDeviceReasonExplainsACountOfZero) {
+  const std::string reason = CudaNoDeviceReason();
+  if (CudaDeviceCount() > 0) {
+    EXPECT_EQ(reason, "");
+  } else {
+    EXPECT_NE(reason.find("cudaGetDeviceCount: "), std::string::npos) << reason;
+    EXPECT_GT(reason.size(), std::string("cudaGetDeviceCount: ").size()) << reason;
+  }
+}
 
 class GemmTest : public ::testing::TestWithParam<GemmCase> {};
 

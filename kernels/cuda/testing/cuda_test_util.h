@@ -24,7 +24,8 @@
 #define WEFT_SKIP_WITHOUT_CUDA()                                              \
   do {                                                                        \
     if (::weft::kernels::cuda::CudaDeviceCount() == 0) {                      \
-      GTEST_SKIP() << "no CUDA device";                                       \
+      GTEST_SKIP() << "no CUDA device ("                                      \
+                   << ::weft::kernels::cuda::CudaNoDeviceReason() << ")";     \
     }                                                                         \
   } while (0)
 

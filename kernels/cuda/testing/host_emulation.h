@@ -1,8 +1,10 @@
 // A CPU emulation of the CUDA execution model, just enough to run this directory's
 // kernels on a machine without a GPU and compare them with their CPU twins: the kernel's
 // own source (a .cu file included with WEFT_CUDA_HOST_EMULATION defined, which hides its
-// launch code) runs with every CUDA thread as a fiber (ucontext) of one OS thread, blocks
-// one after another. What it models:
+// launch code) runs with every CUDA thread as a fiber of one OS thread, blocks one after
+// another. On x86-64 a fiber switch is host_emulation_switch.cc's few instructions (glibc's
+// swapcontext made a sigprocmask system call on every switch: half of these tests' CPU
+// time); elsewhere ucontext. What it models:
 //   * threadIdx / blockIdx / blockDim / gridDim, __syncthreads (a block barrier), warp
 //     collectives (__shfl_xor_sync, __shfl_up_sync, ldmatrix, mma.sync m16n8k16) as
 //     barriers of the warp's live lanes, exited threads leaving their barriers;
@@ -49,6 +51,13 @@
 #define __launch_bounds__(...)
 #endif
 
+#if defined(__x86_64__)
+#define WEFT_EMU_FAST_SWITCH 1
+// Saves the callee-saved registers on the current stack and the stack pointer in *save_sp,
+// then resumes the fiber whose stack pointer is load_sp (host_emulation_switch.cc).
+extern "C" void weft_emu_switch(void** save_sp, void* load_sp);
+#endif
+
 namespace weft::emu {
 
 // One 16-byte cp.async, performed when its group is waited for.
@@ -61,7 +70,11 @@ struct AsyncCopy {
 struct Fiber {
   std::vector<AsyncCopy> open;               // issued since the last commit
   std::vector<std::vector<AsyncCopy>> groups;  // committed, oldest first
+#if WEFT_EMU_FAST_SWITCH
+  void* sp = nullptr;
+#else
   ucontext_t ctx;
+#endif
   std::unique_ptr<char[]> stack;
   uint3 tid;
   int warp = 0;
@@ -82,7 +95,11 @@ struct BlockState {
   std::vector<WarpState> warps;
   int live = 0, arrived = 0;
   int current = -1;
+#if WEFT_EMU_FAST_SWITCH
+  void* scheduler_sp = nullptr;
+#else
   ucontext_t scheduler;
+#endif
   std::vector<unsigned char> smem;
   std::function<void()> body;
 };
@@ -102,9 +119,14 @@ namespace weft::emu {
 inline Fiber& Me() { return Block()->fibers[Block()->current]; }
 inline int LaneId() { return static_cast<int>(Me().tid.x % 32); }
 
+// From the running fiber back to the block's scheduler loop (Launch).
 inline void Yield() {
   BlockState* b = Block();
+#if WEFT_EMU_FAST_SWITCH
+  weft_emu_switch(&b->fibers[b->current].sp, b->scheduler_sp);
+#else
   swapcontext(&b->fibers[b->current].ctx, &b->scheduler);
+#endif
 }
 
 inline void BlockBarrier() {
@@ -164,7 +186,29 @@ inline void FiberMain() {
   f.done = true;
   --b->live;
   --b->warps[f.warp].live;
-  setcontext(&b->scheduler);
+  Yield();  // never resumed
+  std::abort();
+}
+
+// A fiber's first frame: FiberMain on its own stack (never returns).
+inline void StartFiber(Fiber& f, size_t stack_bytes) {
+  f.stack.reset(new char[stack_bytes]);
+#if WEFT_EMU_FAST_SWITCH
+  // weft_emu_switch pops six registers and returns: into FiberEntry, with the stack as
+  // after a call (rsp = 8 mod 16 at entry; a zero return address above it).
+  auto top = reinterpret_cast<uintptr_t>(f.stack.get() + stack_bytes) & ~uintptr_t{15};
+  void** sp = reinterpret_cast<void**>(top);
+  *--sp = nullptr;  // FiberEntry's return address: it never returns
+  *--sp = reinterpret_cast<void*>(+[] { FiberMain(); });
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;  // rbp rbx r12-r15
+  f.sp = sp;
+#else
+  getcontext(&f.ctx);
+  f.ctx.uc_stack.ss_sp = f.stack.get();
+  f.ctx.uc_stack.ss_size = stack_bytes;
+  f.ctx.uc_link = nullptr;
+  makecontext(&f.ctx, FiberMain, 0);
+#endif
 }
 
 // Runs `body` as every thread of every block of the grid.
@@ -188,12 +232,7 @@ inline void Launch(dim3 grid, dim3 block, size_t smem_bytes, std::function<void(
                    static_cast<unsigned>(t / (block.x * block.y))};
           f.warp = t / 32;
           ++st.warps[f.warp].live;
-          f.stack.reset(new char[kStack]);
-          getcontext(&f.ctx);
-          f.ctx.uc_stack.ss_sp = f.stack.get();
-          f.ctx.uc_stack.ss_size = kStack;
-          f.ctx.uc_link = nullptr;
-          makecontext(&f.ctx, FiberMain, 0);
+          StartFiber(f, kStack);
         }
         blockIdx = {bx, by, bz};
         blockDim = block;
@@ -205,7 +244,11 @@ inline void Launch(dim3 grid, dim3 block, size_t smem_bytes, std::function<void(
             if (f.done || f.waiting != 0) continue;
             st.current = t;
             threadIdx = f.tid;
+#if WEFT_EMU_FAST_SWITCH
+            weft_emu_switch(&st.scheduler_sp, f.sp);
+#else
             swapcontext(&st.scheduler, &f.ctx);
+#endif
             ran = true;
           }
           // Release complete barriers (exited threads no longer count).

@@ -117,7 +117,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
 absl::Status CudaBackend::Init(const GgufFile& file) {
   const int devices = kc::CudaDeviceCount();
   if (devices == 0) {
-    return absl::FailedPreconditionError("--backend=cuda: no CUDA device is available");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--backend=cuda: no CUDA device is available (", kc::CudaNoDeviceReason(), ")"));
   }
   device_ = options_.device >= 0 ? options_.device : options_.rank % devices;
   if (device_ >= devices) {
@@ -184,6 +185,12 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   runner_ = std::make_unique<cuda_backend::ModelRunner>(config_, shard_, weights_.get(),
                                                         kv_.get(), cublas_, ro);
   WEFT_RETURN_IF_ERROR(runner_->Init(stream_));
+  // The KV pool's cudaMemset and the cudaMemcpy uploads of pageable vectors (norm weights,
+  // GEMV copies, RoPE tables) ran on the legacy default stream, which a non-blocking
+  // stream_ does not wait for: the memset returns before it is done and a pageable copy
+  // once staged, not delivered (CUDA "API synchronization behavior"). Without this a first
+  // step could write KV the memset then clears, or read a table still in flight.
+  WEFT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
 
   limits_.block_size = options_.block_size;
   limits_.num_blocks = kv_->num_blocks();

@@ -25,7 +25,9 @@ namespace kc = ::weft::kernels::cuda;
 
 #define SKIP_WITHOUT_CUDA()                                                       \
   do {                                                                            \
-    if (kc::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";             \
+    if (kc::CudaDeviceCount() == 0) {                                             \
+      GTEST_SKIP() << "no CUDA device (" << kc::CudaNoDeviceReason() << ")";      \
+    }                                                                             \
   } while (0)
 
 struct Pair {
