@@ -19,7 +19,9 @@
 //   here:    GPU_EXTRA_TARGETS=//kernels/cuda:quant_gemm_benchmark ../shared/gpu/pack.sh
 //   device, from the checkout's root (env.sh unpacks .gpu/pack.tar.xz to /tmp/weft-gpu/x):
 //            . .gpu/env.sh && timeout 300 $X/bin/quant_gemm_benchmark
-//              --benchmark_min_time=0.1 [--benchmark_filter='smollm|gemma_qk']
+//              --benchmark_min_time=0.1 [--benchmark_filter='^BM_Linear/[0-4]/']
+//            (the filter matches the name, not the label: shapes 0-4 are smollm_*, 5-10 gemma_*;
+//            tools/gpu/ab.sh runs the smollm rows)
 //   or locally with a GPU:  bazel run --config=cuda -c opt //kernels/cuda:quant_gemm_benchmark
 // Read it per (shape, m) row triple: the smaller time of cublas_bf16 vs qgemm says which
 // path --quant_gemm_max_rows should take at that m (qgemm_nosplit shows what split-K buys).

@@ -1,0 +1,207 @@
+#!/bin/bash
+# tools/gpu/ab.sh — the GPU A/B of the unmeasured CUDA choices, in about 5-6 minutes of one
+# GPU machine (see tools/gpu/README.md for the pack and the device calls):
+#   attn   paged_attention_benchmark's decode rows: pipelined (default) vs grouped vs split_v1,
+#          GB/s and the share of the card's copy roofline (measured here with torch if present)
+#   qgemm  quant_gemm_benchmark on the default model's shapes (BM_Linear/0..4): cuBLAS bf16
+#          vs the fused QuantGemm per m
+#   serve  one scheduler+worker pair per variant on the one GPU, each worker with the same
+#          fixed KV budget (--kv_memory_bytes), driven by weft-bench with one --target per
+#          pair (interleaved, --pairs), at c=1 and at c=64,256; each worker's graph-step
+#          counters; the greedy token ids of one fixed prompt from every variant, before and
+#          after the load, compared to the baseline's.
+# Variants (AB_VARIANTS, default all): base | mixed (--graph_mixed_steps) |
+#   grouped (WEFT_CUDA_KERNELS=decode=grouped) | qgemm64 (--quant_gemm_max_rows=64) |
+#   split_v1 (WEFT_CUDA_KERNELS=decode=split_v1; not in the default set). The first is the
+#   reference of the greedy comparison and of weft-bench's ratios (first/this).
+#
+# On the GPU machine, from the checkout's root, in two calls (each call's tree < 64 MiB):
+#   AB_PARTS="attn qgemm" bash tools/gpu/ab.sh   carrying .gpu/{pack.tar.xz,env.sh,ab-model.1}
+#   AB_PARTS=serve bash tools/gpu/ab.sh          carrying .gpu/{env.sh,ab-model.2,model.sha256}
+# (.gpu/ from ../shared/gpu/pack.sh then tools/gpu/split.sh; env.sh unpacks the binaries and
+# the first part stays in /tmp/weft-gpu while the machine is warm.)
+# Here (no GPU): the same orchestration with --backend=null|cpu workers, binaries from bazel-bin:
+#   AB_BACKEND=null AB_PARTS=serve bash tools/gpu/ab.sh
+# Knobs: AB_PARTS, AB_VARIANTS, AB_BACKEND (cuda|cpu|null), AB_KV_BYTES (per worker, default
+#   8 GiB on cuda, 256 MiB otherwise), AB_N1 (requests at c=1, 24), AB_N (requests at
+#   c=64,256, 512), AB_C (64,256), AB_PAIRS (3), AB_PORT_BASE (29100), AB_UP_S (120),
+#   AB_BIN (binaries), AB_MODEL (GGUF), OUT (default /tmp/weft-gpu/out or /tmp/weft-ab/out).
+# Output: $OUT/summary.tsv — one line per figure: card, variant, figure, value, unit — and
+# $OUT/ab-logs.tar.gz (every log). Exit status: 0; 3 when the greedy ids differ, a pair never came up or a
+# weft-bench run did not exit 0;
+# 4 when a part could not run at all.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd); cd "$ROOT" || exit 4
+BACKEND=${AB_BACKEND:-cuda}
+PARTS=${AB_PARTS:-attn qgemm serve}
+VARIANTS=${AB_VARIANTS:-base mixed grouped qgemm64}
+FIG="/usr/bin/python3 $ROOT/tools/gpu/ab_figures.py"; [ -x /usr/bin/python3 ] || FIG="python3 $ROOT/tools/gpu/ab_figures.py"
+status=0
+if [ "$BACKEND" = cuda ]; then
+  # shellcheck source=/dev/null
+  . "$ROOT/.gpu/env.sh" || { echo "ab: no .gpu/env.sh (run ../shared/gpu/pack.sh here and carry .gpu/)"; exit 4; }
+  BIN=${AB_BIN:-$X/bin}; OUT=${OUT:-$W/out}; MODEL=${AB_MODEL:-$W/model.gguf}
+  KV=${AB_KV_BYTES:-8589934592}
+  [ -f "$G/ab-model.1" ] && cp "$G/ab-model.1" "$W/ab-model.1"  # tools/gpu/split.sh's first part
+  CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
+else
+  BIN=${AB_BIN:-$ROOT/bazel-bin}; OUT=${OUT:-/tmp/weft-ab/out}; MODEL=${AB_MODEL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+  KV=${AB_KV_BYTES:-268435456}; CARD="cpu-$BACKEND"
+fi
+CARD=${CARD:-unknown_gpu}
+cleanup() {  # every process this script started (timeout leads a group of its own), even on failure
+  [ ${#pids[@]} -gt 0 ] || return 0
+  local p sig alive=0
+  for sig in TERM KILL; do  # TERM, up to 10 s for the groups to go, then KILL and up to 10 s more
+    for p in "${pids[@]}"; do kill -"$sig" -- "-$p" 2>/dev/null; done
+    for _ in $(seq 20); do
+      alive=0; for p in "${pids[@]}"; do kill -0 -- "-$p" 2>/dev/null && alive=1; done
+      [ "$alive" = 0 ] && break; sleep 0.5
+    done
+    [ "$alive" = 0 ] && break
+  done
+  wait 2>/dev/null; pids=()
+}
+# $OUT gets summary.tsv and one archive of the logs (a device call returns at most 8 files).
+D=$OUT/raw; rm -rf "$D"; mkdir -p "$D"; S=$OUT/summary.tsv; : > "$S"
+pids=()
+# shellcheck disable=SC2317  # finish runs as the EXIT trap
+finish() {
+  cleanup
+  tar czf "$OUT/ab-logs.tar.gz" -C "$D" . 2>/dev/null
+  [ "$BACKEND" != cuda ] || rm -rf "$D"
+}
+trap finish EXIT; trap 'exit 130' INT TERM
+bin() {  # a binary by name: flat in the pack's bin/, or in bazel-bin's tree
+  local p; for p in "$BIN/$1" "$BIN/worker/service/$1" "$BIN/scheduler/service/$1" "$BIN/tools/cli/$1" "$BIN/tools/bench/$1"; do
+    [ -x "$p" ] && { echo "$p"; return; }; done; echo "$BIN/$1"; }
+fig() { echo -e "$CARD\t$1\t$2\t$3\t$4" >> "$S"; }
+note() { echo "ab: $*" | tee -a "$D/ab.log"; }
+note "card $CARD backend $BACKEND parts [$PARTS] variants [$VARIANTS] out $OUT"
+
+if [[ " $PARTS " == *" attn "* || " $PARTS " == *" qgemm "* ]] && [ "$BACKEND" = cuda ]; then
+  # The roofline the benchmarks divide by: this card's device-to-device copy (as check.sh).
+  gbps=$(timeout 60 python3 - <<'PY' 2>/dev/null
+import torch
+x = torch.empty(2**30, dtype=torch.uint8, device="cuda").random_(); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+s, e = torch.cuda.Event(True), torch.cuda.Event(True); torch.cuda.synchronize(); s.record()
+for _ in range(20): y.copy_(x)
+e.record(); torch.cuda.synchronize(); t = s.elapsed_time(e) / 20 / 1e3
+print(f"{2 * 2**30 / t / 1e9:.0f}")
+PY
+)
+  if [ -n "$gbps" ]; then fig copy roofline_d2d_copy "$gbps" "GB/s(read+write)"; export WEFT_ROOFLINE_GBPS=$gbps
+  else note "no torch: roofline% is against WEFT_ROOFLINE_GBPS=${WEFT_ROOFLINE_GBPS:-3000} (the H100's copy)"; fi
+fi
+if [[ " $PARTS " == *" attn "* ]]; then
+  if [ -x "$(bin paged_attention_benchmark)" ]; then
+    timeout 150 "$(bin paged_attention_benchmark)" --benchmark_filter='^BM_PagedDecodeAttention/' \
+      --benchmark_min_time=0.2 --benchmark_out="$D/attn.json" --benchmark_out_format=json > "$D/attn.txt" 2>&1
+    rc=$?; note "attn rc=$rc"; fig all attn_exit_status "$rc" "status(124 timed out: see attn.txt)"
+    [ "$rc" = 0 ] || status=4
+    $FIG gbench "$CARD" "$D/attn.json" >> "$S" 2>> "$D/ab.log" || note "attn: no figures (the rows are in attn.txt)"
+  else note "attn: no paged_attention_benchmark under $BIN"; status=4; fi
+fi
+if [[ " $PARTS " == *" qgemm "* ]]; then
+  # BM_Linear/<shape>/<m>/<kernel>: shapes 0-4 are the default model's (smollm_*); the
+  # filter matches the name (the shape's name is only the label).
+  if [ -x "$(bin quant_gemm_benchmark)" ]; then
+    timeout 120 "$(bin quant_gemm_benchmark)" --benchmark_filter='^BM_Linear/[0-4]/' \
+      --benchmark_min_time=0.1 --benchmark_out="$D/qgemm.json" --benchmark_out_format=json > "$D/qgemm.txt" 2>&1
+    rc=$?; note "qgemm rc=$rc"; fig all qgemm_exit_status "$rc" "status(124 timed out: see qgemm.txt)"
+    [ "$rc" = 0 ] || status=4
+    $FIG gbench "$CARD" "$D/qgemm.json" >> "$S" 2>> "$D/ab.log" || note "qgemm: no figures (the rows are in qgemm.txt)"
+  else note "qgemm: no quant_gemm_benchmark under $BIN (pack with GPU_EXTRA_TARGETS)"; status=4; fi
+fi
+
+[[ " $PARTS " == *" serve "* ]] || { echo "==== summary"; cat "$S"; exit $status; }
+if [ "$BACKEND" = cuda ] && [ ! -f "$MODEL" ]; then  # assembled as check.sh does
+  if [ -f "$W/ab-model.1" ] && [ -f "$G/ab-model.2" ]; then cat "$W/ab-model.1" "$G/ab-model.2" > "$MODEL"
+  elif [ -f "$W/model.a" ] && [ -f "$G/model.b" ]; then cat "$W/model.a" "$G/model.b" > "$MODEL"; fi
+  if [ "$(sha256sum "$MODEL" 2>/dev/null | cut -d' ' -f1)" != "$(cat "$G/model.sha256" 2>/dev/null)" ]; then
+    rm -f "$MODEL"; note "serve: the model is not assembled (the call before carries ab-model.1, this one ab-model.2 and model.sha256; tools/gpu/README.md)"
+    echo "==== summary"; cat "$S"; exit 4
+  fi
+fi
+[ -f "$MODEL" ] || { note "serve: no model $MODEL"; exit 4; }
+
+port() { echo $((${AB_PORT_BASE:-29100} + 10 * $1 + $2)); }  # variant index, 1 public / 2 worker / 3-4 metrics
+i=0; targets=""
+for v in $VARIANTS; do
+  env=(); flags=()
+  case $v in
+    base) ;;
+    mixed) flags=(--graph_mixed_steps) ;;
+    grouped) env=(WEFT_CUDA_KERNELS=decode=grouped) ;;
+    qgemm64) flags=(--quant_gemm_max_rows=64) ;;
+    split_v1) env=(WEFT_CUDA_KERNELS=decode=split_v1) ;;
+    *) note "unknown variant $v"; exit 2 ;;
+  esac
+  timeout 900 "$(bin weft-scheduler)" --model="$MODEL" --host=127.0.0.1 --port="$(port $i 1)" \
+    --worker_port="$(port $i 2)" --metrics_port="$(port $i 3)" > "$D/scheduler-$v.log" 2>&1 & pids+=($!)
+  env "${env[@]}" timeout 900 "$(bin weft-worker)" --scheduler=127.0.0.1:"$(port $i 2)" --model="$MODEL" \
+    --backend="$BACKEND" --replica="$v" --kv_memory_bytes="$KV" --metrics_port="$(port $i 4)" \
+    --give_up_after_s=60 "${flags[@]}" > "$D/worker-$v.log" 2>&1 & pids+=($!)
+  echo "${pids[@]}" > "$D/pids.txt"  # process groups, for a caller to check they are gone
+  targets="$targets${targets:+,}$v=grpc://127.0.0.1:$(port $i 1)"; i=$((i + 1))
+done
+note "started: $targets (KV ${KV} bytes per worker)"
+i=0; up=1
+for v in $VARIANTS; do  # all load at once; each pair must answer health within AB_UP_S (120 s)
+  ok=0; for _ in $(seq $((2 * ${AB_UP_S:-120}))); do
+    timeout 5 "$(bin weft)" health --server=127.0.0.1:"$(port $i 1)" > /dev/null 2>&1 && { ok=1; break; }
+    kill -0 "${pids[$((2 * i + 1))]}" 2>/dev/null || break  # its worker exited
+    sleep 0.5; done
+  fig "$v" serve_up "$ok" bool
+  [ $ok = 1 ] || { note "serve: $v never became healthy"; tail -5 "$D/worker-$v.log" | tee -a "$D/ab.log"; up=0; }
+  i=$((i + 1))
+done
+[ $up = 1 ] || { status=3; echo "==== summary"; cat "$S"; exit $status; }
+
+PROMPT="Write one sentence about the ocean."
+greedy() {  # token ids of one fixed greedy chat request to variant index $1
+  timeout 60 "$(bin weft)" generate --server=127.0.0.1:"$(port "$1" 1)" --chat --prompt="$PROMPT" \
+    --max_tokens=48 --temperature=0 --print_token_ids 2>> "$D/greedy.err" | tr '\n' ' '; }
+declare -A first  # each variant's ids before the load
+compare_greedy() {  # $1: before|after — against base's ids, and after the load against its own
+  local i=0 ref="" ids
+  for v in $VARIANTS; do
+    ids=$(greedy $i); echo "$1 $v: $ids" >> "$D/greedy.txt"
+    [ $i = 0 ] && ref=$ids
+    if [ "$1" = before ]; then first[$v]=$ids
+    elif [ -n "$ids" ] && [ "$ids" = "${first[$v]}" ]; then fig "$v" greedy_after_identical_to_own_before 1 bool
+    else fig "$v" greedy_after_identical_to_own_before 0 "bool(DIFFERS)"; status=3; fi
+    if [ -z "$ids" ]; then fig "$v" "greedy_$1" 0 "tokens(none:FAILED)"; status=3
+    elif [ "$ids" = "$ref" ]; then fig "$v" "greedy_$1_identical_to_${VARIANTS%% *}" 1 "bool"
+    else fig "$v" "greedy_$1_identical_to_${VARIANTS%% *}" 0 "bool(DIFFERS)"; status=3; fi
+    i=$((i + 1))
+  done
+}
+timeout 60 "$(bin weft)" generate --server=127.0.0.1:"$(port 0 1)" --chat --prompt="$PROMPT" --max_tokens=48 \
+  --temperature=0 > "$D/greedy-text.txt" 2>&1
+compare_greedy before
+
+bench() {  # $1 name, $2 concurrency levels, $3 requests per run, $4 seconds at most
+  timeout "$4" "$(bin weft-bench)" --target="$targets" --trace=sharegpt-like \
+    --num_requests="$3" --concurrency="$2" --pairs="${AB_PAIRS:-3}" --warmup_requests=8 --progress=off \
+    --json_out="$D/bench-$1.json" > "$D/bench-$1.txt" 2> "$D/bench-$1.err"
+  local rc=$?; note "bench $1 (c=$2, n=$3) rc=$rc"
+  fig all "serve/bench_$1_exit_status" "$rc" "status(0 ok, 3 failed requests, 124 timed out)"
+  [ "$rc" = 0 ] || status=3
+  [ -f "$D/bench-$1.json" ] && $FIG bench "$CARD" "$D/bench-$1.json" >> "$S"
+}
+bench c1 1 "${AB_N1:-24}" 120
+bench load "${AB_C:-64,256}" "${AB_N:-512}" 300
+compare_greedy after
+
+i=0
+for v in $VARIANTS; do
+  timeout 10 curl -s 127.0.0.1:"$(port $i 4)"/metrics > "$D/metrics-worker-$v.txt" 2>/dev/null ||
+    timeout 10 /usr/bin/python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$(port $i 4)/metrics').read().decode())" > "$D/metrics-worker-$v.txt"
+  $FIG metrics "$CARD" "$v" "$D/metrics-worker-$v.txt" >> "$S"
+  i=$((i + 1))
+done
+cleanup
+echo "==== summary ($S)"; cat "$S"
+exit $status
