@@ -303,7 +303,6 @@ struct OccupancyQuery {
     return cudaSuccess;
   }
 };
-bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 int32_t NextPow2(int32_t x) {
   int32_t p = 1;
@@ -315,14 +314,7 @@ int32_t NextPow2(int32_t x) {
 
 cudaError_t LaunchPipelinedDecode(const DecodeAttentionArgs& args, const PagedKvView& kv,
                                   cudaStream_t stream) {
-  const int32_t es = KvElementBytes(kv.dtype);
-  const bool int8 = kv.dtype == KvDtype::kInt8;
-  if (!Aligned16(kv.k) || !Aligned16(kv.v) || (kv.block_stride * es) % 16 != 0 ||
-      (int8 && (!Aligned16(kv.k_scale) || !Aligned16(kv.v_scale) ||
-                (kv.scale_block_stride * 2) % 16 != 0)) ||
-      args.q_stride % 4 != 0 || !Aligned16(args.q)) {
-    return cudaErrorInvalidValue;
-  }
+  if (!DecodeOperandsAligned(args, kv)) return cudaErrorInvalidValue;
   const int32_t group = args.num_heads / kv.num_kv_heads;
   return DispatchKv(kv.dtype, kv.head_dim, PipelinedLauncher{args, kv, stream, group});
 }

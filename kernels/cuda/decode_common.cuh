@@ -10,8 +10,9 @@
 //     shared memory by 16-byte cp.async, rows past the split zero-filled;
 //   * FinishDecodeSplits: after every split CTA has written its normalized partial output
 //     and log-sum-exp, the last CTA of each (item, KV head) to count combines them and
-//     resets its counter.
-// Included only by .cu files. Thread-safety: device functions without state.
+//     resets its counter;
+//   * DecodeOperandsAligned (host): the 16-byte alignment both kernels' launchers check.
+// Included only by .cu files. Thread-safety: functions without state.
 #ifndef WEFT_KERNELS_CUDA_DECODE_COMMON_CUH_
 #define WEFT_KERNELS_CUDA_DECODE_COMMON_CUH_
 
@@ -236,6 +237,19 @@ __device__ __forceinline__ void FinishDecodeSplits(const DecodeAttentionArgs& a,
     }
     StoreAct(a.out, s.row * a.out_stride + int64_t{hd} * kHeadDim + dim, acc / total, a.out_dtype);
   }
+}
+
+// The launch precondition of the split kernels' cp.async rows (host side): K/V (and int8
+// scale) bases 16-byte aligned with block strides of whole 16-byte chunks, q 16-byte
+// aligned with a row stride of a multiple of 4 elements.
+inline bool DecodeOperandsAligned(const DecodeAttentionArgs& args, const PagedKvView& kv) {
+  auto aligned16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const bool int8 = kv.dtype == KvDtype::kInt8;
+  return aligned16(kv.k) && aligned16(kv.v) &&
+         (kv.block_stride * KvElementBytes(kv.dtype)) % 16 == 0 &&
+         (!int8 || (aligned16(kv.k_scale) && aligned16(kv.v_scale) &&
+                    (kv.scale_block_stride * 2) % 16 == 0)) &&
+         args.q_stride % 4 == 0 && aligned16(args.q);
 }
 
 }  // namespace weft::kernels::cuda

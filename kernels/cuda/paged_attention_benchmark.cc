@@ -33,6 +33,7 @@
 #include "benchmark/benchmark.h"
 #include "common/ggml_types.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/testing/bench_util.h"
 #include "kernels/cuda/paged_attention.h"
 
 namespace weft::kernels::cuda {
@@ -53,31 +54,8 @@ const Shape kShapes[] = {
     {"llama8b_fp16", 8, 4, 128, KvDtype::kF16},
 };
 
-double RooflineGbps() {
-  const char* env = std::getenv("WEFT_ROOFLINE_GBPS");
-  return env != nullptr && std::atof(env) > 0 ? std::atof(env) : 3000.0;
-}
-
-#define BENCH_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    const cudaError_t e_ = (expr);                                                         \
-    if (e_ != cudaSuccess) {                                                               \
-      state.SkipWithError((std::string(#expr) + ": " + cudaGetErrorString(e_)).c_str()); \
-      return;                                                                              \
-    }                                                                                      \
-  } while (0)
-
-// A device allocation freed at scope exit.
-struct Device {
-  void* p = nullptr;
-  ~Device() {
-    if (p != nullptr) cudaFree(p);
-  }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
+using testing::Device;
+using testing::RooflineGbps;
 
 // One layer's pool of `blocks` blocks (layout of kv_reference.h: per block K then V
 // data, then for int8 K then V scales) filled with random values, and its view.

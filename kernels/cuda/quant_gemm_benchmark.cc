@@ -40,6 +40,7 @@
 #include "kernels/cuda/quant.h"
 #include "kernels/cuda/quant_gemm.h"
 #include "kernels/cuda/quant_repack.h"
+#include "kernels/cuda/testing/bench_util.h"
 #include "kernels/cuda/testing/random_weights.h"
 
 namespace weft::kernels::cuda {
@@ -69,31 +70,8 @@ const Shape kShapes[] = {
 constexpr int kLaunches = 20;
 constexpr int64_t kRotateBytes = int64_t{192} << 20;  // > L2 (50 MiB H100, 60 MiB H200)
 
-double RooflineGbps() {
-  const char* env = std::getenv("WEFT_ROOFLINE_GBPS");
-  return env != nullptr && std::atof(env) > 0 ? std::atof(env) : 3000.0;
-}
-
-#define BENCH_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    const cudaError_t e_ = (expr);                                                         \
-    if (e_ != cudaSuccess) {                                                               \
-      state.SkipWithError((std::string(#expr) + ": " + cudaGetErrorString(e_)).c_str()); \
-      return;                                                                              \
-    }                                                                                      \
-  } while (0)
-
-// A device allocation freed at scope exit.
-struct Device {
-  void* p = nullptr;
-  ~Device() {
-    if (p != nullptr) cudaFree(p);
-  }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
+using testing::Device;
+using testing::RooflineGbps;
 
 // `copies` back-to-back copies of `host` in one allocation.
 cudaError_t UploadCopies(const void* host, size_t bytes, int copies, Device* out) {
