@@ -135,7 +135,17 @@ run_tests() {
     rel=${rel/://}
     local xml="$RESULTS/xml/$name/$rel/test.xml"
     mkdir -p "$(dirname "$xml")"
-    rm -f "$xml"
+    rm -f "$(dirname "$xml")"/*.xml
+    if [ ! -f "$logs/$rel/test.xml" ] && compgen -G "$logs/$rel/shard_*_of_*/test.xml" >/dev/null; then
+      # A sharded test (shard_count): one test.xml per shard, each counted.
+      local shard
+      for shard in "$logs/$rel"/shard_*_of_*/test.xml; do
+        xml="$RESULTS/xml/$name/$rel/$(basename "$(dirname "$shard")").xml"
+        cp "$shard" "$xml"
+        printf '%s\t%s\t%s\n' "$name" "$l" "$xml" >>"$RESULTS/xml.tsv"
+      done
+      continue
+    fi
     [ -f "$logs/$rel/test.xml" ] && cp "$logs/$rel/test.xml" "$xml"
     printf '%s\t%s\t%s\n' "$name" "$l" "$xml" >>"$RESULTS/xml.tsv"
   done
