@@ -94,25 +94,28 @@ PY
   if [ -n "$gbps" ]; then fig copy roofline_d2d_copy "$gbps" "GB/s(read+write)"; export WEFT_ROOFLINE_GBPS=$gbps
   else note "no torch: roofline% is against WEFT_ROOFLINE_GBPS=${WEFT_ROOFLINE_GBPS:-3000} (the H100's copy)"; fi
 fi
+# run_bench PART BINARY TIMEOUT_S MIN_TIME FILTER [MISSING_HINT]: one Google Benchmark run
+# of the pack's BINARY into $D/PART.{json,txt}, its exit status and figures in the summary.
+run_bench() {
+  local part=$1 binary=$2 limit=$3 min_time=$4 filter=$5 hint=${6:-}
+  if [ ! -x "$(bin "$binary")" ]; then
+    note "$part: no $binary under $BIN$hint"; status=4; return
+  fi
+  timeout "$limit" "$(bin "$binary")" --benchmark_filter="$filter" \
+    --benchmark_min_time="$min_time" --benchmark_out="$D/$part.json" --benchmark_out_format=json \
+    > "$D/$part.txt" 2>&1
+  local rc=$?
+  note "$part rc=$rc"; fig all "${part}_exit_status" "$rc" "status(124 timed out: see $part.txt)"
+  [ "$rc" = 0 ] || status=4
+  $FIG gbench "$CARD" "$D/$part.json" >> "$S" 2>> "$D/ab.log" || note "$part: no figures (the rows are in $part.txt)"
+}
 if [[ " $PARTS " == *" attn "* ]]; then
-  if [ -x "$(bin paged_attention_benchmark)" ]; then
-    timeout 150 "$(bin paged_attention_benchmark)" --benchmark_filter='^BM_PagedDecodeAttention/' \
-      --benchmark_min_time=0.2 --benchmark_out="$D/attn.json" --benchmark_out_format=json > "$D/attn.txt" 2>&1
-    rc=$?; note "attn rc=$rc"; fig all attn_exit_status "$rc" "status(124 timed out: see attn.txt)"
-    [ "$rc" = 0 ] || status=4
-    $FIG gbench "$CARD" "$D/attn.json" >> "$S" 2>> "$D/ab.log" || note "attn: no figures (the rows are in attn.txt)"
-  else note "attn: no paged_attention_benchmark under $BIN"; status=4; fi
+  run_bench attn paged_attention_benchmark 150 0.2 '^BM_PagedDecodeAttention/'
 fi
 if [[ " $PARTS " == *" qgemm "* ]]; then
   # BM_Linear/<shape>/<m>/<kernel>: shapes 0-4 are the default model's (smollm_*); the
   # filter matches the name (the shape's name is only the label).
-  if [ -x "$(bin quant_gemm_benchmark)" ]; then
-    timeout 120 "$(bin quant_gemm_benchmark)" --benchmark_filter='^BM_Linear/[0-4]/' \
-      --benchmark_min_time=0.1 --benchmark_out="$D/qgemm.json" --benchmark_out_format=json > "$D/qgemm.txt" 2>&1
-    rc=$?; note "qgemm rc=$rc"; fig all qgemm_exit_status "$rc" "status(124 timed out: see qgemm.txt)"
-    [ "$rc" = 0 ] || status=4
-    $FIG gbench "$CARD" "$D/qgemm.json" >> "$S" 2>> "$D/ab.log" || note "qgemm: no figures (the rows are in qgemm.txt)"
-  else note "qgemm: no quant_gemm_benchmark under $BIN (pack with GPU_EXTRA_TARGETS)"; status=4; fi
+  run_bench qgemm quant_gemm_benchmark 120 0.1 '^BM_Linear/[0-4]/' " (pack with GPU_EXTRA_TARGETS)"
 fi
 
 [[ " $PARTS " == *" serve "* ]] || { echo "==== summary"; cat "$S"; exit $status; }
