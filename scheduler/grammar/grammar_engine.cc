@@ -200,6 +200,7 @@ void EngineState::Run() {
       if (job.future->done) continue;  // timed out while queued
       job.future->compiling = true;
     }
+    if (options.before_compile_for_test) options.before_compile_for_test();
     const absl::Time start = absl::Now();
     absl::Status status;
     std::shared_ptr<const CompiledConstraint> grammar;

@@ -92,6 +92,9 @@ struct GrammarEngineOptions {
   int32_t max_cached = 128;         // compiled grammars kept
   int64_t max_cached_bytes = 256 << 20;
   absl::Duration compile_timeout = absl::Seconds(10);
+  // Tests only: runs on a compile thread just before each compile starts (a test holds a
+  // compile back with it to make "the deadline passed first" happen every time).
+  std::function<void()> before_compile_for_test;
 
   absl::Status Validate() const;
 };

@@ -1,13 +1,16 @@
 #include "scheduler/grammar/grammar_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "common/gguf.h"
@@ -316,9 +319,26 @@ TEST_F(GrammarEngineTest, CacheHitsAndLruEviction) {
 }
 
 TEST_F(GrammarEngineTest, DeadlinePassedIsInvalidArgumentAndTheEngineGoesOn) {
+  // The first compile is held back until the deadline has been seen to pass (without the
+  // hold a fast machine finished it before the poll: CI failed on that once).
+  auto started = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<absl::Notification>();
+  auto first = std::make_shared<std::atomic<bool>>(true);
+  absl::Cleanup let_go = [release] {
+    if (!release->HasBeenNotified()) release->Notify();
+  };
+  engine_.reset();
+  options_.before_compile_for_test = [started, release, first] {
+    if (!first->exchange(false)) return;
+    started->Notify();
+    release->WaitForNotification();
+  };
+  SetUp();
   GrammarFuture f = engine_->CompileAsync(Make(Kind::kRegex, "x{1,50}y"));
+  ASSERT_TRUE(started->WaitForNotificationWithTimeout(absl::Seconds(60)));
   // As if the compile had run past its limit (the planning thread polls with its clock).
   ASSERT_TRUE(f.Poll(absl::InfiniteFuture()));
+  std::move(let_go).Invoke();  // the held compile finishes late; its result is dropped
   auto r = f.result();
   ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("did not compile within"), std::string::npos);
@@ -328,6 +348,16 @@ TEST_F(GrammarEngineTest, DeadlinePassedIsInvalidArgumentAndTheEngineGoesOn) {
   ASSERT_TRUE(again.Poll());
   EXPECT_FALSE(again.result().ok());
   EXPECT_NE(MustCompile(*engine_, Make(Kind::kRegex, "z")), nullptr);
+  // The held compile ends (its thread is detached: wait, so that it does not outlive the
+  // test) and its late result leaves the cached refusal alone.
+  const absl::Time until = absl::Now() + absl::Seconds(60);
+  while (engine_->stats().num_compiles < 2 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(engine_->stats().num_compiles, 2);
+  GrammarFuture third = engine_->CompileAsync(Make(Kind::kRegex, "x{1,50}y"));
+  ASSERT_TRUE(third.Poll());
+  EXPECT_FALSE(third.result().ok());
 }
 
 TEST_F(GrammarEngineTest, ConcurrentIdenticalCompilesShareOne) {
