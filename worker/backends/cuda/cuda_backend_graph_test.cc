@@ -60,7 +60,7 @@ testing::TinyLlamaSpec GemvOnlySpec() {
 // Kernel launches per decode step, counted as the captured graph's nodes
 // (cudaGraphGetNodes): model_runner.h's 1 + 8 L + 2 with the fused kernels, 1 + 11 L + 2
 // with the separate ones and kSplitV1 (its reduction kernel runs: the graph's context
-// bucket is split 4 ways).
+// bucket is split more than once).
 TEST(CudaBackendGraphTest, KernelLaunchesPerDecodeStep) {
   SKIP_WITHOUT_CUDA();
   const testing::TinyLlamaSpec spec = GemvOnlySpec();
