@@ -248,7 +248,9 @@ TEST_F(EngineTest, KilledReplicaRequestsFinishOnTheOther) {
     ASSERT_TRUE(outs[i].status.ok()) << outs[i].status.error_message();
     EXPECT_EQ(outs[i].tokens, Expected(7 + i, 40)) << "recompute must not change tokens";
   }
-  EXPECT_EQ(engine_->num_replicas(), 1);
+  // Published at the end of the loop's iteration that saw ra's stream break (the streams
+  // may all have finished on ra before it stopped, on a slow machine).
+  EXPECT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; }));
   EXPECT_TRUE(WaitBlocksFree());
 }
 

@@ -234,7 +234,10 @@ class EngineTest : public ::testing::Test {
   }
   bool WaitReplicas(int n) { return Eventually([&] { return engine_->num_replicas() == n; }); }
   void TearDown() override {
-    for (auto& w : workers_) w->Stop();
+    for (auto& w : workers_) {
+      w->exec->Hang(false);  // a test that failed while a worker hung: let its step end
+      w->Stop();
+    }
     if (engine_) engine_->Stop();
     if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   }
