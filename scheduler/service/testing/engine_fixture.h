@@ -90,9 +90,10 @@ class FakeExecutor : public StepExecutor {
     return absl::OkStatus();
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
-    ++executed;
+    const int n = ++executed;
     {
       MutexLock l(&hang_mu_);
+      if (n == hang_at_step_) hang_ = true;
       hung_in_step = hang_;
       while (hang_) hang_cv_.Wait(&hang_mu_);
       hung_in_step = false;
@@ -142,6 +143,12 @@ class FakeExecutor : public StepExecutor {
     hang_ = hang;
     hang_cv_.SignalAll();
   }
+  // The worker hangs in its n-th plan (1-based), as Hang(true) then: a point mid-stream
+  // that does not depend on how fast the test's client reads.
+  void HangAtStep(int n) {
+    MutexLock l(&hang_mu_);
+    hang_at_step_ = n;
+  }
 
   int32_t blocks_ = 256;
   int step_ms_ = 1;  // the forward pass's time
@@ -158,6 +165,7 @@ class FakeExecutor : public StepExecutor {
   Mutex hang_mu_;
   CondVar hang_cv_;
   bool hang_ ABSL_GUARDED_BY(hang_mu_) = false;
+  int hang_at_step_ ABSL_GUARDED_BY(hang_mu_) = 0;  // 0: none
 };
 
 struct Worker {
