@@ -85,8 +85,10 @@ HttpGateOptions Small() {
   o.max_header_bytes = 2048;
   o.max_header_fields = 8;
   o.max_body_wire_bytes = 4096;
-  o.request_timeout = absl::Seconds(1);
-  o.keep_alive_timeout = absl::Seconds(2);
+  o.request_timeout = absl::Seconds(1);  // ATrickledHeadIs408AtTheDeadline waits for it
+  // Idle connections that hold a slot (AConnectionOverTheCapIs503AtOnce) stay open for
+  // longer than any pause of the test's thread.
+  o.keep_alive_timeout = absl::Seconds(60);
   return o;
 }
 

@@ -197,7 +197,9 @@ class EngineTest : public ::testing::Test {
     eo.core.eos_token_ids = {kEos};
     eo.core.max_num_batched_tokens = 64;
     eo.step_deadline.floor = deadline_floor;
-    eo.stall_timeout = absl::Seconds(1);
+    // No test here ends a stream for not reading; 1 s once stood here, a wall-clock
+    // bound on gRPC's threads completing writes (and on calls read only once closed).
+    eo.stall_timeout = absl::Seconds(60);
     if (tweak) tweak(&eo);
     ExpectedModel em;
     em.fingerprint = "fp";
