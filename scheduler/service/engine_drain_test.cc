@@ -79,11 +79,15 @@ TEST_F(EngineDrainTest, ADrainTimeoutRequeuesTheRestWithTheirTokens) {
   Worker* b = AddWorker("rb");
   a->exec->step_ms_ = 5;
   b->exec->step_ms_ = 5;
+  // ra hangs in its third step: its streams are still running when the drain times out,
+  // however late the test's thread asks for the drain.
+  a->exec->HangAtStep(3);
   ASSERT_TRUE(WaitReplicas(2));
   StartStreams(6, 120);
   ASSERT_TRUE(Eventually([&] { return Steps("ra") >= 2; }));
   ASSERT_TRUE(a->client->RequestDrain("test"));
   ExpectStreamsComplete(120);  // the re-queued ones recompute: same tokens, none twice
+  a->exec->Hang(false);  // its Run returns once its step ends
   a->thread.join();
   EXPECT_TRUE(a->result.ok()) << a->result;
   EXPECT_GT(metrics_.requeued_requests.Value(), 0);
