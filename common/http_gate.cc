@@ -470,11 +470,9 @@ bool GatedHttpServer::process_and_close_socket(socket_t sock) {
     std::atomic<int>& active;
     int sock;
     ~Leave() {
-      // The slot is free before the peer can see the close: a client that reconnects as
-      // soon as its connection ended is never counted against its old one.
-      active.fetch_sub(1);
       ::shutdown(sock, SHUT_RDWR);
       ::close(sock);
+      active.fetch_sub(1);
     }
   } leave{active_, sock};
   if (active_.fetch_add(1) >= options_.max_connections) {
