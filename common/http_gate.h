@@ -96,6 +96,9 @@ class GatedHttpServer : public httplib::Server {
 
   // Connections answered 503 (over the cap) so far.
   int64_t over_cap() const { return over_cap_.load(); }
+  // Connections holding a slot now (one is released once its thread is done with it,
+  // after the peer may already have seen the close).
+  int active_connections() const { return active_.load(); }
 
  private:
   class Pool;

@@ -127,7 +127,9 @@ class HttpServerTest : public ::testing::Test {
     frontend_ = std::make_unique<GenerateFrontend>(fo, lim, &encoder_, &engine_, &metrics_);
     o.host = "127.0.0.1";
     o.port = 0;
-    o.keep_alive_timeout = absl::Seconds(1);
+    // Far longer than a test's pause between two requests on one connection (the gate
+    // polls for Stop in slices, so a long idle wait does not slow the teardown).
+    o.keep_alive_timeout = absl::Seconds(60);
     auto s = OpenAiHttpServer::Start(o, frontend_.get(), &text_, &metrics_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);

@@ -79,15 +79,21 @@ TEST_F(EngineDrainTest, ADrainTimeoutRequeuesTheRestWithTheirTokens) {
   Worker* b = AddWorker("rb");
   a->exec->step_ms_ = 5;
   b->exec->step_ms_ = 5;
+  // ra hangs in its third step: its streams are still running when the drain times out,
+  // however late the test's thread asks for the drain.
+  a->exec->HangAtStep(3);
   ASSERT_TRUE(WaitReplicas(2));
   StartStreams(6, 120);
   ASSERT_TRUE(Eventually([&] { return Steps("ra") >= 2; }));
   ASSERT_TRUE(a->client->RequestDrain("test"));
   ExpectStreamsComplete(120);  // the re-queued ones recompute: same tokens, none twice
+  a->exec->Hang(false);  // its Run returns once its step ends
   a->thread.join();
   EXPECT_TRUE(a->result.ok()) << a->result;
   EXPECT_GT(metrics_.requeued_requests.Value(), 0);
-  EXPECT_EQ(engine_->num_replicas(), 1);
+  // The count is published at the end of the loop's iteration, after the drain's last
+  // message reached the worker: wait for it (a read at once failed under load).
+  EXPECT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; })) << State();
   EXPECT_TRUE(WaitBlocksFree());
 }
 
@@ -110,7 +116,9 @@ TEST_F(EngineDrainTest, AnyRankDrainsTheWholeTensorParallelReplica) {
   EXPECT_TRUE(r0->result.ok()) << r0->result;
   EXPECT_TRUE(r1->result.ok()) << r1->result;
   EXPECT_EQ(metrics_.requeued_requests.Value(), 0);
-  EXPECT_EQ(engine_->num_replicas(), 0);
+  // Published at the end of the iteration that released the ranks (after they were told:
+  // reading it as soon as Run returned failed 1 run in 20 under load).
+  EXPECT_TRUE(Eventually([&] { return engine_->num_replicas() == 0; })) << State();
 }
 
 TEST_F(EngineDrainTest, WithNoOtherReplicaNewWorkWaitsForOneToAttach) {
@@ -118,12 +126,18 @@ TEST_F(EngineDrainTest, WithNoOtherReplicaNewWorkWaitsForOneToAttach) {
   Worker* a = AddWorker("ra");
   a->exec->step_ms_ = 3;
   ASSERT_TRUE(WaitReplicas(1));
+  // The stream is held in its first step until the late request waits: without the hold
+  // a slow test thread let it finish first, and ra (drained, holding nothing) was
+  // released before the late request came (the fixture's TearDown lets a hang go).
+  a->exec->Hang(true);
   StartStreams(1, 60);
-  ASSERT_TRUE(Eventually([&] { return Steps("ra") >= 2; }));
+  ASSERT_TRUE(Eventually([&] { return a->exec->hung_in_step.load(); })) << State();
   ASSERT_TRUE(a->client->RequestDrain("test"));
   ASSERT_TRUE(Eventually([&] { return metrics_.replicas_draining.Value() == 1; }));
   Outcome waited;
   std::thread late([&] { waited = Generate(5, 77); });
+  ASSERT_TRUE(Eventually([&] { return metrics_.requests_waiting.Value() == 1; })) << State();
+  a->exec->Hang(false);
   // The running stream finishes on ra; the late one waits (ra admits nothing), so ra
   // cannot be released before another replica takes it.
   for (auto& t : threads_) t.join();

@@ -62,13 +62,20 @@ struct Snapshot {
   pid_t creator_pid = 0;
   uint64_t creator_pid_ns = 0;
   ShmState state = ShmState::kInitializing;
+  absl::Time modified;  // the file's mtime (set by shm_open and posix_fallocate)
 };
+
+// How long a segment without its creator's pid may be one a live creator is still
+// making (Create: shm_open, posix_fallocate, mmap, then the pid). Far longer than that
+// takes; a creator that died in between leaves a leftover removed once it is this old.
+constexpr absl::Duration kCreationGrace = absl::Seconds(60);
 
 absl::StatusOr<Snapshot> TakeSnapshot(int fd, absl::string_view shm_name) {
   struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoError("fstat", shm_name);
   Snapshot snap;
   snap.file_bytes = static_cast<size_t>(st.st_size);
+  snap.modified = absl::TimeFromTimespec(st.st_mtim);
   if (snap.file_bytes < kShmPageBytes) return snap;
   void* p = mmap(nullptr, kShmPageBytes, PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return ErrnoError("mmap header", shm_name);
@@ -329,6 +336,9 @@ absl::StatusOr<bool> ShmSegment::RemoveIfStale(absl::string_view name) {
   if (!snap.ok()) return snap.status();
   const std::string reason = StaleReason(*snap, /*check_pids=*/true);
   if (reason.empty()) return false;
+  // No pid yet and young: another process may be creating it right now (a worker's
+  // startup sweep once unlinked a tensor-parallel group's segment mid-creation).
+  if (snap->creator_pid <= 0 && absl::Now() - snap->modified < kCreationGrace) return false;
   LOG(INFO) << "removing stale shm segment " << shm_name << ": " << reason;
   if (shm_unlink(shm_name.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError("shm_unlink", shm_name);

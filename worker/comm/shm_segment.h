@@ -106,7 +106,8 @@ class ShmSegment {
                                                             absl::Time deadline);
 
   // Removes the segment of `name` if it is stale (see the header comment). Returns
-  // whether it removed it; NotFound when there is none.
+  // whether it removed it; NotFound when there is none. A segment that has no creator
+  // pid yet is kept while it is younger than a minute (a creator may be making it).
   static absl::StatusOr<bool> RemoveIfStale(absl::string_view name);
   // Removes every stale /dev/shm/weft-comm-* segment; returns how many it removed.
   static absl::StatusOr<int> RemoveStaleSegments();

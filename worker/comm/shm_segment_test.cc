@@ -218,6 +218,27 @@ TEST(ShmSegmentTest, RemoveStaleSegmentsRemovesOnlyStaleOnes) {
   EXPECT_THAT(ShmSegment::RemoveIfStale(stale).status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
+// A segment that another process is creating (opened, not yet sized, then sized with no
+// pid written yet) is not stale to the sweep; the same leftover once old is. The sweep
+// of one test process once removed another's segment mid-creation (a worker's startup
+// sweep would do the same to a tensor-parallel group forming on the same host).
+TEST(ShmSegmentTest, TheSweepSparesASegmentBeingCreated) {
+  const std::string name = UniqueName("seg");
+  const std::string shm_name = ShmSegment::ShmNameFor(name);
+  const int fd = shm_open(shm_name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  EXPECT_FALSE(*ShmSegment::RemoveIfStale(name)) << "opened, size 0";
+  ASSERT_EQ(ftruncate(fd, 2 * kShmPageBytes), 0);
+  EXPECT_FALSE(*ShmSegment::RemoveIfStale(name)) << "sized, no pid yet";
+  EXPECT_TRUE(Exists(name));
+  // The creator died there: an hour later the leftover goes.
+  const timespec times[2] = {{0, UTIME_OMIT}, {time(nullptr) - 3600, 0}};
+  ASSERT_EQ(futimens(fd, times), 0);
+  close(fd);
+  EXPECT_TRUE(*ShmSegment::RemoveIfStale(name));
+  EXPECT_FALSE(Exists(name));
+}
+
 TEST(ProcessAliveTest, SeesZombiesAsDead) {
   EXPECT_TRUE(ProcessAlive(getpid()));
   EXPECT_FALSE(ProcessAlive(0));

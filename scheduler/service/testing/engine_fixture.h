@@ -90,9 +90,10 @@ class FakeExecutor : public StepExecutor {
     return absl::OkStatus();
   }
   weft::v1::StepResult Execute(const weft::v1::StepPlan& plan) override {
-    ++executed;
+    const int n = ++executed;
     {
       MutexLock l(&hang_mu_);
+      if (n == hang_at_step_) hang_ = true;
       hung_in_step = hang_;
       while (hang_) hang_cv_.Wait(&hang_mu_);
       hung_in_step = false;
@@ -142,6 +143,12 @@ class FakeExecutor : public StepExecutor {
     hang_ = hang;
     hang_cv_.SignalAll();
   }
+  // The worker hangs in its n-th plan (1-based), as Hang(true) then: a point mid-stream
+  // that does not depend on how fast the test's client reads.
+  void HangAtStep(int n) {
+    MutexLock l(&hang_mu_);
+    hang_at_step_ = n;
+  }
 
   int32_t blocks_ = 256;
   int step_ms_ = 1;  // the forward pass's time
@@ -158,6 +165,7 @@ class FakeExecutor : public StepExecutor {
   Mutex hang_mu_;
   CondVar hang_cv_;
   bool hang_ ABSL_GUARDED_BY(hang_mu_) = false;
+  int hang_at_step_ ABSL_GUARDED_BY(hang_mu_) = 0;  // 0: none
 };
 
 struct Worker {
@@ -189,7 +197,9 @@ class EngineTest : public ::testing::Test {
     eo.core.eos_token_ids = {kEos};
     eo.core.max_num_batched_tokens = 64;
     eo.step_deadline.floor = deadline_floor;
-    eo.stall_timeout = absl::Seconds(1);
+    // No test here ends a stream for not reading; 1 s once stood here, a wall-clock
+    // bound on gRPC's threads completing writes (and on calls read only once closed).
+    eo.stall_timeout = absl::Seconds(60);
     if (tweak) tweak(&eo);
     ExpectedModel em;
     em.fingerprint = "fp";
@@ -234,7 +244,10 @@ class EngineTest : public ::testing::Test {
   }
   bool WaitReplicas(int n) { return Eventually([&] { return engine_->num_replicas() == n; }); }
   void TearDown() override {
-    for (auto& w : workers_) w->Stop();
+    for (auto& w : workers_) {
+      w->exec->Hang(false);  // a test that failed while a worker hung: let its step end
+      w->Stop();
+    }
     if (engine_) engine_->Stop();
     if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   }
