@@ -337,7 +337,7 @@ absl::StatusOr<bool> ShmSegment::RemoveIfStale(absl::string_view name) {
   const std::string reason = StaleReason(*snap, /*check_pids=*/true);
   if (reason.empty()) return false;
   // No pid yet and young: another process may be creating it right now (a worker's
-  // startup sweep once unlinked a tensor-parallel group's segment mid-creation).
+  // startup sweep could unlink a forming tensor-parallel group's segment).
   if (snap->creator_pid <= 0 && absl::Now() - snap->modified < kCreationGrace) return false;
   LOG(INFO) << "removing stale shm segment " << shm_name << ": " << reason;
   if (shm_unlink(shm_name.c_str()) != 0 && errno != ENOENT) {
