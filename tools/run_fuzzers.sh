@@ -4,7 +4,9 @@
 # (tests/fuzz_corpus/<name without _fuzz>/, copied to a scratch dir so the repo is not
 # written). "auto": the fuzzers share WEFT_FUZZ_BUDGET_SECONDS (default 120; test.sh passes
 # 60 in CI and 600 under --full), at least 10 s each, so the suite's time holds as fuzzers are added.
-# Appends "name<TAB>passed|failed<TAB>message" lines to RESULTS_TSV.
+# WEFT_FUZZ_SEED: libFuzzer's -seed (default 0: a random seed per run; test.sh's CI mode
+# passes 1 so that a run explores the same inputs on every machine, as far as its time
+# allows). Appends "name<TAB>passed|failed<TAB>message" lines to RESULTS_TSV.
 # Fuzz builds use the clang-14 output base (WEFT_FUZZ_OUTPUT_BASE, default
 # WEFT_CLANG_OUTPUT_BASE of tools/lib.sh, shared with tools/clang_tsa.sh): switching the C
 # compiler in the default one would throw away the default build's cache.
@@ -47,8 +49,9 @@ for t in $targets; do
   work=$(mktemp -d)
   [ -d "$corpus_src" ] && cp -r "$corpus_src"/. "$work/" 2>/dev/null
   log=$(mktemp)
-  echo "fuzz: $t for ${SECONDS_EACH}s on $corpus_src" >&2
-  if "$bin/$pkg/$name" -max_total_time="$SECONDS_EACH" -rss_limit_mb=4096 -timeout=25 \
+  echo "fuzz: $t for ${SECONDS_EACH}s on $corpus_src (seed ${WEFT_FUZZ_SEED:-0})" >&2
+  if "$bin/$pkg/$name" -max_total_time="$SECONDS_EACH" -seed="${WEFT_FUZZ_SEED:-0}" \
+      -rss_limit_mb=4096 -timeout=25 \
       -print_final_stats=1 -artifact_prefix="$ARTIFACTS/" "$work" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
     printf '%s\tpassed\t%s runs\n' "$t" "${runs:-?}" >>"$OUT"
