@@ -215,6 +215,37 @@ bool ChildProcess::Signal(int sig) {
 
 bool ChildProcess::Running() { return !Reap(/*block=*/false); }
 
+namespace {
+
+// True when every thread of `pid` is stopped (state T or t in /proc/pid/task/*/stat).
+bool AllThreadsStopped(pid_t pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  int threads = 0, stopped = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    ++threads;
+    const std::string stat = ReadFile(absl::StrCat(dir, "/", e->d_name, "/stat"));
+    // "tid (comm) S ...": the name may hold spaces and parentheses; the state follows
+    // the last ')'.
+    const size_t close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() &&
+        (stat[close + 2] == 'T' || stat[close + 2] == 't')) {
+      ++stopped;
+    }
+  }
+  ::closedir(d);
+  return threads > 0 && stopped == threads;
+}
+
+}  // namespace
+
+bool ChildProcess::Pause(absl::Duration timeout) {
+  if (!Signal(SIGSTOP)) return false;
+  return WaitFor([this] { return AllThreadsStopped(pid_); }, timeout, absl::Milliseconds(1));
+}
+
 std::optional<int> ChildProcess::Wait(absl::Duration timeout) {
   WaitFor([this] { return Reap(false); }, timeout, absl::Milliseconds(20));
   return wait_status_;

@@ -23,6 +23,7 @@
 #ifndef WEFT_TESTS_E2E_PROCESS_HARNESS_H_
 #define WEFT_TESTS_E2E_PROCESS_HARNESS_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -80,6 +81,12 @@ class ChildProcess {
   bool Signal(int sig);
   // True while the process has not exited (reaps it if it has).
   bool Running();
+  // SIGSTOP, then waits (up to `timeout`) until every thread of the process is stopped:
+  // from then on it computes and sends nothing (what it had already written to a socket
+  // may still arrive). False when it did not stop. Resume() sends SIGCONT. Tests use it
+  // to hold a condition ("still generating", "still queued") whatever the machine's speed.
+  bool Pause(absl::Duration timeout = absl::Seconds(30));
+  bool Resume() { return Signal(SIGCONT); }
   // Waits up to `timeout` for the exit; returns the waitpid status, or nullopt.
   std::optional<int> Wait(absl::Duration timeout);
   // Exit status once exited: the exit code, or 128 + signal number.
@@ -94,6 +101,28 @@ class ChildProcess {
   pid_t pid_;
   std::string log_path_;
   std::optional<int> wait_status_;
+};
+
+// Pauses a process for a scope (ChildProcess::Pause) and resumes it when the scope ends,
+// also when an assertion returns early: a paused process shared by later tests (a suite's
+// worker) would otherwise hang them.
+class ScopedPause {
+ public:
+  explicit ScopedPause(ChildProcess* process, absl::Duration timeout = absl::Seconds(30))
+      : process_(process), paused_(process->Pause(timeout)) {}
+  ~ScopedPause() { Resume(); }
+  ScopedPause(const ScopedPause&) = delete;
+  ScopedPause& operator=(const ScopedPause&) = delete;
+  // Whether every thread was seen stopped.
+  bool paused() const { return paused_; }
+  void Resume() {
+    if (process_ != nullptr) process_->Resume();
+    process_ = nullptr;
+  }
+
+ private:
+  ChildProcess* process_;
+  const bool paused_;
 };
 
 // A parsed Prometheus text-format page. Series are keyed as printed, except that a

@@ -57,6 +57,30 @@ TEST(ChildProcessTest, ReportsExitCodesSignalsAndOutput) {
   EXPECT_FALSE(ChildProcess::Start({"/no/such/binary"}, dir + "/x.log").ok());
 }
 
+// The process state letter of /proc/pid/stat ('?' when unreadable).
+char State(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+}
+
+TEST(ChildProcessTest, PauseStopsTheProcessUntilResumed) {
+  const std::string dir = MakeTempDir("harness-");
+  auto p = ChildProcess::Start({"/bin/sleep", "1000"}, dir + "/sleep.log");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const pid_t pid = (*p)->pid();
+  {
+    ScopedPause pause(p->get());
+    ASSERT_TRUE(pause.paused());
+    EXPECT_EQ(State(pid), 'T');  // seen stopped when Pause returns, not some time later
+    EXPECT_TRUE((*p)->Running());  // stopped is not exited
+  }  // resumed here
+  EXPECT_TRUE(WaitFor([&] { return State(pid) == 'S'; }, absl::Seconds(30))) << State(pid);
+  ASSERT_TRUE((*p)->Signal(SIGKILL));
+  ASSERT_TRUE((*p)->Wait(absl::Seconds(30)).has_value());
+  EXPECT_FALSE((*p)->Pause(absl::Milliseconds(10)));  // reaped: nothing to pause
+}
+
 // A test process killed outright (Bazel's timeout, a crash) takes its children along.
 TEST(ChildProcessTest, ChildrenDieWithTheTestProcess) {
   const std::string dir = MakeTempDir("harness-");
