@@ -106,10 +106,20 @@ TEST(WorkerHangE2eTest, StoppedWorkerIsFencedAfterTwoMissedDeadlines) {
   // Resumed, the worker sees its stream was closed, drops its state and re-attaches.
   ASSERT_TRUE(cluster.worker("r1")->Signal(SIGCONT));
   EXPECT_TRUE(cluster.WaitReplicas(2).ok()) << cluster.Logs();
-  auto r1_after = cluster.WorkerMetrics("r1");
-  ASSERT_TRUE(r1_after.ok());
-  EXPECT_EQ(r1_after->Get("weft_worker_attachments_total"), 2);
-  EXPECT_EQ(r1_after->Get("weft_worker_attached"), 1);
+  // The scheduler counts the replica when it sends Welcome; the worker counts its
+  // attachment when it has read it: wait for that (a scrape in between sees 1 and 0).
+  double attachments = -1, attached = -1;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto m = cluster.WorkerMetrics("r1");
+        attachments = m.ok() ? m->Get("weft_worker_attachments_total", -1) : -1;
+        attached = m.ok() ? m->Get("weft_worker_attached", -1) : -1;
+        return attachments >= 2 && attached == 1;
+      },
+      absl::Seconds(30)))
+      << "attachments " << attachments << ", attached " << attached << "\n" << cluster.Logs();
+  EXPECT_EQ(attachments, 2);
+  EXPECT_EQ(attached, 1);
   EXPECT_EQ(cluster.Metric(fenced), 1);
 }
 
