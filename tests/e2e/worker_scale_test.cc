@@ -50,14 +50,16 @@ TEST(WorkerScaleE2eTest, ScaleUpThenDrainOneWorkerWithoutRequeue) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
   constexpr int kStreams = 32;
   constexpr int kTokens = 48;
-  // r2 is planned in the loop iteration that admits it; what the test adds on top is
-  // its polling (10 ms) and scrapes.
-  constexpr int kScaleUpSteps = 8;
+  // r2 is planned in the loop iteration that admits it; r0 and r1 are paused meanwhile
+  // and complete at most the step each had in flight.
+  constexpr int kScaleUpSteps = 2;
   const std::vector<std::string>& prompts = TestPrompts();
   Cluster cluster(model);
   ASSERT_TRUE(cluster
                   .StartScheduler({"--max_num_seqs=4", "--max_num_batched_tokens=256",
-                                   "--worker_drain_timeout_s=600"})
+                                   "--worker_drain_timeout_s=600",
+                                   // r0 and r1 are paused for a while: not overdue.
+                                   "--step_deadline_floor_s=600"})
                   .ok())
       << cluster.Logs();
   ASSERT_TRUE(cluster.StartReplica(Replica("r0")).ok()) << cluster.Logs();
@@ -82,12 +84,19 @@ TEST(WorkerScaleE2eTest, ScaleUpThenDrainOneWorkerWithoutRequeue) {
                       absl::Seconds(120)))
       << cluster.Logs();
 
-  // Scale-up under load: r2 attaches while most streams wait.
+  // Scale-up under load: r2 attaches while most streams wait. It dials the scheduler as
+  // soon as it has loaded (its ports file); r0 and r1 are paused from then until r2 has
+  // its first plan, so "within a few steps" is counted whatever this machine's speed
+  // (each may complete the one step it had in flight, --max_steps_in_flight=1), and a
+  // router that left r2 idle until r0 or r1 freed a slot would fail here.
   ASSERT_TRUE(cluster.StartReplica(Replica("r2")).ok()) << cluster.Logs();
+  ScopedPause pause_r0(cluster.worker("r0"));
+  ScopedPause pause_r1(cluster.worker("r1"));
+  ASSERT_TRUE(pause_r0.paused() && pause_r1.paused()) << cluster.Logs();
+  const double old_at_pause = ReplicaSteps(cluster, "r0") + ReplicaSteps(cluster, "r1");
   ASSERT_TRUE(WaitFor([&] { return cluster.Metric("weft_replicas") == 3; }, absl::Seconds(120),
                       absl::Milliseconds(10)))
       << cluster.Logs();
-  const double old_at_attach = ReplicaSteps(cluster, "r0") + ReplicaSteps(cluster, "r1");
   const double waiting_at_attach = cluster.Metric("weft_requests_waiting");
   ASSERT_GT(waiting_at_attach, 0) << "the load ended before r2 attached: nothing to test";
   auto r2_plans = [&] {
@@ -97,10 +106,12 @@ TEST(WorkerScaleE2eTest, ScaleUpThenDrainOneWorkerWithoutRequeue) {
   ASSERT_TRUE(WaitFor([&] { return r2_plans() >= 1; }, absl::Seconds(120), absl::Milliseconds(10)))
       << "the new replica never received a sequence\n" << cluster.Logs();
   const double old_at_first = ReplicaSteps(cluster, "r0") + ReplicaSteps(cluster, "r1");
+  pause_r0.Resume();
+  pause_r1.Resume();
   std::printf("scale-up: %.0f requests waiting when r2 attached; it received its first plan "
-              "within %.0f steps of r0+r1\n", waiting_at_attach, old_at_first - old_at_attach);
-  EXPECT_LE(old_at_first - old_at_attach, kScaleUpSteps)
-      << "r2 received its first plan " << old_at_first - old_at_attach << " steps of r0+r1 after "
+              "within %.0f steps of r0+r1\n", waiting_at_attach, old_at_first - old_at_pause);
+  EXPECT_LE(old_at_first - old_at_pause, kScaleUpSteps)
+      << "r2 received its first plan " << old_at_first - old_at_pause << " steps of r0+r1 after "
       << "it attached with " << waiting_at_attach << " requests waiting";
   ASSERT_TRUE(WaitFor([&] { return ReplicaSteps(cluster, "r2") >= 4; }, absl::Seconds(120)));
 
