@@ -264,6 +264,32 @@ std::string ChildProcess::LogTail(size_t max_bytes) const {
   return all.size() <= max_bytes ? all : all.substr(all.size() - max_bytes);
 }
 
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartOnFreePorts(
+    int num_ports, const std::function<std::vector<std::string>(const std::vector<int>&)>& argv,
+    const std::string& log_path, const std::function<bool(const std::vector<int>&)>& ready,
+    std::vector<int>* ports, int attempts) {
+  std::string why = "no attempt";
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    ports->clear();
+    for (int i = 0; i < num_ports; ++i) {
+      const int port = FreeLoopbackPort();
+      if (port <= 0) return absl::UnavailableError("no free loopback port");
+      ports->push_back(port);
+    }
+    auto p = ChildProcess::Start(argv(*ports), log_path);  // the log is appended to
+    if (!p.ok()) return p.status();
+    ChildProcess* proc = p->get();
+    // Either it serves, or it exited (a port was taken): an event either way.
+    if (!WaitFor([&] { return !proc->Running() || ready(*ports); }, absl::Seconds(60))) {
+      return absl::DeadlineExceededError(absl::StrCat("not ready after 60 s: ", proc->LogTail()));
+    }
+    if (proc->Running()) return p;
+    why = absl::StrCat("exited ", proc->exit_code().value_or(-1), " on ports ",
+                       absl::StrJoin(*ports, ","), ": ", proc->LogTail(500));
+  }
+  return absl::UnavailableError(absl::StrCat(attempts, " starts failed; the last ", why));
+}
+
 // --- Metrics --------------------------------------------------------------------------
 
 namespace {

@@ -125,6 +125,17 @@ class ScopedPause {
   const bool paused_;
 };
 
+// Starts a program that listens on `num_ports` loopback ports given on its command line
+// (HAProxy: ports from its configuration, not port 0). A port picked free a moment ago
+// (FreeLoopbackPort) can be taken by another process before the program binds it; the
+// program then exits, and it is started again on fresh ports, up to `attempts` times.
+// `argv(ports)` is its command line, `ready(ports)` true once it serves (its own answer
+// on one of them: a port that another process holds says nothing). *ports: those used.
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartOnFreePorts(
+    int num_ports, const std::function<std::vector<std::string>(const std::vector<int>&)>& argv,
+    const std::string& log_path, const std::function<bool(const std::vector<int>&)>& ready,
+    std::vector<int>* ports, int attempts = 5);
+
 // A parsed Prometheus text-format page. Series are keyed as printed, except that a
 // `model` label is taken out of the key (every weft-scheduler series carries the same
 // model="<served name>"; a cluster serves one model) and its values are kept in models():

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -35,11 +36,20 @@ struct Client {
 TEST(SchedulerRestartE2eTest, RetryingClientsLoseNothingThatHadNotStreamed) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
   Cluster cluster(model);
-  const int port = FreeLoopbackPort();
-  ASSERT_GT(port, 0);
-  // Two sequences at a time: of six long calls, two stream and four wait.
-  const std::vector<std::string> flags = {absl::StrCat("--port=", port), "--max_num_seqs=2"};
-  ASSERT_TRUE(cluster.StartScheduler(flags).ok()) << cluster.Logs();
+  // A fixed public port (the restart must take the same one): picked free, it can be
+  // taken by another process before the scheduler binds it; then the scheduler exits
+  // and is started on another.
+  int port = -1;
+  std::vector<std::string> flags;
+  absl::Status started_on_port = absl::UnknownError("no attempt");
+  for (int attempt = 0; attempt < 5 && !started_on_port.ok(); ++attempt) {
+    port = FreeLoopbackPort();
+    ASSERT_GT(port, 0);
+    // Two sequences at a time: of six long calls, two stream and four wait.
+    flags = {absl::StrCat("--port=", port), "--max_num_seqs=2"};
+    started_on_port = cluster.StartScheduler(flags);
+  }
+  ASSERT_TRUE(started_on_port.ok()) << started_on_port << "\n" << cluster.Logs();
   WorkerSpec w;
   w.num_kv_blocks = 256;
   ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
