@@ -155,8 +155,8 @@ TEST(WorkerScaleE2eTest, ScaleUpThenDrainOneWorkerWithoutRequeue) {
 
 TEST(WorkerScaleE2eTest, DrainTimeoutRequeuesTheRestWithTokensKept) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
-  // r1 is signalled once every stream has two tokens: dozens of steps are still to run
-  // when its 50 ms drain timeout fires.
+  // r1 is signalled after its first step: dozens of steps are still to run when its
+  // 50 ms drain timeout fires.
   constexpr int kTokens = 48;
   const std::vector<std::string>& prompts = TestPrompts();
   Cluster cluster(model);
@@ -172,17 +172,27 @@ TEST(WorkerScaleE2eTest, DrainTimeoutRequeuesTheRestWithTokensKept) {
     ASSERT_EQ(want[i].size(), static_cast<size_t>(kTokens)) << "prompt " << i << "\n" << cluster.Logs();
   }
 
+  const double r1_steps_before = ReplicaSteps(cluster, "r1");  // the undisturbed run's
   std::vector<std::unique_ptr<BackgroundStream>> streams;
   for (size_t i = 0; i < prompts.size(); ++i) {
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i], kTokens), absl::Seconds(600)));
   }
-  // Mid-generation: every stream has tokens (so r1 runs some of them) and none is done.
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2, absl::Seconds(120))) << cluster.Logs();
-  const double r1_steps = ReplicaSteps(cluster, "r1");
-  ASSERT_GT(r1_steps, 0);
+  // Mid-generation: r1 has run a step (its sequences have a token), and is paused there
+  // while it is signalled, so its drain surely finds them unfinished (each needs kTokens
+  // steps; waiting for every stream's tokens could let r1 finish first while r0 lagged).
+  ASSERT_TRUE(WaitFor([&] { return ReplicaSteps(cluster, "r1") > r1_steps_before; },
+                      absl::Seconds(120), absl::Milliseconds(5)))
+      << cluster.Logs();
   ChildProcess* r1 = cluster.worker("r1");
-  ASSERT_TRUE(r1->Signal(SIGTERM));
+  {
+    ScopedPause pause(r1);
+    ASSERT_TRUE(pause.paused()) << cluster.Logs();
+    // Its steps for these streams, and the one in flight, are fewer than a stream needs.
+    ASSERT_LT(ReplicaSteps(cluster, "r1") - r1_steps_before + 1, kTokens)
+        << "r1's sequences may have finished";
+    ASSERT_TRUE(r1->Signal(SIGTERM));  // taken when it resumes
+  }
   ASSERT_TRUE(r1->Wait(absl::Seconds(120)).has_value()) << cluster.Logs();
   EXPECT_EQ(r1->exit_code(), 0) << r1->LogTail();
 
@@ -223,11 +233,25 @@ TEST(WorkerScaleE2eTest, SigtermOnEitherRankDrainsTheWholeTensorParallelReplica)
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i % prompts.size()], kTokens), absl::Seconds(600)));
   }
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2, absl::Seconds(120))) << cluster.Logs();
-  const double tp_steps = ReplicaSteps(cluster, tp);
-  ASSERT_GT(tp_steps, 0) << "the TP replica runs none of the streams";
-  // SIGTERM on rank 1 only: rank 0 is told by the scheduler and stops being ready too.
-  ASSERT_TRUE(cluster.worker(tp, 1)->Signal(SIGTERM));
+  // The TP replica is paused after its first step, so the drain surely finds its
+  // sequences unfinished (each needs kTokens steps). Waiting for every stream's tokens
+  // instead let it finish first on a loaded machine: the streams on "solo" were the slow
+  // ones ("the TP replica ran nothing while draining", 1 run in 3 under CPU load).
+  ASSERT_TRUE(WaitFor([&] { return ReplicaSteps(cluster, tp) >= 1; }, absl::Seconds(120),
+                      absl::Milliseconds(5)))
+      << "the TP replica runs none of the streams\n" << cluster.Logs();
+  double tp_steps = 0;
+  {
+    ScopedPause pause0(cluster.worker(tp, 0));
+    ScopedPause pause1(cluster.worker(tp, 1));
+    ASSERT_TRUE(pause0.paused() && pause1.paused()) << cluster.Logs();
+    // Completed so far, and at most one more (the step in flight when they stopped).
+    tp_steps = ReplicaSteps(cluster, tp) + 1;
+    ASSERT_LT(tp_steps, kTokens) << "the TP replica's sequences may have finished already";
+    // SIGTERM on rank 1 only (taken when it resumes): rank 0 is told by the scheduler and
+    // stops being ready too.
+    ASSERT_TRUE(cluster.worker(tp, 1)->Signal(SIGTERM));
+  }  // both resumed
   const int rank0_http = cluster.worker_metrics_port(tp, 0);
   int readyz = 0;
   EXPECT_TRUE(WaitFor([&] { return (readyz = HttpStatus(rank0_http, "/readyz")) != 200; },
