@@ -295,14 +295,24 @@ TEST(WorkerScaleE2eTest, ASecondSignalOrTheWorkersOwnBoundEndsADrain) {
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i], kTokens), absl::Seconds(600)));
   }
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2, absl::Seconds(120))) << cluster.Logs();
-  ASSERT_GT(ReplicaSteps(cluster, "bounded"), 0);
-  ASSERT_GT(ReplicaSteps(cluster, "twice"), 0);
-
+  // Both run sequences and are paused as they are signalled (the signals are taken when
+  // they resume), so their drains surely find them unfinished (each needs kTokens steps).
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReplicaSteps(cluster, "bounded") > 0 && ReplicaSteps(cluster, "twice") > 0; },
+      absl::Seconds(120), absl::Milliseconds(5)))
+      << cluster.Logs();
   ChildProcess* b = cluster.worker("bounded");
   ChildProcess* t = cluster.worker("twice");
-  ASSERT_TRUE(b->Signal(SIGTERM));
-  ASSERT_TRUE(t->Signal(SIGTERM));
+  {
+    ScopedPause pause_b(b);
+    ScopedPause pause_t(t);
+    ASSERT_TRUE(pause_b.paused() && pause_t.paused()) << cluster.Logs();
+    for (const char* r : {"bounded", "twice"}) {
+      ASSERT_LT(ReplicaSteps(cluster, r) + 1, kTokens) << r << "'s sequences may have finished";
+    }
+    ASSERT_TRUE(b->Signal(SIGTERM));
+    ASSERT_TRUE(t->Signal(SIGTERM));
+  }
   // The second signal once the first was taken (two pending SIGTERMs would merge).
   ASSERT_TRUE(WaitFor([&] { return t->LogTail(20000).find("draining the replica") != std::string::npos; },
                       absl::Seconds(30)))
