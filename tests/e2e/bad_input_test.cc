@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,9 @@ class BadInputE2eTest : public ::testing::Test {
   }
 
   static inline const std::vector<std::string> kBaseFlags = {"--drain_timeout_s=5"};
+  // Tests that pause the worker (ScopedPause) to hold a request running: its step is not
+  // overdue however long the pause (the scheduler would fence the replica after 10 s).
+  static inline const std::string kNoStepDeadline = "--step_deadline_floor_s=600";
   static inline std::string* model_ = nullptr;
   static inline Cluster* cluster_ = nullptr;
 };
@@ -257,9 +261,12 @@ TEST_F(BadInputE2eTest, ModelMetadataAndRequestsThatDoNotParse) {
 // Admission queue full: one request runs (max_num_seqs=1), one waits (max_waiting=1);
 // the next is RESOURCE_EXHAUSTED at once, while the others are still going.
 TEST_F(BadInputE2eTest, AdmissionQueueFullIsResourceExhaustedAtOnce) {
-  RestartScheduler({"--max_num_seqs=1", "--max_waiting=1"});
+  RestartScheduler({"--max_num_seqs=1", "--max_waiting=1", kNoStepDeadline});
   BackgroundStream running(cluster_->stub(), GreedyRequest("Once upon a time", 600));
   ASSERT_TRUE(running.WaitTokens(1)) << cluster_->Logs();
+  // The worker paused: the runner cannot finish, however fast this machine is.
+  ScopedPause pause(cluster_->worker("r0"));
+  ASSERT_TRUE(pause.paused()) << cluster_->Logs();
   BackgroundStream waiting(cluster_->stub(), GreedyRequest("The capital of France is", 8));
   ASSERT_TRUE(WaitFor([] { return cluster_->Metric("weft_requests_waiting") == 1; }, absl::Seconds(30)));
   const double blocks = cluster_->Metric("weft_kv_blocks_used");
@@ -275,6 +282,7 @@ TEST_F(BadInputE2eTest, AdmissionQueueFullIsResourceExhaustedAtOnce) {
   EXPECT_LE(cluster_->Metric("weft_kv_blocks_used"), blocks + 1)  // the runner may cross a block
       << "the rejected request got blocks";
 
+  pause.Resume();
   running.Cancel();
   EXPECT_EQ(running.Join().status.error_code(), grpc::StatusCode::CANCELLED);
   StreamResult w = waiting.Join();
@@ -285,11 +293,14 @@ TEST_F(BadInputE2eTest, AdmissionQueueFullIsResourceExhaustedAtOnce) {
 
 // Too many open streams (max_streams=2): the third call is RESOURCE_EXHAUSTED at once.
 TEST_F(BadInputE2eTest, TooManyStreamsIsResourceExhaustedAtOnce) {
-  RestartScheduler({"--max_streams=2"});
+  RestartScheduler({"--max_streams=2", kNoStepDeadline});
   BackgroundStream a(cluster_->stub(), GreedyRequest("Once upon a time", 600));
   BackgroundStream b(cluster_->stub(), GreedyRequest("The capital of France is", 600));
   ASSERT_TRUE(a.WaitTokens(1)) << cluster_->Logs();
   ASSERT_TRUE(b.WaitTokens(1)) << cluster_->Logs();
+  // The worker paused: neither stream can finish, however fast this machine is.
+  ScopedPause pause(cluster_->worker("r0"));
+  ASSERT_TRUE(pause.paused()) << cluster_->Logs();
   const double prompt_tokens = cluster_->Metric("weft_prompt_tokens_total");
 
   StreamResult r = Generate(cluster_->stub(), GreedyRequest("Hello there", 8), absl::Seconds(30));
@@ -300,6 +311,7 @@ TEST_F(BadInputE2eTest, TooManyStreamsIsResourceExhaustedAtOnce) {
   EXPECT_FALSE(b.done());
   EXPECT_EQ(cluster_->Metric("weft_prompt_tokens_total"), prompt_tokens);
 
+  pause.Resume();
   a.Cancel();
   b.Cancel();
   a.Join();
@@ -314,10 +326,14 @@ TEST_F(BadInputE2eTest, TooManyStreamsIsResourceExhaustedAtOnce) {
 // Client deadline passed, while queued (behind a max_num_seqs=1 runner) and while
 // running: DEADLINE_EXCEEDED, and the blocks are freed.
 TEST_F(BadInputE2eTest, DeadlinePassedQueuedOrRunningFreesBlocks) {
-  RestartScheduler({"--max_num_seqs=1"});
+  RestartScheduler({"--max_num_seqs=1", kNoStepDeadline});
   {
     BackgroundStream running(cluster_->stub(), GreedyRequest("Once upon a time", 600));
     ASSERT_TRUE(running.WaitTokens(1)) << cluster_->Logs();
+    // The worker paused: the runner holds the only slot until the queued call's deadline
+    // has passed, however fast this machine is.
+    ScopedPause pause(cluster_->worker("r0"));
+    ASSERT_TRUE(pause.paused()) << cluster_->Logs();
     StreamResult queued =
         Generate(cluster_->stub(), GreedyRequest("The capital of France is", 8), absl::Seconds(1));
     EXPECT_EQ(CodeName(queued.status.error_code()), "DEADLINE_EXCEEDED");
@@ -325,21 +341,29 @@ TEST_F(BadInputE2eTest, DeadlinePassedQueuedOrRunningFreesBlocks) {
     EXPECT_FALSE(running.done());
     // The expired request left the queue.
     EXPECT_TRUE(WaitFor([] { return cluster_->Metric("weft_requests_waiting") == 0; }, absl::Seconds(30)));
+    pause.Resume();
     running.Cancel();
     running.Join();
   }
   EXPECT_TRUE(WaitFor([] { return cluster_->Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));
 
-  // Running: tokens flow, then the deadline passes mid-generation.
+  // Running: tokens flow, then the deadline passes mid-generation. The worker is paused
+  // at the first token, so the generation cannot finish first on a fast machine; the
+  // pause stays under the scheduler's keepalive timeout (10 s).
   int got = 0;
+  std::optional<ScopedPause> pause;
   StreamResult running = Generate(
-      cluster_->stub(), GreedyRequest("Once upon a time", 2000), absl::Seconds(4),
+      cluster_->stub(), GreedyRequest("Once upon a time", 2000), absl::Seconds(6),
       [&](const weft::v1::GenerateResponse& r) {
         got += r.token_ids_size();
+        if (got > 0 && !pause.has_value()) pause.emplace(cluster_->worker("r0"));
         return true;
       });
+  ASSERT_TRUE(pause.has_value()) << "the request never ran (no token in 6 s)\n" << cluster_->Logs();
+  EXPECT_TRUE(pause->paused());
+  pause.reset();  // resumed
   EXPECT_EQ(CodeName(running.status.error_code()), "DEADLINE_EXCEEDED");
-  EXPECT_GT(got, 0) << "the request never ran (no token in 4 s)\n" << cluster_->Logs();
+  EXPECT_GT(got, 0);
   EXPECT_TRUE(WaitFor([] { return cluster_->Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)))
       << "blocks used " << cluster_->Metric("weft_kv_blocks_used");
   EXPECT_TRUE(WaitFor([] { return cluster_->Metric("weft_requests_running") == 0; }, absl::Seconds(30)));

@@ -2,7 +2,8 @@
 // are cancelled by their clients at random points (before any token, or after a random
 // number of tokens). A sentinel stream keeps the scheduler stepping after the last
 // cancel, so "blocks freed by the second step after the last cancel" is checked against
-// weft_steps_total: by then the only referenced blocks are the sentinel's own. No plan
+// weft_steps_total, counted from when the scheduler has ended every cancelled call (the
+// event /metrics shows): by then the only referenced blocks are the sentinel's own. No plan
 // may reference a freed block: the worker reports no step error, no replica is fenced,
 // and every surviving stream's greedy tokens equal weft-generate's (KV written into a
 // block that another sequence still uses would change them).
@@ -23,6 +24,9 @@ namespace {
 constexpr int kStreams = 64;
 constexpr int kKeeperTokens[] = {6, 14, 23, 32};  // prefixes of the 32-token reference
 constexpr int kBlockSize = 16;
+// Hang guard of every call: 64 streams on a loaded 2-core machine took over 120 s once
+// (a keeper ended DEADLINE_EXCEEDED); the test's own Bazel timeout (large) is 900 s.
+constexpr absl::Duration kHangGuard = absl::Seconds(600);
 
 TEST(CancelStormE2eTest, HalfOfSixtyFourStreamsCancelledAtRandomPointsLeakNothing) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
@@ -44,7 +48,7 @@ TEST(CancelStormE2eTest, HalfOfSixtyFourStreamsCancelledAtRandomPointsLeakNothin
 
   // The sentinel: a prompt of its own (no shared prefix blocks) and a long generation.
   const std::string sentinel_prompt = "Write a long poem about the mountains and the sky.";
-  BackgroundStream sentinel(cluster.stub(), GreedyRequest(sentinel_prompt, 1500), absl::Seconds(300));
+  BackgroundStream sentinel(cluster.stub(), GreedyRequest(sentinel_prompt, 1500), kHangGuard);
   ASSERT_TRUE(sentinel.WaitTokens(1)) << cluster.Logs();
   const double sentinel_prompt_tokens = cluster.Metric("weft_prompt_tokens_total");  // the only one
   ASSERT_GT(sentinel_prompt_tokens, 0);
@@ -78,7 +82,7 @@ TEST(CancelStormE2eTest, HalfOfSixtyFourStreamsCancelledAtRandomPointsLeakNothin
       const Plan& p = plans[i];
       auto req = GreedyRequest(prompts[p.prompt], p.max_tokens);
       if (!p.victim) {
-        results[i] = Generate(cluster.stub(), req);
+        results[i] = Generate(cluster.stub(), req, kHangGuard);
         return;
       }
       grpc::ClientContext ctx;
@@ -92,7 +96,7 @@ TEST(CancelStormE2eTest, HalfOfSixtyFourStreamsCancelledAtRandomPointsLeakNothin
       }
       int got = 0;
       results[i] = Generate(
-          cluster.stub(), req, absl::Seconds(120),
+          cluster.stub(), req, kHangGuard,
           [&](const weft::v1::GenerateResponse& r) {
             got += r.token_ids_size();
             return p.cancel_after == 0 || got < p.cancel_after;
@@ -104,6 +108,20 @@ TEST(CancelStormE2eTest, HalfOfSixtyFourStreamsCancelledAtRandomPointsLeakNothin
   }
   for (auto& t : threads) t.join();
   ASSERT_EQ(victims_left.load(), 0);
+  // A client's call ends (CANCELLED) as it cancels; the scheduler learns of it when the
+  // transport delivers the reset. Count the steps from when it has ended every victim
+  // (only the sentinel runs, nothing waits), not from the client's side: under CPU steal
+  // the sentinel's quick steps could otherwise run ahead of the last reset.
+  double running = -1, waiting = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto m = cluster.Metrics();
+        running = m.ok() ? m->Get("weft_requests_running", -1) : -1;
+        waiting = m.ok() ? m->Get("weft_requests_waiting", -1) : -1;
+        return (running == 1 && waiting == 0) || sentinel.done();
+      },
+      absl::Seconds(60)))
+      << "running " << running << ", waiting " << waiting << "\n" << cluster.Logs();
   const double steps_at_last_cancel = cluster.Steps();
   const int sentinel_before = sentinel.num_tokens();
   ASSERT_FALSE(sentinel.done()) << "the sentinel must outlive the storm\n" << cluster.Logs();

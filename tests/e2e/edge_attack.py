@@ -208,11 +208,46 @@ def auth_line(args):
     return ("Authorization: Bearer %s\r\n" % args.token).encode() if args.token else b""
 
 
+def gauge(args, name):
+    """The value of scheduler gauge `name` on /metrics (None when unreadable)."""
+    c = http.client.HTTPConnection("127.0.0.1", args.metrics_port, timeout=GUARD_S)
+    try:
+        c.request("GET", "/metrics")
+        for line in c.getresponse().read().decode().splitlines():
+            key, _, value = line.rpartition(" ")
+            if key == name or key.startswith(name + "{"):
+                return float(value)
+    except (OSError, ValueError):
+        pass
+    finally:
+        c.close()
+    return None
+
+
+def wait_gauge(args, name, want, guard=60.0):
+    """Polls gauge `name` until it equals `want` (an event; `guard` is a hang guard)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < guard:
+        if gauge(args, name) == want:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def connections(args):
+    # The earlier attacks' connections have left: every slot under the cap is free.
+    if not wait_gauge(args, "weft_http_connections", 0):
+        return {"status": -1, "held": 0, "error": "earlier connections still open",
+                "busy": gauge(args, "weft_http_connections")}, 503
     held = []
     for _ in range(args.hold):
         held.append(socket.create_connection(("127.0.0.1", args.http_port)))
-    time.sleep(1.0)  # accepted by the server (a thread each, or over the cap)
+    # Every held connection has its thread (weft_http_connections counts the busy ones):
+    # only then is the next one over the cap. Held connections are closed by the server
+    # after --http_request_timeout_s without a request, so the next one follows at once.
+    if not wait_gauge(args, "weft_http_connections", args.hold):
+        return {"status": -2, "held": args.hold, "error": "held connections not accepted",
+                "busy": gauge(args, "weft_http_connections")}, 503
     t0 = time.monotonic()
     s = socket.create_connection(("127.0.0.1", args.http_port))
     try:
@@ -224,8 +259,9 @@ def connections(args):
     s.close()
     for h in held:
         h.close()
-    time.sleep(0.5)  # the server sees them leave
-    return {"status": code, "seconds": dt, "held": args.hold}, 503
+    # The server has seen them leave (the normal request after this one needs a slot).
+    left = wait_gauge(args, "weft_http_connections", 0)
+    return {"status": code if left else -3, "seconds": dt, "held": args.hold}, 503
 
 
 def json_keys(args):

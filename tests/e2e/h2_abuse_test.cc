@@ -56,10 +56,9 @@ TEST_F(H2AbuseE2eTest, TheDrainSendsGoawayAtOnceAndRunningStreamsFinish) {
   w.extra_flags = {"--backend=null", "--null_step_ms=20"};
   ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
   ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
-  // 200 steps of 20 ms: 4 s of streaming; the raw client connects and the GOAWAY follows
-  // the SIGTERM well within that.
-  BackgroundStream running(cluster.stub(), GreedyRequest("The capital of France is", 200));
-  ASSERT_TRUE(running.WaitTokens(2)) << cluster.Logs();
+  // The raw client connects first (a Python start can take seconds on a loaded
+  // machine), then a stream of 200 steps of 20 ms (4 s) starts, and the SIGTERM follows
+  // its second token: the GOAWAY is due at once, well within the stream's 4 s.
   const std::string out = cluster.dir() + "/goaway.out";
   auto client = ChildProcess::Start({kPython, "-I", Runfile("tests/e2e/h2_raw_client.py"), "goaway",
                                      absl::StrCat("--port=", cluster.port()), "--timeout=60"},
@@ -67,6 +66,8 @@ TEST_F(H2AbuseE2eTest, TheDrainSendsGoawayAtOnceAndRunningStreamsFinish) {
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFile(out), "connected"); },
                       absl::Seconds(30)));
+  BackgroundStream running(cluster.stub(), GreedyRequest("The capital of France is", 200));
+  ASSERT_TRUE(running.WaitTokens(2)) << cluster.Logs();
   const absl::Time t0 = absl::Now();
   ASSERT_TRUE(cluster.scheduler()->Signal(SIGTERM));
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFile(out), "goaway"); }, absl::Seconds(60)))
@@ -93,15 +94,18 @@ TEST_F(H2AbuseE2eTest, TheProxyAbsorbsRapidResetAndHugeHeadersAndTheSchedulerSer
   ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
   const std::string models_cfg = cluster.dir() + "/models.cfg";
   std::ofstream(models_cfg) << "backend model:alpha\n  server scheduler " << cluster.address() << "\n";
-  const int proxy_port = FreeLoopbackPort(), admin_port = FreeLoopbackPort();
-  ASSERT_GT(proxy_port, 0);
-  ASSERT_GT(admin_port, 0);
-  auto proxy = ChildProcess::Start(
-      {"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", proxy_port),
-       absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", admin_port), kHaproxy, "-db", "-f",
-       Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg},
-      cluster.dir() + "/haproxy.log");
+  std::vector<int> ports;  // the proxy's, then its admin page's
+  auto proxy = StartOnFreePorts(
+      2,
+      [&](const std::vector<int>& p) -> std::vector<std::string> {
+        return {"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", p[0]),
+                absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", p[1]), kHaproxy, "-db", "-f",
+                Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg};
+      },
+      cluster.dir() + "/haproxy.log",
+      [](const std::vector<int>& p) { return HttpStatus(p[1], "/metrics") == 200; }, &ports);
   ASSERT_TRUE(proxy.ok()) << proxy.status();
+  const int proxy_port = ports[0];
   auto stub = weft::v1::Generation::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", proxy_port), grpc::InsecureChannelCredentials()));
   auto call = [&] {

@@ -5,7 +5,7 @@ with struct, header blocks with HPACK's literal-without-indexing form only (RFC 
 python3-h2 is not installed by the bootstrap).
 
   h2_raw_client.py goaway --port P [--timeout S]
-      connects, prints "connected", waits for a GOAWAY frame; prints
+      connects, prints "connected" once the server's SETTINGS came, waits for a GOAWAY; prints
       "goaway last_stream=N error=E" and exits 0, or exits 1 (closed/timed out first).
   h2_raw_client.py rapid-reset --port P --streams N [--model M]
       opens N gRPC Generate streams on one connection, each HEADERS at once followed by
@@ -99,8 +99,27 @@ class Conn:
 
 def goaway(args):
     c = Conn(args.port, args.timeout)
-    print("connected", flush=True)
     deadline = time.monotonic() + args.timeout
+    # "connected" once the server's SETTINGS arrived: its transport has the connection
+    # (one still in the listener's backlog at a drain would be reset, not sent GOAWAY).
+    pending = []
+    while True:
+        try:
+            f = c.read_frame()
+        except socket.timeout:
+            f = None
+        if f is None:
+            print("no settings", flush=True)
+            return 1
+        if f[0] == SETTINGS and not f[1] & ACK:
+            break
+        pending.append(f)
+    print("connected", flush=True)
+    for f in pending:
+        if f[0] == GOAWAY:
+            last, error = struct.unpack(">II", f[3][:8])
+            print("goaway last_stream=%d error=%d" % (last & 0x7FFFFFFF, error), flush=True)
+            return 0
     while time.monotonic() < deadline:
         try:
             f = c.read_frame()

@@ -47,21 +47,32 @@ TEST(KillWorkerE2eTest, StreamsMoveToTheLiveReplicaAndTheReplicaComesBack) {
 
   auto r1_before = cluster.WorkerMetrics("r1");
   ASSERT_TRUE(r1_before.ok()) << r1_before.status();
+  const double r1_steps_before = cluster.Metric("weft_steps_total{replica=\"r1\"}");
   std::vector<std::unique_ptr<BackgroundStream>> streams;
   for (int i = 0; i < kStreams; ++i) {
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i % prompts.size()], kTokens)));
   }
-  // Mid-generation: every stream has tokens, none is finished, and r1 is running some.
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2)) << cluster.Logs();
-  auto r1_mid = cluster.WorkerMetrics("r1");
-  ASSERT_TRUE(r1_mid.ok()) << r1_mid.status();
-  ASSERT_GT(r1_mid->Get("weft_worker_sampled_tokens_total"), r1_before->Get("weft_worker_sampled_tokens_total"))
-      << "replica r1 ran none of the streams: killing it would test nothing";
+  // Mid-generation: r1 has sampled tokens for some streams and is paused there, so the
+  // kill surely finds them unfinished (each needs kTokens steps); waiting for every
+  // stream's tokens instead could let r1 finish first while r0 lagged.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto m = cluster.WorkerMetrics("r1");
+        return m.ok() && m->Get("weft_worker_sampled_tokens_total") >
+                             r1_before->Get("weft_worker_sampled_tokens_total");
+      },
+      absl::Seconds(120), absl::Milliseconds(5)))
+      << "replica r1 ran none of the streams: killing it would test nothing\n" << cluster.Logs();
+  ScopedPause pause(cluster.worker("r1"));
+  ASSERT_TRUE(pause.paused()) << cluster.Logs();
+  ASSERT_LT(cluster.Metric("weft_steps_total{replica=\"r1\"}") - r1_steps_before + 1, kTokens)
+      << "r1's sequences may have finished already";
 
   std::vector<int> at_kill;
   for (auto& s : streams) at_kill.push_back(s->num_tokens());
   ASSERT_TRUE(cluster.worker("r1")->Signal(SIGKILL));
+  pause.Resume();  // before its ChildProcess is replaced below
   ASSERT_TRUE(cluster.worker("r1")->Wait(absl::Seconds(10)).has_value());
 
   // Within the 30 s guard, every stream has either received tokens since the kill (from

@@ -215,6 +215,37 @@ bool ChildProcess::Signal(int sig) {
 
 bool ChildProcess::Running() { return !Reap(/*block=*/false); }
 
+namespace {
+
+// True when every thread of `pid` is stopped (state T or t in /proc/pid/task/*/stat).
+bool AllThreadsStopped(pid_t pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  int threads = 0, stopped = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    ++threads;
+    const std::string stat = ReadFile(absl::StrCat(dir, "/", e->d_name, "/stat"));
+    // "tid (comm) S ...": the name may hold spaces and parentheses; the state follows
+    // the last ')'.
+    const size_t close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() &&
+        (stat[close + 2] == 'T' || stat[close + 2] == 't')) {
+      ++stopped;
+    }
+  }
+  ::closedir(d);
+  return threads > 0 && stopped == threads;
+}
+
+}  // namespace
+
+bool ChildProcess::Pause(absl::Duration timeout) {
+  if (!Signal(SIGSTOP)) return false;
+  return WaitFor([this] { return AllThreadsStopped(pid_); }, timeout, absl::Milliseconds(1));
+}
+
 std::optional<int> ChildProcess::Wait(absl::Duration timeout) {
   WaitFor([this] { return Reap(false); }, timeout, absl::Milliseconds(20));
   return wait_status_;
@@ -231,6 +262,32 @@ std::optional<int> ChildProcess::exit_code() const {
 std::string ChildProcess::LogTail(size_t max_bytes) const {
   const std::string all = ReadFile(log_path_);
   return all.size() <= max_bytes ? all : all.substr(all.size() - max_bytes);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartOnFreePorts(
+    int num_ports, const std::function<std::vector<std::string>(const std::vector<int>&)>& argv,
+    const std::string& log_path, const std::function<bool(const std::vector<int>&)>& ready,
+    std::vector<int>* ports, int attempts) {
+  std::string why = "no attempt";
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    ports->clear();
+    for (int i = 0; i < num_ports; ++i) {
+      const int port = FreeLoopbackPort();
+      if (port <= 0) return absl::UnavailableError("no free loopback port");
+      ports->push_back(port);
+    }
+    auto p = ChildProcess::Start(argv(*ports), log_path);  // the log is appended to
+    if (!p.ok()) return p.status();
+    ChildProcess* proc = p->get();
+    // Either it serves, or it exited (a port was taken): an event either way.
+    if (!WaitFor([&] { return !proc->Running() || ready(*ports); }, absl::Seconds(60))) {
+      return absl::DeadlineExceededError(absl::StrCat("not ready after 60 s: ", proc->LogTail()));
+    }
+    if (proc->Running()) return p;
+    why = absl::StrCat("exited ", proc->exit_code().value_or(-1), " on ports ",
+                       absl::StrJoin(*ports, ","), ": ", proc->LogTail(500));
+  }
+  return absl::UnavailableError(absl::StrCat(attempts, " starts failed; the last ", why));
 }
 
 // --- Metrics --------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 #ifndef WEFT_TESTS_E2E_PROCESS_HARNESS_H_
 #define WEFT_TESTS_E2E_PROCESS_HARNESS_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -80,6 +81,12 @@ class ChildProcess {
   bool Signal(int sig);
   // True while the process has not exited (reaps it if it has).
   bool Running();
+  // SIGSTOP, then waits (up to `timeout`) until every thread of the process is stopped:
+  // from then on it computes and sends nothing (what it had already written to a socket
+  // may still arrive). False when it did not stop. Resume() sends SIGCONT. Tests use it
+  // to hold a condition ("still generating", "still queued") whatever the machine's speed.
+  bool Pause(absl::Duration timeout = absl::Seconds(30));
+  bool Resume() { return Signal(SIGCONT); }
   // Waits up to `timeout` for the exit; returns the waitpid status, or nullopt.
   std::optional<int> Wait(absl::Duration timeout);
   // Exit status once exited: the exit code, or 128 + signal number.
@@ -95,6 +102,39 @@ class ChildProcess {
   std::string log_path_;
   std::optional<int> wait_status_;
 };
+
+// Pauses a process for a scope (ChildProcess::Pause) and resumes it when the scope ends,
+// also when an assertion returns early: a paused process shared by later tests (a suite's
+// worker) would otherwise hang them.
+class ScopedPause {
+ public:
+  explicit ScopedPause(ChildProcess* process, absl::Duration timeout = absl::Seconds(30))
+      : process_(process), paused_(process->Pause(timeout)) {}
+  ~ScopedPause() { Resume(); }
+  ScopedPause(const ScopedPause&) = delete;
+  ScopedPause& operator=(const ScopedPause&) = delete;
+  // Whether every thread was seen stopped.
+  bool paused() const { return paused_; }
+  void Resume() {
+    if (process_ != nullptr) process_->Resume();
+    process_ = nullptr;
+  }
+
+ private:
+  ChildProcess* process_;
+  const bool paused_;
+};
+
+// Starts a program that listens on `num_ports` loopback ports given on its command line
+// (HAProxy: ports from its configuration, not port 0). A port picked free a moment ago
+// (FreeLoopbackPort) can be taken by another process before the program binds it; the
+// program then exits, and it is started again on fresh ports, up to `attempts` times.
+// `argv(ports)` is its command line, `ready(ports)` true once it serves (its own answer
+// on one of them: a port that another process holds says nothing). *ports: those used.
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartOnFreePorts(
+    int num_ports, const std::function<std::vector<std::string>(const std::vector<int>&)>& argv,
+    const std::string& log_path, const std::function<bool(const std::vector<int>&)>& ready,
+    std::vector<int>* ports, int attempts = 5);
 
 // A parsed Prometheus text-format page. Series are keyed as printed, except that a
 // `model` label is taken out of the key (every weft-scheduler series carries the same

@@ -57,6 +57,62 @@ TEST(ChildProcessTest, ReportsExitCodesSignalsAndOutput) {
   EXPECT_FALSE(ChildProcess::Start({"/no/such/binary"}, dir + "/x.log").ok());
 }
 
+// The process state letter of /proc/pid/stat ('?' when unreadable).
+char State(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+}
+
+TEST(ChildProcessTest, PauseStopsTheProcessUntilResumed) {
+  const std::string dir = MakeTempDir("harness-");
+  auto p = ChildProcess::Start({"/bin/sleep", "1000"}, dir + "/sleep.log");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const pid_t pid = (*p)->pid();
+  {
+    ScopedPause pause(p->get());
+    ASSERT_TRUE(pause.paused());
+    EXPECT_EQ(State(pid), 'T');  // seen stopped when Pause returns, not some time later
+    EXPECT_TRUE((*p)->Running());  // stopped is not exited
+  }  // resumed here
+  EXPECT_TRUE(WaitFor([&] { return State(pid) == 'S'; }, absl::Seconds(30))) << State(pid);
+  ASSERT_TRUE((*p)->Signal(SIGKILL));
+  ASSERT_TRUE((*p)->Wait(absl::Seconds(30)).has_value());
+  EXPECT_FALSE((*p)->Pause(absl::Milliseconds(10)));  // reaped: nothing to pause
+}
+
+// A program that exits at once (its port was taken) is started again on fresh ports;
+// one that never comes up is reported after the attempts.
+TEST(StartOnFreePortsTest, StartsAgainOnFreshPortsWhenTheProgramExits) {
+  const std::string dir = MakeTempDir("harness-");
+  int starts = 0;
+  std::vector<std::vector<int>> seen;
+  std::vector<int> ports;
+  auto p = StartOnFreePorts(
+      2,
+      [&](const std::vector<int>& ports) -> std::vector<std::string> {
+        seen.push_back(ports);
+        return ++starts < 3 ? std::vector<std::string>{"/bin/false"}
+                            : std::vector<std::string>{"/bin/sleep", "1000"};
+      },
+      dir + "/log", [&](const std::vector<int>&) { return starts == 3; }, &ports);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE((*p)->Running());
+  EXPECT_EQ(starts, 3);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(ports, seen.back());
+  for (const auto& s : seen) {
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_GT(s[0], 0);
+    EXPECT_GT(s[1], 0);
+  }
+
+  auto never = StartOnFreePorts(
+      1, [](const std::vector<int>&) -> std::vector<std::string> { return {"/bin/false"}; },
+      dir + "/never.log", [](const std::vector<int>&) { return false; }, &ports, 2);
+  EXPECT_FALSE(never.ok());
+}
+
 // A test process killed outright (Bazel's timeout, a crash) takes its children along.
 TEST(ChildProcessTest, ChildrenDieWithTheTestProcess) {
   const std::string dir = MakeTempDir("harness-");

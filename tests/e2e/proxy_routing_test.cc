@@ -82,16 +82,19 @@ TEST_F(ProxyRoutingE2eTest, CallsReachTheirModelsSchedulerAndOnlyTheStoppedModel
   const std::string models_cfg = alpha.dir() + "/models.cfg";
   std::ofstream(models_cfg) << "backend model:alpha\n  server scheduler " << alpha.address() << "\n"
                             << "backend model:beta\n  server scheduler " << beta.address() << "\n";
-  proxy_port_ = FreeLoopbackPort();
-  admin_port_ = FreeLoopbackPort();
-  ASSERT_GT(proxy_port_, 0);
-  ASSERT_GT(admin_port_, 0);
-  auto proxy =
-      ChildProcess::Start({"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", proxy_port_),
-                           absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", admin_port_), kHaproxy,
-                           "-db", "-f", Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg},
-                          alpha.dir() + "/haproxy.log");
+  std::vector<int> ports;  // the proxy's, then its admin page's
+  auto proxy = StartOnFreePorts(
+      2,
+      [&](const std::vector<int>& p) -> std::vector<std::string> {
+        return {"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", p[0]),
+                absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", p[1]), kHaproxy, "-db", "-f",
+                Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg};
+      },
+      alpha.dir() + "/haproxy.log",
+      [](const std::vector<int>& p) { return HttpStatus(p[1], "/metrics") == 200; }, &ports);
   ASSERT_TRUE(proxy.ok()) << proxy.status();
+  proxy_port_ = ports[0];
+  admin_port_ = ports[1];
   auto proxy_log = [&] { return (*proxy)->LogTail(4000); };
   // Both backends up: the proxy's grpc.health.v1 checks passed.
   ASSERT_TRUE(WaitFor([&] { return ActiveServers("alpha") == 1 && ActiveServers("beta") == 1; },

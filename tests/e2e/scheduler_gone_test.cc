@@ -56,15 +56,25 @@ TEST(SchedulerGoneE2eTest, WorkersDropStateAndReattachWhenTheSchedulerReturns) {
   ASSERT_TRUE(cluster.StartScheduler({}, worker_port).ok()) << cluster.Logs();
   ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
   EXPECT_EQ(cluster.Health(), "SERVING");
-  auto wm = cluster.WorkerMetrics("r0");
-  ASSERT_TRUE(wm.ok());
-  EXPECT_EQ(wm->Get("weft_worker_attachments_total"), 2);
-  EXPECT_EQ(wm->Get("weft_worker_attached"), 1);
+  // The scheduler counts the replica when it sends Welcome; the worker counts its
+  // attachment when it has read it: wait for that (a scrape in between sees 1 and 0).
+  double attachments = -1, attached = -1;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto m = cluster.WorkerMetrics("r0");
+        attachments = m.ok() ? m->Get("weft_worker_attachments_total", -1) : -1;
+        attached = m.ok() ? m->Get("weft_worker_attached", -1) : -1;
+        return attachments >= 2 && attached == 1;
+      },
+      absl::Seconds(30)))
+      << "attachments " << attachments << ", attached " << attached << "\n" << cluster.Logs();
+  EXPECT_EQ(attachments, 2);
+  EXPECT_EQ(attached, 1);
 
   StreamResult again = Generate(cluster.stub(), GreedyRequest(prompt, 24));
   ASSERT_TRUE(again.status.ok()) << again.status.error_message() << "\n" << cluster.Logs();
   EXPECT_EQ(absl::StrJoin(again.token_ids, " "), absl::StrJoin(first.token_ids, " "));
-  wm = cluster.WorkerMetrics("r0");
+  auto wm = cluster.WorkerMetrics("r0");
   ASSERT_TRUE(wm.ok());
   EXPECT_EQ(wm->Get("weft_worker_step_errors_total"), 0);
   EXPECT_TRUE(WaitFor([&] { return cluster.Metric("weft_kv_blocks_used") == 0; }, absl::Seconds(30)));

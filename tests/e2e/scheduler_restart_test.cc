@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -35,11 +36,20 @@ struct Client {
 TEST(SchedulerRestartE2eTest, RetryingClientsLoseNothingThatHadNotStreamed) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
   Cluster cluster(model);
-  const int port = FreeLoopbackPort();
-  ASSERT_GT(port, 0);
-  // Two sequences at a time: of six long calls, two stream and four wait.
-  const std::vector<std::string> flags = {absl::StrCat("--port=", port), "--max_num_seqs=2"};
-  ASSERT_TRUE(cluster.StartScheduler(flags).ok()) << cluster.Logs();
+  // A fixed public port (the restart must take the same one): picked free, it can be
+  // taken by another process before the scheduler binds it; then the scheduler exits
+  // and is started on another.
+  int port = -1;
+  std::vector<std::string> flags;
+  absl::Status started_on_port = absl::UnknownError("no attempt");
+  for (int attempt = 0; attempt < 5 && !started_on_port.ok(); ++attempt) {
+    port = FreeLoopbackPort();
+    ASSERT_GT(port, 0);
+    // Two sequences at a time: of six long calls, two stream and four wait.
+    flags = {absl::StrCat("--port=", port), "--max_num_seqs=2"};
+    started_on_port = cluster.StartScheduler(flags);
+  }
+  ASSERT_TRUE(started_on_port.ok()) << started_on_port << "\n" << cluster.Logs();
   WorkerSpec w;
   w.num_kv_blocks = 256;
   ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
@@ -76,11 +86,32 @@ TEST(SchedulerRestartE2eTest, RetryingClientsLoseNothingThatHadNotStreamed) {
       absl::Seconds(180)))
       << cluster.Logs();
 
-  // The kill. What each client had streamed by now decides what may fail.
+  // The kill. What each client had received from the dead scheduler decides what may
+  // fail; tokens sent just before the kill may still be on their way to a client, so
+  // its output is read once it has reacted to the lost connection: it failed (it had
+  // received something) or it said it retries (it had not). Only a scheduler on the
+  // port could change its output after that, and none listens until the restart below.
+  auto retries = [](const Client& c) {
+    const std::string log = ReadFile(c.process->log_path());
+    int n = 0;
+    for (size_t at = log.find("retrying in"); at != std::string::npos;
+         at = log.find("retrying in", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  std::vector<int> retries_at_kill;
+  for (const Client& c : clients) retries_at_kill.push_back(retries(c));
   ASSERT_TRUE(cluster.scheduler()->Signal(SIGKILL));
   const absl::Time killed = absl::Now();
-  for (Client& c : clients) c.streamed_before_kill = !ReadFile(c.out).empty();
   ASSERT_TRUE(cluster.scheduler()->Wait(absl::Seconds(30)).has_value());
+  for (size_t i = 0; i < clients.size(); ++i) {
+    Client& c = clients[i];
+    EXPECT_TRUE(WaitFor([&] { return !c.process->Running() || retries(c) > retries_at_kill[i]; },
+                        absl::Seconds(60)))
+        << "a client did not notice the kill:\n" << c.process->LogTail();
+    c.streamed_before_kill = !ReadFile(c.out).empty();
+  }
   // Calls made while no scheduler listens.
   for (int i = 0; i < 2; ++i) clients.push_back(start_client(8));
   // The supervisor restarts it on the same ports.

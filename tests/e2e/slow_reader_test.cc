@@ -179,7 +179,11 @@ TEST(SlowReaderE2eTest, NeverReaderEndsResourceExhaustedAndOthersKeepGoing) {
 
 // The other guard: with a small per-stream buffer (and a stall timeout too long to
 // matter) the never-reader's queued responses hit the cap; it ends RESOURCE_EXHAUSTED
-// at that point and its buffer never holds more than the cap.
+// at that point and its buffer never holds more than the cap. The scheduler samples the
+// largest buffer every 100 ms: the worker is the null backend with 50 ms steps (one
+// message of a few dozen bytes per step), so the buffer spends over half a second
+// between half the cap and the cap, where the samples must see it, on any machine (the
+// model's steps take a few ms on a fast one: the whole fill could fall between samples).
 TEST(SlowReaderE2eTest, NeverReaderIsEndedAtItsBufferCap) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
   constexpr int kCap = 1024;
@@ -191,7 +195,7 @@ TEST(SlowReaderE2eTest, NeverReaderIsEndedAtItsBufferCap) {
       << cluster.Logs();
   WorkerSpec w;
   w.num_kv_blocks = 192;
-  w.threads = 2;
+  w.extra_flags = {"--backend=null", "--null_step_ms=50"};
   ASSERT_TRUE(cluster.StartWorker(w).ok()) << cluster.Logs();
   ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
 

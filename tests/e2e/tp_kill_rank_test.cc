@@ -97,15 +97,31 @@ TEST_P(TpKillRankE2eTest, ReplicaIsFencedStreamsMoveAndItRejoins) {
   }
 
   const double tp_tokens_before = WorkerCounter(cluster, tp, 0, "weft_worker_sampled_tokens_total");
+  const std::string tp_steps_series = absl::StrCat("weft_steps_total{replica=\"", tp, "\"}");
+  const double tp_steps_before = cluster.Metric(tp_steps_series);
   std::vector<std::unique_ptr<BackgroundStream>> streams;
   for (int i = 0; i < kStreams; ++i) {
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i % prompts.size()], kTokens)));
   }
-  // Mid-generation: every stream has tokens, and the TP replica is running some.
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2)) << cluster.Logs();
-  ASSERT_GT(WorkerCounter(cluster, tp, 0, "weft_worker_sampled_tokens_total"), tp_tokens_before)
-      << "the TP replica ran none of the streams: killing a rank would test nothing";
+  // Mid-generation: the TP replica has sampled tokens (its sequences have some), and its
+  // ranks are paused there, so the kill surely finds them unfinished (each needs kTokens
+  // steps). Waiting for every stream's tokens instead could let it finish first while
+  // "solo" lagged (seen in worker_scale_test's twin under CPU load).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return WorkerCounter(cluster, tp, 0, "weft_worker_sampled_tokens_total") > tp_tokens_before;
+      },
+      absl::Seconds(120), absl::Milliseconds(5)))
+      << "the TP replica ran none of the streams: killing a rank would test nothing\n"
+      << cluster.Logs();
+  ScopedPause pause_killed(cluster.worker(tp, killed));
+  ScopedPause pause_survivor(cluster.worker(tp, survivor));
+  ASSERT_TRUE(pause_killed.paused() && pause_survivor.paused()) << cluster.Logs();
+  // The undisturbed run's steps ran before; these streams' steps since, plus the one in
+  // flight, are fewer than a stream needs.
+  ASSERT_LT(cluster.Metric(tp_steps_series) - tp_steps_before + 1, kTokens)
+      << "the TP replica's sequences may have finished already";
 
   std::vector<int> at_kill;
   for (auto& s : streams) at_kill.push_back(s->num_tokens());
@@ -113,6 +129,8 @@ TEST_P(TpKillRankE2eTest, ReplicaIsFencedStreamsMoveAndItRejoins) {
   const pid_t survivor_pid = survivor_proc->pid();
   const absl::Time kill_time = absl::Now();
   ASSERT_TRUE(cluster.worker(tp, killed)->Signal(SIGKILL));
+  pause_killed.Resume();  // before its ChildProcess is replaced below
+  pause_survivor.Resume();
 
   // The replica is fenced promptly; every stream then completes or ends.
   absl::Duration fenced_after = absl::InfiniteDuration();

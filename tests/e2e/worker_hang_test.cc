@@ -55,19 +55,28 @@ TEST(WorkerHangE2eTest, StoppedWorkerIsFencedAfterTwoMissedDeadlines) {
 
   auto r1_before = cluster.WorkerMetrics("r1");
   ASSERT_TRUE(r1_before.ok());
+  const double r1_steps_before = cluster.Metric("weft_steps_total{replica=\"r1\"}");
   std::vector<std::unique_ptr<BackgroundStream>> streams;
   for (int i = 0; i < kStreams; ++i) {
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i % prompts.size()], kTokens)));
   }
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2)) << cluster.Logs();
-  auto r1_mid = cluster.WorkerMetrics("r1");
-  ASSERT_TRUE(r1_mid.ok());
-  ASSERT_GT(r1_mid->Get("weft_worker_sampled_tokens_total"), r1_before->Get("weft_worker_sampled_tokens_total"))
-      << "replica r1 ran none of the streams: stopping it would test nothing";
+  // r1 is stopped once it has sampled tokens for some streams: they are surely
+  // unfinished (each needs kTokens steps); waiting for every stream's tokens instead
+  // could let r1 finish first while r0 lagged, and an idle r1 misses no deadline.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto m = cluster.WorkerMetrics("r1");
+        return m.ok() && m->Get("weft_worker_sampled_tokens_total") >
+                             r1_before->Get("weft_worker_sampled_tokens_total");
+      },
+      absl::Seconds(120), absl::Milliseconds(5)))
+      << "replica r1 ran none of the streams: stopping it would test nothing\n" << cluster.Logs();
   const double r0_steps_at_stop = cluster.Metric("weft_steps_total{replica=\"r0\"}");
 
-  ASSERT_TRUE(cluster.worker("r1")->Signal(SIGSTOP));
+  ASSERT_TRUE(cluster.worker("r1")->Pause());
+  ASSERT_LT(cluster.Metric("weft_steps_total{replica=\"r1\"}") - r1_steps_before + 1, kTokens)
+      << "r1's sequences may have finished already";
   // While r1 is stopped and before it is fenced, the scheduler answers and r0 steps.
   EXPECT_EQ(cluster.Health(), "SERVING");
   {
@@ -106,10 +115,20 @@ TEST(WorkerHangE2eTest, StoppedWorkerIsFencedAfterTwoMissedDeadlines) {
   // Resumed, the worker sees its stream was closed, drops its state and re-attaches.
   ASSERT_TRUE(cluster.worker("r1")->Signal(SIGCONT));
   EXPECT_TRUE(cluster.WaitReplicas(2).ok()) << cluster.Logs();
-  auto r1_after = cluster.WorkerMetrics("r1");
-  ASSERT_TRUE(r1_after.ok());
-  EXPECT_EQ(r1_after->Get("weft_worker_attachments_total"), 2);
-  EXPECT_EQ(r1_after->Get("weft_worker_attached"), 1);
+  // The scheduler counts the replica when it sends Welcome; the worker counts its
+  // attachment when it has read it: wait for that (a scrape in between sees 1 and 0).
+  double attachments = -1, attached = -1;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto m = cluster.WorkerMetrics("r1");
+        attachments = m.ok() ? m->Get("weft_worker_attachments_total", -1) : -1;
+        attached = m.ok() ? m->Get("weft_worker_attached", -1) : -1;
+        return attachments >= 2 && attached == 1;
+      },
+      absl::Seconds(30)))
+      << "attachments " << attachments << ", attached " << attached << "\n" << cluster.Logs();
+  EXPECT_EQ(attachments, 2);
+  EXPECT_EQ(attached, 1);
   EXPECT_EQ(cluster.Metric(fenced), 1);
 }
 

@@ -50,14 +50,16 @@ TEST(WorkerScaleE2eTest, ScaleUpThenDrainOneWorkerWithoutRequeue) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
   constexpr int kStreams = 32;
   constexpr int kTokens = 48;
-  // r2 is planned in the loop iteration that admits it; what the test adds on top is
-  // its polling (10 ms) and scrapes.
-  constexpr int kScaleUpSteps = 8;
+  // r2 is planned in the loop iteration that admits it; r0 and r1 are paused meanwhile
+  // and complete at most the step each had in flight.
+  constexpr int kScaleUpSteps = 2;
   const std::vector<std::string>& prompts = TestPrompts();
   Cluster cluster(model);
   ASSERT_TRUE(cluster
                   .StartScheduler({"--max_num_seqs=4", "--max_num_batched_tokens=256",
-                                   "--worker_drain_timeout_s=600"})
+                                   "--worker_drain_timeout_s=600",
+                                   // r0 and r1 are paused for a while: not overdue.
+                                   "--step_deadline_floor_s=600"})
                   .ok())
       << cluster.Logs();
   ASSERT_TRUE(cluster.StartReplica(Replica("r0")).ok()) << cluster.Logs();
@@ -82,12 +84,19 @@ TEST(WorkerScaleE2eTest, ScaleUpThenDrainOneWorkerWithoutRequeue) {
                       absl::Seconds(120)))
       << cluster.Logs();
 
-  // Scale-up under load: r2 attaches while most streams wait.
+  // Scale-up under load: r2 attaches while most streams wait. It dials the scheduler as
+  // soon as it has loaded (its ports file); r0 and r1 are paused from then until r2 has
+  // its first plan, so "within a few steps" is counted whatever this machine's speed
+  // (each may complete the one step it had in flight, --max_steps_in_flight=1), and a
+  // router that left r2 idle until r0 or r1 freed a slot would fail here.
   ASSERT_TRUE(cluster.StartReplica(Replica("r2")).ok()) << cluster.Logs();
+  ScopedPause pause_r0(cluster.worker("r0"));
+  ScopedPause pause_r1(cluster.worker("r1"));
+  ASSERT_TRUE(pause_r0.paused() && pause_r1.paused()) << cluster.Logs();
+  const double old_at_pause = ReplicaSteps(cluster, "r0") + ReplicaSteps(cluster, "r1");
   ASSERT_TRUE(WaitFor([&] { return cluster.Metric("weft_replicas") == 3; }, absl::Seconds(120),
                       absl::Milliseconds(10)))
       << cluster.Logs();
-  const double old_at_attach = ReplicaSteps(cluster, "r0") + ReplicaSteps(cluster, "r1");
   const double waiting_at_attach = cluster.Metric("weft_requests_waiting");
   ASSERT_GT(waiting_at_attach, 0) << "the load ended before r2 attached: nothing to test";
   auto r2_plans = [&] {
@@ -97,10 +106,12 @@ TEST(WorkerScaleE2eTest, ScaleUpThenDrainOneWorkerWithoutRequeue) {
   ASSERT_TRUE(WaitFor([&] { return r2_plans() >= 1; }, absl::Seconds(120), absl::Milliseconds(10)))
       << "the new replica never received a sequence\n" << cluster.Logs();
   const double old_at_first = ReplicaSteps(cluster, "r0") + ReplicaSteps(cluster, "r1");
+  pause_r0.Resume();
+  pause_r1.Resume();
   std::printf("scale-up: %.0f requests waiting when r2 attached; it received its first plan "
-              "within %.0f steps of r0+r1\n", waiting_at_attach, old_at_first - old_at_attach);
-  EXPECT_LE(old_at_first - old_at_attach, kScaleUpSteps)
-      << "r2 received its first plan " << old_at_first - old_at_attach << " steps of r0+r1 after "
+              "within %.0f steps of r0+r1\n", waiting_at_attach, old_at_first - old_at_pause);
+  EXPECT_LE(old_at_first - old_at_pause, kScaleUpSteps)
+      << "r2 received its first plan " << old_at_first - old_at_pause << " steps of r0+r1 after "
       << "it attached with " << waiting_at_attach << " requests waiting";
   ASSERT_TRUE(WaitFor([&] { return ReplicaSteps(cluster, "r2") >= 4; }, absl::Seconds(120)));
 
@@ -144,8 +155,8 @@ TEST(WorkerScaleE2eTest, ScaleUpThenDrainOneWorkerWithoutRequeue) {
 
 TEST(WorkerScaleE2eTest, DrainTimeoutRequeuesTheRestWithTokensKept) {
   WEFT_REQUIRE_DEFAULT_MODEL(model);
-  // r1 is signalled once every stream has two tokens: dozens of steps are still to run
-  // when its 50 ms drain timeout fires.
+  // r1 is signalled after its first step: dozens of steps are still to run when its
+  // 50 ms drain timeout fires.
   constexpr int kTokens = 48;
   const std::vector<std::string>& prompts = TestPrompts();
   Cluster cluster(model);
@@ -161,17 +172,27 @@ TEST(WorkerScaleE2eTest, DrainTimeoutRequeuesTheRestWithTokensKept) {
     ASSERT_EQ(want[i].size(), static_cast<size_t>(kTokens)) << "prompt " << i << "\n" << cluster.Logs();
   }
 
+  const double r1_steps_before = ReplicaSteps(cluster, "r1");  // the undisturbed run's
   std::vector<std::unique_ptr<BackgroundStream>> streams;
   for (size_t i = 0; i < prompts.size(); ++i) {
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i], kTokens), absl::Seconds(600)));
   }
-  // Mid-generation: every stream has tokens (so r1 runs some of them) and none is done.
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2, absl::Seconds(120))) << cluster.Logs();
-  const double r1_steps = ReplicaSteps(cluster, "r1");
-  ASSERT_GT(r1_steps, 0);
+  // Mid-generation: r1 has run a step (its sequences have a token), and is paused there
+  // while it is signalled, so its drain surely finds them unfinished (each needs kTokens
+  // steps; waiting for every stream's tokens could let r1 finish first while r0 lagged).
+  ASSERT_TRUE(WaitFor([&] { return ReplicaSteps(cluster, "r1") > r1_steps_before; },
+                      absl::Seconds(120), absl::Milliseconds(5)))
+      << cluster.Logs();
   ChildProcess* r1 = cluster.worker("r1");
-  ASSERT_TRUE(r1->Signal(SIGTERM));
+  {
+    ScopedPause pause(r1);
+    ASSERT_TRUE(pause.paused()) << cluster.Logs();
+    // Its steps for these streams, and the one in flight, are fewer than a stream needs.
+    ASSERT_LT(ReplicaSteps(cluster, "r1") - r1_steps_before + 1, kTokens)
+        << "r1's sequences may have finished";
+    ASSERT_TRUE(r1->Signal(SIGTERM));  // taken when it resumes
+  }
   ASSERT_TRUE(r1->Wait(absl::Seconds(120)).has_value()) << cluster.Logs();
   EXPECT_EQ(r1->exit_code(), 0) << r1->LogTail();
 
@@ -212,11 +233,25 @@ TEST(WorkerScaleE2eTest, SigtermOnEitherRankDrainsTheWholeTensorParallelReplica)
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i % prompts.size()], kTokens), absl::Seconds(600)));
   }
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2, absl::Seconds(120))) << cluster.Logs();
-  const double tp_steps = ReplicaSteps(cluster, tp);
-  ASSERT_GT(tp_steps, 0) << "the TP replica runs none of the streams";
-  // SIGTERM on rank 1 only: rank 0 is told by the scheduler and stops being ready too.
-  ASSERT_TRUE(cluster.worker(tp, 1)->Signal(SIGTERM));
+  // The TP replica is paused after its first step, so the drain surely finds its
+  // sequences unfinished (each needs kTokens steps). Waiting for every stream's tokens
+  // instead let it finish first on a loaded machine: the streams on "solo" were the slow
+  // ones ("the TP replica ran nothing while draining", 1 run in 3 under CPU load).
+  ASSERT_TRUE(WaitFor([&] { return ReplicaSteps(cluster, tp) >= 1; }, absl::Seconds(120),
+                      absl::Milliseconds(5)))
+      << "the TP replica runs none of the streams\n" << cluster.Logs();
+  double tp_steps = 0;
+  {
+    ScopedPause pause0(cluster.worker(tp, 0));
+    ScopedPause pause1(cluster.worker(tp, 1));
+    ASSERT_TRUE(pause0.paused() && pause1.paused()) << cluster.Logs();
+    // Completed so far, and at most one more (the step in flight when they stopped).
+    tp_steps = ReplicaSteps(cluster, tp) + 1;
+    ASSERT_LT(tp_steps, kTokens) << "the TP replica's sequences may have finished already";
+    // SIGTERM on rank 1 only (taken when it resumes): rank 0 is told by the scheduler and
+    // stops being ready too.
+    ASSERT_TRUE(cluster.worker(tp, 1)->Signal(SIGTERM));
+  }  // both resumed
   const int rank0_http = cluster.worker_metrics_port(tp, 0);
   int readyz = 0;
   EXPECT_TRUE(WaitFor([&] { return (readyz = HttpStatus(rank0_http, "/readyz")) != 200; },
@@ -260,14 +295,24 @@ TEST(WorkerScaleE2eTest, ASecondSignalOrTheWorkersOwnBoundEndsADrain) {
     streams.push_back(std::make_unique<BackgroundStream>(
         cluster.stub(), GreedyRequest(prompts[i], kTokens), absl::Seconds(600)));
   }
-  for (auto& s : streams) ASSERT_TRUE(s->WaitTokens(2, absl::Seconds(120))) << cluster.Logs();
-  ASSERT_GT(ReplicaSteps(cluster, "bounded"), 0);
-  ASSERT_GT(ReplicaSteps(cluster, "twice"), 0);
-
+  // Both run sequences and are paused as they are signalled (the signals are taken when
+  // they resume), so their drains surely find them unfinished (each needs kTokens steps).
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReplicaSteps(cluster, "bounded") > 0 && ReplicaSteps(cluster, "twice") > 0; },
+      absl::Seconds(120), absl::Milliseconds(5)))
+      << cluster.Logs();
   ChildProcess* b = cluster.worker("bounded");
   ChildProcess* t = cluster.worker("twice");
-  ASSERT_TRUE(b->Signal(SIGTERM));
-  ASSERT_TRUE(t->Signal(SIGTERM));
+  {
+    ScopedPause pause_b(b);
+    ScopedPause pause_t(t);
+    ASSERT_TRUE(pause_b.paused() && pause_t.paused()) << cluster.Logs();
+    for (const char* r : {"bounded", "twice"}) {
+      ASSERT_LT(ReplicaSteps(cluster, r) + 1, kTokens) << r << "'s sequences may have finished";
+    }
+    ASSERT_TRUE(b->Signal(SIGTERM));
+    ASSERT_TRUE(t->Signal(SIGTERM));
+  }
   // The second signal once the first was taken (two pending SIGTERMs would merge).
   ASSERT_TRUE(WaitFor([&] { return t->LogTail(20000).find("draining the replica") != std::string::npos; },
                       absl::Seconds(30)))
