@@ -62,14 +62,13 @@ ClientStreams::ClientStreams(Scheduler* core, const TokenTextSource* text,
 void ClientStreams::Admit(Submission& s, absl::Time now,
                           std::shared_ptr<const SequenceGrammarFactory> grammar) {
   if (s.outbox->Closed()) {  // the client left before we got to it
-    EndSubmission(s, absl::CancelledError("the client left"), now);
+    EndSubmission(s, absl::CancelledError("the client left"), now, metrics_);
     return;
   }
   const RequestSpec& spec = s.request->spec();
   auto id = core_->AddRequest(*s.request, now, std::move(grammar));
   if (!id.ok()) {
-    metrics_->ByStatus(absl::StatusCodeToString(id.status().code())).Increment();
-    EndSubmission(s, id.status(), now);
+    EndSubmission(s, id.status(), now, metrics_);
     return;
   }
   ActiveRequest ar;

@@ -43,11 +43,14 @@ absl::Status Engine::Start() {
                                                   options_.worker_drain_timeout, metrics_);
   replicas_->set_steps_in_flight_by_backend(options_.steps_in_flight_by_backend);
   steps_ = std::make_unique<StepDispatcher>(core_.get(), streams_.get(), metrics_);
-  grammars_ = std::make_unique<GrammarAdmission>(grammar_service_, [this] {
-    MutexLock l(&mu_);
-    grammar_ready_ = true;
-    wake_.Signal();
-  });
+  grammars_ = std::make_unique<GrammarAdmission>(
+      grammar_service_,
+      [this] {
+        MutexLock l(&mu_);
+        grammar_ready_ = true;
+        wake_.Signal();
+      },
+      metrics_);
   UpdateGaugesAndHealth();
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
@@ -187,7 +190,7 @@ void Engine::EndEverything(std::deque<Event>& events) {
   grammars_->EndAll(stopping);
   // Nothing is queued after stop_: these are the last events, never handled.
   for (Event& e : events) {
-    if (auto* s = std::get_if<SubmitEvent>(&e)) EndSubmission(s->submission, stopping, absl::Now());
+    if (auto* s = std::get_if<SubmitEvent>(&e)) EndSubmission(s->submission, stopping, absl::Now(), metrics_);
     if (auto* m = std::get_if<MessageEvent>(&e)) m->worker->Close(stopping);
   }
   streams_->EndAll(FinishReason::kUnavailable, absl::Now());

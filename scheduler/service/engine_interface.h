@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "scheduler/service/access_log.h"
+#include "scheduler/service/metrics.h"
 #include "scheduler/service/response_stream.h"
 #include "scheduler/request_spec.h"
 #include "scheduler/service/worker_link.h"
@@ -31,9 +32,12 @@ struct Submission {
 };
 
 // Ends a submission that was never admitted to the core (refused at admission, its
-// grammar failed, the server stopped before it got there): the client gets `status`,
-// and the call gets its access-log line (which runs who.on_end).
-inline void EndSubmission(Submission& s, const absl::Status& status, absl::Time now) {
+// grammar failed, the client left or the server stopped before it got there): the client
+// gets `status`, the call is counted in weft_requests_status_total (`metrics`; null in
+// tests without metrics) and gets its access-log line (which runs who.on_end).
+inline void EndSubmission(Submission& s, const absl::Status& status, absl::Time now,
+                          ServiceMetrics* metrics) {
+  if (metrics != nullptr) metrics->ByStatus(absl::StatusCodeToString(status.code())).Increment();
   s.outbox->Finish(status);
   AccessRecord rec;
   rec.who = std::move(s.who);

@@ -32,8 +32,9 @@ void GrammarAdmission::Waker::Clear() {
   wake = nullptr;
 }
 
-GrammarAdmission::GrammarAdmission(GrammarCompileService* service, std::function<void()> wake)
-    : service_(service), waker_(std::make_shared<Waker>()) {
+GrammarAdmission::GrammarAdmission(GrammarCompileService* service, std::function<void()> wake,
+                                   ServiceMetrics* metrics)
+    : service_(service), metrics_(metrics), waker_(std::make_shared<Waker>()) {
   MutexLock l(&waker_->mu);
   waker_->wake = std::move(wake);
 }
@@ -46,7 +47,7 @@ bool GrammarAdmission::Park(Submission& s, absl::Time now) {
   if (service_ == nullptr) {
     EndSubmission(s, absl::InvalidArgumentError(
                          "constraint: structured output is not enabled on this server"),
-                  now);
+                  now, metrics_);
     return true;
   }
   // Compile before the submission (which holds the constraint) is moved.
@@ -61,7 +62,7 @@ void GrammarAdmission::Poll(absl::Time now, const AdmitFn& admit) {
   for (size_t i = 0; i < parked_.size(); ++i) {
     Parked& p = parked_[i];
     if (p.submission.outbox->Closed()) {  // the client left while it compiled
-      EndSubmission(p.submission, absl::CancelledError("the client left"), now);
+      EndSubmission(p.submission, absl::CancelledError("the client left"), now, metrics_);
       continue;
     }
     if (!p.grammar->Poll(now)) {
@@ -74,7 +75,8 @@ void GrammarAdmission::Poll(absl::Time now, const AdmitFn& admit) {
       admit(p.submission, *std::move(grammar));
     } else {
       EndSubmission(p.submission,
-                    Refused(grammar.status(), *p.submission.request->spec().constraint), now);
+                    Refused(grammar.status(), *p.submission.request->spec().constraint), now,
+                    metrics_);
     }
   }
   parked_.resize(kept);
@@ -82,7 +84,7 @@ void GrammarAdmission::Poll(absl::Time now, const AdmitFn& admit) {
 
 void GrammarAdmission::EndAll(const absl::Status& status) {
   waker_->Clear();
-  for (Parked& p : parked_) EndSubmission(p.submission, status, absl::Now());
+  for (Parked& p : parked_) EndSubmission(p.submission, status, absl::Now(), metrics_);
   parked_.clear();
 }
 

@@ -29,7 +29,9 @@ class GrammarAdmission {
  public:
   using AdmitFn = std::function<void(Submission&, std::shared_ptr<const SequenceGrammarFactory>)>;
 
-  GrammarAdmission(GrammarCompileService* service, std::function<void()> wake);
+  // `metrics` (may be null): the calls it ends are counted in weft_requests_status_total.
+  GrammarAdmission(GrammarCompileService* service, std::function<void()> wake,
+                   ServiceMetrics* metrics = nullptr);
   ~GrammarAdmission();
   GrammarAdmission(const GrammarAdmission&) = delete;
   GrammarAdmission& operator=(const GrammarAdmission&) = delete;
@@ -60,6 +62,7 @@ class GrammarAdmission {
     std::unique_ptr<PendingGrammar> grammar;
   };
   GrammarCompileService* const service_;
+  ServiceMetrics* const metrics_;
   const std::shared_ptr<Waker> waker_;
   std::vector<Parked> parked_;
 };

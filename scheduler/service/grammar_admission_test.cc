@@ -8,6 +8,7 @@
 
 #include "common/mutex.h"
 #include "gtest/gtest.h"
+#include "scheduler/service/metrics.h"
 #include "scheduler/service/response_stream.h"
 
 namespace weft {
@@ -277,6 +278,34 @@ TEST(GrammarAdmissionTest, EndAllEndsEveryCallAndNoWakeFollows) {
   admission.reset();
   service.compiles[1]->Settle(absl::OkStatus());  // or after its destruction
   EXPECT_EQ(wakes.count(), 0);
+}
+
+// Every call it ends is counted in weft_requests_status_total by its code, as the core
+// counts those it admitted: refused (structured output off, the compile refused), the
+// client gone before admission, the server stopping.
+TEST(GrammarAdmissionTest, EveryCallItEndsIsCountedByItsStatus) {
+  ServiceMetrics metrics;
+  auto count = [&](const char* code) { return metrics.ByStatus(code).Value(); };
+  Wakes wakes;
+  FakeService service;
+  GrammarAdmission off(nullptr, wakes.Fn(), &metrics);
+  Call refused_here = MakeCall(1, "a+");
+  ASSERT_TRUE(off.Park(refused_here.submission, absl::Now()));
+  EXPECT_EQ(count("INVALID_ARGUMENT"), 1);
+
+  GrammarAdmission admission(&service, wakes.Fn(), &metrics);
+  Call refused = MakeCall(2, "a+"), left = MakeCall(3, "b+"), stopped = MakeCall(4, "c+");
+  for (Call* c : {&refused, &left, &stopped}) ASSERT_TRUE(admission.Park(c->submission, absl::Now()));
+  service.compiles[0]->Settle(absl::InvalidArgumentError("does not compile: x"));
+  left.outbox->Abort(absl::CancelledError("client left"));
+  admission.Poll(absl::Now(), [](Submission&, std::shared_ptr<const SequenceGrammarFactory>) {
+    ADD_FAILURE() << "nothing compiled";
+  });
+  EXPECT_EQ(count("INVALID_ARGUMENT"), 2);
+  EXPECT_EQ(count("CANCELLED"), 1);
+  admission.EndAll(absl::UnavailableError("scheduler stopping"));
+  EXPECT_EQ(count("UNAVAILABLE"), 1);
+  EXPECT_EQ(count("OK"), 0);
 }
 
 }  // namespace

@@ -69,6 +69,10 @@ std::unique_ptr<grpc::Server> Serve(const std::string& host, int port,
                                     std::vector<grpc::Service*> services, int* bound,
                                     int64_t max_message, const GrpcPortLimits& limits) {
   grpc::ServerBuilder b;
+  // gRPC sets SO_REUSEPORT by default: a second scheduler started on a taken port would
+  // bind it too and silently take half of the new connections. Refuse, as the HTTP and
+  // metrics servers do.
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.AddListeningPort(absl::StrCat(host, ":", port), creds, bound);
   for (grpc::Service* service : services) b.RegisterService(service);
   b.SetMaxReceiveMessageSize(static_cast<int>(max_message));

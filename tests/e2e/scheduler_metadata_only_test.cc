@@ -5,6 +5,7 @@
 // bytes it read (/proc/<pid>/io rchar, every read syscall of the process: the GGUF
 // header and everything else) stay under a quarter of the file. The worker, which needs
 // the weights, maps the file: the control that shows the maps check can see a mapping.
+// Also: a second scheduler on a port the first holds exits instead of sharing it.
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/testing/model_path.h"
 #include "gtest/gtest.h"
@@ -74,6 +77,28 @@ TEST(SchedulerMetadataOnlyE2eTest, TheSchedulerNeitherMapsNorReadsTheWeights) {
   // Control: the worker maps the weights, and the check above sees such a mapping.
   EXPECT_FALSE(MappingsOf(cluster.worker("r0")->pid(), st.st_ino).empty())
       << "the worker's mapping of the model was not found: the check cannot see one";
+}
+
+// A second scheduler asked for a port that a running one holds exits with the reason
+// instead of sharing it (gRPC's default SO_REUSEPORT would let both bind, and the new
+// one would take part of the first one's connections); the first keeps serving.
+TEST(SchedulerPortsE2eTest, ASecondSchedulerOnATakenPortExitsAndTheFirstServesOn) {
+  WEFT_REQUIRE_DEFAULT_MODEL(model);
+  Cluster first(model);
+  ASSERT_TRUE(first.StartScheduler().ok()) << first.Logs();
+  for (const std::string flag : {"--port", "--worker_port"}) {
+    Cluster second(model);
+    const int taken = flag == "--port" ? first.port() : first.worker_port();
+    const absl::Status s = second.StartScheduler({absl::StrCat(flag, "=", taken)});
+    EXPECT_FALSE(s.ok()) << flag << ": a second scheduler bound port " << taken;
+    ASSERT_NE(second.scheduler(), nullptr);
+    ASSERT_TRUE(second.scheduler()->Wait(absl::Seconds(60)).has_value()) << second.Logs();
+    EXPECT_EQ(second.scheduler()->exit_code(), 1) << second.Logs();
+    EXPECT_NE(second.scheduler()->LogTail().find("cannot bind the gRPC ports"),
+              std::string::npos) << second.Logs();
+  }
+  EXPECT_EQ(first.Health(), "NOT_SERVING");  // it answers (no worker attached: not serving)
+  EXPECT_TRUE(first.scheduler()->Running());
 }
 
 }  // namespace
