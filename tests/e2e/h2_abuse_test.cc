@@ -94,18 +94,11 @@ TEST_F(H2AbuseE2eTest, TheProxyAbsorbsRapidResetAndHugeHeadersAndTheSchedulerSer
   ASSERT_TRUE(cluster.WaitReplicas(1).ok()) << cluster.Logs();
   const std::string models_cfg = cluster.dir() + "/models.cfg";
   std::ofstream(models_cfg) << "backend model:alpha\n  server scheduler " << cluster.address() << "\n";
-  std::vector<int> ports;  // the proxy's, then its admin page's
-  auto proxy = StartOnFreePorts(
-      2,
-      [&](const std::vector<int>& p) -> std::vector<std::string> {
-        return {"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", p[0]),
-                absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", p[1]), kHaproxy, "-db", "-f",
-                Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg};
-      },
-      cluster.dir() + "/haproxy.log",
-      [](const std::vector<int>& p) { return HttpStatus(p[1], "/metrics") == 200; }, &ports);
+  HaproxyPorts ports;
+  auto proxy = StartShippedHaproxy(kHaproxy, models_cfg, /*http=*/false,
+                                   cluster.dir() + "/haproxy.log", &ports);
   ASSERT_TRUE(proxy.ok()) << proxy.status();
-  const int proxy_port = ports[0];
+  const int proxy_port = ports.grpc;
   auto stub = weft::v1::Generation::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", proxy_port), grpc::InsecureChannelCredentials()));
   auto call = [&] {

@@ -56,14 +56,10 @@ TEST(KillWorkerE2eTest, StreamsMoveToTheLiveReplicaAndTheReplicaComesBack) {
   // Mid-generation: r1 has sampled tokens for some streams and is paused there, so the
   // kill surely finds them unfinished (each needs kTokens steps); waiting for every
   // stream's tokens instead could let r1 finish first while r0 lagged.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto m = cluster.WorkerMetrics("r1");
-        return m.ok() && m->Get("weft_worker_sampled_tokens_total") >
-                             r1_before->Get("weft_worker_sampled_tokens_total");
-      },
-      absl::Seconds(120), absl::Milliseconds(5)))
-      << "replica r1 ran none of the streams: killing it would test nothing\n" << cluster.Logs();
+  const absl::Status r1_ran = cluster.WaitWorkerSampledMore(
+      "r1", r1_before->Get("weft_worker_sampled_tokens_total"));
+  ASSERT_TRUE(r1_ran.ok()) << "replica r1 ran none of the streams: killing it would test nothing: "
+                           << r1_ran;
   ScopedPause pause(cluster.worker("r1"));
   ASSERT_TRUE(pause.paused()) << cluster.Logs();
   ASSERT_LT(cluster.Metric("weft_steps_total{replica=\"r1\"}") - r1_steps_before + 1, kTokens)

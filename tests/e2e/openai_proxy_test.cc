@@ -96,20 +96,12 @@ TEST_F(OpenAiProxyE2eTest, OpenAiClientsReachTheirModelByHeaderOrPath) {
     cfg << "backend openai:gamma from weft_openai\n  server scheduler 127.0.0.1:"
         << alpha.http_port() << "\n";
   }
-  std::vector<int> ports;  // gRPC, HTTP, the admin page
-  auto proxy = StartOnFreePorts(
-      3,
-      [&](const std::vector<int>& p) -> std::vector<std::string> {
-        return {"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", p[0]),
-                absl::StrCat("WEFT_PROXY_HTTP_BIND=127.0.0.1:", p[1]),
-                absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", p[2]), kHaproxy, "-db", "-f",
-                Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg};
-      },
-      alpha.dir() + "/haproxy.log",
-      [](const std::vector<int>& p) { return HttpStatus(p[2], "/metrics") == 200; }, &ports);
+  HaproxyPorts ports;
+  auto proxy = StartShippedHaproxy(kHaproxy, models_cfg, /*http=*/true,
+                                   alpha.dir() + "/haproxy.log", &ports);
   ASSERT_TRUE(proxy.ok()) << proxy.status();
-  const int http_port = ports[1];
-  admin_port_ = ports[2];
+  const int http_port = ports.http;
+  admin_port_ = ports.admin;
   auto proxy_log = [&] { return (*proxy)->LogTail(4000); };
   // The HTTP checks: alpha and beta in; gamma out (its scheduler serves alpha: 404).
   ASSERT_TRUE(WaitFor(

@@ -429,6 +429,30 @@ int HttpStatus(int port, const std::string& path) {
   return r.ok() ? r->status : -1;
 }
 
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartShippedHaproxy(const std::string& haproxy,
+                                                                 const std::string& models_cfg,
+                                                                 bool http,
+                                                                 const std::string& log_path,
+                                                                 HaproxyPorts* ports) {
+  const size_t admin = http ? 2 : 1;
+  std::vector<int> used;
+  auto proxy = StartOnFreePorts(
+      static_cast<int>(admin) + 1,
+      [&](const std::vector<int>& p) {
+        std::vector<std::string> argv = {"/usr/bin/env",
+                                         absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", p[0])};
+        if (http) argv.push_back(absl::StrCat("WEFT_PROXY_HTTP_BIND=127.0.0.1:", p[1]));
+        argv.insert(argv.end(), {absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", p[admin]), haproxy,
+                                 "-db", "-f", Runfile("deploy/proxy/haproxy.cfg"), "-f",
+                                 models_cfg});
+        return argv;
+      },
+      log_path, [&](const std::vector<int>& p) { return HttpStatus(p[admin], "/metrics") == 200; },
+      &used);
+  if (proxy.ok()) *ports = HaproxyPorts{used[0], http ? used[1] : 0, used[admin]};
+  return proxy;
+}
+
 // --- Cluster --------------------------------------------------------------------------
 
 Cluster::Cluster(std::string model_path)
@@ -596,6 +620,40 @@ absl::Status Cluster::WaitReplicas(int n, absl::Duration timeout) {
   return absl::DeadlineExceededError(absl::StrCat("weft_replicas is ", last, ", want ", n,
                                                   " after ", absl::FormatDuration(timeout), "\n",
                                                   Logs()));
+}
+
+absl::Status Cluster::WaitWorkerAttached(const std::string& replica, double attachments,
+                                         absl::Duration timeout) {
+  double seen = -1, attached = -1;
+  WaitFor(
+      [&] {
+        auto m = WorkerMetrics(replica);
+        seen = m.ok() ? m->Get("weft_worker_attachments_total", -1) : -1;
+        attached = m.ok() ? m->Get("weft_worker_attached", -1) : -1;
+        return seen >= attachments && attached == 1;
+      },
+      timeout);
+  if (seen == attachments && attached == 1) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(replica, ": attachments ", seen, " (want ",
+                                                    attachments, "), attached ", attached, "\n",
+                                                    Logs()));
+}
+
+absl::Status Cluster::WaitWorkerSampledMore(const std::string& replica, double before,
+                                            absl::Duration timeout) {
+  double seen = -1;
+  if (WaitFor(
+          [&] {
+            auto m = WorkerMetrics(replica);
+            seen = m.ok() ? m->Get("weft_worker_sampled_tokens_total", -1) : -1;
+            return seen > before;
+          },
+          timeout, absl::Milliseconds(5))) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrCat(replica, " sampled ", seen, " tokens in all (",
+                                                  before, " before) after ",
+                                                  absl::FormatDuration(timeout), "\n", Logs()));
 }
 
 std::string Cluster::Health() const {

@@ -136,6 +136,18 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartOnFreePorts(
     const std::string& log_path, const std::function<bool(const std::vector<int>&)>& ready,
     std::vector<int>* ports, int attempts = 5);
 
+// The shipped proxy (deploy/proxy/haproxy.cfg) run by `haproxy` with `models_cfg` (its
+// per-model backends), on free ports through StartOnFreePorts; ready once its admin page
+// serves /metrics. Its ports: {gRPC, admin}, or {gRPC, HTTP, admin} with `http`.
+struct HaproxyPorts {
+  int grpc = 0, http = 0, admin = 0;
+};
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartShippedHaproxy(const std::string& haproxy,
+                                                                 const std::string& models_cfg,
+                                                                 bool http,
+                                                                 const std::string& log_path,
+                                                                 HaproxyPorts* ports);
+
 // A parsed Prometheus text-format page. Series are keyed as printed, except that a
 // `model` label is taken out of the key (every weft-scheduler series carries the same
 // model="<served name>"; a cluster serves one model) and its values are kept in models():
@@ -223,6 +235,15 @@ class Cluster {
 
   // Waits until weft_replicas == n.
   absl::Status WaitReplicas(int n, absl::Duration timeout = absl::Seconds(120));
+  // Waits until the worker of `replica` has read its Welcome: weft_worker_attached 1 with
+  // `attachments` attachments in all (the scheduler counts a replica when it sends the
+  // Welcome, so WaitReplicas can return before this). An error says what was seen.
+  absl::Status WaitWorkerAttached(const std::string& replica, double attachments,
+                                  absl::Duration timeout = absl::Seconds(30));
+  // Waits until the worker of `replica` has sampled more than `before` tokens in all
+  // (weft_worker_sampled_tokens_total): it is generating for the streams just started.
+  absl::Status WaitWorkerSampledMore(const std::string& replica, double before,
+                                     absl::Duration timeout = absl::Seconds(120));
   // grpc.health.v1 Check on the public port: "SERVING", "NOT_SERVING", or the error.
   std::string Health() const;
 

@@ -82,19 +82,12 @@ TEST_F(ProxyRoutingE2eTest, CallsReachTheirModelsSchedulerAndOnlyTheStoppedModel
   const std::string models_cfg = alpha.dir() + "/models.cfg";
   std::ofstream(models_cfg) << "backend model:alpha\n  server scheduler " << alpha.address() << "\n"
                             << "backend model:beta\n  server scheduler " << beta.address() << "\n";
-  std::vector<int> ports;  // the proxy's, then its admin page's
-  auto proxy = StartOnFreePorts(
-      2,
-      [&](const std::vector<int>& p) -> std::vector<std::string> {
-        return {"/usr/bin/env", absl::StrCat("WEFT_PROXY_BIND=127.0.0.1:", p[0]),
-                absl::StrCat("WEFT_PROXY_ADMIN=127.0.0.1:", p[1]), kHaproxy, "-db", "-f",
-                Runfile("deploy/proxy/haproxy.cfg"), "-f", models_cfg};
-      },
-      alpha.dir() + "/haproxy.log",
-      [](const std::vector<int>& p) { return HttpStatus(p[1], "/metrics") == 200; }, &ports);
+  HaproxyPorts ports;
+  auto proxy = StartShippedHaproxy(kHaproxy, models_cfg, /*http=*/false,
+                                   alpha.dir() + "/haproxy.log", &ports);
   ASSERT_TRUE(proxy.ok()) << proxy.status();
-  proxy_port_ = ports[0];
-  admin_port_ = ports[1];
+  proxy_port_ = ports.grpc;
+  admin_port_ = ports.admin;
   auto proxy_log = [&] { return (*proxy)->LogTail(4000); };
   // Both backends up: the proxy's grpc.health.v1 checks passed.
   ASSERT_TRUE(WaitFor([&] { return ActiveServers("alpha") == 1 && ActiveServers("beta") == 1; },

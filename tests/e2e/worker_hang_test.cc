@@ -64,14 +64,10 @@ TEST(WorkerHangE2eTest, StoppedWorkerIsFencedAfterTwoMissedDeadlines) {
   // r1 is stopped once it has sampled tokens for some streams: they are surely
   // unfinished (each needs kTokens steps); waiting for every stream's tokens instead
   // could let r1 finish first while r0 lagged, and an idle r1 misses no deadline.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto m = cluster.WorkerMetrics("r1");
-        return m.ok() && m->Get("weft_worker_sampled_tokens_total") >
-                             r1_before->Get("weft_worker_sampled_tokens_total");
-      },
-      absl::Seconds(120), absl::Milliseconds(5)))
-      << "replica r1 ran none of the streams: stopping it would test nothing\n" << cluster.Logs();
+  const absl::Status r1_ran = cluster.WaitWorkerSampledMore(
+      "r1", r1_before->Get("weft_worker_sampled_tokens_total"));
+  ASSERT_TRUE(r1_ran.ok()) << "replica r1 ran none of the streams: stopping it would test nothing: "
+                           << r1_ran;
   const double r0_steps_at_stop = cluster.Metric("weft_steps_total{replica=\"r0\"}");
 
   ASSERT_TRUE(cluster.worker("r1")->Pause());
@@ -115,20 +111,9 @@ TEST(WorkerHangE2eTest, StoppedWorkerIsFencedAfterTwoMissedDeadlines) {
   // Resumed, the worker sees its stream was closed, drops its state and re-attaches.
   ASSERT_TRUE(cluster.worker("r1")->Signal(SIGCONT));
   EXPECT_TRUE(cluster.WaitReplicas(2).ok()) << cluster.Logs();
-  // The scheduler counts the replica when it sends Welcome; the worker counts its
-  // attachment when it has read it: wait for that (a scrape in between sees 1 and 0).
-  double attachments = -1, attached = -1;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        auto m = cluster.WorkerMetrics("r1");
-        attachments = m.ok() ? m->Get("weft_worker_attachments_total", -1) : -1;
-        attached = m.ok() ? m->Get("weft_worker_attached", -1) : -1;
-        return attachments >= 2 && attached == 1;
-      },
-      absl::Seconds(30)))
-      << "attachments " << attachments << ", attached " << attached << "\n" << cluster.Logs();
-  EXPECT_EQ(attachments, 2);
-  EXPECT_EQ(attached, 1);
+  // Attached twice in all, and attached now.
+  const absl::Status reattached = cluster.WaitWorkerAttached("r1", 2);
+  EXPECT_TRUE(reattached.ok()) << reattached;
   EXPECT_EQ(cluster.Metric(fenced), 1);
 }
 

@@ -137,10 +137,12 @@ class FakeExecutor : public StepExecutor {
   }
   void OnDetach() override { ++detaches; }
 
-  // A hung worker: steps block until Hang(false).
+  // A hung worker: steps block until Hang(false), which also drops a HangAtStep not
+  // reached yet (TearDown lets go of a test that failed before its step came).
   void Hang(bool hang) {
     MutexLock l(&hang_mu_);
     hang_ = hang;
+    if (!hang) hang_at_step_ = 0;
     hang_cv_.SignalAll();
   }
   // The worker hangs in its n-th plan (1-based), as Hang(true) then: a point mid-stream
