@@ -154,9 +154,11 @@ bool ClientStreams::ReleaseNow(ActiveRequest& ar, const SequenceOutput& out, int
   const size_t sample = static_cast<size_t>(out.seq.sample_index);
   const bool has_held = sample < ar.held.size() && !Empty(ar.held[sample]);
   const bool ends = out.finish_reason != FinishReason::kNone || out.request_finished;
+  const absl::Duration held_for =
+      ar.held_since == absl::InfiniteFuture() ? absl::ZeroDuration() : now - ar.held_since;
   if (!has_held) {
     // The stream's first message (seed) and a sample's last are never held.
-    if (ends || resp->has_seed() || !interval_.Hold(streams_fed, resp->token_ids_size(), gap)) {
+    if (ends || resp->has_seed() || !interval_.Hold(streams_fed, resp->token_ids_size(), gap, held_for)) {
       return true;
     }
     if (ar.held.empty()) ar.held.resize(ar.last_token_time.size());
@@ -173,7 +175,7 @@ bool ClientStreams::ReleaseNow(ActiveRequest& ar, const SequenceOutput& out, int
   const bool merged = Coalesce(&held, resp);
   DCHECK(merged);
   if (!merged) return true;
-  if (!ends && interval_.Hold(streams_fed, held.token_ids_size(), gap)) return false;
+  if (!ends && interval_.Hold(streams_fed, held.token_ids_size(), gap, held_for)) return false;
   *resp = std::move(held);
   held.Clear();
   if (std::all_of(ar.held.begin(), ar.held.end(), Empty)) ar.held_since = absl::InfiniteFuture();

@@ -55,19 +55,20 @@ ABSL_FLAG(double, grammar_compile_timeout_s, 10,
 ABSL_FLAG(double, step_deadline_floor_s, 10, "step deadline floor (seconds)");
 ABSL_FLAG(double, step_deadline_k, 8, "step deadline = max(floor, k x s/token x tokens)");
 ABSL_FLAG(double, stall_timeout_s, 10, "end a stream whose client stops reading this long");
-ABSL_FLAG(int32_t, stream_interval_tokens, 4,
+ABSL_FLAG(int32_t, stream_interval_tokens, 8,
           "most tokens one stream message carries at large batches: a sample's tokens wait "
-          "for its next ones while a step feeds >= --stream_interval_min_streams streams and "
-          "the sample's tokens come fast (N-1 step gaps fit in --stream_interval_max_hold_ms); "
-          "a stream's first message and a sample's last go out at once. Fewer stream writes "
-          "(the scheduler's largest CPU cost per token) for up to N-1 steps of latency at "
-          "large batches; 1 sends every step's tokens as they come");
+          "for its next ones while a step feeds >= --stream_interval_min_streams streams, the "
+          "sample's tokens come fast (3 step gaps fit in --stream_interval_max_hold_ms; N-1 "
+          "for N < 4) and the next is expected before its oldest held token has waited "
+          "--stream_interval_max_hold_ms; a stream's first message and a sample's last go out "
+          "at once. Fewer stream writes (the scheduler's largest CPU cost per token) for up "
+          "to that hold of latency at large batches; 1 sends every step's tokens as they come");
 ABSL_FLAG(int32_t, stream_interval_min_streams, 64,
           "--stream_interval_tokens holds tokens only in steps that feed at least this many "
           "streams (smaller batches get every token as it comes); 1: at any batch");
 ABSL_FLAG(double, stream_interval_max_hold_ms, 25,
           "the longest a token is held for --stream_interval_tokens (about: checked every "
-          "quarter of it), and the step gap above which tokens are not held");
+          "quarter of it); tokens are not held while 3 step gaps do not fit in it");
 ABSL_FLAG(double, drain_timeout_s, 30, "SIGTERM: how long running streams may finish");
 ABSL_FLAG(double, worker_drain_timeout_s, 60,
           "a worker's SIGTERM drains its replica: how long its running sequences may finish "
