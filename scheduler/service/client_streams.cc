@@ -158,7 +158,8 @@ bool ClientStreams::ReleaseNow(ActiveRequest& ar, const SequenceOutput& out, int
       ar.held_since == absl::InfiniteFuture() ? absl::ZeroDuration() : now - ar.held_since;
   if (!has_held) {
     // The stream's first message (seed) and a sample's last are never held.
-    if (ends || resp->has_seed() || !interval_.Hold(streams_fed, resp->token_ids_size(), gap, held_for)) {
+    if (ends || resp->has_seed() ||
+        !interval_.Hold(streams_fed, resp->token_ids_size(), gap, held_for)) {
       return true;
     }
     if (ar.held.empty()) ar.held.resize(ar.last_token_time.size());

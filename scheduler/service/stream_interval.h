@@ -53,8 +53,6 @@ class StreamInterval {
            streams_fed >= options_.min_streams && gap * FastGaps() <= options_.max_hold &&
            held_for + gap <= options_.max_hold;
   }
-  // How many gaps like the last must fit in max_hold for tokens to count as fast.
-  int FastGaps() const { return std::min(options_.tokens, 4) - 1; }
   // True when tokens held since `since` must go out at `now`.
   bool Overdue(absl::Time since, absl::Time now) const {
     return now - since >= options_.max_hold;
@@ -64,6 +62,9 @@ class StreamInterval {
   absl::Duration max_hold() const { return options_.max_hold; }
 
  private:
+  // How many gaps like the last must fit in max_hold for tokens to count as fast.
+  int FastGaps() const { return std::min(options_.tokens, 4) - 1; }
+
   StreamIntervalOptions options_;
 };
 
