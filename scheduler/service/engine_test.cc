@@ -240,22 +240,26 @@ TEST_F(EngineTest, KilledReplicaRequestsFinishOnTheOther) {
   Worker* b = AddWorker("rb");
   a->exec->step_ms_ = 3;
   b->exec->step_ms_ = 3;
+  // ra holds its requests mid-stream (8 requests of 40 tokens are far from done after
+  // 5 steps) until its stream has broken, however slow the machine.
+  a->exec->HangAtStep(6);
   ASSERT_TRUE(WaitReplicas(2));
   std::vector<std::thread> ts;
   std::vector<Outcome> outs(8);
   for (int i = 0; i < 8; ++i) ts.emplace_back([&, i] { outs[i] = Generate(40, 7 + i); });
-  // ra is decoding (same prompt: the prefix cache routes them all to the first replica;
-  // 8 requests of 40 tokens are far from done after 5 steps).
-  EXPECT_TRUE(Eventually([&] { return Steps("ra") >= 5; }));
-  a->Stop();  // the stream breaks: replica ra is fenced, its requests re-queued on rb
+  // ra is decoding (same prompt: the prefix cache routes them all to the first replica).
+  ASSERT_TRUE(Eventually([&] { return a->exec->hung_in_step.load(); }));
+  const double rb_steps = Steps("rb");
+  a->client->Stop();  // the stream breaks while ra's step is still running...
+  ASSERT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; }));  // ...ra is fenced
+  a->exec->Hang(false);
+  a->Stop();
   for (auto& t : ts) t.join();
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(outs[i].status.ok()) << outs[i].status.error_message();
     EXPECT_EQ(outs[i].tokens, Expected(7 + i, 40)) << "recompute must not change tokens";
   }
-  // Published at the end of the loop's iteration that saw ra's stream break (the streams
-  // may all have finished on ra before it stopped, on a slow machine).
-  EXPECT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; }));
+  EXPECT_GT(Steps("rb"), rb_steps) << "ra's requests were re-queued and finished on rb";
   EXPECT_TRUE(WaitBlocksFree());
 }
 
@@ -370,13 +374,17 @@ TEST_F(EngineTest, DrainFinishesRunningStreamsAndRefusesNewOnes) {
   StartServer();
   Worker* a = AddWorker("ra");
   a->exec->step_ms_ = 2;
+  // The stream is mid-generation when the drain begins, however slow the machine: the
+  // worker holds its 5th step until the drain has refused a new call.
+  a->exec->HangAtStep(5);
   ASSERT_TRUE(WaitReplicas(1));
   Outcome running;
   std::thread t([&] { running = Generate(30, 4); });
-  // Admitted and streaming (not merely sent) before the drain begins.
-  ASSERT_TRUE(Eventually([&] { return metrics_.generated_tokens.Value() > 0; }));
+  ASSERT_TRUE(Eventually([&] { return a->exec->hung_in_step.load(); }));
   engine_->BeginDrain();
   EXPECT_EQ(Generate(3, 1).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(metrics_.requests_running.Value(), 1) << "the running stream goes on";
+  a->exec->Hang(false);
   EXPECT_EQ(engine_->WaitDrained(absl::Now() + absl::Seconds(20)), 0);
   t.join();
   EXPECT_TRUE(running.status.ok());
