@@ -248,10 +248,11 @@ TEST_F(EngineTest, KilledReplicaRequestsFinishOnTheOther) {
   std::vector<Outcome> outs(8);
   for (int i = 0; i < 8; ++i) ts.emplace_back([&, i] { outs[i] = Generate(40, 7 + i); });
   // ra is decoding (same prompt: the prefix cache routes them all to the first replica).
-  ASSERT_TRUE(Eventually([&] { return a->exec->hung_in_step.load(); }));
+  // EXPECT, not ASSERT, while client threads run (they must be joined).
+  EXPECT_TRUE(Eventually([&] { return a->exec->hung_in_step.load(); }));
   const double rb_steps = Steps("rb");
   a->client->Stop();  // the stream breaks while ra's step is still running...
-  ASSERT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; }));  // ...ra is fenced
+  EXPECT_TRUE(Eventually([&] { return engine_->num_replicas() == 1; }));  // ...ra is fenced
   a->exec->Hang(false);
   a->Stop();
   for (auto& t : ts) t.join();
@@ -380,7 +381,7 @@ TEST_F(EngineTest, DrainFinishesRunningStreamsAndRefusesNewOnes) {
   ASSERT_TRUE(WaitReplicas(1));
   Outcome running;
   std::thread t([&] { running = Generate(30, 4); });
-  ASSERT_TRUE(Eventually([&] { return a->exec->hung_in_step.load(); }));
+  EXPECT_TRUE(Eventually([&] { return a->exec->hung_in_step.load(); }));  // t must be joined
   engine_->BeginDrain();
   EXPECT_EQ(Generate(3, 1).status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(metrics_.requests_running.Value(), 1) << "the running stream goes on";
