@@ -190,7 +190,9 @@ void Engine::EndEverything(std::deque<Event>& events) {
   grammars_->EndAll(stopping);
   // Nothing is queued after stop_: these are the last events, never handled.
   for (Event& e : events) {
-    if (auto* s = std::get_if<SubmitEvent>(&e)) EndSubmission(s->submission, stopping, absl::Now(), metrics_);
+    if (auto* s = std::get_if<SubmitEvent>(&e)) {
+      EndSubmission(s->submission, stopping, absl::Now(), metrics_);
+    }
     if (auto* m = std::get_if<MessageEvent>(&e)) m->worker->Close(stopping);
   }
   streams_->EndAll(FinishReason::kUnavailable, absl::Now());

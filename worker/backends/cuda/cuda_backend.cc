@@ -236,8 +236,10 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
 CudaBackend::~CudaBackend() {
   // The caller's thread may have another device current (tensor-parallel ranks of one
   // process, tests): free on this backend's own.
-  if (stream_ != nullptr) cudaSetDevice(device_);
-  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (stream_ != nullptr) {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+  }
   comm_.reset();
   graphs_.Clear();
   runner_.reset();
