@@ -1,6 +1,8 @@
 #!/bin/bash
 # tools/gpu/ab.sh — the GPU A/B of the unmeasured CUDA choices, in about 5-6 minutes of one
 # GPU machine (see tools/gpu/README.md for the pack and the device calls):
+#   tests  every packed *_test binary (the gpu-tagged tests), AB_TEST_P (4) at a time, each
+#          within AB_TEST_S (150) s: exit status, passed/skipped counts, failed names
 #   attn   paged_attention_benchmark's decode rows: pipelined (default) vs grouped vs split_v1,
 #          GB/s and the share of the card's copy roofline (measured here with torch if present)
 #   qgemm  quant_gemm_benchmark on the default model's shapes (BM_Linear/0..4): cuBLAS bf16
@@ -12,19 +14,21 @@
 #          after the load, compared to the baseline's.
 # Variants (AB_VARIANTS, default all): base | mixed (--graph_mixed_steps) |
 #   grouped (WEFT_CUDA_KERNELS=decode=grouped) | qgemm64 (--quant_gemm_max_rows=64) |
-#   split_v1 (WEFT_CUDA_KERNELS=decode=split_v1; not in the default set). The first is the
+#   split_v1 (WEFT_CUDA_KERNELS=decode=split_v1; not in the default set) | old (the defaults
+#   before the first GPU A/B: decode=pipelined, no mixed-step graphs). The first is the
 #   reference of the greedy comparison and of weft-bench's ratios (first/this).
 #
-# On the GPU machine, from the checkout's root, in two calls (each call's tree < 64 MiB):
-#   AB_PARTS="attn qgemm" bash tools/gpu/ab.sh   carrying .gpu/{pack.tar.xz,env.sh,ab-model.1}
-#   AB_PARTS=serve bash tools/gpu/ab.sh          carrying .gpu/{env.sh,ab-model.2,model.sha256}
-# (.gpu/ from ../shared/gpu/pack.sh then tools/gpu/split.sh; env.sh unpacks the binaries and
-# the first part stays in /tmp/weft-gpu while the machine is warm.)
+# On the GPU machine, from the checkout's root, in three calls (each call's tree < 64 MiB;
+# .gpu/ from ../shared/gpu/pack.sh then tools/gpu/split.sh):
+#   AB_PARTS=stage bash tools/gpu/ab.sh          carrying .gpu/{env.sh,serve.1} (kept in /tmp)
+#   AB_PARTS=serve bash tools/gpu/ab.sh          carrying .gpu/{env.sh,serve.2,serve.sums}, at once
+#   AB_PARTS="tests attn qgemm" bash tools/gpu/ab.sh   carrying .gpu/{env.sh,kernels.tar.xz}
 # Here (no GPU): the same orchestration with --backend=null|cpu workers, binaries from bazel-bin:
 #   AB_BACKEND=null AB_PARTS=serve bash tools/gpu/ab.sh
 # Knobs: AB_PARTS, AB_VARIANTS, AB_BACKEND (cuda|cpu|null), AB_KV_BYTES (per worker, default
 #   8 GiB on cuda, 256 MiB otherwise), AB_N1 (requests at c=1, 24), AB_N (requests at
-#   c=64,256, 512), AB_C (64,256), AB_PAIRS (3), AB_PORT_BASE (29100), AB_UP_S (120),
+#   c=64,256, 512), AB_C (64,256), AB_PAIRS (3), AB_PORT_BASE (29100), AB_UP_S (120), AB_C1_S (120) and AB_LOAD_S (300)
+#   (the two weft-bench runs' limits), AB_TEST_P, AB_TEST_S,
 #   AB_BIN (binaries), AB_MODEL (GGUF), OUT (default /tmp/weft-gpu/out or /tmp/weft-ab/out).
 # Output: $OUT/summary.tsv — one line per figure: card, variant, figure, value, unit — and
 # $OUT/ab-logs.tar.gz (every log). Exit status: 0; 3 when the greedy ids differ, a pair never came up or a
@@ -40,12 +44,29 @@ status=0
 if [ "$BACKEND" = cuda ]; then
   # shellcheck source=/dev/null
   . "$ROOT/.gpu/env.sh" || { echo "ab: no .gpu/env.sh (run ../shared/gpu/pack.sh here and carry .gpu/)"; exit 4; }
-  BIN=${AB_BIN:-$X/bin}; OUT=${OUT:-$W/out}; MODEL=${AB_MODEL:-$W/model.gguf}
+  # tools/gpu/split.sh's parts: serve.1 waits in $W for the next call; serve.2 with serve.sums
+  # completes the serving binaries ($W/s) and the model; kernels.tar.xz holds the tests and
+  # the kernel benchmarks ($W/k).
+  SV=$W/s; K=$W/k
+  if [ -f "$G/serve.1" ]; then cp "$G/serve.1" "$W/serve.1" && echo "ab: kept serve.1 in $W for the next call"; fi
+  if [ -f "$G/kernels.tar.xz" ]; then rm -rf "$K"; mkdir -p "$K"; tar xJf "$G/kernels.tar.xz" -C "$K" || exit 4; fi
+  if [ -f "$G/serve.2" ]; then
+    read -r psize psha msha < "$G/serve.sums" || { echo "ab: no .gpu/serve.sums carried"; exit 4; }
+    [ -f "$W/serve.1" ] || { echo "ab: no $W/serve.1: the machine went cold after call 1 (carry serve.1 again)"; exit 4; }
+    cat "$W/serve.1" "$G/serve.2" > "$W/serve.blob"
+    head -c "$psize" "$W/serve.blob" > "$W/serve.tar.xz"; tail -c +$((psize + 1)) "$W/serve.blob" > "$W/model.gguf"
+    rm -f "$W/serve.blob"
+    if [ "$(sha256sum "$W/serve.tar.xz" | cut -d' ' -f1)" != "$psha" ] || [ "$(sha256sum "$W/model.gguf" | cut -d' ' -f1)" != "$msha" ]; then
+      echo "ab: serve.1 + serve.2 do not match serve.sums (parts from different split.sh runs?)"; rm -f "$W/model.gguf"; exit 4
+    fi
+    rm -rf "$SV"; mkdir -p "$SV"; tar xJf "$W/serve.tar.xz" -C "$SV" || exit 4
+  fi
+  export LD_LIBRARY_PATH=$SV/lib:$SV/syslib:$K/lib:$K/syslib:$LD_LIBRARY_PATH
+  BIN=${AB_BIN:-$SV/bin}; KBIN=${AB_BIN:-$K/bin}; OUT=${OUT:-$W/out}; MODEL=${AB_MODEL:-$W/model.gguf}
   KV=${AB_KV_BYTES:-8589934592}
-  [ -f "$G/ab-model.1" ] && cp "$G/ab-model.1" "$W/ab-model.1"  # tools/gpu/split.sh's first part
   CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
 else
-  BIN=${AB_BIN:-$ROOT/bazel-bin}; OUT=${OUT:-/tmp/weft-ab/out}; MODEL=${AB_MODEL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+  BIN=${AB_BIN:-$ROOT/bazel-bin}; KBIN=$BIN; OUT=${OUT:-/tmp/weft-ab/out}; MODEL=${AB_MODEL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}
   KV=${AB_KV_BYTES:-268435456}; CARD="cpu-$BACKEND"
 fi
 CARD=${CARD:-unknown_gpu}
@@ -73,7 +94,7 @@ finish() {
 }
 trap finish EXIT; trap 'exit 130' INT TERM
 bin() {  # a binary by name: flat in the pack's bin/, or in bazel-bin's tree
-  local p; for p in "$BIN/$1" "$BIN/worker/service/$1" "$BIN/scheduler/service/$1" "$BIN/tools/cli/$1" "$BIN/tools/bench/$1"; do
+  local p; for p in "$BIN/$1" "$KBIN/$1" "$BIN/worker/service/$1" "$BIN/scheduler/service/$1" "$BIN/tools/cli/$1" "$BIN/tools/bench/$1"; do
     [ -x "$p" ] && { echo "$p"; return; }; done; echo "$BIN/$1"; }
 fig() { echo -e "$CARD\t$1\t$2\t$3\t$4" >> "$S"; }
 note() { echo "ab: $*" | tee -a "$D/ab.log"; }
@@ -99,7 +120,7 @@ fi
 run_bench() {
   local part=$1 binary=$2 limit=$3 min_time=$4 filter=$5 hint=${6:-}
   if [ ! -x "$(bin "$binary")" ]; then
-    note "$part: no $binary under $BIN$hint"; status=4; return
+    note "$part: no $binary under $KBIN$hint"; status=4; return
   fi
   timeout "$limit" "$(bin "$binary")" --benchmark_filter="$filter" \
     --benchmark_min_time="$min_time" --benchmark_out="$D/$part.json" --benchmark_out_format=json \
@@ -109,6 +130,23 @@ run_bench() {
   [ "$rc" = 0 ] || status=4
   $FIG gbench "$CARD" "$D/$part.json" >> "$S" 2>> "$D/ab.log" || note "$part: no figures (the rows are in $part.txt)"
 }
+if [[ " $PARTS " == *" tests "* ]]; then
+  # Every packed *_test binary (the gpu-tagged tests), AB_TEST_P at a time on the one card
+  # (they assert results, not speed), each within AB_TEST_S seconds.
+  tests=$(ls "$KBIN"/*_test 2>/dev/null)
+  [ -n "$tests" ] || { note "tests: no *_test under $KBIN"; status=4; }
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  printf '%s\n' $tests | xargs -P "${AB_TEST_P:-4}" -I{} bash -c \
+    't={}; n=$(basename "$t"); timeout '"${AB_TEST_S:-150}"' "$t" --gtest_color=no > "'"$D"'/test-$n.txt" 2>&1; echo $? > "'"$D"'/test-$n.rc"'
+  for t in $tests; do
+    n=$(basename "$t"); rc=$(cat "$D/test-$n.rc" 2>/dev/null || echo none)
+    passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$D/test-$n.txt" | grep -oE '[0-9]+$' || echo 0)
+    skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$D/test-$n.txt" | grep -oE '[0-9]+' || echo 0)
+    failed=$(grep -E '^\[  FAILED  \] [A-Za-z]' "$D/test-$n.txt" | sed 's/^\[  FAILED  \] //; s/ .*//' | sort -u | tr '\n' ',')
+    fig all "test/$n" "$rc" "exit(passed=${passed:-0},skipped=${skipped:-0},failed=${failed:-none})"
+    [ "$rc" = 0 ] || status=3
+  done
+fi
 if [[ " $PARTS " == *" attn "* ]]; then
   run_bench attn paged_attention_benchmark 150 0.2 '^BM_PagedDecodeAttention/'
 fi
@@ -119,15 +157,7 @@ if [[ " $PARTS " == *" qgemm "* ]]; then
 fi
 
 [[ " $PARTS " == *" serve "* ]] || { echo "==== summary"; cat "$S"; exit $status; }
-if [ "$BACKEND" = cuda ] && [ ! -f "$MODEL" ]; then  # assembled as check.sh does
-  if [ -f "$W/ab-model.1" ] && [ -f "$G/ab-model.2" ]; then cat "$W/ab-model.1" "$G/ab-model.2" > "$MODEL"
-  elif [ -f "$W/model.a" ] && [ -f "$G/model.b" ]; then cat "$W/model.a" "$G/model.b" > "$MODEL"; fi
-  if [ "$(sha256sum "$MODEL" 2>/dev/null | cut -d' ' -f1)" != "$(cat "$G/model.sha256" 2>/dev/null)" ]; then
-    rm -f "$MODEL"; note "serve: the model is not assembled (the call before carries ab-model.1, this one ab-model.2 and model.sha256; tools/gpu/README.md)"
-    echo "==== summary"; cat "$S"; exit 4
-  fi
-fi
-[ -f "$MODEL" ] || { note "serve: no model $MODEL"; exit 4; }
+[ -f "$MODEL" ] || { note "serve: no model $MODEL (the call before carries serve.1, this one serve.2 and serve.sums; tools/gpu/README.md)"; exit 4; }
 
 port() { echo $((${AB_PORT_BASE:-29100} + 10 * $1 + $2)); }  # variant index, 1 public / 2 worker / 3-4 metrics
 i=0; targets=""
@@ -139,6 +169,7 @@ for v in $VARIANTS; do
     grouped) env=(WEFT_CUDA_KERNELS=decode=grouped) ;;
     qgemm64) flags=(--quant_gemm_max_rows=64) ;;
     split_v1) env=(WEFT_CUDA_KERNELS=decode=split_v1) ;;
+    old) env=(WEFT_CUDA_KERNELS=decode=pipelined,mixed_graphs=0) ;;
     *) note "unknown variant $v"; exit 2 ;;
   esac
   timeout 900 "$(bin weft-scheduler)" --model="$MODEL" --host=127.0.0.1 --port="$(port $i 1)" \
@@ -194,8 +225,8 @@ bench() {  # $1 name, $2 concurrency levels, $3 requests per run, $4 seconds at 
   [ "$rc" = 0 ] || status=3
   [ -f "$D/bench-$1.json" ] && $FIG bench "$CARD" "$D/bench-$1.json" >> "$S"
 }
-bench c1 1 "${AB_N1:-24}" 120
-bench load "${AB_C:-64,256}" "${AB_N:-512}" 300
+bench c1 1 "${AB_N1:-24}" "${AB_C1_S:-120}"
+bench load "${AB_C:-64,256}" "${AB_N:-512}" "${AB_LOAD_S:-300}"
 compare_greedy after
 
 i=0

@@ -62,11 +62,26 @@ def bench(card, path):
 
 
 def metrics(card, variant, path):
+    totals = {}
     with open(path) as f:
         for raw in f:
             if raw.startswith("weft_worker_graph_steps_total{") or raw.startswith("weft_worker_steps_total"):
                 name, value = raw.rsplit(None, 1)
                 line(card, variant, "worker/" + name.replace(" ", ""), int(float(value)), "steps")
+            for total in ("weft_worker_steps_total", "weft_worker_device_to_host_bytes_total",
+                          "weft_worker_host_to_device_bytes_total",
+                          "weft_worker_step_seconds_sum"):
+                if raw.startswith(total + " "):
+                    totals[total] = float(raw.split()[1])
+    steps = totals.get("weft_worker_steps_total", 0)
+    if "weft_worker_step_seconds_sum" in totals and steps > 0:
+        line(card, variant, "worker/step_ms_mean", round(1e3 * totals["weft_worker_step_seconds_sum"] / steps, 3),
+             f"ms(over {int(steps)} steps, {totals['weft_worker_step_seconds_sum']:.2f} s in all)")
+    for total, label in (("weft_worker_device_to_host_bytes_total", "device_to_host"),
+                         ("weft_worker_host_to_device_bytes_total", "host_to_device")):
+        if total in totals and steps > 0:
+            line(card, variant, f"worker/{label}_bytes_per_step", round(totals[total] / steps, 1),
+                 f"bytes/step(over {int(steps)} steps)")
 
 
 if __name__ == "__main__":
