@@ -49,6 +49,10 @@ ABSL_FLAG(bool, salt_prompts, true,
           "vary each prompt's first token per (level, pair) so prefix caches cannot hit");
 ABSL_FLAG(std::string, model, "", "gRPC model name (empty: the only one)");
 ABSL_FLAG(double, temperature, 0, "sampling temperature (0 = greedy)");
+ABSL_FLAG(int32_t, grpc_streams_per_connection, 64,
+          "gRPC targets: streams per HTTP/2 connection; more open another connection (the "
+          "server's per-connection limit, weft-scheduler's --grpc_max_concurrent_streams "
+          "100 by default, would otherwise hold the excess in the client)");
 ABSL_FLAG(double, constrained_fraction, 0,
           "gRPC: share of requests with structured output (constraint_json_schema)");
 ABSL_FLAG(std::string, constraint_json_schema,
@@ -125,6 +129,7 @@ bool ParseOptions(const std::vector<std::string>& targets, weft::bench::BenchOpt
   o->request.temperature = absl::GetFlag(FLAGS_temperature);
   o->request.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   o->request.constrained_fraction = absl::GetFlag(FLAGS_constrained_fraction);
+  o->request.grpc_streams_per_connection = absl::GetFlag(FLAGS_grpc_streams_per_connection);
   o->request.constraint_json_schema = absl::GetFlag(FLAGS_constraint_json_schema);
   o->json_out = absl::GetFlag(FLAGS_json_out);
   o->per_request = absl::GetFlag(FLAGS_per_request);

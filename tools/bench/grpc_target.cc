@@ -1,5 +1,6 @@
 #include "tools/bench/grpc_target.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/synchronization/notification.h"
@@ -74,12 +75,40 @@ class GrpcTarget::Call {
 
 GrpcTarget::GrpcTarget(std::string label, const std::string& address,
                        const RequestOptions& options)
-    : Target(std::move(label)), options_(options) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
-  stub_ = weft::v1::Generation::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    : Target(std::move(label)), options_(options), address_(address) {
   poller_ = std::thread([this] { Poll(); });
+}
+
+int32_t GrpcTarget::connections() const {
+  MutexLock l(&mu_);
+  return static_cast<int32_t>(connections_.size());
+}
+
+GrpcTarget::Connection* GrpcTarget::Acquire() {
+  MutexLock l(&mu_);
+  Connection* best = nullptr;
+  for (const std::unique_ptr<Connection>& c : connections_) {
+    if (best == nullptr || c->streams < best->streams) best = c.get();
+  }
+  if (best == nullptr || best->streams >= std::max(1, options_.grpc_streams_per_connection)) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
+    // A subchannel pool of its own: channels with equal arguments would otherwise share
+    // one subchannel, i.e. one TCP connection.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto c = std::make_unique<Connection>();
+    c->stub = weft::v1::Generation::NewStub(
+        grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+    best = c.get();
+    connections_.push_back(std::move(c));
+  }
+  ++best->streams;
+  return best;
+}
+
+void GrpcTarget::Release(Connection* c) {
+  MutexLock l(&mu_);
+  --c->streams;
 }
 
 GrpcTarget::~GrpcTarget() {
@@ -118,10 +147,12 @@ void GrpcTarget::Run(const TraceRequest& request, const RunClock& clock,
   Call call(clock, live_tokens, record);
   call.ctx.set_deadline(std::chrono::system_clock::now() +
                         std::chrono::microseconds(static_cast<int64_t>(options_.timeout_s * 1e6)));
+  Connection* connection = Acquire();
   record->send_ns = clock.NowNs();
-  call.reader = stub_->PrepareAsyncGenerate(&call.ctx, req, &cq_);
+  call.reader = connection->stub->PrepareAsyncGenerate(&call.ctx, req, &cq_);
   call.reader->StartCall(&call);
   call.done.WaitForNotification();
+  Release(connection);
 }
 
 }  // namespace bench

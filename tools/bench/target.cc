@@ -20,6 +20,9 @@ absl::Status RequestOptions::Validate() const {
   if (!(constrained_fraction >= 0 && constrained_fraction <= 1)) {
     return absl::InvalidArgumentError("constrained_fraction must be in [0, 1]");
   }
+  if (grpc_streams_per_connection < 1) {
+    return absl::InvalidArgumentError("grpc_streams_per_connection must be >= 1");
+  }
   return absl::OkStatus();
 }
 

@@ -47,6 +47,8 @@ struct RequestOptions {
   // constraint_json_schema and stops at its end (no ignore_eos); the rest run as usual.
   double constrained_fraction = 0;
   std::string constraint_json_schema;
+  // gRPC targets: streams per HTTP/2 connection before another is opened (GrpcTarget).
+  int32_t grpc_streams_per_connection = 64;
 
   absl::Status Validate() const;
 };

@@ -4,6 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "grpcpp/grpcpp.h"
+
 #include "common/testing/status_matchers.h"
 #include "tools/bench/grpc_target.h"
 #include "tools/bench/http_client.h"
@@ -139,6 +150,75 @@ TEST(GrpcTargetTest, RequestIsTokenIdsIgnoreEosGreedy) {
   EXPECT_EQ(req.sampling().temperature(), 0.0f);
 }
 
+// A server that allows 2 streams per connection and holds each Generate until 6 run at
+// once (or 20 s pass): with 2 streams per connection the target opens 3 connections and
+// all 6 calls run together; on one connection only 2 would.
+class HoldingGeneration final : public weft::v1::Generation::Service {
+ public:
+  grpc::Status Generate(grpc::ServerContext*, const weft::v1::GenerateRequest*,
+                        grpc::ServerWriter<weft::v1::GenerateResponse>* writer) override {
+    {
+      MutexLock l(&mu_);
+      ++active_;
+      max_active_ = std::max(max_active_, active_);
+      const absl::Time deadline = absl::Now() + absl::Seconds(20);
+      while (active_ < 6 && released_ == 0 && absl::Now() < deadline) {
+        cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+      }
+      ++released_;
+      cv_.SignalAll();
+    }
+    weft::v1::GenerateResponse r;
+    r.add_token_ids(7);
+    writer->Write(r);
+    MutexLock l(&mu_);
+    --active_;
+    return grpc::Status::OK;
+  }
+  int max_active() {
+    MutexLock l(&mu_);
+    return max_active_;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_active_ ABSL_GUARDED_BY(mu_) = 0;
+  int released_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(GrpcTargetTest, OpensConnectionsBeyondTheServersStreamsPerConnection) {
+  HoldingGeneration service;
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 2);
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  RequestOptions o;
+  o.grpc_streams_per_connection = 2;
+  o.timeout_s = 60;
+  GrpcTarget t("weft", absl::StrCat("127.0.0.1:", port), o);
+  RunClock clock;
+  std::vector<RequestRecord> records(6);
+  std::vector<std::thread> clients;
+  for (RequestRecord& rec : records) {
+    clients.emplace_back([&t, &clock, &rec] {
+      TraceRequest r;
+      r.prompt = {1, 2};
+      r.max_tokens = 1;
+      t.Run(r, clock, nullptr, &rec);
+    });
+  }
+  for (std::thread& c : clients) c.join();
+  for (const RequestRecord& rec : records) EXPECT_TRUE(rec.status.ok()) << rec.status;
+  EXPECT_EQ(service.max_active(), 6);
+  EXPECT_EQ(t.connections(), 3);
+  server->Shutdown();
+}
+
 TEST(MakeTargetTest, SpecsAndLabels) {
   RequestOptions o;
   auto a = MakeTarget("grpc://127.0.0.1:50051", o);
@@ -176,6 +256,9 @@ TEST(RequestOptionsTest, Validate) {
   EXPECT_FALSE(o.Validate().ok());
   o.temperature = 0;
   o.timeout_s = 0;
+  EXPECT_FALSE(o.Validate().ok());
+  o.timeout_s = 1;
+  o.grpc_streams_per_connection = 0;
   EXPECT_FALSE(o.Validate().ok());
 }
 
