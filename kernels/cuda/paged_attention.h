@@ -87,7 +87,8 @@ inline int32_t MaxAttentionGroup(int32_t head_dim) {
 //     < 4 on CUDA cores (a thread owns 8 dims of a token row and the q of every head),
 //     groups >= 4 on tensor cores (mma.sync m16n8k16, query heads as the rows, padded to
 //     16; q and the softmax weights rounded to bf16 for bf16 KV, else fp16 — the
-//     tensor-core prefill's precision). Not the default until a GPU measures it.
+//     tensor-core prefill's precision). The backend's default for groups >= 2 since the
+//     H200 A/B of 2026-11-28 (worker/backends/cuda/cuda_backend.h DefaultDecodeKernel).
 //     Same alignment requirements as kPipelined, plus an even q_stride.
 enum class DecodeKernel : int32_t {
   kSplitV1 = 0,

@@ -65,8 +65,8 @@ struct CudaBackendFlags {
   int32_t max_graph_batch = 256;
   // Steps with prefill chunks (and decode batches over max_graph_batch) of up to
   // max_graph_tokens tokens as piecewise graphs around eager attention.
-  bool graph_mixed_steps = false;
-  int32_t max_graph_tokens = 512;
+  bool graph_mixed_steps = true;
+  int32_t max_graph_tokens = 2048;
   int32_t quant_gemm_max_rows = 0;
   bool device_sampling = true;
   double collective_timeout_s = 10;

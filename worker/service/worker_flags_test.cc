@@ -72,8 +72,8 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   EXPECT_EQ(o->cuda.kv_memory_bytes, 0);  // 0: from the device
   EXPECT_EQ(o->cuda.gpu_memory_utilization, 0.9);
   EXPECT_EQ(o->cuda.max_graph_batch, 256);
-  EXPECT_FALSE(o->cuda.graph_mixed_steps);  // until a GPU run measures it
-  EXPECT_EQ(o->cuda.max_graph_tokens, 512);
+  EXPECT_TRUE(o->cuda.graph_mixed_steps);  // on since the H200 A/B (tools/bench/README.md)
+  EXPECT_EQ(o->cuda.max_graph_tokens, 2048);  // the scheduler's default step budget
   EXPECT_EQ(o->cuda.quant_gemm_max_rows, 0);  // cuBLAS until a GPU run says otherwise
   EXPECT_EQ(o->cpu.kv_memory_bytes, kDefaultHostKvMemoryBytes);
   EXPECT_EQ(o->null_backend.kv_memory_bytes, kDefaultHostKvMemoryBytes);
@@ -81,7 +81,7 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   absl::SetFlag(&FLAGS_kv_memory_bytes, int64_t{3} << 30);
   absl::SetFlag(&FLAGS_gpu_memory_utilization, 0.5);
   absl::SetFlag(&FLAGS_max_graph_batch, 64);
-  absl::SetFlag(&FLAGS_graph_mixed_steps, true);
+  absl::SetFlag(&FLAGS_graph_mixed_steps, false);
   absl::SetFlag(&FLAGS_max_graph_tokens, 1024);
   absl::SetFlag(&FLAGS_quant_gemm_max_rows, 128);
   o = OptionsFromFlags(8);
@@ -92,7 +92,7 @@ TEST_F(WorkerFlagsTest, CudaPoolFromDeviceMemoryUnlessABudgetIsGiven) {
   }
   EXPECT_EQ(o->cuda.gpu_memory_utilization, 0.5);
   EXPECT_EQ(o->cuda.max_graph_batch, 64);
-  EXPECT_TRUE(o->cuda.graph_mixed_steps);
+  EXPECT_FALSE(o->cuda.graph_mixed_steps);
   EXPECT_EQ(o->cuda.max_graph_tokens, 1024);
   EXPECT_EQ(o->cuda.quant_gemm_max_rows, 128);
 }

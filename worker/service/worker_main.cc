@@ -6,7 +6,7 @@
 //               --kv_memory_bytes=1073741824 | --num_kv_blocks=N] [--metrics_port=-1|0|P
 //               --ports_file=FILE] [--kv_dtype=f16|bf16|int8|f32 --collective_timeout_s=10]
 //               [--backend=cuda --cuda_device=-1 --cuda_graphs --device_sampling
-//                --max_graph_batch=256 --graph_mixed_steps=false --max_graph_tokens=512]
+//                --max_graph_batch=256 --graph_mixed_steps=true --max_graph_tokens=2048]
 //               [--worker_tls_cert --worker_tls_key --worker_tls_ca --worker_tls_server_name]
 //               [--backend=null --null_step_ms=0 --null_eos_probability=0]
 // --backend=null does no model arithmetic (worker/backends/null_backend.h: deterministic

@@ -13,7 +13,7 @@
 //   (1, 2, 4, ..., max_graph_batch; the batch is padded to its bucket, see StepInputs)
 //   and context bucket (the next power of two >= the longest context, at least 1024: the
 //   decode kernel's split count and workspace follow it), attention included.
-// * piecewise graphs (graph_mixed_steps, off by default until measured on a GPU): every
+// * piecewise graphs (graph_mixed_steps, on by default since the H200 A/B of 2026-11-28): every
 //   other step of at most max_graph_tokens tokens — mixed prefill + decode, prefill-only,
 //   decode batches over max_graph_batch — is padded to its token bucket (16, 32, ...,
 //   max_graph_tokens; padding tokens write no KV and attend to nothing) and its logits
@@ -64,6 +64,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,12 +106,12 @@ struct CudaBackendOptions {
   int32_t max_graph_batch = 256;  // largest decode bucket (ValidateMaxGraphBatch)
   // Piecewise graphs for the other steps up to max_graph_tokens tokens (the largest token
   // bucket, ValidateMaxGraphTokens); WEFT_CUDA_KERNELS "mixed_graphs=0|1" overrides it.
-  bool graph_mixed_steps = false;
-  int32_t max_graph_tokens = 512;
+  bool graph_mixed_steps = true;
+  int32_t max_graph_tokens = 2048;
   int32_t gemv_max_rows = 4;      // fused dequantizing GEMV up to this many rows (0: off)
   // Fused dequantize + tensor-core GEMM (kernels/cuda/quant_gemm.h) for steps of more
   // rows than the GEMV takes, up to this many (0: off, cuBLAS on the bf16 copy; at most
-  // 256). Off until a GPU run of quant_gemm_benchmark shows it faster.
+  // 256). Off: on an H200 it tied cuBLAS on the default model (tools/bench/README.md).
   int32_t quant_gemm_max_rows = 0;
   bool device_sampling = true;    // sample on the device in Step (else the host Sampler)
   // Fused decode kernels (RoPE + KV write, gate/up GEMV + SwiGLU) and the decode attention
@@ -122,12 +123,19 @@ struct CudaBackendOptions {
   bool fused_kernels = true;
   // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
   bool tensor_core_prefill = true;
-  kernels::cuda::DecodeKernel decode_kernel = kernels::cuda::DecodeKernel::kPipelined;
+  // Unset: DefaultDecodeKernel(the model's query heads per KV head), resolved at Create.
+  std::optional<kernels::cuda::DecodeKernel> decode_kernel;
   // Deadline of group formation and of each step's collectives (--collective_timeout_s).
   absl::Duration comm_timeout = absl::Seconds(10);
 
   absl::Status Validate() const;
 };
+
+// The decode attention kernel when the options name none: kGrouped for grouped-query
+// attention (>= 2 query heads per KV head: each K/V tile converted once for the group;
+// 1.2-2.5x kPipelined's bandwidth on the H200's GQA rows, tools/bench/README.md),
+// kPipelined for multi-head attention (group 1, where kGrouped ran at 0.89x of it).
+kernels::cuda::DecodeKernel DefaultDecodeKernel(int32_t queries_per_kv_head);
 
 class CudaBackend : public Backend {
  public:

@@ -67,8 +67,8 @@ class CudaBackendTest : public ::testing::TestWithParam<ModelCase> {
     CudaBackendOptions o;
     o.kv_dtype = c.kv;
     o.cuda_graphs = graphs;
+    o.graph_mixed_steps = mixed;
     if (mixed) {
-      o.graph_mixed_steps = true;
       o.max_graph_batch = 2;
       o.max_graph_tokens = 64;
     }
