@@ -15,7 +15,10 @@
 # Variants (AB_VARIANTS, default all): base | mixed (--graph_mixed_steps) |
 #   grouped (WEFT_CUDA_KERNELS=decode=grouped) | qgemm64 (--quant_gemm_max_rows=64) |
 #   split_v1 (WEFT_CUDA_KERNELS=decode=split_v1; not in the default set) | old (the defaults
-#   before the first GPU A/B: decode=pipelined, no mixed-step graphs). The first is the
+#   before the first GPU A/B: decode=pipelined, no mixed-step graphs) | nomixed
+#   (--graph_mixed_steps=false) | pipelined (WEFT_CUDA_KERNELS=decode=pipelined) | g2048
+#   (--max_graph_tokens=2048) | b512 (the scheduler's --max_num_batched_tokens=512) | t4096
+#   (4096-token steps: the scheduler's budget and the worker's piecewise graphs). The first is the
 #   reference of the greedy comparison and of weft-bench's ratios (first/this).
 #
 # On the GPU machine, from the checkout's root, in three calls (each call's tree < 64 MiB;
@@ -162,7 +165,7 @@ fi
 port() { echo $((${AB_PORT_BASE:-29100} + 10 * $1 + $2)); }  # variant index, 1 public / 2 worker / 3-4 metrics
 i=0; targets=""
 for v in $VARIANTS; do
-  env=(); flags=()
+  env=(); flags=(); sflags=()
   case $v in
     base) ;;
     mixed) flags=(--graph_mixed_steps) ;;
@@ -170,10 +173,15 @@ for v in $VARIANTS; do
     qgemm64) flags=(--quant_gemm_max_rows=64) ;;
     split_v1) env=(WEFT_CUDA_KERNELS=decode=split_v1) ;;
     old) env=(WEFT_CUDA_KERNELS=decode=pipelined,mixed_graphs=0) ;;
+    nomixed) flags=(--graph_mixed_steps=false) ;;
+    g2048) flags=(--max_graph_tokens=2048) ;;
+    b512) sflags=(--max_num_batched_tokens=512) ;;
+    t4096) sflags=(--max_num_batched_tokens=4096); flags=(--max_graph_tokens=4096) ;;
+    pipelined) env=(WEFT_CUDA_KERNELS=decode=pipelined) ;;
     *) note "unknown variant $v"; exit 2 ;;
   esac
   timeout 900 "$(bin weft-scheduler)" --model="$MODEL" --host=127.0.0.1 --port="$(port $i 1)" \
-    --worker_port="$(port $i 2)" --metrics_port="$(port $i 3)" > "$D/scheduler-$v.log" 2>&1 & pids+=($!)
+    --worker_port="$(port $i 2)" --metrics_port="$(port $i 3)" "${sflags[@]}" > "$D/scheduler-$v.log" 2>&1 & pids+=($!)
   env "${env[@]}" timeout 900 "$(bin weft-worker)" --scheduler=127.0.0.1:"$(port $i 2)" --model="$MODEL" \
     --backend="$BACKEND" --replica="$v" --kv_memory_bytes="$KV" --metrics_port="$(port $i 4)" \
     --give_up_after_s=60 "${flags[@]}" > "$D/worker-$v.log" 2>&1 & pids+=($!)
