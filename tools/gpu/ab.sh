@@ -233,8 +233,30 @@ bench() {  # $1 name, $2 concurrency levels, $3 requests per run, $4 seconds at 
   [ "$rc" = 0 ] || status=3
   [ -f "$D/bench-$1.json" ] && $FIG bench "$CARD" "$D/bench-$1.json" >> "$S"
 }
+# Each scheduler's CPU (all threads, user + system) and generated tokens over the load
+# part, for issue 31 item 7's figure under a real worker: the scheduler is the child of
+# the `timeout` that leads pids[2i].
+sched_snapshot() {  # prints "<cpu ticks> <generated tokens>" of variant index $1
+  local child ticks tokens
+  child=$(pgrep -P "${pids[$((2 * $1))]}" | head -1)
+  ticks=$(awk '{print $14 + $15}' "/proc/$child/stat" 2>/dev/null || echo 0)
+  tokens=$(timeout 10 /usr/bin/python3 -c "import urllib.request; print(sum(float(l.split()[-1]) for l in urllib.request.urlopen('http://127.0.0.1:$(port "$1" 3)/metrics').read().decode().splitlines() if l.startswith('weft_generated_tokens_total')))" 2>/dev/null || echo 0)
+  echo "$ticks $tokens"
+}
+declare -A sched0
 bench c1 1 "${AB_N1:-24}" "${AB_C1_S:-120}"
+i=0; for v in $VARIANTS; do sched0[$v]=$(sched_snapshot $i); i=$((i + 1)); done
 bench load "${AB_C:-64,256}" "${AB_N:-512}" "${AB_LOAD_S:-300}"
+i=0
+for v in $VARIANTS; do
+  read -r t0 g0 <<< "${sched0[$v]}"; read -r t1 g1 <<< "$(sched_snapshot $i)"
+  note "scheduler $v: CPU ticks $t0 -> $t1, generated tokens $g0 -> $g1"
+  hz=$(getconf CLK_TCK)
+  us=$(awk -v t="$((t1 - t0))" -v g0="$g0" -v g1="$g1" -v hz="$hz" \
+    'BEGIN { g = g1 - g0; if (g > 0) printf "%.2f", t * 1e6 / hz / g; else print "nan" }')
+  fig "$v" serve/load/sched_cpu_us_per_token "$us" "us(scheduler user+system CPU / generated tokens, load part)"
+  i=$((i + 1))
+done
 compare_greedy after
 
 i=0
