@@ -113,10 +113,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     WEFT_RETURN_IF_ERROR(ApplyKernelOverrides(spec, &o));
     LOG(INFO) << "CUDA kernels overridden by WEFT_CUDA_KERNELS=" << spec;
   }
-  if (!o.decode_kernel.has_value()) {
-    WEFT_ASSIGN_OR_RETURN(const ModelConfig config, ModelConfig::FromGguf(file));
-    o.decode_kernel = DefaultDecodeKernel(config.queries_per_kv_head());
-  }
   std::unique_ptr<CudaBackend> b(new CudaBackend(o));
   WEFT_RETURN_IF_ERROR(b->Init(file));
   return b;
@@ -139,6 +135,8 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   WEFT_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
 
   WEFT_ASSIGN_OR_RETURN(config_, ModelConfig::FromGguf(file));
+  decode_kernel_ = options_.decode_kernel.value_or(
+      DefaultDecodeKernel(config_.queries_per_kv_head()));
   WEFT_ASSIGN_OR_RETURN(shard_,
                         ShardSpec::Compute(config_, options_.world_size, options_.rank));
   if (!kc::AttentionHeadDimSupported(config_.head_dim)) {
@@ -189,7 +187,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   ro.quant_gemm_max_rows = options_.quant_gemm_max_rows;
   ro.num_sms = num_sms_;
   ro.fused = options_.fused_kernels;
-  ro.decode_kernel = *options_.decode_kernel;
+  ro.decode_kernel = decode_kernel_;
   runner_ = std::make_unique<cuda_backend::ModelRunner>(config_, shard_, weights_.get(),
                                                         kv_.get(), cublas_, ro);
   WEFT_RETURN_IF_ERROR(runner_->Init(stream_));
@@ -228,7 +226,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
                           graph_policy_.graphs && graph_policy_.mixed
                               ? absl::StrCat(";mixed_graphs<=", options_.max_graph_tokens)
                               : "",
-                          ";decode=", kc::DecodeKernelName(*options_.decode_kernel),
+                          ";decode=", kc::DecodeKernelName(decode_kernel_),
                           options_.fused_kernels ? ";fused" : "",
                           options_.tensor_core_prefill ? ";tc_prefill" : "",
                           options_.world_size > 1 ? ";nccl" : "");
@@ -409,7 +407,7 @@ absl::Status CudaBackend::EnqueueForward(cuda_backend::StepGraph graph, const in
   ds.max_context = max_ctx;
   ds.num_sms = num_sms_;
   ds.dtype = options_.kv_dtype;
-  const kc::DecodePlan plan = kc::PlanDecode(*options_.decode_kernel, ds);
+  const kc::DecodePlan plan = kc::PlanDecode(decode_kernel_, ds);
   args.decode_partition = plan.partition_size;
   args.decode_max_splits = plan.max_splits;
   cuda_backend::ModelRunner::ReserveMoves moves;

@@ -13,16 +13,17 @@
 //   (1, 2, 4, ..., max_graph_batch; the batch is padded to its bucket, see StepInputs)
 //   and context bucket (the next power of two >= the longest context, at least 1024: the
 //   decode kernel's split count and workspace follow it), attention included.
-// * piecewise graphs (graph_mixed_steps, on by default since the H200 A/B of 2026-11-28): every
-//   other step of at most max_graph_tokens tokens — mixed prefill + decode, prefill-only,
-//   decode batches over max_graph_batch — is padded to its token bucket (16, 32, ...,
-//   max_graph_tokens; padding tokens write no KV and attend to nothing) and its logits
-//   rows to theirs (1, 2, 4, ...; see StepInputs), and runs as num_layers + 1 graphs,
-//   one per piece of the forward between two attentions (model_runner.h "Pieces": the
-//   embedding, norms, GEMMs — cuBLAS at the padded T, on the fixed workspace —, RoPE + KV
-//   write, the FFN, the final norm and the LM head), each captured once per token bucket
-//   (the last also per row bucket) and replayed; attention runs eagerly between them,
-//   its grids and split plan from this step's real chunks and contexts.
+// * piecewise graphs (graph_mixed_steps, on by default since the H200 A/B of
+//   2026-11-28): every other step of at most max_graph_tokens tokens — mixed prefill +
+//   decode, prefill-only, decode batches over max_graph_batch — is padded to its token
+//   bucket (16, 32, ..., max_graph_tokens; padding tokens write no KV and attend to
+//   nothing) and its logits rows to theirs (1, 2, 4, ...; see StepInputs), and runs as
+//   num_layers + 1 graphs, one per piece of the forward between two attentions
+//   (model_runner.h "Pieces": the embedding, norms, GEMMs — cuBLAS at the padded T, on
+//   the fixed workspace —, RoPE + KV write, the FFN, the final norm and the LM head),
+//   each captured once per token bucket (the last also per row bucket) and replayed;
+//   attention runs eagerly between them, its grids and split plan from this step's real
+//   chunks and contexts.
 // * everything else runs eagerly. A graph is captured on the first step of its key and
 //   replayed after; graphs are dropped when a buffer they captured has to grow (an
 //   activation buffer: all of them; the decode workspace, split counters or persistent
@@ -123,7 +124,7 @@ struct CudaBackendOptions {
   bool fused_kernels = true;
   // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
   bool tensor_core_prefill = true;
-  // Unset: DefaultDecodeKernel(the model's query heads per KV head), resolved at Create.
+  // Unset: DefaultDecodeKernel(the model's query heads per KV head).
   std::optional<kernels::cuda::DecodeKernel> decode_kernel;
   // Deadline of group formation and of each step's collectives (--collective_timeout_s).
   absl::Duration comm_timeout = absl::Seconds(10);
@@ -214,6 +215,8 @@ class CudaBackend : public Backend {
   int32_t device_ = 0;
   int32_t num_sms_ = 0;
   ModelConfig config_;
+  // options_.decode_kernel, else DefaultDecodeKernel for config_ (Init).
+  kernels::cuda::DecodeKernel decode_kernel_ = kernels::cuda::DecodeKernel::kPipelined;
   ShardSpec shard_;
   std::string kernels_;
   cuda_backend::StepLimits limits_;
