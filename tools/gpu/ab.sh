@@ -266,6 +266,8 @@ for v in $VARIANTS; do
   timeout 10 curl -s 127.0.0.1:"$(port $i 4)"/metrics > "$D/metrics-worker-$v.txt" 2>/dev/null ||
     timeout 10 /usr/bin/python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$(port $i 4)/metrics').read().decode())" > "$D/metrics-worker-$v.txt"
   $FIG metrics "$CARD" "$v" "$D/metrics-worker-$v.txt" >> "$S"
+  timeout 10 /usr/bin/python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$(port $i 3)/metrics').read().decode())" > "$D/metrics-scheduler-$v.txt"
+  $FIG schedmetrics "$CARD" "$v" "$D/metrics-scheduler-$v.txt" >> "$S"
   i=$((i + 1))
 done
 cleanup

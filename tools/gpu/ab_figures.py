@@ -4,6 +4,8 @@
   ab_figures.py gbench CARD FILE.json    google-benchmark JSON (paged_attention / quant_gemm)
   ab_figures.py bench CARD FILE.json     weft-bench --json_out (medians over pairs, ratios)
   ab_figures.py metrics CARD VARIANT FILE  a worker's /metrics text (graph-step counters)
+  ab_figures.py schedmetrics CARD VARIANT FILE  a scheduler's /metrics text (rank 0's
+                                         execute and forward time, planning time, per step)
 Standard library only (it runs on the GPU machine's python3).
 """
 import json
@@ -84,6 +86,26 @@ def metrics(card, variant, path):
                  f"bytes/step(over {int(steps)} steps)")
 
 
+def schedmetrics(card, variant, path):
+    totals = {}
+    with open(path) as f:
+        for raw in f:
+            name = raw.split("{")[0].split()[0] if raw.strip() and not raw.startswith("#") else ""
+            if name in ("weft_steps_total", "weft_worker_execute_seconds_total",
+                        "weft_worker_forward_seconds_total", "weft_plan_seconds_total"):
+                totals[name] = totals.get(name, 0.0) + float(raw.split()[-1])
+    steps = totals.get("weft_steps_total", 0)
+    if steps <= 0:
+        return
+    for name, label, scale, unit in (
+            ("weft_worker_execute_seconds_total", "worker_execute_ms_per_step", 1e3, "ms"),
+            ("weft_worker_forward_seconds_total", "worker_forward_ms_per_step", 1e3, "ms"),
+            ("weft_plan_seconds_total", "sched_plan_us_per_step", 1e6, "us")):
+        if name in totals:
+            line(card, variant, f"sched/{label}", round(scale * totals[name] / steps, 3),
+                 f"{unit}(over {int(steps)} steps, rank 0 as the scheduler saw it)")
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "gbench" and len(sys.argv) == 4:
@@ -92,5 +114,7 @@ if __name__ == "__main__":
         bench(sys.argv[2], sys.argv[3])
     elif cmd == "metrics" and len(sys.argv) == 5:
         metrics(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "schedmetrics" and len(sys.argv) == 5:
+        schedmetrics(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         sys.exit(__doc__)
