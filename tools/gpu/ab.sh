@@ -76,10 +76,13 @@ CARD=${CARD:-unknown_gpu}
 cleanup() {  # every process this script started (timeout leads a group of its own), even on failure
   [ ${#pids[@]} -gt 0 ] || return 0
   local p sig alive=0
+  # The process itself too: one started a moment ago may not have become `timeout` (and
+  # a group) yet, and would start its server after a group-only kill missed it.
   for sig in TERM KILL; do  # TERM, up to 10 s for the groups to go, then KILL and up to 10 s more
-    for p in "${pids[@]}"; do kill -"$sig" -- "-$p" 2>/dev/null; done
+    for p in "${pids[@]}"; do kill -"$sig" -- "-$p" 2>/dev/null; kill -"$sig" "$p" 2>/dev/null; done
     for _ in $(seq 20); do
-      alive=0; for p in "${pids[@]}"; do kill -0 -- "-$p" 2>/dev/null && alive=1; done
+      alive=0
+      for p in "${pids[@]}"; do { kill -0 -- "-$p" || kill -0 "$p"; } 2>/dev/null && alive=1; done
       [ "$alive" = 0 ] && break; sleep 0.5
     done
     [ "$alive" = 0 ] && break
