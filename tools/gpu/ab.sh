@@ -42,7 +42,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd); cd "$ROOT" || exit 4
 BACKEND=${AB_BACKEND:-cuda}
 PARTS=${AB_PARTS:-attn qgemm serve}
 VARIANTS=${AB_VARIANTS:-base mixed grouped qgemm64}
-FIG="/usr/bin/python3 $ROOT/tools/gpu/ab_figures.py"; [ -x /usr/bin/python3 ] || FIG="python3 $ROOT/tools/gpu/ab_figures.py"
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+FIG="$PY $ROOT/tools/gpu/ab_figures.py"
 status=0
 if [ "$BACKEND" = cuda ]; then
   # shellcheck source=/dev/null
@@ -241,22 +242,24 @@ bench() {  # $1 name, $2 concurrency levels, $3 requests per run, $4 seconds at 
 # Each scheduler's CPU (all threads, user + system) and generated tokens over the load
 # part, for issue 31 item 7's figure under a real worker: the scheduler is the child of
 # the `timeout` that leads pids[2i].
+scrape() {  # the /metrics text on local port $1 (empty when it does not answer in 10 s)
+  timeout 10 "$PY" -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$1/metrics').read().decode())" 2>/dev/null
+}
 sched_snapshot() {  # prints "<cpu ticks> <generated tokens>" of variant index $1
   local child ticks tokens
   child=$(pgrep -P "${pids[$((2 * $1))]}" | head -1)
   ticks=$(awk '{print $14 + $15}' "/proc/$child/stat" 2>/dev/null || echo 0)
-  tokens=$(timeout 10 /usr/bin/python3 -c "import urllib.request; print(sum(float(l.split()[-1]) for l in urllib.request.urlopen('http://127.0.0.1:$(port "$1" 3)/metrics').read().decode().splitlines() if l.startswith('weft_generated_tokens_total')))" 2>/dev/null || echo 0)
+  tokens=$(scrape "$(port "$1" 3)" | awk '/^weft_generated_tokens_total/ {g += $NF} END {print g + 0}')
   echo "$ticks $tokens"
 }
 declare -A sched0
 bench c1 1 "${AB_N1:-24}" "${AB_C1_S:-120}"
 i=0; for v in $VARIANTS; do sched0[$v]=$(sched_snapshot $i); i=$((i + 1)); done
 bench load "${AB_C:-64,256}" "${AB_N:-512}" "${AB_LOAD_S:-300}"
-i=0
+i=0; hz=$(getconf CLK_TCK)
 for v in $VARIANTS; do
   read -r t0 g0 <<< "${sched0[$v]}"; read -r t1 g1 <<< "$(sched_snapshot $i)"
   note "scheduler $v: CPU ticks $t0 -> $t1, generated tokens $g0 -> $g1"
-  hz=$(getconf CLK_TCK)
   us=$(awk -v t="$((t1 - t0))" -v g0="$g0" -v g1="$g1" -v hz="$hz" \
     'BEGIN { g = g1 - g0; if (g > 0) printf "%.2f", t * 1e6 / hz / g; else print "nan" }')
   fig "$v" serve/load/sched_cpu_us_per_token "$us" "us(scheduler user+system CPU / generated tokens, load part)"
@@ -266,10 +269,9 @@ compare_greedy after
 
 i=0
 for v in $VARIANTS; do
-  timeout 10 curl -s 127.0.0.1:"$(port $i 4)"/metrics > "$D/metrics-worker-$v.txt" 2>/dev/null ||
-    timeout 10 /usr/bin/python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$(port $i 4)/metrics').read().decode())" > "$D/metrics-worker-$v.txt"
+  scrape "$(port $i 4)" > "$D/metrics-worker-$v.txt"
   $FIG metrics "$CARD" "$v" "$D/metrics-worker-$v.txt" >> "$S"
-  timeout 10 /usr/bin/python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$(port $i 3)/metrics').read().decode())" > "$D/metrics-scheduler-$v.txt"
+  scrape "$(port $i 3)" > "$D/metrics-scheduler-$v.txt"
   $FIG schedmetrics "$CARD" "$v" "$D/metrics-scheduler-$v.txt" >> "$S"
   i=$((i + 1))
 done

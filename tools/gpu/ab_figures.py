@@ -63,46 +63,55 @@ def bench(card, path):
                  None if m["median"] is None else float(m["median"]), "ratio(median)")
 
 
-def metrics(card, variant, path):
-    totals = {}
+def prom(path):
+    """A /metrics text as [(name with labels, value)], comments left out."""
     with open(path) as f:
-        for raw in f:
-            if raw.startswith("weft_worker_graph_steps_total{") or raw.startswith("weft_worker_steps_total"):
-                name, value = raw.rsplit(None, 1)
-                line(card, variant, "worker/" + name.replace(" ", ""), int(float(value)), "steps")
-            for total in ("weft_worker_steps_total", "weft_worker_device_to_host_bytes_total",
-                          "weft_worker_host_to_device_bytes_total",
-                          "weft_worker_step_seconds_sum"):
-                if raw.startswith(total + " "):
-                    totals[total] = float(raw.split()[1])
-    steps = totals.get("weft_worker_steps_total", 0)
-    if "weft_worker_step_seconds_sum" in totals and steps > 0:
-        line(card, variant, "worker/step_ms_mean", round(1e3 * totals["weft_worker_step_seconds_sum"] / steps, 3),
-             f"ms(over {int(steps)} steps, {totals['weft_worker_step_seconds_sum']:.2f} s in all)")
+        return [(raw.rsplit(None, 1)[0].replace(" ", ""), float(raw.rsplit(None, 1)[1]))
+                for raw in f if raw.strip() and not raw.startswith("#")]
+
+
+def totals(samples, names):
+    """Each of `names` summed over its labels (absent names left out)."""
+    out = {}
+    for series, value in samples:
+        name = series.split("{")[0]
+        if name in names:
+            out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def metrics(card, variant, path):
+    samples = prom(path)
+    for series, value in samples:
+        if series.startswith("weft_worker_graph_steps_total{") or series == "weft_worker_steps_total":
+            line(card, variant, "worker/" + series, int(value), "steps")
+    t = totals(samples, ("weft_worker_steps_total", "weft_worker_device_to_host_bytes_total",
+                         "weft_worker_host_to_device_bytes_total", "weft_worker_step_seconds_sum"))
+    steps = t.get("weft_worker_steps_total", 0)
+    if steps <= 0:
+        return
+    if "weft_worker_step_seconds_sum" in t:
+        line(card, variant, "worker/step_ms_mean", round(1e3 * t["weft_worker_step_seconds_sum"] / steps, 3),
+             f"ms(over {int(steps)} steps, {t['weft_worker_step_seconds_sum']:.2f} s in all)")
     for total, label in (("weft_worker_device_to_host_bytes_total", "device_to_host"),
                          ("weft_worker_host_to_device_bytes_total", "host_to_device")):
-        if total in totals and steps > 0:
-            line(card, variant, f"worker/{label}_bytes_per_step", round(totals[total] / steps, 1),
+        if total in t:
+            line(card, variant, f"worker/{label}_bytes_per_step", round(t[total] / steps, 1),
                  f"bytes/step(over {int(steps)} steps)")
 
 
 def schedmetrics(card, variant, path):
-    totals = {}
-    with open(path) as f:
-        for raw in f:
-            name = raw.split("{")[0].split()[0] if raw.strip() and not raw.startswith("#") else ""
-            if name in ("weft_steps_total", "weft_worker_execute_seconds_total",
-                        "weft_worker_forward_seconds_total", "weft_plan_seconds_total"):
-                totals[name] = totals.get(name, 0.0) + float(raw.split()[-1])
-    steps = totals.get("weft_steps_total", 0)
+    t = totals(prom(path), ("weft_steps_total", "weft_worker_execute_seconds_total",
+                            "weft_worker_forward_seconds_total", "weft_plan_seconds_total"))
+    steps = t.get("weft_steps_total", 0)
     if steps <= 0:
         return
     for name, label, scale, unit in (
             ("weft_worker_execute_seconds_total", "worker_execute_ms_per_step", 1e3, "ms"),
             ("weft_worker_forward_seconds_total", "worker_forward_ms_per_step", 1e3, "ms"),
             ("weft_plan_seconds_total", "sched_plan_us_per_step", 1e6, "us")):
-        if name in totals:
-            line(card, variant, f"sched/{label}", round(scale * totals[name] / steps, 3),
+        if name in t:
+            line(card, variant, f"sched/{label}", round(scale * t[name] / steps, 3),
                  f"{unit}(over {int(steps)} steps, rank 0 as the scheduler saw it)")
 
 
