@@ -137,6 +137,28 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   return WarpMax(v);
 }
 
+// 1 / sqrt(mean + eps) of a row's sum of squares (RmsNorm's factor).
+__device__ __forceinline__ float RmsFactor(float sum, int64_t dim, float eps) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps)));
+}
+
+// RmsNorm's block size (elementwise.cu). A kernel that folds the norm into its prologue
+// (quant.cu's normed GEMV) sums a row with RmsNormRowFactor on a block of this size, so
+// that its factor has RmsNorm's bits.
+inline constexpr int kRmsNormThreads = 256;
+
+// RmsFactor of row x[0 .. dim): every thread of a kRmsNormThreads block takes the columns
+// c = threadIdx.x + i * blockDim.x in order, then BlockSum; RmsNormKernel's arithmetic.
+// Every thread gets the result; contains __syncthreads().
+__device__ __forceinline__ float RmsNormRowFactor(const float* x, int64_t dim, float eps,
+                                                  float* scratch) {
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    ss = __fadd_rn(ss, __fmul_rn(x[c], x[c]));
+  }
+  return RmsFactor(BlockSum(ss, scratch), dim, eps);
+}
+
 // Launch helper: blocks needed for n items of `per_block`.
 inline unsigned CeilBlocks(int64_t n, int64_t per_block) {
   return static_cast<unsigned>((n + per_block - 1) / per_block);

@@ -5,15 +5,10 @@
 namespace weft::kernels::cuda {
 namespace {
 
-constexpr int kNormThreads = 256;
+constexpr int kNormThreads = kRmsNormThreads;
 constexpr int kRopeThreads = 128;
 constexpr int kMaxRopeHalf = 512;  // rot_dim <= 1024
 constexpr int kEltThreads = 256;
-
-// 1 / sqrt(mean + eps) of a row's sum of squares (RmsNorm's factor).
-__device__ __forceinline__ float RmsFactor(float sum, int64_t dim, float eps) {
-  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, static_cast<float>(dim)), eps)));
-}
 
 __global__ void __launch_bounds__(kNormThreads) RmsNormKernel(RmsNormArgs a) {
   __shared__ float scratch[32];

@@ -5,6 +5,9 @@
 //     WritePagedKvKernel (paged_kv.cu): the same q bits and KV pool bytes;
 //   GemvKernel<kSwiGlu> (quant.cu) == GemvKernel into fp32 then GatedKernel<kSilu>
 //     (elementwise.cu): the same activation bits; and close to GemvReference.
+//   GemvKernel<kNorm> (the RMSNorm folded into the GEMV, with and without SwiGLU) ==
+//     RmsNormKernel to bf16 then GemvKernel: the same output bits, the residual rows
+//     unchanged; and the factor is the CPU twin's within rounding.
 // The GPU tests (rope_kv_test, quant_test) repeat the comparisons on the hardware,
 // whose expf/sincos differ from the host's.
 #define WEFT_CUDA_HOST_EMULATION 1
@@ -137,14 +140,14 @@ void RunGemvSwiGlu(GgmlType type, int64_t n, int64_t k, int32_t m) {
   std::vector<float> gu(m * n);
   std::vector<__nv_bfloat16> want(m * ffn), got(m * ffn);
   EmulateLaunch(dim3(grid_all), dim3(kGemvWarps * 32), 0, [&] {
-    GemvKernel<kType, false>(w, x.data(), k, m, gu.data(), n, false, nullptr, 0);
+    GemvKernel<kType, false, false>(w, x.data(), k, GemvNorm{}, m, gu.data(), n, false, nullptr, 0);
   });
   EmulateLaunch(dim3(1), dim3(kEltThreads), 0, [&] {
     GatedKernel<GatedAct::kSilu>(gu.data(), gu.data() + ffn, n, m, ffn, want.data(),
                                  ActDtype::kBf16, ffn);
   });
   EmulateLaunch(dim3(grid_half), dim3(kGemvWarps * 32), 0, [&] {
-    GemvKernel<kType, true>(w, x.data(), k, m, nullptr, 0, false, got.data(), ffn);
+    GemvKernel<kType, true, false>(w, x.data(), k, GemvNorm{}, m, nullptr, 0, false, got.data(), ffn);
   });
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(__bfloat16_as_ushort(got[i]), __bfloat16_as_ushort(want[i])) << i;
@@ -164,6 +167,99 @@ TEST(EmulatedFusedDecodeTest, GemvSwiGluSameBitsAsGemvThenSwiGlu) {
   RunGemvSwiGlu<WeightType::kQ4_K>(GgmlType::kQ4_K, 64, 512, 2);
   RunGemvSwiGlu<WeightType::kQ6_K>(GgmlType::kQ6_K, 34, 256, 3);
   RunGemvSwiGlu<WeightType::kQ5_0>(GgmlType::kQ5_0, 40, 160, 4);
+}
+
+// RmsNormKernel (bf16 rows) then GemvKernel<kSwiGlu, false> against GemvKernel<kSwiGlu,
+// true> straight from the fp32 rows: the same bits. x rows ldx > k apart (the residual
+// stream's stride may exceed the matrix's k only in tests; here it checks the indexing).
+template <WeightType kType, bool kSwiGlu>
+void RunNormedGemv(GgmlType type, int64_t n, int64_t k, int32_t m, bool accumulate,
+                   float x_scale = 3.0f) {
+  SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " m " << m << " swiglu "
+                                    << kSwiGlu << " accumulate " << accumulate
+                                    << " x_scale " << x_scale);
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(type, n, k, 43);
+  RepackedMatrix r;
+  ASSERT_TRUE(RepackForGemv(kType, bytes.data(), RowBytes(type, k), n, k, &r));
+  const GemvWeights w{kType, r.qs.data(), r.d.empty() ? nullptr : r.d.data(),
+                      r.m.empty() ? nullptr : r.m.data(), n, k};
+  std::mt19937 rng(9);
+  std::normal_distribution<float> val(0.0f, x_scale);
+  std::uniform_real_distribution<float> wv(0.5f, 1.5f);
+  const int64_t ldx = k + 32;
+  std::vector<float> x(m * ldx), weight(k);
+  for (float& v : x) v = val(rng);
+  for (float& v : weight) v = wv(rng);
+  const std::vector<float> x_before = x;
+  const float eps = 1e-5f;
+  const int64_t outputs = kSwiGlu ? n / 2 : n;
+  const unsigned grid = static_cast<unsigned>((outputs + kGemvWarps - 1) / kGemvWarps);
+  // Separate: RmsNorm into bf16 rows of k, then the GEMV from them.
+  std::vector<__nv_bfloat16> h(m * k);
+  RmsNormArgs na;
+  na.x = x.data();
+  na.x_stride = ldx;
+  na.weight = weight.data();
+  na.num_rows = m;
+  na.dim = k;
+  na.eps = eps;
+  na.out = h.data();
+  na.out_dtype = ActDtype::kBf16;
+  na.out_stride = k;
+  EmulateLaunch(dim3(m), dim3(kNormThreads), 0, [&] { RmsNormKernel(na); });
+  std::vector<float> y_want(m * n, 0.25f), y_got(m * n, 0.25f);
+  std::vector<__nv_bfloat16> act_want(m * outputs), act_got(m * outputs);
+  EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), 0, [&] {
+    GemvKernel<kType, kSwiGlu, false>(w, h.data(), k, GemvNorm{}, m, y_want.data(), n,
+                                      accumulate, act_want.data(), outputs);
+  });
+  const GemvNorm norm{x.data(), ldx, weight.data(), eps};
+  EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), GemvNormSmemBytes(k, m), [&] {
+    GemvKernel<kType, kSwiGlu, true>(w, nullptr, 0, norm, m, y_got.data(), n, accumulate,
+                                     act_got.data(), outputs);
+  });
+  EXPECT_EQ(x, x_before) << "the residual rows are read, never written";
+  if (kSwiGlu) {
+    for (size_t i = 0; i < act_got.size(); ++i) {
+      ASSERT_EQ(__bfloat16_as_ushort(act_got[i]), __bfloat16_as_ushort(act_want[i])) << i;
+    }
+  } else {
+    for (size_t i = 0; i < y_got.size(); ++i) {
+      ASSERT_EQ(y_got[i], y_want[i]) << i;  // incl. the accumulated 0.25 and no NaN
+    }
+  }
+  // The normalized rows are the CPU twin's RMSNorm (double here) within bf16 rounding.
+  for (int32_t row = 0; row < m; ++row) {
+    double ss = 0;
+    for (int64_t c = 0; c < k; ++c) ss += double{x[row * ldx + c]} * x[row * ldx + c];
+    const double inv = 1.0 / std::sqrt(ss / k + eps);
+    for (int64_t c = 0; c < k; ++c) {
+      const double want = x[row * ldx + c] * inv * weight[c];
+      ASSERT_NEAR(__bfloat162float(h[row * k + c]), want, 1e-2 * std::fabs(want) + 1e-6)
+          << row << " " << c;
+    }
+  }
+}
+
+TEST(EmulatedFusedDecodeTest, NormedGemvSameBitsAsRmsNormThenGemv) {
+  // SmolLM2's q/k/v (960 x 576) and a gate/up with the last block partly idle.
+  RunNormedGemv<WeightType::kQ4_1, false>(GgmlType::kQ4_1, 960, 576, 1, false);
+  RunNormedGemv<WeightType::kQ4_1, false>(GgmlType::kQ4_1, 100, 576, 4, true);
+  RunNormedGemv<WeightType::kQ8_0, true>(GgmlType::kQ8_0, 2 * 44, 256, 3, false);
+  RunNormedGemv<WeightType::kQ4_K, true>(GgmlType::kQ4_K, 2 * 40, 512, 2, false);
+  RunNormedGemv<WeightType::kQ6_K, false>(GgmlType::kQ6_K, 34, 768, 4, false);
+  // Rows whose mean square is near eps (1e-5): eps must enter as RmsNorm adds it.
+  RunNormedGemv<WeightType::kQ4_1, true>(GgmlType::kQ4_1, 2 * 24, 576, 2, false, 3e-3f);
+}
+
+// A row count past the shared memory a block may take without an opt-in, or a missing
+// input, is refused at the launch (no kernel runs): QuantGemvNormed's contract.
+TEST(EmulatedFusedDecodeTest, NormedGemvFitsItsSharedMemory) {
+  EXPECT_TRUE(GemvNormFits(576, 4));
+  EXPECT_TRUE(GemvNormFits(4096, 4));
+  EXPECT_TRUE(GemvNormFits(8192, 3));
+  EXPECT_FALSE(GemvNormFits(8192, 4));
+  EXPECT_FALSE(GemvNormFits(16384, 2));
 }
 
 }  // namespace

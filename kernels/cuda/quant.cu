@@ -117,14 +117,33 @@ __device__ __forceinline__ void GemvAccumulate(const float* xv, const float* q, 
 }
 
 // One warp per output j (kSwiGlu: per output j < n/2, the pair of rows j and n/2 + j).
-template <WeightType kType, bool kSwiGlu>
+// kNorm: x is RmsNorm(norm.x) (GemvNorm, quant.h), made by every block in its prologue:
+// each of the m rows' factor as RmsNormKernel computes it (RmsNormRowFactor on a block of
+// the same size), the bf16 rows into dynamic shared memory (m * k bf16), then the GEMV
+// reads them there; the same bits as RmsNorm into a bf16 buffer followed by the GEMV.
+template <WeightType kType, bool kSwiGlu, bool kNorm>
 __global__ void __launch_bounds__(kGemvWarps * 32)
-    GemvKernel(GemvWeights w, const __nv_bfloat16* __restrict__ x, int64_t ldx, int32_t m,
-               float* __restrict__ y, int64_t ldy, bool accumulate,
+    GemvKernel(GemvWeights w, const __nv_bfloat16* __restrict__ x, int64_t ldx, GemvNorm norm,
+               int32_t m, float* __restrict__ y, int64_t ldy, bool accumulate,
                __nv_bfloat16* __restrict__ act, int64_t ld_act) {
+  if constexpr (kNorm) {
+    static_assert(kGemvWarps * 32 == kRmsNormThreads, "the norm's sum needs RmsNorm's block");
+    WEFT_DYNAMIC_SMEM(__nv_bfloat16, xs);
+    __shared__ float scratch[32];
+    for (int r = 0; r < m; ++r) {
+      const float* row = norm.x + r * norm.ldx;
+      const float inv = RmsNormRowFactor(row, w.k, norm.eps, scratch);
+      for (int64_t c = threadIdx.x; c < w.k; c += blockDim.x) {
+        xs[r * w.k + c] = __float2bfloat16_rn(__fmul_rn(__fmul_rn(row[c], inv), norm.weight[c]));
+      }
+    }
+    __syncthreads();
+    x = xs;
+    ldx = w.k;
+  }
   const int64_t outputs = kSwiGlu ? w.n / 2 : w.n;
   const int64_t j = int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5);
-  if (j >= outputs) return;
+  if (j >= outputs) return;  // after the prologue's barriers
   const int lane = threadIdx.x & 31;
   const int64_t blocks = w.k / kQK;
   float acc[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -211,18 +230,19 @@ cudaError_t DequantTo(WeightType type, const void* src, int64_t stride, int64_t 
   return cudaErrorInvalidValue;
 }
 
-template <bool kSwiGlu>
-cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
-                       float* y, int64_t ldy, bool accumulate, uint16_t* act, int64_t ld_act,
-                       cudaStream_t stream) {
+template <bool kSwiGlu, bool kNorm>
+cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, const GemvNorm& norm,
+                       int32_t m, float* y, int64_t ldy, bool accumulate, uint16_t* act,
+                       int64_t ld_act, cudaStream_t stream) {
   const int64_t outputs = kSwiGlu ? w.n / 2 : w.n;
   const unsigned grid = static_cast<unsigned>((outputs + kGemvWarps - 1) / kGemvWarps);
+  const size_t smem = kNorm ? GemvNormSmemBytes(w.k, m) : 0;
   const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
   auto* ab = reinterpret_cast<__nv_bfloat16*>(act);
 #define WEFT_GEMV_CASE(T)                                                                 \
   case WeightType::T:                                                                     \
-    GemvKernel<WeightType::T, kSwiGlu><<<grid, kGemvWarps * 32, 0, stream>>>(             \
-        w, xb, ldx, m, y, ldy, accumulate, ab, ld_act);                                   \
+    GemvKernel<WeightType::T, kSwiGlu, kNorm><<<grid, kGemvWarps * 32, smem, stream>>>(   \
+        w, xb, ldx, norm, m, y, ldy, accumulate, ab, ld_act);                             \
     break;
   switch (w.type) {
     WEFT_GEMV_CASE(kQ4_0)
@@ -239,11 +259,15 @@ cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int
 #undef WEFT_GEMV_CASE
   return cudaGetLastError();
 }
-
 bool GemvArgsValid(const GemvWeights& w, int64_t ldx, int32_t m) {
   return m >= 0 && m <= kMaxGemvRows && w.k > 0 && w.k % BlockWeights(w.type) == 0 &&
          ldx % 8 == 0 && w.n >= 0 && HasGemv(w.type) &&
          (w.type != WeightType::kQ4_1 || w.m != nullptr);
+}
+
+bool GemvNormValid(const GemvWeights& w, const GemvNorm& norm, int32_t m) {
+  return norm.x != nullptr && norm.weight != nullptr && norm.ldx >= w.k &&
+         GemvNormFits(w.k, m);
 }
 
 }  // namespace
@@ -265,14 +289,34 @@ cudaError_t QuantGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int3
                       float* y, int64_t ldy, bool accumulate, cudaStream_t stream) {
   if (!GemvArgsValid(w, ldx, m)) return cudaErrorInvalidValue;
   if (m == 0 || w.n == 0) return cudaSuccess;
-  return LaunchGemv<false>(w, x, ldx, m, y, ldy, accumulate, nullptr, 0, stream);
+  return LaunchGemv<false, false>(w, x, ldx, GemvNorm{}, m, y, ldy, accumulate, nullptr, 0,
+                                  stream);
 }
 
 cudaError_t QuantGemvSwiGlu(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
                             uint16_t* act, int64_t ld_act, cudaStream_t stream) {
   if (!GemvArgsValid(w, ldx, m) || w.n % 2 != 0) return cudaErrorInvalidValue;
   if (m == 0 || w.n == 0) return cudaSuccess;
-  return LaunchGemv<true>(w, x, ldx, m, nullptr, 0, false, act, ld_act, stream);
+  return LaunchGemv<true, false>(w, x, ldx, GemvNorm{}, m, nullptr, 0, false, act, ld_act,
+                                 stream);
+}
+
+cudaError_t QuantGemvNormed(const GemvWeights& w, const GemvNorm& norm, int32_t m, float* y,
+                            int64_t ldy, bool accumulate, cudaStream_t stream) {
+  if (!GemvArgsValid(w, w.k, m) || !GemvNormValid(w, norm, m)) return cudaErrorInvalidValue;
+  if (m == 0 || w.n == 0) return cudaSuccess;
+  return LaunchGemv<false, true>(w, nullptr, w.k, norm, m, y, ldy, accumulate, nullptr, 0,
+                                 stream);
+}
+
+cudaError_t QuantGemvNormedSwiGlu(const GemvWeights& w, const GemvNorm& norm, int32_t m,
+                                  uint16_t* act, int64_t ld_act, cudaStream_t stream) {
+  if (!GemvArgsValid(w, w.k, m) || !GemvNormValid(w, norm, m) || w.n % 2 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (m == 0 || w.n == 0) return cudaSuccess;
+  return LaunchGemv<true, true>(w, nullptr, w.k, norm, m, nullptr, 0, false, act, ld_act,
+                                stream);
 }
 
 #endif  // !WEFT_CUDA_HOST_EMULATION

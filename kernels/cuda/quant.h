@@ -44,6 +44,28 @@ cudaError_t QuantGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, int3
 cudaError_t QuantGemvSwiGlu(const GemvWeights& w, const uint16_t* x, int64_t ldx, int32_t m,
                             uint16_t* act, int64_t ld_act, cudaStream_t stream);
 
+// The RMSNorm before a decode step's projection folded into its GEMV (one kernel instead
+// of RmsNorm + QuantGemv): the GEMV's input rows are RmsNorm(x) with weight[k] and eps,
+// rounded to bf16 — RmsNorm (elementwise.h) with bf16 output followed by QuantGemv /
+// QuantGemvSwiGlu, the same bits, without the bf16 intermediate in device memory. x: fp32
+// rows ldx apart (ldx >= k; the residual stream, not written). Every block normalizes the
+// m rows itself into m * k bf16 of shared memory: GemvNormFits(k, m) must hold.
+struct GemvNorm {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const float* weight = nullptr;  // [k]
+  float eps = 1e-5f;
+};
+inline constexpr int64_t kGemvNormMaxSmemBytes = 48 * 1024;  // no opt-in attribute needed
+inline constexpr int64_t GemvNormSmemBytes(int64_t k, int32_t m) { return 2 * k * m; }
+inline constexpr bool GemvNormFits(int64_t k, int32_t m) {
+  return GemvNormSmemBytes(k, m) <= kGemvNormMaxSmemBytes;
+}
+cudaError_t QuantGemvNormed(const GemvWeights& w, const GemvNorm& norm, int32_t m, float* y,
+                            int64_t ldy, bool accumulate, cudaStream_t stream);
+cudaError_t QuantGemvNormedSwiGlu(const GemvWeights& w, const GemvNorm& norm, int32_t m,
+                                  uint16_t* act, int64_t ld_act, cudaStream_t stream);
+
 }  // namespace weft::kernels::cuda
 
 #endif  // WEFT_KERNELS_CUDA_QUANT_H_

@@ -81,6 +81,8 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
                                               : kc::DecodeKernel::kSplitV1;
     } else if (key == "fused" && (value == "0" || value == "1")) {
       o->fused_kernels = value == "1";
+    } else if (key == "norm_gemv" && (value == "0" || value == "1")) {
+      o->norm_gemv = value == "1";
     } else if (key == "tc_prefill" && (value == "0" || value == "1")) {
       o->tensor_core_prefill = value == "1";
     } else if (key == "mixed_graphs" && (value == "0" || value == "1")) {
@@ -91,7 +93,8 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "WEFT_CUDA_KERNELS: '", item,
-          "' is not decode=pipelined|split_v1|grouped, fused=0|1, tc_prefill=0|1, "
+          "' is not decode=pipelined|split_v1|grouped, fused=0|1, norm_gemv=0|1, "
+          "tc_prefill=0|1, "
           "mixed_graphs=0|1 or qgemm=<rows 0..",
           kMaxQuantGemmMaxRows, ">"));
     }
@@ -187,6 +190,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   ro.quant_gemm_max_rows = options_.quant_gemm_max_rows;
   ro.num_sms = num_sms_;
   ro.fused = options_.fused_kernels;
+  ro.norm_gemv = options_.norm_gemv;
   ro.decode_kernel = decode_kernel_;
   runner_ = std::make_unique<cuda_backend::ModelRunner>(config_, shard_, weights_.get(),
                                                         kv_.get(), cublas_, ro);
@@ -228,6 +232,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
                               : "",
                           ";decode=", kc::DecodeKernelName(decode_kernel_),
                           options_.fused_kernels ? ";fused" : "",
+                          options_.norm_gemv ? ";norm_gemv" : "",
                           options_.tensor_core_prefill ? ";tc_prefill" : "",
                           options_.world_size > 1 ? ";nccl" : "");
   cudaDeviceProp prop;

@@ -61,7 +61,7 @@ testing::TinyLlamaSpec GemvOnlySpec() {
 // Kernel launches per decode step, counted as the captured graph's nodes
 // (cudaGraphGetNodes): model_runner.h's 1 + 8 L + 2 with the fused kernels, 1 + 11 L + 2
 // with the separate ones and kSplitV1 (its reduction kernel runs: the graph's context
-// bucket is split more than once).
+// bucket is split more than once), 1 + 6 L + 2 with the norms folded into the GEMVs.
 TEST(CudaBackendGraphTest, KernelLaunchesPerDecodeStep) {
   SKIP_WITHOUT_CUDA();
   const testing::TinyLlamaSpec spec = GemvOnlySpec();
@@ -77,7 +77,15 @@ TEST(CudaBackendGraphTest, KernelLaunchesPerDecodeStep) {
     EXPECT_EQ(p->gpu->graph_captures(), 1);
     EXPECT_EQ(p->gpu->last_graph_nodes(), fused ? 1 + 8 * layers + 2 : 1 + 11 * layers + 2)
         << (fused ? "fused" : "separate") << " kernels";
-  }
+  }  CudaBackendOptions o;
+  o.graph_mixed_steps = false;
+  o.norm_gemv = true;
+  std::unique_ptr<Pair> p = MakePair(spec, o);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->gpu->kernels().find(";fused;norm_gemv"), std::string::npos) << p->gpu->kernels();
+  RunDecodes(p->gpu.get(), 2);
+  EXPECT_EQ(p->gpu->graph_captures(), 1);
+  EXPECT_EQ(p->gpu->last_graph_nodes(), 1 + 6 * layers + 2) << "norms folded into the GEMVs";
 }
 
 // WEFT_CUDA_KERNELS selects the A/B kernels at Create (the hello's kernels string says
@@ -95,11 +103,15 @@ TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
   EXPECT_NE((*b)->kernels().find("decode=split_v1"), std::string::npos) << (*b)->kernels();
   EXPECT_EQ((*b)->kernels().find(";fused"), std::string::npos) << (*b)->kernels();
   EXPECT_NE((*b)->kernels().find(";qgemm<=64"), std::string::npos) << (*b)->kernels();
+  setenv("WEFT_CUDA_KERNELS", "norm_gemv=1", 1);
+  auto n = CudaBackend::Create(**file, o);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_NE((*n)->kernels().find(";fused;norm_gemv;"), std::string::npos) << (*n)->kernels();
   setenv("WEFT_CUDA_KERNELS", "decode=grouped", 1);
   auto g = CudaBackend::Create(**file, o);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_NE((*g)->kernels().find("decode=grouped;fused"), std::string::npos) << (*g)->kernels();
-  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x"}) {
+  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x", "norm_gemv=2"}) {
     setenv("WEFT_CUDA_KERNELS", bad, 1);
     EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument)
         << bad;
@@ -126,10 +138,11 @@ TEST(CudaBackendOptionsTest, DefaultDecodeKernelIsGroupedForGroupedQueryAttentio
   EXPECT_EQ(DefaultDecodeKernel(8), kc::DecodeKernel::kGrouped);
   EXPECT_FALSE(CudaBackendOptions{}.decode_kernel.has_value());
   EXPECT_TRUE(CudaBackendOptions{}.graph_mixed_steps);
+  EXPECT_FALSE(CudaBackendOptions{}.norm_gemv) << "off until measured on a card";
 }
 
-// The fused kernels compute the same bits as the kernels they replace (same decode
-// kernel); the pipelined and the grouped decode kernels (group 2: CUDA cores, fp32) each
+// The fused kernels, and the norms folded into the GEMVs, compute the same bits as the
+// kernels they replace (same decode kernel); the pipelined and the grouped decode kernels (group 2: CUDA cores, fp32) each
 // agree with split_v1 to fp32 rounding.
 TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
   SKIP_WITHOUT_CUDA();
@@ -146,17 +159,23 @@ TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
     o.kv_dtype = kv;
     o.decode_kernel = kernel;
     std::unique_ptr<Pair> fused = MakePair(spec, o);
+    o.norm_gemv = true;
+    std::unique_ptr<Pair> folded = MakePair(spec, o);
+    o.norm_gemv = false;
     o.fused_kernels = false;
     std::unique_ptr<Pair> separate = MakePair(spec, o);
     o.decode_kernel = kc::DecodeKernel::kSplitV1;
     std::unique_ptr<Pair> v1 = MakePair(spec, o);
     ASSERT_NE(fused, nullptr);
+    ASSERT_NE(folded, nullptr);
     ASSERT_NE(separate, nullptr);
     ASSERT_NE(v1, nullptr);
     const std::vector<float> a = RunDecodes(fused->gpu.get(), 5);
     const std::vector<float> b = RunDecodes(separate->gpu.get(), 5);
     const std::vector<float> c = RunDecodes(v1->gpu.get(), 5);
     EXPECT_EQ(a, b) << "fused vs separate kernels, KV " << KvDtypeName(kv);
+    EXPECT_EQ(RunDecodes(folded->gpu.get(), 5), a)
+        << "norms folded into the GEMVs vs not, KV " << KvDtypeName(kv);
     ASSERT_EQ(a.size(), c.size());
     double scale = 1e-3, worst = 0;
     for (size_t i = 0; i < a.size(); ++i) {

@@ -185,6 +185,23 @@ absl::Status ModelRunner::Norm(const float* weight, int32_t tokens, const int32_
   return absl::OkStatus();
 }
 
+bool ModelRunner::FoldsNorm(const DeviceLinear& w, int32_t tokens) const {
+  return options_.norm_gemv && !pending_delta_ && w.has_gemv &&
+         tokens <= options_.gemv_max_rows && kc::GemvNormFits(config_.hidden_size, tokens);
+}
+
+absl::Status ModelRunner::NormedGemv(const float* norm_weight, const DeviceLinear& w,
+                                     int32_t tokens, float* y, int64_t ldy,
+                                     cudaStream_t stream) {
+  const kc::GemvNorm norm{x_.as<float>(), config_.hidden_size, norm_weight,
+                          config_.rms_norm_eps};
+  for (const GemvPart& part : w.gemv_parts) {
+    WEFT_CUDA_RETURN_IF_ERROR(
+        kc::QuantGemvNormed(part.weights, norm, tokens, y + part.row0, ldy, false, stream));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ModelRunner::Project(const DeviceLinear& w, const void* in, int64_t ld_in,
                                   int32_t tokens, const float* post_norm,
                                   NcclCommunicator* comm, cudaStream_t stream) {
@@ -318,20 +335,32 @@ absl::Status ModelRunner::RopeAndKv(const StepArgs& s, int32_t layer, cudaStream
 }
 
 absl::Status ModelRunner::GateUpAct(const DeviceLinear& w, FfnActivation activation,
-                                    int32_t tokens, cudaStream_t stream) {
+                                    int32_t tokens, const float* norm_weight,
+                                    cudaStream_t stream) {
   const bool silu = activation == FfnActivation::kSilu;
   // The fused kernel reads gate and up as one matrix (one type) with SwiGLU; a mixed pair
   // or GELU takes the per-part GEMVs below.
   if (silu && options_.fused && w.has_gemv && w.gemv_parts.size() == 1 &&
       tokens <= options_.gemv_max_rows) {
-    WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemvSwiGlu(w.gemv, static_cast<const uint16_t*>(h_.get()),
-                                                  config_.hidden_size, tokens,
-                                                  static_cast<uint16_t*>(act_.get()), ffn_,
-                                                  stream));
+    auto* act = static_cast<uint16_t*>(act_.get());
+    if (norm_weight != nullptr) {
+      const kc::GemvNorm norm{x_.as<float>(), config_.hidden_size, norm_weight,
+                              config_.rms_norm_eps};
+      WEFT_CUDA_RETURN_IF_ERROR(
+          kc::QuantGemvNormedSwiGlu(w.gemv, norm, tokens, act, ffn_, stream));
+    } else {
+      WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemvSwiGlu(
+          w.gemv, static_cast<const uint16_t*>(h_.get()), config_.hidden_size, tokens, act,
+          ffn_, stream));
+    }
     return absl::OkStatus();
   }
-  WEFT_RETURN_IF_ERROR(
-      Linear(w, h_.get(), config_.hidden_size, tokens, gu_.as<float>(), 2 * ffn_, false));
+  if (norm_weight != nullptr) {
+    WEFT_RETURN_IF_ERROR(NormedGemv(norm_weight, w, tokens, gu_.as<float>(), 2 * ffn_, stream));
+  } else {
+    WEFT_RETURN_IF_ERROR(
+        Linear(w, h_.get(), config_.hidden_size, tokens, gu_.as<float>(), 2 * ffn_, false));
+  }
   auto act = silu ? kc::SwiGlu : kc::GeGlu;
   WEFT_CUDA_RETURN_IF_ERROR(act(gu_.as<float>(), gu_.as<float>() + ffn_, 2 * ffn_, tokens, ffn_,
                                 act_.get(), kc::ActDtype::kBf16, ffn_, stream));
@@ -371,9 +400,14 @@ absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm, cud
 absl::Status ModelRunner::BeforeAttention(const StepArgs& s, int32_t l, cudaStream_t stream) {
   const DeviceLayer& w = weights_->layers()[l];
   const int32_t T = s.shape.tokens;
-  WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
-  WEFT_RETURN_IF_ERROR(
-      Linear(w.qkv, h_.get(), config_.hidden_size, T, qkv_.as<float>(), qkv_width_, false));
+  if (FoldsNorm(w.qkv, T)) {
+    WEFT_RETURN_IF_ERROR(
+        NormedGemv(w.attn_norm.as<float>(), w.qkv, T, qkv_.as<float>(), qkv_width_, stream));
+  } else {
+    WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
+    WEFT_RETURN_IF_ERROR(
+        Linear(w.qkv, h_.get(), config_.hidden_size, T, qkv_.as<float>(), qkv_width_, false));
+  }
   WEFT_RETURN_IF_ERROR(QkvExtras(l, T, stream));
   return RopeAndKv(s, l, stream);
 }
@@ -384,8 +418,10 @@ absl::Status ModelRunner::AfterAttention(const StepArgs& s, int32_t l, NcclCommu
   const int32_t T = s.shape.tokens;
   WEFT_RETURN_IF_ERROR(
       Project(w.o, attn_.get(), q_width_, T, w.post_attn_norm.as<float>(), comm, stream));
-  WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
-  WEFT_RETURN_IF_ERROR(GateUpAct(w.gate_up, config_.layers[l].activation, T, stream));
+  const bool fold = FoldsNorm(w.gate_up, T);
+  if (!fold) WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
+  WEFT_RETURN_IF_ERROR(GateUpAct(w.gate_up, config_.layers[l].activation, T,
+                                 fold ? w.ffn_norm.as<float>() : nullptr, stream));
   return Project(w.down, act_.get(), ffn_, T, w.post_ffn_norm.as<float>(), comm, stream);
 }
 

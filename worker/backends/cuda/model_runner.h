@@ -40,6 +40,8 @@
 //                                               gate_up+swiglu, down; embed; norm, head)
 //   fused = false, kSplitV1 with several splits: 1 + 11 * num_layers + 2 (rope, kv write,
 //                                               reduction and swiglu separate)
+//   fused + norm_gemv:  1 + 6 * num_layers + 2  (the two norms of a layer folded into
+//                                               the qkv and gate_up GEMVs; RunnerOptions)
 // A prefill chunk in the batch adds the prefill kernel per layer; cuBLAS GEMMs (larger T
 // or dense weights) may launch more than one kernel each. On piecewise graphs a step is
 // L + 1 graph launches and, per layer, its attention launches (decode kernel [+ kSplitV1's
@@ -83,6 +85,11 @@ struct RunnerOptions {
   // Fused decode kernels (RoPE + KV write; gate/up GEMV + SwiGLU). false: the separate
   // kernels, kept for A/B runs.
   bool fused = true;
+  // A layer's RMSNorms folded into the GEMV after them (kernels/cuda/quant.h,
+  // QuantGemvNormed): where a step takes the GEMV path, x holds the residual stream (no
+  // delta pending: TP = 1, no post-norm) and the rows fit the kernel's shared memory
+  // (GemvNormFits). The same bits as the separate RmsNorm + GEMV.
+  bool norm_gemv = false;
   kernels::cuda::DecodeKernel decode_kernel = kernels::cuda::DecodeKernel::kPipelined;
 };
 
@@ -159,8 +166,15 @@ class ModelRunner {
   absl::Status RopeAndKv(const StepArgs& step, int32_t layer, cudaStream_t stream);
   // act = act(h Wgate) * h Wup: the fused SwiGLU GEMV when it applies, else GEMM + the
   // layer's activation kernel.
+  // norm_weight set: h is RMSNorm(x) with it, folded into the GEMV (FoldsNorm holds).
   absl::Status GateUpAct(const DeviceLinear& w, FfnActivation activation, int32_t tokens,
-                         cudaStream_t stream);
+                         const float* norm_weight, cudaStream_t stream);
+  // Whether the RMSNorm of x before `w` folds into w's GEMV for a step of `tokens` rows
+  // (RunnerOptions::norm_gemv's conditions).
+  bool FoldsNorm(const DeviceLinear& w, int32_t tokens) const;
+  // y = RMSNorm(x, norm_weight) W^T through the normed GEMV, one launch per GEMV part.
+  absl::Status NormedGemv(const float* norm_weight, const DeviceLinear& w, int32_t tokens,
+                          float* y, int64_t ldy, cudaStream_t stream);
   // Bias, QK norm (where the layer has them) on the QKV GEMM output.
   absl::Status QkvExtras(int32_t layer, int32_t tokens, cudaStream_t stream);
   // out-projection of a layer: x += in W^T (TP or a post-norm: proj = in W^T,
