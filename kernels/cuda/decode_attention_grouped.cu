@@ -55,6 +55,9 @@
 #include <atomic>
 
 #include "kernels/cuda/decode_common.cuh"
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+#include "kernels/cuda/launch.cuh"
+#endif
 #include "kernels/cuda/mma.cuh"
 
 namespace weft::kernels::cuda {
@@ -426,6 +429,8 @@ __global__ void __launch_bounds__(GroupedCfg<KvT, kHeadDim, kGroup>::kThreads)
   using C = GroupedCfg<KvT, kHeadDim, kGroup>;
   WEFT_DYNAMIC_SMEM(uint8_t, smem);
   __shared__ int is_last;
+  PdlWait();  // launch.h
+  PdlLaunchDependents();
   const int h = blockIdx.x, item = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x;
   const int group = a.num_heads / kv.num_kv_heads;
@@ -508,8 +513,7 @@ struct GroupedLaunch {
     const cudaError_t e = SetSmemLimitOutsideCapture(kernel, C::kSmemBytes, stream);
     if (e != cudaSuccess) return e;
     const dim3 grid(kv.num_kv_heads, a.num_items, a.max_splits);
-    kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, kv);
-    return cudaGetLastError();
+    return LaunchKernel(kernel, grid, dim3(C::kThreads), C::kSmemBytes, stream, a, kv);
   }
 };
 

@@ -44,6 +44,9 @@
 #include <atomic>
 
 #include "kernels/cuda/decode_common.cuh"
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+#include "kernels/cuda/launch.cuh"
+#endif
 
 namespace weft::kernels::cuda {
 namespace {
@@ -78,6 +81,8 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
   using C = Cfg<KvT, kHeadDim, kGroup>;
   WEFT_DYNAMIC_SMEM(uint8_t, smem);
   __shared__ int is_last;
+  PdlWait();  // launch.h
+  PdlLaunchDependents();
 
   const int h = blockIdx.x, item = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x;
@@ -240,8 +245,7 @@ cudaError_t LaunchPipelined(const DecodeAttentionArgs& a, const PagedKvView& kv,
   const cudaError_t e = SetSmemLimitOutsideCapture(kernel, C::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
   const dim3 grid(kv.num_kv_heads, a.num_items, a.max_splits);
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(a, kv);
-  return cudaGetLastError();
+  return LaunchKernel(kernel, grid, dim3(C::kThreads), C::kSmemBytes, stream, a, kv);
 }
 
 struct PipelinedLauncher {

@@ -159,6 +159,22 @@ __device__ __forceinline__ float RmsNormRowFactor(const float* x, int64_t dim, f
   return RmsFactor(BlockSum(ss, scratch), dim, eps);
 }
 
+// Programmatic dependent launch (launch.h): PdlWait() returns once the grid before this one
+// in the stream has completed and its memory is visible (at once when this kernel was not
+// launched with the attribute); PdlLaunchDependents() lets the next grid's CTAs start once
+// every CTA of this one has called it or exited. sm_90+; no-ops elsewhere and in the host
+// emulation (which runs one grid at a time).
+__device__ __forceinline__ void PdlWait() {
+#if !defined(WEFT_CUDA_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void PdlLaunchDependents() {
+#if !defined(WEFT_CUDA_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Launch helper: blocks needed for n items of `per_block`.
 inline unsigned CeilBlocks(int64_t n, int64_t per_block) {
   return static_cast<unsigned>((n + per_block - 1) / per_block);

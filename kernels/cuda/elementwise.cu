@@ -1,6 +1,9 @@
 // Kernels of elementwise.h.
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/elementwise.h"
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+#include "kernels/cuda/launch.cuh"
+#endif
 
 namespace weft::kernels::cuda {
 namespace {
@@ -12,6 +15,8 @@ constexpr int kEltThreads = 256;
 
 __global__ void __launch_bounds__(kNormThreads) RmsNormKernel(RmsNormArgs a) {
   __shared__ float scratch[32];
+  PdlWait();  // launch.h
+  PdlLaunchDependents();
   const int64_t i = blockIdx.x;
   const int64_t r = a.rows != nullptr ? a.rows[i] : i;
   float* x = a.x + r * a.x_stride;
@@ -149,6 +154,8 @@ __global__ void __launch_bounds__(kEltThreads)
     EmbeddingKernel(const T* __restrict__ table, int64_t vocab, int64_t dim,
                     const int32_t* __restrict__ ids, float* out, int64_t out_stride,
                     float scale) {
+  PdlWait();  // launch.h
+  PdlLaunchDependents();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   const bool valid = id >= 0 && id < vocab;
@@ -175,8 +182,8 @@ cudaError_t RmsNorm(const RmsNormArgs& args, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   if (args.num_rows == 0) return cudaSuccess;
-  RmsNormKernel<<<static_cast<unsigned>(args.num_rows), kNormThreads, 0, stream>>>(args);
-  return cudaGetLastError();
+  return LaunchKernel(RmsNormKernel, dim3(static_cast<unsigned>(args.num_rows)),
+                      dim3(kNormThreads), 0, stream, args);
 }
 
 cudaError_t ApplyRope(RopeStyle style, const int32_t* positions, const double* inv_freq,
@@ -249,13 +256,12 @@ cudaError_t EmbeddingGather(const void* table, WeightDtype dtype, int64_t vocab,
   if (num_tokens == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>(num_tokens);
   if (dtype == WeightDtype::kBf16) {
-    EmbeddingKernel<<<grid, kEltThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(table), vocab, dim, ids, out, out_stride, scale);
-  } else {
-    EmbeddingKernel<<<grid, kEltThreads, 0, stream>>>(static_cast<const __half*>(table), vocab,
-                                                      dim, ids, out, out_stride, scale);
+    return LaunchKernel(EmbeddingKernel<__nv_bfloat16>, dim3(grid), dim3(kEltThreads), 0,
+                        stream, static_cast<const __nv_bfloat16*>(table), vocab, dim, ids, out,
+                        out_stride, scale);
   }
-  return cudaGetLastError();
+  return LaunchKernel(EmbeddingKernel<__half>, dim3(grid), dim3(kEltThreads), 0, stream,
+                      static_cast<const __half*>(table), vocab, dim, ids, out, out_stride, scale);
 }
 
 #endif  // !WEFT_CUDA_HOST_EMULATION

@@ -4,6 +4,9 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/quant.h"
 #include "kernels/cuda/quant_blocks.cuh"
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+#include "kernels/cuda/launch.cuh"
+#endif
 
 namespace weft::kernels::cuda {
 namespace {
@@ -126,6 +129,21 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     GemvKernel(GemvWeights w, const __nv_bfloat16* __restrict__ x, int64_t ldx, GemvNorm norm,
                int32_t m, float* __restrict__ y, int64_t ldy, bool accumulate,
                __nv_bfloat16* __restrict__ act, int64_t ld_act) {
+  const int64_t outputs = kSwiGlu ? w.n / 2 : w.n;
+  const int64_t j = int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  const int64_t blocks = w.k / kQK;
+  const bool active = j < outputs;
+  // The weights are constant: the lane's first block is loaded before PdlWait, so that
+  // under programmatic launch its latency overlaps the previous kernel.
+  float q[kQK], d = 0.0f, dh = 0.0f, mn = 0.0f;
+  float qu[kSwiGlu ? kQK : 1], du = 0.0f, duh = 0.0f, mnu = 0.0f;
+  if (active && lane < blocks) {
+    LoadGemvBlock<kType>(w, j, lane, q, &d, &dh, &mn);
+    if constexpr (kSwiGlu) LoadGemvBlock<kType>(w, outputs + j, lane, qu, &du, &duh, &mnu);
+  }
+  PdlWait();
+  PdlLaunchDependents();
   if constexpr (kNorm) {
     static_assert(kGemvWarps * 32 == kRmsNormThreads, "the norm's sum needs RmsNorm's block");
     WEFT_DYNAMIC_SMEM(__nv_bfloat16, xs);
@@ -141,18 +159,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     x = xs;
     ldx = w.k;
   }
-  const int64_t outputs = kSwiGlu ? w.n / 2 : w.n;
-  const int64_t j = int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5);
-  if (j >= outputs) return;  // after the prologue's barriers
-  const int lane = threadIdx.x & 31;
-  const int64_t blocks = w.k / kQK;
+  if (!active) return;  // after the prologue's barriers
   float acc[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
   float acc_up[kMaxGemvRows] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int64_t b = lane; b < blocks; b += 32) {
-    float q[kQK], d, dh, mn;
-    LoadGemvBlock<kType>(w, j, b, q, &d, &dh, &mn);
-    float qu[kSwiGlu ? kQK : 1], du = 0.0f, duh = 0.0f, mnu = 0.0f;
-    if constexpr (kSwiGlu) LoadGemvBlock<kType>(w, outputs + j, b, qu, &du, &duh, &mnu);
+    if (b != lane) {  // the first block was loaded above
+      LoadGemvBlock<kType>(w, j, b, q, &d, &dh, &mn);
+      if constexpr (kSwiGlu) LoadGemvBlock<kType>(w, outputs + j, b, qu, &du, &duh, &mnu);
+    }
 #pragma unroll
     for (int r = 0; r < kMaxGemvRows; ++r) {
       if (r < m) {
@@ -241,9 +255,9 @@ cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, con
   auto* ab = reinterpret_cast<__nv_bfloat16*>(act);
 #define WEFT_GEMV_CASE(T)                                                                 \
   case WeightType::T:                                                                     \
-    GemvKernel<WeightType::T, kSwiGlu, kNorm><<<grid, kGemvWarps * 32, smem, stream>>>(   \
-        w, xb, ldx, norm, m, y, ldy, accumulate, ab, ld_act);                             \
-    break;
+    return LaunchKernel(GemvKernel<WeightType::T, kSwiGlu, kNorm>, dim3(grid),           \
+                        dim3(kGemvWarps * 32), smem, stream, w, xb, ldx, norm, m, y, ldy, \
+                        accumulate, ab, ld_act);
   switch (w.type) {
     WEFT_GEMV_CASE(kQ4_0)
     WEFT_GEMV_CASE(kQ4_1)
@@ -257,7 +271,6 @@ cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, con
       return cudaErrorInvalidValue;
   }
 #undef WEFT_GEMV_CASE
-  return cudaGetLastError();
 }
 bool GemvArgsValid(const GemvWeights& w, int64_t ldx, int32_t m) {
   return m >= 0 && m <= kMaxGemvRows && w.k > 0 && w.k % BlockWeights(w.type) == 0 &&

@@ -2,6 +2,9 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/kv_store.cuh"
 #include "kernels/cuda/rope_kv.h"
+#if !defined(WEFT_CUDA_HOST_EMULATION)
+#include "kernels/cuda/launch.cuh"
+#endif
 
 namespace weft::kernels::cuda {
 namespace {
@@ -36,6 +39,8 @@ template <typename KvT>
 __global__ void __launch_bounds__(kThreads) RopeKvKernel(RopeKvArgs a, PagedKvView kv) {
   __shared__ float cos_s[kMaxHalf];
   __shared__ float sin_s[kMaxHalf];
+  PdlWait();  // launch.h
+  PdlLaunchDependents();
   const int64_t t = blockIdx.x;
   const int half = a.rot_dim / 2;
   const int hd = kv.head_dim;
@@ -101,18 +106,16 @@ cudaError_t RopeAndWritePagedKv(const RopeKvArgs& args, const PagedKvView& kv,
   const dim3 grid(static_cast<unsigned>(args.num_tokens));
   switch (kv.dtype) {
     case KvDtype::kF16:
-      RopeKvKernel<__half><<<grid, kThreads, 0, stream>>>(args, kv);
-      break;
+      return LaunchKernel(RopeKvKernel<__half>, grid, dim3(kThreads), 0, stream, args, kv);
     case KvDtype::kBf16:
-      RopeKvKernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(args, kv);
-      break;
+      return LaunchKernel(RopeKvKernel<__nv_bfloat16>, grid, dim3(kThreads), 0, stream, args,
+                          kv);
     case KvDtype::kInt8:
-      RopeKvKernel<int8_t><<<grid, kThreads, 0, stream>>>(args, kv);
-      break;
+      return LaunchKernel(RopeKvKernel<int8_t>, grid, dim3(kThreads), 0, stream, args, kv);
     case KvDtype::kF32:  // CPU only
-      return cudaErrorInvalidValue;
+      break;
   }
-  return cudaGetLastError();
+  return cudaErrorInvalidValue;
 }
 
 #endif  // !WEFT_CUDA_HOST_EMULATION

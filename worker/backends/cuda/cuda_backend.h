@@ -119,13 +119,17 @@ struct CudaBackendOptions {
   // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h). Until
   // weft-worker has flags for them, the environment variable WEFT_CUDA_KERNELS overrides
   // these three (and graph_mixed_steps, key mixed_graphs=0|1, quant_gemm_max_rows, key
-  // qgemm, and norm_gemv, key norm_gemv=0|1) at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0,qgemm=64" or
+  // qgemm, norm_gemv, key norm_gemv=0|1, programmatic_launch, key pdl=0|1) at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0,qgemm=64" or
   // "decode=grouped" (logged; a bad value fails Create with InvalidArgument).
   bool fused_kernels = true;
   // A layer's two RMSNorms folded into the GEMVs after them on decode steps of <= 4 rows
   // (RunnerOptions::norm_gemv; key norm_gemv=0|1). Off until measured on a card: it takes
   // 2 of the 8 kernels a layer, but every GEMV block then re-reads the rows it normalizes.
   bool norm_gemv = false;
+  // Programmatic dependent launch of the decode-path kernels (kernels/cuda/launch.h; key
+  // pdl=0|1; compute capability 9.0+, else logged and off): a kernel's CTAs start while
+  // the one before still runs, its GEMV weights already loading. Off until measured.
+  bool programmatic_launch = false;
   // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
   bool tensor_core_prefill = true;
   // Unset: DefaultDecodeKernel(the model's query heads per KV head).
@@ -221,6 +225,8 @@ class CudaBackend : public Backend {
   ModelConfig config_;
   // options_.decode_kernel, else DefaultDecodeKernel for config_ (Init).
   kernels::cuda::DecodeKernel decode_kernel_ = kernels::cuda::DecodeKernel::kPipelined;
+  // options_.programmatic_launch where the device has it (Init).
+  bool programmatic_launch_ = false;
   ShardSpec shard_;
   std::string kernels_;
   cuda_backend::StepLimits limits_;

@@ -1,6 +1,7 @@
 // CudaBackend on a GPU (skipped without a device), beside cuda_backend_test.cc in the same
 // test binary: kernel launches per decode step (graph nodes), the WEFT_CUDA_KERNELS
-// choices, fused and separate kernels and QuantGemm against cuBLAS agreeing; a greedy
+// choices, fused and separate kernels (and the norms folded into the GEMVs, and
+// programmatic dependent launch) and QuantGemm against cuBLAS agreeing; a greedy
 // request gives the same tokens before and after a load of mixed batch shapes (state kept
 // between steps must not leak into later ones); the default model against the CPU when
 // models/ has it.
@@ -8,6 +9,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <cuda_runtime_api.h>
 
 #include "common/testing/model_path.h"
 #include "common/plan/state_cache.h"
@@ -107,11 +110,18 @@ TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
   auto n = CudaBackend::Create(**file, o);
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_NE((*n)->kernels().find(";fused;norm_gemv;"), std::string::npos) << (*n)->kernels();
+  setenv("WEFT_CUDA_KERNELS", "pdl=1", 1);
+  auto pdl = CudaBackend::Create(**file, o);
+  ASSERT_TRUE(pdl.ok()) << pdl.status();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  EXPECT_EQ((*pdl)->kernels().find(";pdl") != std::string::npos, major >= 9)
+      << (*pdl)->kernels();
   setenv("WEFT_CUDA_KERNELS", "decode=grouped", 1);
   auto g = CudaBackend::Create(**file, o);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_NE((*g)->kernels().find("decode=grouped;fused"), std::string::npos) << (*g)->kernels();
-  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x", "norm_gemv=2"}) {
+  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x", "norm_gemv=2", "pdl=yes"}) {
     setenv("WEFT_CUDA_KERNELS", bad, 1);
     EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument)
         << bad;
@@ -139,10 +149,11 @@ TEST(CudaBackendOptionsTest, DefaultDecodeKernelIsGroupedForGroupedQueryAttentio
   EXPECT_FALSE(CudaBackendOptions{}.decode_kernel.has_value());
   EXPECT_TRUE(CudaBackendOptions{}.graph_mixed_steps);
   EXPECT_FALSE(CudaBackendOptions{}.norm_gemv) << "off until measured on a card";
+  EXPECT_FALSE(CudaBackendOptions{}.programmatic_launch) << "off until measured on a card";
 }
 
-// The fused kernels, and the norms folded into the GEMVs, compute the same bits as the
-// kernels they replace (same decode kernel); the pipelined and the grouped decode kernels (group 2: CUDA cores, fp32) each
+// The fused kernels, the norms folded into the GEMVs and programmatic dependent launch
+// compute the same bits as the kernels they replace (same decode kernel); the pipelined and the grouped decode kernels (group 2: CUDA cores, fp32) each
 // agree with split_v1 to fp32 rounding.
 TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
   SKIP_WITHOUT_CUDA();
@@ -162,12 +173,16 @@ TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
     o.norm_gemv = true;
     std::unique_ptr<Pair> folded = MakePair(spec, o);
     o.norm_gemv = false;
+    o.programmatic_launch = true;
+    std::unique_ptr<Pair> pdl = MakePair(spec, o);
+    o.programmatic_launch = false;
     o.fused_kernels = false;
     std::unique_ptr<Pair> separate = MakePair(spec, o);
     o.decode_kernel = kc::DecodeKernel::kSplitV1;
     std::unique_ptr<Pair> v1 = MakePair(spec, o);
     ASSERT_NE(fused, nullptr);
     ASSERT_NE(folded, nullptr);
+    ASSERT_NE(pdl, nullptr);
     ASSERT_NE(separate, nullptr);
     ASSERT_NE(v1, nullptr);
     const std::vector<float> a = RunDecodes(fused->gpu.get(), 5);
@@ -176,6 +191,9 @@ TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
     EXPECT_EQ(a, b) << "fused vs separate kernels, KV " << KvDtypeName(kv);
     EXPECT_EQ(RunDecodes(folded->gpu.get(), 5), a)
         << "norms folded into the GEMVs vs not, KV " << KvDtypeName(kv);
+    // Programmatic dependent launch changes when CTAs start, never what they compute: a
+    // kernel reading before its PdlWait would show here as a race (not on every run).
+    EXPECT_EQ(RunDecodes(pdl->gpu.get(), 5), a) << "with vs without PDL, KV " << KvDtypeName(kv);
     ASSERT_EQ(a.size(), c.size());
     double scale = 1e-3, worst = 0;
     for (size_t i = 0; i < a.size(); ++i) {

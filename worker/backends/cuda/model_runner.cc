@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/quant.h"
@@ -370,6 +371,7 @@ absl::Status ModelRunner::GateUpAct(const DeviceLinear& w, FfnActivation activat
 absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm, cudaStream_t stream,
                                   PieceHook* pieces) {
   WEFT_RETURN_IF_ERROR(BindCublas(stream));
+  const kc::ScopedProgrammaticLaunch pdl(options_.programmatic_launch);
   pending_delta_ = false;
   pending_delta_norm_ = nullptr;
   const int32_t L = config_.num_layers;

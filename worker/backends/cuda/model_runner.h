@@ -90,6 +90,9 @@ struct RunnerOptions {
   // delta pending: TP = 1, no post-norm) and the rows fit the kernel's shared memory
   // (GemvNormFits). The same bits as the separate RmsNorm + GEMV.
   bool norm_gemv = false;
+  // Every kernel of Enqueue that supports it launched with programmatic dependent launch
+  // (kernels/cuda/launch.h); the caller checked the device (compute capability 9.0+).
+  bool programmatic_launch = false;
   kernels::cuda::DecodeKernel decode_kernel = kernels::cuda::DecodeKernel::kPipelined;
 };
 
