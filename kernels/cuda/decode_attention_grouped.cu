@@ -228,17 +228,10 @@ __device__ __forceinline__ void DequantizeTile(const uint8_t* st, __half* deq, i
     const int which = c / (C::kTile * kPerRow);  // 0 K, 1 V
     const int cc = c % (C::kTile * kPerRow);
     const int r = cc / kPerRow, col = cc % kPerRow;
-    float x[8];
-    Int8x8ToFloat(*reinterpret_cast<const uint2*>(st + which * C::Source::kDataBytes +
-                                                  r * C::kPitch + col * 8),
-                  x);
-    const float sc = HalfBitsToFloat(scales[(which * C::kTile + r) * kScaleRowHalves + col]);
-    uint4 packed;
-    packed.x = PackPair<__half>(x[0] * sc, x[1] * sc);
-    packed.y = PackPair<__half>(x[2] * sc, x[3] * sc);
-    packed.z = PackPair<__half>(x[4] * sc, x[5] * sc);
-    packed.w = PackPair<__half>(x[6] * sc, x[7] * sc);
-    *reinterpret_cast<uint4*>(deq + (which * C::kTile + r) * C::kDeqPitch + col * 8) = packed;
+    *reinterpret_cast<uint4*>(deq + (which * C::kTile + r) * C::kDeqPitch + col * 8) =
+        Int8x8ScaledToHalf(*reinterpret_cast<const uint2*>(st + which * C::Source::kDataBytes +
+                                                           r * C::kPitch + col * 8),
+                           scales[(which * C::kTile + r) * kScaleRowHalves + col]);
   }
 }
 

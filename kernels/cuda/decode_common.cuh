@@ -36,6 +36,29 @@ __device__ __forceinline__ void Int8x8ToFloat(uint2 raw, float* f) {
   }
 }
 
+// Eight int8 values times their fp16 scale as eight fp16 (four packed pairs, element 0 in
+// the low half): each the exact product rounded once to fp16 — the bits of Int8x8ToFloat,
+// an fp32 multiply (exact: 8 x 11 significant bits) and one round to fp16 — in half2
+// arithmetic: the byte b ^ 0x80 under the fp16 exponent of 1024 is 1024 + (x + 128)
+// (fp16's spacing there is 1), minus 1152 is x exactly, and __hmul2 rounds the exact
+// product once. 4 PRMT + 4 HSUB2 + 4 HMUL2 for 8 values, where the fp32 route takes
+// 8 PRMT + 8 FADD + 8 FMUL + 4 F2F pack.
+__device__ __forceinline__ uint4 Int8x8ScaledToHalf(uint2 raw, uint16_t scale_bits) {
+  const uint32_t lo = raw.x ^ 0x80808080u, hi = raw.y ^ 0x80808080u;
+  const __half2 bias = __halves2half2(__ushort_as_half(0x6480), __ushort_as_half(0x6480));
+  const __half s = __ushort_as_half(scale_bits);
+  const __half2 sc = __halves2half2(s, s);
+  uint32_t out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    // Bytes 2 (i & 1) and 2 (i & 1) + 1 of lo (i < 2) or hi, each under 0x64.
+    const uint32_t bits = __byte_perm(i < 2 ? lo : hi, 0x64646464u, (i & 1) ? 0x4342 : 0x4140);
+    const __half2 v = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&bits), bias), sc);
+    out[i] = *reinterpret_cast<const uint32_t*>(&v);
+  }
+  return uint4{out[0], out[1], out[2], out[3]};
+}
+
 // The 8 values of a shared-memory row chunk as floats (int8: unscaled).
 template <typename KvT>
 __device__ __forceinline__ void LoadChunk(const uint8_t* p, float* f) {

@@ -11,6 +11,7 @@
 #define WEFT_CUDA_HOST_EMULATION 1
 #include "kernels/cuda/testing/host_emulation.h"
 // The kernel under test, textually (its launch code is compiled out).
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -65,6 +66,38 @@ void Check(const CaseShape& shape, const std::vector<int32_t>& lengths,
 
 // Every KV type, head size and group the brief names: contexts on and around the tiles'
 // edges (64 tokens; 32 at head_dim 256), one split and several (partition 64).
+// The int8 tile's half2 dequantization (Int8x8ScaledToHalf) against the fp32 route it
+// replaced (Int8x8ToFloat, an fp32 multiply, PackPair<__half>): the same bits for every
+// int8 value and every finite fp16 scale, both signs (infinite and NaN scales excluded:
+// NaN payloads may differ). The host's fp16 multiply here is the exact product rounded
+// once, as IEEE says HMUL2 is (paged_attention_test repeats the kernel on a GPU).
+TEST(EmulatedDecodeGroupedTest, Int8DequantizationInHalf2IsTheFp32RoutesBits) {
+  int64_t checked = 0;
+  for (uint32_t chunk = 0; chunk < 32; ++chunk) {  // bytes 8 chunk .. 8 chunk + 7
+    uint8_t bytes[8];
+    for (int e = 0; e < 8; ++e) bytes[e] = static_cast<uint8_t>(8 * chunk + e);
+    uint2 raw;
+    std::memcpy(&raw, bytes, 8);
+    float x[8];
+    Int8x8ToFloat(raw, x);
+    for (int e = 0; e < 8; ++e) ASSERT_EQ(x[e], static_cast<float>(static_cast<int8_t>(bytes[e])));
+    for (uint32_t sb = 0; sb < 0x10000; ++sb) {
+      if ((sb & 0x7c00) == 0x7c00) continue;  // inf / NaN
+      const uint16_t bits16 = static_cast<uint16_t>(sb);
+      const float sc = HalfBitsToFloat(bits16);
+      const uint4 want{PackPair<__half>(x[0] * sc, x[1] * sc), PackPair<__half>(x[2] * sc, x[3] * sc),
+                       PackPair<__half>(x[4] * sc, x[5] * sc), PackPair<__half>(x[6] * sc, x[7] * sc)};
+      const uint4 got = Int8x8ScaledToHalf(raw, bits16);
+      ASSERT_TRUE(got.x == want.x && got.y == want.y && got.z == want.z && got.w == want.w)
+          << "bytes from " << 8 * chunk << " scale bits " << std::hex << sb << ": " << got.x
+          << " " << got.y << " " << got.z << " " << got.w << " want " << want.x << " "
+          << want.y << " " << want.z << " " << want.w;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 32 * (65536 - 2 * 1024));
+}
+
 TEST(EmulatedDecodeGroupedTest, EveryKvTypeHeadDimAndGroup) {
   const std::vector<int32_t> lens = {1, 31, 32, 33, 64, 65, 130};
   uint32_t seed = 1;
