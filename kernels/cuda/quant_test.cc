@@ -137,6 +137,60 @@ TEST_P(GemvTest, SwiGluFusedMatchesGemvThenSwiGlu) {
   EXPECT_EQ(got.ToHost(), want.ToHost());
 }
 
+// The RMSNorm folded into the GEMV (QuantGemvNormed / QuantGemvNormedSwiGlu) gives the
+// bits of RmsNorm to bf16 followed by QuantGemv / QuantGemvSwiGlu, the kernels it replaces
+// in a decode step; the residual rows are not written. Cases whose m * k bf16 rows do
+// not fit the kernel's shared memory are refused (cudaErrorInvalidValue) instead.
+TEST_P(GemvTest, NormFoldedMatchesRmsNormThenGemv) {
+  WEFT_SKIP_WITHOUT_CUDA();
+  GemvCase c = GetParam();
+  c.n += c.n % 2;
+  const int64_t ffn = c.n / 2, ldx = c.k + 16;
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(c.type, c.n, c.k, 39);
+  RepackedMatrix r;
+  ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(),
+                            RowBytes(c.type, c.k), c.n, c.k, &r));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> val(0.0f, 2.0f);
+  std::uniform_real_distribution<float> wv(0.5f, 1.5f);
+  std::vector<float> x(c.m * ldx), nw(c.k);
+  for (float& v : x) v = val(rng);
+  for (float& v : nw) v = wv(rng);
+  DeviceArray<uint8_t> qs(r.qs);
+  DeviceArray<uint16_t> d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
+      m(r.m.empty() ? std::vector<uint16_t>(1) : r.m);
+  DeviceArray<float> dxf(x), dnw(nw);
+  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), r.d.empty() ? nullptr : d.get(),
+                r.m.empty() ? nullptr : m.get(), c.n, c.k};
+  const GemvNorm norm{dxf.get(), ldx, dnw.get(), 1e-5f};
+  if (!GemvNormFits(c.k, c.m)) {
+    DeviceArray<float> y(c.m * c.n);
+    EXPECT_EQ(QuantGemvNormed(w, norm, c.m, y.get(), c.n, false, nullptr), cudaErrorInvalidValue);
+    return;
+  }
+  RmsNormArgs na;
+  DeviceArray<uint16_t> h(c.m * c.k);
+  na.x = dxf.get();
+  na.x_stride = ldx;
+  na.weight = dnw.get();
+  na.num_rows = c.m;
+  na.dim = c.k;
+  na.eps = 1e-5f;
+  na.out = h.get();
+  na.out_dtype = ActDtype::kBf16;
+  na.out_stride = c.k;
+  WEFT_EXPECT_CUDA_OK(RmsNorm(na, nullptr));
+  DeviceArray<float> want(c.m * c.n), got(c.m * c.n);
+  WEFT_EXPECT_CUDA_OK(QuantGemv(w, h.get(), c.k, c.m, want.get(), c.n, false, nullptr));
+  WEFT_EXPECT_CUDA_OK(QuantGemvNormed(w, norm, c.m, got.get(), c.n, false, nullptr));
+  EXPECT_EQ(got.ToHost(), want.ToHost());
+  DeviceArray<uint16_t> act_want(c.m * ffn), act_got(c.m * ffn);
+  WEFT_EXPECT_CUDA_OK(QuantGemvSwiGlu(w, h.get(), c.k, c.m, act_want.get(), ffn, nullptr));
+  WEFT_EXPECT_CUDA_OK(QuantGemvNormedSwiGlu(w, norm, c.m, act_got.get(), ffn, nullptr));
+  EXPECT_EQ(act_got.ToHost(), act_want.ToHost());
+  EXPECT_EQ(dxf.ToHost(), x) << "the residual rows are read, never written";
+}
+
 using QuantGemmCase = GemvCase;
 class QuantGemmTest : public ::testing::TestWithParam<QuantGemmCase> {};
 
@@ -211,6 +265,21 @@ TEST(GemvArgsTest, RejectsBadArguments) {
   EXPECT_EQ(QuantGemv(w, nullptr, 32, 5, nullptr, 1, false, nullptr), cudaErrorInvalidValue);
   w.n = 3;  // SwiGLU needs [gate; up] pairs
   EXPECT_EQ(QuantGemvSwiGlu(w, nullptr, 32, 1, nullptr, 1, nullptr), cudaErrorInvalidValue);
+  w.n = 4;
+  float dummy = 0.0f;
+  const GemvNorm norm{&dummy, 32, &dummy, 1e-5f};
+  EXPECT_EQ(QuantGemvNormed(w, GemvNorm{}, 1, nullptr, 4, false, nullptr),
+            cudaErrorInvalidValue);  // no rows
+  EXPECT_EQ(QuantGemvNormed(w, GemvNorm{&dummy, 16, &dummy, 1e-5f}, 1, nullptr, 4, false,
+                            nullptr),
+            cudaErrorInvalidValue);  // ldx < k
+  w.k = 8192;
+  EXPECT_EQ(QuantGemvNormed(w, GemvNorm{&dummy, 8192, &dummy, 1e-5f}, 4, nullptr, 4, false,
+                            nullptr),
+            cudaErrorInvalidValue);  // 64 KB of rows: past the shared memory it may take
+  w.k = 32;
+  w.n = 3;
+  EXPECT_EQ(QuantGemvNormedSwiGlu(w, norm, 1, nullptr, 1, nullptr), cudaErrorInvalidValue);
   const QuantGemmScratch none;
   EXPECT_EQ(QuantGemm(w, nullptr, 32, kMaxQuantGemmRows + 1, nullptr, 3, false, none, nullptr),
             cudaErrorInvalidValue);
