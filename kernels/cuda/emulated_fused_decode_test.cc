@@ -8,6 +8,9 @@
 //   GemvKernel<kNorm> (the RMSNorm folded into the GEMV, with and without SwiGLU) ==
 //     RmsNormKernel to bf16 then GemvKernel: the same output bits, the residual rows
 //     unchanged; and the factor is the CPU twin's within rounding.
+//   GemvKernel<KvT> (RoPE + KV write as the QKV GEMV's epilogue, with and without the
+//     norm folded) == [RmsNormKernel,] GemvKernel then RopeKvKernel: the same QKV buffer
+//     bits and KV pool bytes.
 // The GPU tests (rope_kv_test, quant_test) repeat the comparisons on the hardware,
 // whose expf/sincos differ from the host's.
 #define WEFT_CUDA_HOST_EMULATION 1
@@ -140,14 +143,16 @@ void RunGemvSwiGlu(GgmlType type, int64_t n, int64_t k, int32_t m) {
   std::vector<float> gu(m * n);
   std::vector<__nv_bfloat16> want(m * ffn), got(m * ffn);
   EmulateLaunch(dim3(grid_all), dim3(kGemvWarps * 32), 0, [&] {
-    GemvKernel<kType, false, false>(w, x.data(), k, GemvNorm{}, m, gu.data(), n, false, nullptr, 0);
+    GemvKernel<kType, false, false>(w, x.data(), k, GemvNorm{}, m, gu.data(), n, false, nullptr, 0,
+                                    RopeKvArgs{}, PagedKvView{});
   });
   EmulateLaunch(dim3(1), dim3(kEltThreads), 0, [&] {
     GatedKernel<GatedAct::kSilu>(gu.data(), gu.data() + ffn, n, m, ffn, want.data(),
                                  ActDtype::kBf16, ffn);
   });
   EmulateLaunch(dim3(grid_half), dim3(kGemvWarps * 32), 0, [&] {
-    GemvKernel<kType, true, false>(w, x.data(), k, GemvNorm{}, m, nullptr, 0, false, got.data(), ffn);
+    GemvKernel<kType, true, false>(w, x.data(), k, GemvNorm{}, m, nullptr, 0, false, got.data(), ffn,
+                                   RopeKvArgs{}, PagedKvView{});
   });
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(__bfloat16_as_ushort(got[i]), __bfloat16_as_ushort(want[i])) << i;
@@ -211,12 +216,13 @@ void RunNormedGemv(GgmlType type, int64_t n, int64_t k, int32_t m, bool accumula
   std::vector<__nv_bfloat16> act_want(m * outputs), act_got(m * outputs);
   EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), 0, [&] {
     GemvKernel<kType, kSwiGlu, false>(w, h.data(), k, GemvNorm{}, m, y_want.data(), n,
-                                      accumulate, act_want.data(), outputs);
+                                      accumulate, act_want.data(), outputs, RopeKvArgs{},
+                                      PagedKvView{});
   });
   const GemvNorm norm{x.data(), ldx, weight.data(), eps};
   EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), GemvNormSmemBytes(k, m), [&] {
     GemvKernel<kType, kSwiGlu, true>(w, nullptr, 0, norm, m, y_got.data(), n, accumulate,
-                                     act_got.data(), outputs);
+                                     act_got.data(), outputs, RopeKvArgs{}, PagedKvView{});
   });
   EXPECT_EQ(x, x_before) << "the residual rows are read, never written";
   if (kSwiGlu) {
@@ -260,6 +266,115 @@ TEST(EmulatedFusedDecodeTest, NormedGemvFitsItsSharedMemory) {
   EXPECT_TRUE(GemvNormFits(8192, 3));
   EXPECT_FALSE(GemvNormFits(8192, 4));
   EXPECT_FALSE(GemvNormFits(16384, 2));
+}
+
+// QuantGemvRopeKv's kernel against the GEMV into fp32 followed by RopeKvKernel (and, with
+// kNorm, RmsNormKernel before both): q heads, kv heads, head_dim, rotary dims, m rows with
+// one padding slot.
+template <WeightType kType, typename KvT, bool kNorm>
+void RunGemvRopeKv(GgmlType type, KvDtype dtype, int32_t head_dim, int32_t rot_dim, int32_t m) {
+  SCOPED_TRACE(::testing::Message() << "type " << static_cast<int>(type) << " kv "
+                                    << static_cast<int>(dtype) << " hd " << head_dim << " rot "
+                                    << rot_dim << " m " << m << " norm " << kNorm);
+  const int32_t q_heads = 4, kv_heads = 2, block_size = 16, num_blocks = 4;
+  const int64_t n = int64_t{q_heads + 2 * kv_heads} * head_dim, k = 256;
+  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(type, n, k, 47);
+  RepackedMatrix r;
+  ASSERT_TRUE(RepackForGemv(kType, bytes.data(), RowBytes(type, k), n, k, &r));
+  const GemvWeights w{kType, r.qs.data(), r.d.empty() ? nullptr : r.d.data(),
+                      r.m.empty() ? nullptr : r.m.data(), n, k};
+  std::mt19937 rng(11);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::vector<float> xf(m * k), nw(k);
+  std::vector<__nv_bfloat16> xb(m * k);
+  for (size_t i = 0; i < xf.size(); ++i) {
+    xf[i] = 2.0f * val(rng);
+    xb[i] = __float2bfloat16_rn(xf[i]);
+  }
+  for (float& v : nw) v = 1.0f + 0.25f * val(rng);
+  std::vector<int32_t> pos(m);
+  std::vector<int64_t> slots(m);
+  for (int32_t t = 0; t < m; ++t) {
+    pos[t] = static_cast<int32_t>(rng() % 9000);
+    slots[t] = t == 1 ? -1 : (t * 7 + 2) % (num_blocks * block_size);
+  }
+  std::vector<double> inv(std::max(1, rot_dim / 2));
+  RopeInvFreq(10000.0f, rot_dim, inv.data());
+  const int64_t half = int64_t{kv_heads} * block_size * head_dim;
+  const int32_t es = KvElementBytes(dtype);
+  const bool int8 = dtype == KvDtype::kInt8;
+  const int64_t block_bytes = 2 * half * es + (int8 ? 2 * (half / 8) * 2 : 0);
+  auto view = [&](std::vector<uint8_t>& pool) {
+    PagedKvView v;
+    v.k = pool.data();
+    v.v = pool.data() + half * es;
+    if (int8) {
+      v.k_scale = reinterpret_cast<uint16_t*>(pool.data() + 2 * half * es);
+      v.v_scale = v.k_scale + half / 8;
+    }
+    v.block_stride = block_bytes / es;
+    v.scale_block_stride = block_bytes / 2;
+    v.block_size = block_size;
+    v.num_kv_heads = kv_heads;
+    v.head_dim = head_dim;
+    v.dtype = dtype;
+    return v;
+  };
+  RopeKvArgs a;
+  a.num_heads = q_heads;
+  a.num_tokens = m;
+  a.positions = pos.data();
+  a.slot_mapping = slots.data();
+  a.inv_freq = inv.data();
+  a.rot_dim = rot_dim;
+  a.style = RopeStyle::kNormal;
+  const GemvNorm norm{xf.data(), k, nw.data(), 1e-5f};
+  // Separate: [RmsNorm,] GEMV into fp32, RopeKvKernel on it.
+  std::vector<__nv_bfloat16> h = xb;
+  if (kNorm) {
+    RmsNormArgs na;
+    na.x = xf.data();
+    na.x_stride = k;
+    na.weight = nw.data();
+    na.num_rows = m;
+    na.dim = k;
+    na.eps = 1e-5f;
+    na.out = h.data();
+    na.out_dtype = ActDtype::kBf16;
+    na.out_stride = k;
+    EmulateLaunch(dim3(m), dim3(kNormThreads), 0, [&] { RmsNormKernel(na); });
+  }
+  const unsigned grid = static_cast<unsigned>(n / kGemvWarps);
+  std::vector<float> want(m * n, 0.5f), got(m * n, 0.5f);
+  std::vector<uint8_t> want_pool(block_bytes * num_blocks, 0x5a), got_pool = want_pool;
+  EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), 0, [&] {
+    GemvKernel<kType, false, false>(w, h.data(), k, GemvNorm{}, m, want.data(), n, false,
+                                    nullptr, 0, RopeKvArgs{}, PagedKvView{});
+  });
+  RopeKvArgs ra = a;
+  ra.qkv = want.data();
+  ra.stride = n;
+  const PagedKvView wv = view(want_pool);
+  EmulateLaunch(dim3(m), dim3(kThreads), 0, [&] { RopeKvKernel<KvT>(ra, wv); });
+  // Folded.
+  const PagedKvView gv = view(got_pool);
+  EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), kNorm ? GemvNormSmemBytes(k, m) : 0, [&] {
+    GemvKernel<kType, false, kNorm, KvT>(w, kNorm ? nullptr : xb.data(), k, norm, m, got.data(),
+                                         n, false, nullptr, 0, a, gv);
+  });
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "qkv element " << i;
+  EXPECT_EQ(got_pool, want_pool) << "KV pool bytes";
+  EXPECT_NE(got_pool, std::vector<uint8_t>(got_pool.size(), 0x5a)) << "nothing was stored";
+}
+
+TEST(EmulatedFusedDecodeTest, RopeKvFoldedIntoTheQkvGemvSameBits) {
+  RunGemvRopeKv<WeightType::kQ4_1, __nv_bfloat16, false>(GgmlType::kQ4_1, KvDtype::kBf16, 64,
+                                                         64, 3);
+  RunGemvRopeKv<WeightType::kQ4_1, __nv_bfloat16, true>(GgmlType::kQ4_1, KvDtype::kBf16, 64,
+                                                        64, 4);
+  RunGemvRopeKv<WeightType::kQ8_0, __half, true>(GgmlType::kQ8_0, KvDtype::kF16, 128, 64, 2);
+  RunGemvRopeKv<WeightType::kQ8_0, int8_t, false>(GgmlType::kQ8_0, KvDtype::kInt8, 64, 32, 4);
+  RunGemvRopeKv<WeightType::kQ4_K, int8_t, true>(GgmlType::kQ4_K, KvDtype::kInt8, 128, 128, 1);
 }
 
 }  // namespace

@@ -98,7 +98,8 @@ void CheckGemv(int64_t n, int64_t k) {
     std::vector<float> got(m * n, 0.5f), want(m * n);
     const unsigned grid = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
     EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), 0, [&] {
-      GemvKernel<kType, false, false>(w, x.data(), k, GemvNorm{}, m, got.data(), n, false, nullptr, 0);
+      GemvKernel<kType, false, false>(w, x.data(), k, GemvNorm{}, m, got.data(), n, false, nullptr,
+                                        0, RopeKvArgs{}, PagedKvView{});
     });
     GemvReference(r, xf.data(), k, m, want.data(), n);
     double scale = 0;

@@ -1,8 +1,10 @@
 // Kernels of quant.h.
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/quant.h"
+#include "kernels/cuda/kv_store.cuh"
 #include "kernels/cuda/quant_blocks.cuh"
 #if !defined(WEFT_CUDA_HOST_EMULATION)
 #include "kernels/cuda/launch.cuh"
@@ -119,16 +121,89 @@ __device__ __forceinline__ void GemvAccumulate(const float* xv, const float* q, 
   if (kHasMin) *acc = fmaf(mn, xsum, *acc);
 }
 
+// QuantGemvRopeKv's epilogue (GemvKernel below): every warp of the block is active (its
+// caller checked n % 8 == 0) and holds acc[r] of its output.
+template <typename KvT>
+__device__ __forceinline__ void RopeKvEpilogue(const float* acc, int32_t m, float* y,
+                                               int64_t ldy, const RopeKvArgs& rope,
+                                               const PagedKvView& kv) {
+  __shared__ float raw[kMaxGemvRows][kGemvWarps];
+  __shared__ float rot[kMaxGemvRows][kGemvWarps];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int r = 0; r < kMaxGemvRows; ++r) {
+    if (r < m) {
+      const float s = WarpSum(acc[r]);
+      if (lane == 0) raw[r][warp] = s;
+    }
+  }
+  __syncthreads();
+  const int hd = kv.head_dim;
+  const int64_t c0 = int64_t{blockIdx.x} * kGemvWarps;  // the chunk's first output
+  const int64_t q_width = int64_t{rope.num_heads} * hd;
+  const int64_t kv_width = int64_t{kv.num_kv_heads} * hd;
+  const bool is_q = c0 < q_width, is_k = !is_q && c0 < q_width + kv_width;
+  const int d0 = static_cast<int>(c0 % hd);  // q, k and v widths are multiples of hd
+  const int t = threadIdx.x;
+  if (t < 4 * m) {
+    const int r = t >> 2, p = t & 3;
+    const int d = d0 + 2 * p;
+    const float x0 = raw[r][2 * p], x1 = raw[r][2 * p + 1];
+    float r0 = x0, r1 = x1;
+    if (!is_q && !is_k) {
+      // v: stored as computed
+    } else if (d < rope.rot_dim) {
+      // RopeKvKernel: sincos(pos * inv_freq[i]) in double, rounded to float; then
+      // x0 c - x1 s and x0 s + x1 c.
+      double sd, cd;
+      sincos(static_cast<double>(rope.positions[r]) * rope.inv_freq[d >> 1], &sd, &cd);
+      const float c = static_cast<float>(cd), s = static_cast<float>(sd);
+      r0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+      r1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    }
+    rot[r][2 * p] = r0;
+    rot[r][2 * p + 1] = r1;
+    float* out = y + r * ldy + c0 + 2 * p;
+    out[0] = is_q ? r0 : x0;  // the QKV buffer keeps k unrotated (as RopeKvKernel leaves it)
+    out[1] = is_q ? r1 : x1;
+  }
+  __syncthreads();
+  if (is_q || t >= m) return;
+  const int64_t slot_id = rope.slot_mapping[t];
+  if (slot_id < 0) return;  // padding
+  const int64_t block = slot_id / kv.block_size;
+  const int32_t slot = static_cast<int32_t>(slot_id % kv.block_size);
+  const int groups_per_head = hd / kKvInt8Group;
+  const int h = static_cast<int>((c0 - q_width - (is_k ? 0 : kv_width)) / hd);
+  const int g = d0 / kKvInt8Group;
+  const int64_t kv_row = int64_t{h} * kv.block_size + slot;
+  const int64_t dst = block * kv.block_stride + kv_row * hd + g * kKvInt8Group;
+  const int64_t scale = block * kv.scale_block_stride + kv_row * groups_per_head + g;
+  StoreGroup(static_cast<KvT*>(is_k ? kv.k : kv.v) + dst,
+             (is_k ? kv.k_scale : kv.v_scale) + scale, is_k ? rot[t] : raw[t]);
+}
+
 // One warp per output j (kSwiGlu: per output j < n/2, the pair of rows j and n/2 + j).
 // kNorm: x is RmsNorm(norm.x) (GemvNorm, quant.h), made by every block in its prologue:
 // each of the m rows' factor as RmsNormKernel computes it (RmsNormRowFactor on a block of
 // the same size), the bf16 rows into dynamic shared memory (m * k bf16), then the GEMV
 // reads them there; the same bits as RmsNorm into a bf16 buffer followed by the GEMV.
-template <WeightType kType, bool kSwiGlu, bool kNorm>
+// KvT set (the QKV projection, QuantGemvRopeKv): the RoPE + paged KV write of
+// RopeKvKernel (rope_kv.cu) as the epilogue. A block's 8 outputs are one 8-dim chunk of
+// one q, k or v head (head_dim % 8 == 0, kGemvWarps == kKvInt8Group); per row, threads
+// 4 r + p rotate pair p of the chunk (adjacent pairing only: both members are in the
+// chunk) with RopeKvKernel's cos/sin and expressions, write the row's q rotated and k, v
+// as computed to y (what the GEMV and then RopeKvKernel leave there), and thread r
+// stores a k or v chunk into the cache with StoreGroup (kv_store.cuh) — the same bits.
+template <WeightType kType, bool kSwiGlu, bool kNorm, typename KvT = void>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     GemvKernel(GemvWeights w, const __nv_bfloat16* __restrict__ x, int64_t ldx, GemvNorm norm,
                int32_t m, float* __restrict__ y, int64_t ldy, bool accumulate,
-               __nv_bfloat16* __restrict__ act, int64_t ld_act) {
+               __nv_bfloat16* __restrict__ act, int64_t ld_act, RopeKvArgs rope,
+               PagedKvView kv) {
+  constexpr bool kRopeKv = !std::is_void_v<KvT>;
+  static_assert(!(kRopeKv && kSwiGlu), "one epilogue");
+  static_assert(kGemvWarps == kKvInt8Group, "a block's outputs are one KV group");
   const int64_t outputs = kSwiGlu ? w.n / 2 : w.n;
   const int64_t j = int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -177,20 +252,24 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       }
     }
   }
+  if constexpr (kRopeKv) {
+    RopeKvEpilogue<KvT>(acc, m, y, ldy, rope, kv);
+  } else {
 #pragma unroll
-  for (int r = 0; r < kMaxGemvRows; ++r) {
-    if (r < m) {
-      const float s = WarpSum(acc[r]);
-      if constexpr (kSwiGlu) {
-        const float u = WarpSum(acc_up[r]);
-        // SwiGlu (elementwise.h): silu(g) * u = g / (1 + expf(-g)) * u, rounded as there.
-        if (lane == 0) {
-          act[r * ld_act + j] =
-              __float2bfloat16_rn(__fmul_rn(__fdiv_rn(s, __fadd_rn(1.0f, expf(-s))), u));
+    for (int r = 0; r < kMaxGemvRows; ++r) {
+      if (r < m) {
+        const float s = WarpSum(acc[r]);
+        if constexpr (kSwiGlu) {
+          const float u = WarpSum(acc_up[r]);
+          // SwiGlu (elementwise.h): silu(g) * u = g / (1 + expf(-g)) * u, rounded as there.
+          if (lane == 0) {
+            act[r * ld_act + j] =
+                __float2bfloat16_rn(__fmul_rn(__fdiv_rn(s, __fadd_rn(1.0f, expf(-s))), u));
+          }
+        } else if (lane == 0) {
+          float* out = y + r * ldy + j;
+          *out = accumulate ? *out + s : s;
         }
-      } else if (lane == 0) {
-        float* out = y + r * ldy + j;
-        *out = accumulate ? *out + s : s;
       }
     }
   }
@@ -244,10 +323,11 @@ cudaError_t DequantTo(WeightType type, const void* src, int64_t stride, int64_t 
   return cudaErrorInvalidValue;
 }
 
-template <bool kSwiGlu, bool kNorm>
+template <bool kSwiGlu, bool kNorm, typename KvT = void>
 cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, const GemvNorm& norm,
                        int32_t m, float* y, int64_t ldy, bool accumulate, uint16_t* act,
-                       int64_t ld_act, cudaStream_t stream) {
+                       int64_t ld_act, cudaStream_t stream, const RopeKvArgs& rope = {},
+                       const PagedKvView& kv = {}) {
   const int64_t outputs = kSwiGlu ? w.n / 2 : w.n;
   const unsigned grid = static_cast<unsigned>((outputs + kGemvWarps - 1) / kGemvWarps);
   const size_t smem = kNorm ? GemvNormSmemBytes(w.k, m) : 0;
@@ -255,9 +335,9 @@ cudaError_t LaunchGemv(const GemvWeights& w, const uint16_t* x, int64_t ldx, con
   auto* ab = reinterpret_cast<__nv_bfloat16*>(act);
 #define WEFT_GEMV_CASE(T)                                                                 \
   case WeightType::T:                                                                     \
-    return LaunchKernel(GemvKernel<WeightType::T, kSwiGlu, kNorm>, dim3(grid),           \
+    return LaunchKernel(GemvKernel<WeightType::T, kSwiGlu, kNorm, KvT>, dim3(grid),      \
                         dim3(kGemvWarps * 32), smem, stream, w, xb, ldx, norm, m, y, ldy, \
-                        accumulate, ab, ld_act);
+                        accumulate, ab, ld_act, rope, kv);
   switch (w.type) {
     WEFT_GEMV_CASE(kQ4_0)
     WEFT_GEMV_CASE(kQ4_1)
@@ -330,6 +410,56 @@ cudaError_t QuantGemvNormedSwiGlu(const GemvWeights& w, const GemvNorm& norm, in
   if (m == 0 || w.n == 0) return cudaSuccess;
   return LaunchGemv<true, true>(w, nullptr, w.k, norm, m, nullptr, 0, false, act, ld_act,
                                 stream);
+}
+
+namespace {
+
+bool RopeKvFits(const GemvWeights& w, const RopeKvArgs& rope, const PagedKvView& kv) {
+  const int64_t hd = kv.head_dim;
+  return hd > 0 && hd % kKvInt8Group == 0 && rope.num_heads >= 0 && kv.num_kv_heads > 0 &&
+         w.n == (int64_t{rope.num_heads} + 2 * kv.num_kv_heads) * hd &&
+         rope.style == RopeStyle::kNormal && rope.rot_dim >= 0 && rope.rot_dim % 2 == 0 &&
+         rope.rot_dim <= hd && rope.positions != nullptr && rope.slot_mapping != nullptr &&
+         (rope.rot_dim == 0 || rope.inv_freq != nullptr) && kv.block_size > 0 &&
+         (kv.dtype != KvDtype::kInt8 || (kv.k_scale != nullptr && kv.v_scale != nullptr));
+}
+
+template <bool kNorm>
+cudaError_t LaunchGemvRopeKv(const GemvWeights& w, const uint16_t* x, int64_t ldx,
+                             const GemvNorm& norm, int32_t m, float* qkv, int64_t ld_qkv,
+                             const RopeKvArgs& rope, const PagedKvView& kv,
+                             cudaStream_t stream) {
+  switch (kv.dtype) {
+    case KvDtype::kF16:
+      return LaunchGemv<false, kNorm, __half>(w, x, ldx, norm, m, qkv, ld_qkv, false, nullptr,
+                                              0, stream, rope, kv);
+    case KvDtype::kBf16:
+      return LaunchGemv<false, kNorm, __nv_bfloat16>(w, x, ldx, norm, m, qkv, ld_qkv, false,
+                                                     nullptr, 0, stream, rope, kv);
+    case KvDtype::kInt8:
+      return LaunchGemv<false, kNorm, int8_t>(w, x, ldx, norm, m, qkv, ld_qkv, false, nullptr,
+                                              0, stream, rope, kv);
+    case KvDtype::kF32:  // CPU only
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t QuantGemvRopeKv(const GemvWeights& w, const uint16_t* x, int64_t ldx,
+                            const GemvNorm* norm, int32_t m, float* qkv, int64_t ld_qkv,
+                            const RopeKvArgs& rope, const PagedKvView& kv,
+                            cudaStream_t stream) {
+  const int64_t x_ld = norm != nullptr ? w.k : ldx;
+  if (!GemvArgsValid(w, x_ld, m) || !RopeKvFits(w, rope, kv) ||
+      (norm != nullptr && !GemvNormValid(w, *norm, m))) {
+    return cudaErrorInvalidValue;
+  }
+  if (m == 0) return cudaSuccess;
+  return norm != nullptr
+             ? LaunchGemvRopeKv<true>(w, nullptr, w.k, *norm, m, qkv, ld_qkv, rope, kv, stream)
+             : LaunchGemvRopeKv<false>(w, x, ldx, GemvNorm{}, m, qkv, ld_qkv, rope, kv, stream);
 }
 
 #endif  // !WEFT_CUDA_HOST_EMULATION

@@ -13,7 +13,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/dtypes.h"
+#include "kernels/cuda/paged_kv.h"
 #include "kernels/cuda/quant_types.h"
+#include "kernels/cuda/rope_kv.h"
 
 namespace weft::kernels::cuda {
 
@@ -65,6 +67,20 @@ cudaError_t QuantGemvNormed(const GemvWeights& w, const GemvNorm& norm, int32_t 
                             int64_t ldy, bool accumulate, cudaStream_t stream);
 cudaError_t QuantGemvNormedSwiGlu(const GemvWeights& w, const GemvNorm& norm, int32_t m,
                                   uint16_t* act, int64_t ld_act, cudaStream_t stream);
+
+// The QKV projection of a decode step with its RoPE + paged KV write as the GEMV's
+// epilogue (one kernel instead of QuantGemv + RopeAndWritePagedKv, rope_kv.h), optionally
+// with the RMSNorm before it folded in too (norm set: x and ldx are unused, as in
+// QuantGemvNormed). qkv rows (ld_qkv apart) get q rotated and k, v as projected; K (rotated)
+// and V go to the cache at rope.slot_mapping[i] (< 0: skipped) — the bits of QuantGemv into
+// fp32 followed by RopeAndWritePagedKv. rope's qkv, stride and num_tokens are unused (m
+// rows). InvalidValue unless w.n == (rope.num_heads + 2 kv.num_kv_heads) kv.head_dim,
+// head_dim % 8 == 0, rope.style is kNormal (adjacent pairs: both members of a pair in one
+// block's chunk of 8 outputs), rot_dim even and <= head_dim, an int8 view has scales, and
+// (with norm) GemvNormFits(k, m).
+cudaError_t QuantGemvRopeKv(const GemvWeights& w, const uint16_t* x, int64_t ldx,
+                            const GemvNorm* norm, int32_t m, float* qkv, int64_t ld_qkv,
+                            const RopeKvArgs& rope, const PagedKvView& kv, cudaStream_t stream);
 
 }  // namespace weft::kernels::cuda
 

@@ -278,6 +278,42 @@ TEST(GemvArgsTest, RejectsBadArguments) {
                             nullptr),
             cudaErrorInvalidValue);  // 64 KB of rows: past the shared memory it may take
   w.k = 32;
+  {
+    // RoPE + KV as the GEMV's epilogue: 2 q heads + 1 kv head of 64 dims.
+    w.n = 4 * 64;
+    int32_t pos = 0;
+    int64_t slot = 0;
+    double inv = 1.0;
+    RopeKvArgs rope;
+    rope.num_heads = 2;
+    rope.positions = &pos;
+    rope.slot_mapping = &slot;
+    rope.inv_freq = &inv;
+    rope.rot_dim = 64;
+    PagedKvView kv;
+    kv.num_kv_heads = 1;
+    kv.head_dim = 64;
+    kv.block_size = 16;
+    kv.dtype = KvDtype::kBf16;
+    rope.style = RopeStyle::kNeox;  // pairs 32 dims apart: not in one block's 8 outputs
+    EXPECT_EQ(QuantGemvRopeKv(w, nullptr, 32, nullptr, 1, nullptr, 256, rope, kv, nullptr),
+              cudaErrorInvalidValue);
+    rope.style = RopeStyle::kNormal;
+    w.n = 4 * 64 + 8;  // not q + 2 kv heads
+    EXPECT_EQ(QuantGemvRopeKv(w, nullptr, 32, nullptr, 1, nullptr, 256, rope, kv, nullptr),
+              cudaErrorInvalidValue);
+    w.n = 4 * 64;
+    kv.dtype = KvDtype::kInt8;  // without scales
+    EXPECT_EQ(QuantGemvRopeKv(w, nullptr, 32, nullptr, 1, nullptr, 256, rope, kv, nullptr),
+              cudaErrorInvalidValue);
+    kv.dtype = KvDtype::kBf16;
+    rope.rot_dim = 66;  // > head_dim
+    EXPECT_EQ(QuantGemvRopeKv(w, nullptr, 32, nullptr, 1, nullptr, 256, rope, kv, nullptr),
+              cudaErrorInvalidValue);
+    rope.rot_dim = 64;
+    EXPECT_EQ(QuantGemvRopeKv(w, nullptr, 32, nullptr, 0, nullptr, 256, rope, kv, nullptr),
+              cudaSuccess) << "no rows: nothing to launch";
+  }
   w.n = 3;
   EXPECT_EQ(QuantGemvNormedSwiGlu(w, norm, 1, nullptr, 1, nullptr), cudaErrorInvalidValue);
   const QuantGemmScratch none;

@@ -20,7 +20,9 @@
 #   (--max_graph_tokens=2048) | b512 (the scheduler's --max_num_batched_tokens=512) | t4096
 #   (4096-token steps: the scheduler's budget and the worker's piecewise graphs) | normgemv
 #   (WEFT_CUDA_KERNELS=norm_gemv=1: a layer's norms folded into the decode GEMVs) | pdl
-#   (WEFT_CUDA_KERNELS=pdl=1: programmatic dependent launch) | normpdl (both). The first is the
+#   (WEFT_CUDA_KERNELS=pdl=1: programmatic dependent launch) | normpdl (both) | ropegemv
+#   (rope_gemv=1: RoPE + KV write in the qkv GEMV) | folds (norm_gemv, rope_gemv and pdl).
+#   The first is the
 #   reference of the greedy comparison and of weft-bench's ratios (first/this).
 #
 # On the GPU machine, from the checkout's root, in three calls (each call's tree < 64 MiB;
@@ -189,6 +191,8 @@ for v in $VARIANTS; do
     normgemv) env=(WEFT_CUDA_KERNELS=norm_gemv=1) ;;
     pdl) env=(WEFT_CUDA_KERNELS=pdl=1) ;;
     normpdl) env=(WEFT_CUDA_KERNELS=norm_gemv=1,pdl=1) ;;
+    ropegemv) env=(WEFT_CUDA_KERNELS=rope_gemv=1) ;;
+    folds) env=(WEFT_CUDA_KERNELS=norm_gemv=1,rope_gemv=1,pdl=1) ;;
     *) note "unknown variant $v"; exit 2 ;;
   esac
   timeout 900 "$(bin weft-scheduler)" --model="$MODEL" --host=127.0.0.1 --port="$(port $i 1)" \

@@ -83,6 +83,8 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
       o->fused_kernels = value == "1";
     } else if (key == "norm_gemv" && (value == "0" || value == "1")) {
       o->norm_gemv = value == "1";
+    } else if (key == "rope_gemv" && (value == "0" || value == "1")) {
+      o->rope_gemv = value == "1";
     } else if (key == "pdl" && (value == "0" || value == "1")) {
       o->programmatic_launch = value == "1";
     } else if (key == "tc_prefill" && (value == "0" || value == "1")) {
@@ -95,7 +97,8 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "WEFT_CUDA_KERNELS: '", item,
-          "' is not decode=pipelined|split_v1|grouped, fused=0|1, norm_gemv=0|1, pdl=0|1, "
+          "' is not decode=pipelined|split_v1|grouped, fused=0|1, norm_gemv=0|1, "
+          "rope_gemv=0|1, pdl=0|1, "
           "tc_prefill=0|1, "
           "mixed_graphs=0|1 or qgemm=<rows 0..",
           kMaxQuantGemmMaxRows, ">"));
@@ -201,6 +204,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
   ro.num_sms = num_sms_;
   ro.fused = options_.fused_kernels;
   ro.norm_gemv = options_.norm_gemv;
+  ro.rope_gemv = options_.rope_gemv;
   ro.programmatic_launch = programmatic_launch_;
   ro.decode_kernel = decode_kernel_;
   runner_ = std::make_unique<cuda_backend::ModelRunner>(config_, shard_, weights_.get(),
@@ -244,6 +248,7 @@ absl::Status CudaBackend::Init(const GgufFile& file) {
                           ";decode=", kc::DecodeKernelName(decode_kernel_),
                           options_.fused_kernels ? ";fused" : "",
                           options_.norm_gemv ? ";norm_gemv" : "",
+                          options_.rope_gemv ? ";rope_gemv" : "",
                           programmatic_launch_ ? ";pdl" : "",
                           options_.tensor_core_prefill ? ";tc_prefill" : "",
                           options_.world_size > 1 ? ";nccl" : "");

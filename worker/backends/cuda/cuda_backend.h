@@ -119,8 +119,10 @@ struct CudaBackendOptions {
   // kernel; the alternatives stay for A/B runs (kernels/cuda/paged_attention.h). Until
   // weft-worker has flags for them, the environment variable WEFT_CUDA_KERNELS overrides
   // these three (and graph_mixed_steps, key mixed_graphs=0|1, quant_gemm_max_rows, key
-  // qgemm, norm_gemv, key norm_gemv=0|1, programmatic_launch, key pdl=0|1) at Create, e.g. "decode=split_v1,fused=0,tc_prefill=0,qgemm=64" or
-  // "decode=grouped" (logged; a bad value fails Create with InvalidArgument).
+  // qgemm, norm_gemv, key norm_gemv=0|1, rope_gemv, key rope_gemv=0|1, and
+  // programmatic_launch, key pdl=0|1) at Create, e.g.
+  // "decode=split_v1,fused=0,tc_prefill=0,qgemm=64" or "decode=grouped" (logged; a bad
+  // value fails Create with InvalidArgument).
   bool fused_kernels = true;
   // A layer's two RMSNorms folded into the GEMVs after them on decode steps of <= 4 rows
   // (RunnerOptions::norm_gemv; key norm_gemv=0|1). Off until measured on a card: it takes
@@ -130,6 +132,9 @@ struct CudaBackendOptions {
   // pdl=0|1; compute capability 9.0+, else logged and off): a kernel's CTAs start while
   // the one before still runs, its GEMV weights already loading. Off until measured.
   bool programmatic_launch = false;
+  // RoPE + KV write folded into the QKV GEMV on decode steps (RunnerOptions::rope_gemv;
+  // key rope_gemv=0|1): one kernel a layer fewer. Off until measured on a card.
+  bool rope_gemv = false;
   // Prefill chunks of >= kTensorCorePrefillMinTokens tokens on the tensor-core kernel.
   bool tensor_core_prefill = true;
   // Unset: DefaultDecodeKernel(the model's query heads per KV head).

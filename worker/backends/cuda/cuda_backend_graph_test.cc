@@ -64,7 +64,8 @@ testing::TinyLlamaSpec GemvOnlySpec() {
 // Kernel launches per decode step, counted as the captured graph's nodes
 // (cudaGraphGetNodes): model_runner.h's 1 + 8 L + 2 with the fused kernels, 1 + 11 L + 2
 // with the separate ones and kSplitV1 (its reduction kernel runs: the graph's context
-// bucket is split more than once), 1 + 6 L + 2 with the norms folded into the GEMVs.
+// bucket is split more than once), 1 + 6 L + 2 with the norms folded into the GEMVs,
+// 1 + 7 L + 2 with RoPE + KV folded into the qkv GEMV, 1 + 5 L + 2 with both.
 TEST(CudaBackendGraphTest, KernelLaunchesPerDecodeStep) {
   SKIP_WITHOUT_CUDA();
   const testing::TinyLlamaSpec spec = GemvOnlySpec();
@@ -89,6 +90,19 @@ TEST(CudaBackendGraphTest, KernelLaunchesPerDecodeStep) {
   RunDecodes(p->gpu.get(), 2);
   EXPECT_EQ(p->gpu->graph_captures(), 1);
   EXPECT_EQ(p->gpu->last_graph_nodes(), 1 + 6 * layers + 2) << "norms folded into the GEMVs";
+  o.norm_gemv = false;
+  o.rope_gemv = true;
+  std::unique_ptr<Pair> r = MakePair(spec, o);
+  ASSERT_NE(r, nullptr);
+  RunDecodes(r->gpu.get(), 2);
+  EXPECT_EQ(r->gpu->last_graph_nodes(), 1 + 7 * layers + 2) << "RoPE + KV in the qkv GEMV";
+  o.norm_gemv = true;
+  std::unique_ptr<Pair> both = MakePair(spec, o);
+  ASSERT_NE(both, nullptr);
+  EXPECT_NE(both->gpu->kernels().find(";norm_gemv;rope_gemv"), std::string::npos)
+      << both->gpu->kernels();
+  RunDecodes(both->gpu.get(), 2);
+  EXPECT_EQ(both->gpu->last_graph_nodes(), 1 + 5 * layers + 2) << "both folds";
 }
 
 // WEFT_CUDA_KERNELS selects the A/B kernels at Create (the hello's kernels string says
@@ -121,7 +135,7 @@ TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
   auto g = CudaBackend::Create(**file, o);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_NE((*g)->kernels().find("decode=grouped;fused"), std::string::npos) << (*g)->kernels();
-  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x", "norm_gemv=2", "pdl=yes"}) {
+  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x", "norm_gemv=2", "rope_gemv=", "pdl=yes"}) {
     setenv("WEFT_CUDA_KERNELS", bad, 1);
     EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument)
         << bad;
@@ -150,6 +164,7 @@ TEST(CudaBackendOptionsTest, DefaultDecodeKernelIsGroupedForGroupedQueryAttentio
   EXPECT_TRUE(CudaBackendOptions{}.graph_mixed_steps);
   EXPECT_FALSE(CudaBackendOptions{}.norm_gemv) << "off until measured on a card";
   EXPECT_FALSE(CudaBackendOptions{}.programmatic_launch) << "off until measured on a card";
+  EXPECT_FALSE(CudaBackendOptions{}.rope_gemv) << "off until measured on a card";
 }
 
 // The fused kernels, the norms folded into the GEMVs and programmatic dependent launch
@@ -171,8 +186,10 @@ TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
     o.decode_kernel = kernel;
     std::unique_ptr<Pair> fused = MakePair(spec, o);
     o.norm_gemv = true;
+    o.rope_gemv = true;
     std::unique_ptr<Pair> folded = MakePair(spec, o);
     o.norm_gemv = false;
+    o.rope_gemv = false;
     o.programmatic_launch = true;
     std::unique_ptr<Pair> pdl = MakePair(spec, o);
     o.programmatic_launch = false;
@@ -190,7 +207,7 @@ TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
     const std::vector<float> c = RunDecodes(v1->gpu.get(), 5);
     EXPECT_EQ(a, b) << "fused vs separate kernels, KV " << KvDtypeName(kv);
     EXPECT_EQ(RunDecodes(folded->gpu.get(), 5), a)
-        << "norms folded into the GEMVs vs not, KV " << KvDtypeName(kv);
+        << "norms and RoPE + KV folded into the GEMVs vs not, KV " << KvDtypeName(kv);
     // Programmatic dependent launch changes when CTAs start, never what they compute: a
     // kernel reading before its PdlWait would show here as a race (not on every run).
     EXPECT_EQ(RunDecodes(pdl->gpu.get(), 5), a) << "with vs without PDL, KV " << KvDtypeName(kv);

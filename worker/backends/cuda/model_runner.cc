@@ -191,6 +191,14 @@ bool ModelRunner::FoldsNorm(const DeviceLinear& w, int32_t tokens) const {
          tokens <= options_.gemv_max_rows && kc::GemvNormFits(config_.hidden_size, tokens);
 }
 
+bool ModelRunner::FoldsRopeKv(int32_t layer, int32_t tokens) const {
+  const DeviceLayer& w = weights_->layers()[layer];
+  return options_.rope_gemv && options_.fused && w.qkv.has_gemv &&
+         w.qkv.gemv_parts.size() == 1 && tokens <= options_.gemv_max_rows &&
+         w.qkv_bias.get() == nullptr && w.q_norm.get() == nullptr &&
+         config_.rope_pairing == RopePairing::kAdjacent && config_.head_dim % 8 == 0;
+}
+
 absl::Status ModelRunner::NormedGemv(const float* norm_weight, const DeviceLinear& w,
                                      int32_t tokens, float* y, int64_t ldy,
                                      cudaStream_t stream) {
@@ -402,6 +410,25 @@ absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm, cud
 absl::Status ModelRunner::BeforeAttention(const StepArgs& s, int32_t l, cudaStream_t stream) {
   const DeviceLayer& w = weights_->layers()[l];
   const int32_t T = s.shape.tokens;
+  if (FoldsRopeKv(l, T)) {
+    const bool fold_norm = FoldsNorm(w.qkv, T);
+    if (!fold_norm) WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
+    const kc::GemvNorm norm{x_.as<float>(), config_.hidden_size, w.attn_norm.as<float>(),
+                            config_.rms_norm_eps};
+    kc::RopeKvArgs a;
+    a.num_heads = shard_.num_heads();
+    a.num_tokens = T;
+    a.positions = At<int32_t>(s, s.layout.positions);
+    a.slot_mapping = At<int64_t>(s, s.layout.slots);
+    a.inv_freq = inv_freq_[layer_rope_[l]].as<double>();
+    a.rot_dim = config_.rope_dim;
+    a.style = kernels::RopeStyle::kNormal;
+    WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemvRopeKv(
+        w.qkv.gemv, static_cast<const uint16_t*>(h_.get()), config_.hidden_size,
+        fold_norm ? &norm : nullptr, T, qkv_.as<float>(), qkv_width_, a, kv_->Layer(l),
+        stream));
+    return absl::OkStatus();
+  }
   if (FoldsNorm(w.qkv, T)) {
     WEFT_RETURN_IF_ERROR(
         NormedGemv(w.attn_norm.as<float>(), w.qkv, T, qkv_.as<float>(), qkv_width_, stream));

@@ -42,6 +42,8 @@
 //                                               reduction and swiglu separate)
 //   fused + norm_gemv:  1 + 6 * num_layers + 2  (the two norms of a layer folded into
 //                                               the qkv and gate_up GEMVs; RunnerOptions)
+//   fused + rope_gemv:  1 + 7 * num_layers + 2  (rope+kv in the qkv GEMV's epilogue)
+//   fused + both:       1 + 5 * num_layers + 2  (qkv, attn, o, gate_up, down)
 // A prefill chunk in the batch adds the prefill kernel per layer; cuBLAS GEMMs (larger T
 // or dense weights) may launch more than one kernel each. On piecewise graphs a step is
 // L + 1 graph launches and, per layer, its attention launches (decode kernel [+ kSplitV1's
@@ -90,6 +92,10 @@ struct RunnerOptions {
   // delta pending: TP = 1, no post-norm) and the rows fit the kernel's shared memory
   // (GemvNormFits). The same bits as the separate RmsNorm + GEMV.
   bool norm_gemv = false;
+  // RoPE + the KV write as the QKV GEMV's epilogue (kernels/cuda/quant.h,
+  // QuantGemvRopeKv) where a step takes the one-part GEMV path and the layer has no
+  // bias, no QK norm and adjacent RoPE pairs (FoldsRopeKv). The same bits.
+  bool rope_gemv = false;
   // Every kernel of Enqueue that supports it launched with programmatic dependent launch
   // (kernels/cuda/launch.h); the caller checked the device (compute capability 9.0+).
   bool programmatic_launch = false;
@@ -175,6 +181,8 @@ class ModelRunner {
   // Whether the RMSNorm of x before `w` folds into w's GEMV for a step of `tokens` rows
   // (RunnerOptions::norm_gemv's conditions).
   bool FoldsNorm(const DeviceLinear& w, int32_t tokens) const;
+  // Whether layer l's RoPE + KV write folds into its QKV GEMV for a step of `tokens` rows.
+  bool FoldsRopeKv(int32_t layer, int32_t tokens) const;
   // y = RMSNorm(x, norm_weight) W^T through the normed GEMV, one launch per GEMV part.
   absl::Status NormedGemv(const float* norm_weight, const DeviceLinear& w, int32_t tokens,
                           float* y, int64_t ldy, cudaStream_t stream);
