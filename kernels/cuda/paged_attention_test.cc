@@ -615,7 +615,9 @@ TEST(AttentionHostTest, GroupedDecodePlan) {
                                               << g << " items " << items << " ctx " << ctx);
             EXPECT_EQ(p.partition_size % GroupedDecodeTileTokens(hd), 0);
             EXPECT_GE(int64_t{p.partition_size} * p.max_splits, ctx);
-            if (p.max_splits > 1) EXPECT_GE(p.partition_size, 64);
+            if (p.max_splits > 1) {
+              EXPECT_GE(p.partition_size, 64);
+            }
             EXPECT_EQ(p.max_splits, DecodeNumSplits(ctx, p.partition_size));
           }
         }
