@@ -28,10 +28,61 @@
 #include "common/ggml_types.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/quant_repack.h"
+#include "kernels/cuda/testing/kv_reference.h"
 #include "kernels/cuda/testing/random_weights.h"
 
 namespace weft::kernels::cuda {
 namespace {
+
+// A paged KV pool of num_blocks blocks in host memory (K, V, then int8's K and V scales
+// per block) and views of it, as the kernels address it.
+struct TestKvPool {
+  TestKvPool(int32_t kv_heads, int32_t block_size, int32_t head_dim, KvDtype dtype,
+             int32_t num_blocks)
+      : kv_heads(kv_heads), block_size(block_size), head_dim(head_dim), dtype(dtype),
+        half(int64_t{kv_heads} * block_size * head_dim), es(KvElementBytes(dtype)),
+        block_bytes(2 * half * es + (dtype == KvDtype::kInt8 ? 2 * (half / 8) * 2 : 0)),
+        bytes(block_bytes * num_blocks, 0x5a) {}
+  // The view of `pool` (this layout; `bytes` or a copy of it).
+  PagedKvView View(std::vector<uint8_t>& pool) const {
+    PagedKvView v;
+    v.k = pool.data();
+    v.v = pool.data() + half * es;
+    if (dtype == KvDtype::kInt8) {
+      v.k_scale = reinterpret_cast<uint16_t*>(pool.data() + 2 * half * es);
+      v.v_scale = v.k_scale + half / 8;
+    }
+    v.block_stride = block_bytes / es;
+    v.scale_block_stride = block_bytes / 2;
+    v.block_size = block_size;
+    v.num_kv_heads = kv_heads;
+    v.head_dim = head_dim;
+    v.dtype = dtype;
+    return v;
+  }
+  const int32_t kv_heads, block_size, head_dim;
+  const KvDtype dtype;
+  const int64_t half;
+  const int32_t es;
+  const int64_t block_bytes;
+  std::vector<uint8_t> bytes;  // every byte 0x5a: a slot never written stays so
+};
+
+// RmsNormKernel over m rows of k (x rows ldx apart) into bf16 rows of k, emulated.
+void EmulatedRmsNormBf16(const float* x, int64_t ldx, const float* weight, int32_t m, int64_t k,
+                         float eps, __nv_bfloat16* out) {
+  RmsNormArgs na;
+  na.x = const_cast<float*>(x);  // read only: no delta
+  na.x_stride = ldx;
+  na.weight = weight;
+  na.num_rows = m;
+  na.dim = k;
+  na.eps = eps;
+  na.out = out;
+  na.out_dtype = ActDtype::kBf16;
+  na.out_stride = k;
+  EmulateLaunch(dim3(m), dim3(kNormThreads), 0, [&] { RmsNormKernel(na); });
+}
 
 struct RopeCase {
   RopeStyle style;
@@ -55,30 +106,11 @@ void RunRopeKv(const RopeCase& c) {
   }
   std::vector<double> inv(c.rot_dim / 2);
   RopeInvFreq(10000.0f, c.rot_dim, inv.data());
-  const int64_t half = int64_t{kv_heads} * c.block_size * c.head_dim;
-  const int32_t es = KvElementBytes(c.dtype);
-  const bool int8 = c.dtype == KvDtype::kInt8;
-  const int64_t block_bytes = 2 * half * es + (int8 ? 2 * (half / 8) * 2 : 0);
-  auto view = [&](std::vector<uint8_t>& pool) {
-    PagedKvView v;
-    v.k = pool.data();
-    v.v = pool.data() + half * es;
-    if (int8) {
-      v.k_scale = reinterpret_cast<uint16_t*>(pool.data() + 2 * half * es);
-      v.v_scale = v.k_scale + half / 8;
-    }
-    v.block_stride = block_bytes / es;
-    v.scale_block_stride = block_bytes / 2;
-    v.block_size = c.block_size;
-    v.num_kv_heads = kv_heads;
-    v.head_dim = c.head_dim;
-    v.dtype = c.dtype;
-    return v;
-  };
+  const TestKvPool layout(kv_heads, c.block_size, c.head_dim, c.dtype, num_blocks);
   // Separate kernels: RoPE on q and k in place, then the KV write.
   std::vector<float> ref = qkv;
-  std::vector<uint8_t> ref_pool(block_bytes * num_blocks, 0x5a);
-  const PagedKvView rv = view(ref_pool);
+  std::vector<uint8_t> ref_pool = layout.bytes;
+  const PagedKvView rv = layout.View(ref_pool);
   const RopeTarget qt{ref.data(), width, q_heads};
   const RopeTarget kt{ref.data() + q_heads * c.head_dim, width, kv_heads};
   EmulateLaunch(dim3(tokens), dim3(kRopeThreads), 0, [&] {
@@ -90,7 +122,7 @@ void RunRopeKv(const RopeCase& c) {
   });
   // Fused.
   std::vector<float> got = qkv;
-  std::vector<uint8_t> got_pool(block_bytes * num_blocks, 0x5a);
+  std::vector<uint8_t> got_pool = layout.bytes;
   RopeKvArgs a;
   a.qkv = got.data();
   a.stride = width;
@@ -101,7 +133,7 @@ void RunRopeKv(const RopeCase& c) {
   a.inv_freq = inv.data();
   a.rot_dim = c.rot_dim;
   a.style = c.style;
-  const PagedKvView gv = view(got_pool);
+  const PagedKvView gv = layout.View(got_pool);
   EmulateLaunch(dim3(tokens), dim3(kThreads), 0, [&] { RopeKvKernel<KvT>(a, gv); });
   EXPECT_EQ(got_pool, ref_pool);
   for (int32_t t = 0; t < tokens; ++t) {
@@ -201,17 +233,7 @@ void RunNormedGemv(GgmlType type, int64_t n, int64_t k, int32_t m, bool accumula
   const unsigned grid = static_cast<unsigned>((outputs + kGemvWarps - 1) / kGemvWarps);
   // Separate: RmsNorm into bf16 rows of k, then the GEMV from them.
   std::vector<__nv_bfloat16> h(m * k);
-  RmsNormArgs na;
-  na.x = x.data();
-  na.x_stride = ldx;
-  na.weight = weight.data();
-  na.num_rows = m;
-  na.dim = k;
-  na.eps = eps;
-  na.out = h.data();
-  na.out_dtype = ActDtype::kBf16;
-  na.out_stride = k;
-  EmulateLaunch(dim3(m), dim3(kNormThreads), 0, [&] { RmsNormKernel(na); });
+  EmulatedRmsNormBf16(x.data(), ldx, weight.data(), m, k, eps, h.data());
   std::vector<float> y_want(m * n, 0.25f), y_got(m * n, 0.25f);
   std::vector<__nv_bfloat16> act_want(m * outputs), act_got(m * outputs);
   EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), 0, [&] {
@@ -300,26 +322,7 @@ void RunGemvRopeKv(GgmlType type, KvDtype dtype, int32_t head_dim, int32_t rot_d
   }
   std::vector<double> inv(std::max(1, rot_dim / 2));
   RopeInvFreq(10000.0f, rot_dim, inv.data());
-  const int64_t half = int64_t{kv_heads} * block_size * head_dim;
-  const int32_t es = KvElementBytes(dtype);
-  const bool int8 = dtype == KvDtype::kInt8;
-  const int64_t block_bytes = 2 * half * es + (int8 ? 2 * (half / 8) * 2 : 0);
-  auto view = [&](std::vector<uint8_t>& pool) {
-    PagedKvView v;
-    v.k = pool.data();
-    v.v = pool.data() + half * es;
-    if (int8) {
-      v.k_scale = reinterpret_cast<uint16_t*>(pool.data() + 2 * half * es);
-      v.v_scale = v.k_scale + half / 8;
-    }
-    v.block_stride = block_bytes / es;
-    v.scale_block_stride = block_bytes / 2;
-    v.block_size = block_size;
-    v.num_kv_heads = kv_heads;
-    v.head_dim = head_dim;
-    v.dtype = dtype;
-    return v;
-  };
+  const TestKvPool layout(kv_heads, block_size, head_dim, dtype, num_blocks);
   RopeKvArgs a;
   a.num_heads = q_heads;
   a.num_tokens = m;
@@ -331,22 +334,10 @@ void RunGemvRopeKv(GgmlType type, KvDtype dtype, int32_t head_dim, int32_t rot_d
   const GemvNorm norm{xf.data(), k, nw.data(), 1e-5f};
   // Separate: [RmsNorm,] GEMV into fp32, RopeKvKernel on it.
   std::vector<__nv_bfloat16> h = xb;
-  if (kNorm) {
-    RmsNormArgs na;
-    na.x = xf.data();
-    na.x_stride = k;
-    na.weight = nw.data();
-    na.num_rows = m;
-    na.dim = k;
-    na.eps = 1e-5f;
-    na.out = h.data();
-    na.out_dtype = ActDtype::kBf16;
-    na.out_stride = k;
-    EmulateLaunch(dim3(m), dim3(kNormThreads), 0, [&] { RmsNormKernel(na); });
-  }
+  if (kNorm) EmulatedRmsNormBf16(xf.data(), k, nw.data(), m, k, 1e-5f, h.data());
   const unsigned grid = static_cast<unsigned>(n / kGemvWarps);
   std::vector<float> want(m * n, 0.5f), got(m * n, 0.5f);
-  std::vector<uint8_t> want_pool(block_bytes * num_blocks, 0x5a), got_pool = want_pool;
+  std::vector<uint8_t> want_pool = layout.bytes, got_pool = layout.bytes;
   EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), 0, [&] {
     GemvKernel<kType, false, false>(w, h.data(), k, GemvNorm{}, m, want.data(), n, false,
                                     nullptr, 0, RopeKvArgs{}, PagedKvView{});
@@ -354,10 +345,10 @@ void RunGemvRopeKv(GgmlType type, KvDtype dtype, int32_t head_dim, int32_t rot_d
   RopeKvArgs ra = a;
   ra.qkv = want.data();
   ra.stride = n;
-  const PagedKvView wv = view(want_pool);
+  const PagedKvView wv = layout.View(want_pool);
   EmulateLaunch(dim3(m), dim3(kThreads), 0, [&] { RopeKvKernel<KvT>(ra, wv); });
   // Folded.
-  const PagedKvView gv = view(got_pool);
+  const PagedKvView gv = layout.View(got_pool);
   EmulateLaunch(dim3(grid), dim3(kGemvWarps * 32), kNorm ? GemvNormSmemBytes(k, m) : 0, [&] {
     GemvKernel<kType, false, kNorm, KvT>(w, kNorm ? nullptr : xb.data(), k, norm, m, got.data(),
                                          n, false, nullptr, 0, a, gv);
@@ -375,6 +366,37 @@ TEST(EmulatedFusedDecodeTest, RopeKvFoldedIntoTheQkvGemvSameBits) {
   RunGemvRopeKv<WeightType::kQ8_0, __half, true>(GgmlType::kQ8_0, KvDtype::kF16, 128, 64, 2);
   RunGemvRopeKv<WeightType::kQ8_0, int8_t, false>(GgmlType::kQ8_0, KvDtype::kInt8, 64, 32, 4);
   RunGemvRopeKv<WeightType::kQ4_K, int8_t, true>(GgmlType::kQ4_K, KvDtype::kInt8, 128, 128, 1);
+}
+
+// WritePagedKvKernel (the reference the fused kernels are compared with above) against the
+// host twin of the pool (testing/kv_reference.h: plain C++ addressing), so that the shared
+// group addressing (kv_store.cuh's KvGroupIndex) is checked on its own: same data and scale
+// bytes for every KV type, two heads, a block size that is not a power of two, a padding slot.
+TEST(EmulatedFusedDecodeTest, WritePagedKvIsTheHostTwinsLayout) {
+  for (KvDtype dtype : {KvDtype::kBf16, KvDtype::kF16, KvDtype::kInt8}) {
+    SCOPED_TRACE(KvDtypeName(dtype));
+    const int32_t kv_heads = 2, block_size = 7, head_dim = 64, num_blocks = 3, tokens = 5;
+    testing::HostPagedKv want(dtype, num_blocks, block_size, kv_heads, head_dim);
+    testing::HostPagedKv got(dtype, num_blocks, block_size, kv_heads, head_dim);
+    std::mt19937 rng(13);
+    std::normal_distribution<float> val(0.0f, 1.5f);
+    const int64_t width = int64_t{kv_heads} * head_dim;
+    std::vector<float> k(tokens * width), v(tokens * width);
+    for (float& x : k) x = val(rng);
+    for (float& x : v) x = val(rng);
+    const std::vector<int64_t> slots = {20, 3, -1, 9, 14};
+    for (int32_t t = 0; t < tokens; ++t) {
+      if (slots[t] >= 0) want.Write(k.data() + t * width, v.data() + t * width, slots[t]);
+    }
+    const PagedKvView view = got.View(got.data().data(), got.scales().data());
+    const auto kernel = dtype == KvDtype::kInt8   ? WritePagedKvKernel<int8_t>
+                        : dtype == KvDtype::kF16 ? WritePagedKvKernel<__half>
+                                                 : WritePagedKvKernel<__nv_bfloat16>;
+    EmulateLaunch(dim3(tokens), dim3(kWriteThreads), 0,
+                  [&] { kernel(view, k.data(), v.data(), width, slots.data()); });
+    EXPECT_EQ(got.data(), want.data());
+    EXPECT_EQ(got.scales(), want.scales());
+  }
 }
 
 }  // namespace

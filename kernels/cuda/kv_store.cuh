@@ -8,8 +8,25 @@
 #define WEFT_KERNELS_CUDA_KV_STORE_CUH_
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/paged_kv.h"
 
 namespace weft::kernels::cuda {
+
+// Where group g (dims 8 g .. 8 g + 7, kKvInt8Group = 8) of KV head h of the token at slot_id (>= 0: block
+// slot_id / block_size, row slot_id % block_size) lives in the pool: its first element
+// (in elements of kv.dtype from kv.k / kv.v) and its int8 scale (from kv.k_scale / v_scale).
+struct KvGroupAt {
+  int64_t data;
+  int64_t scale;
+};
+__device__ __forceinline__ KvGroupAt KvGroupIndex(const PagedKvView& kv, int64_t slot_id, int h,
+                                                  int g) {
+  const int64_t block = slot_id / kv.block_size;
+  const int64_t row = int64_t{h} * kv.block_size + slot_id % kv.block_size;  // in the block
+  const int groups_per_head = kv.head_dim / kKvInt8Group;
+  return {block * kv.block_stride + row * kv.head_dim + g * kKvInt8Group,
+          block * kv.scale_block_stride + row * groups_per_head + g};
+}
 
 __device__ __forceinline__ void StoreGroup(__half* dst, uint16_t*, const float* x) {
   __align__(16) __half h[8];

@@ -19,24 +19,20 @@ __global__ void __launch_bounds__(kWriteThreads)
   const int64_t i = blockIdx.x;
   const int64_t slot_id = slot_mapping[i];
   if (slot_id < 0) return;
-  const int64_t block = slot_id / kv.block_size;
-  const int32_t slot = static_cast<int32_t>(slot_id % kv.block_size);
   const int32_t groups_per_head = kv.head_dim / kKvInt8Group;
   const int32_t num_groups = kv.num_kv_heads * groups_per_head;
   for (int32_t gi = threadIdx.x; gi < num_groups; gi += blockDim.x) {
     const int32_t h = gi / groups_per_head;
     const int32_t g = gi % groups_per_head;
-    const int64_t row = int64_t{h} * kv.block_size + slot;  // within the block
-    const int64_t dst = block * kv.block_stride + row * kv.head_dim + g * kKvInt8Group;
+    const KvGroupAt at = KvGroupIndex(kv, slot_id, h, g);
     const int64_t src = i * src_stride + int64_t{h} * kv.head_dim + g * kKvInt8Group;
-    const int64_t scale = block * kv.scale_block_stride + row * groups_per_head + g;
     float x[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[e] = k_src[src + e];
-    StoreGroup(static_cast<KvT*>(kv.k) + dst, kv.k_scale + scale, x);
+    StoreGroup(static_cast<KvT*>(kv.k) + at.data, kv.k_scale + at.scale, x);
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[e] = v_src[src + e];
-    StoreGroup(static_cast<KvT*>(kv.v) + dst, kv.v_scale + scale, x);
+    StoreGroup(static_cast<KvT*>(kv.v) + at.data, kv.v_scale + at.scale, x);
   }
 }
 

@@ -171,16 +171,10 @@ __device__ __forceinline__ void RopeKvEpilogue(const float* acc, int32_t m, floa
   if (is_q || t >= m) return;
   const int64_t slot_id = rope.slot_mapping[t];
   if (slot_id < 0) return;  // padding
-  const int64_t block = slot_id / kv.block_size;
-  const int32_t slot = static_cast<int32_t>(slot_id % kv.block_size);
-  const int groups_per_head = hd / kKvInt8Group;
   const int h = static_cast<int>((c0 - q_width - (is_k ? 0 : kv_width)) / hd);
-  const int g = d0 / kKvInt8Group;
-  const int64_t kv_row = int64_t{h} * kv.block_size + slot;
-  const int64_t dst = block * kv.block_stride + kv_row * hd + g * kKvInt8Group;
-  const int64_t scale = block * kv.scale_block_stride + kv_row * groups_per_head + g;
-  StoreGroup(static_cast<KvT*>(is_k ? kv.k : kv.v) + dst,
-             (is_k ? kv.k_scale : kv.v_scale) + scale, is_k ? rot[t] : raw[t]);
+  const KvGroupAt at = KvGroupIndex(kv, slot_id, h, d0 / kKvInt8Group);
+  StoreGroup(static_cast<KvT*>(is_k ? kv.k : kv.v) + at.data,
+             (is_k ? kv.k_scale : kv.v_scale) + at.scale, is_k ? rot[t] : raw[t]);
 }
 
 // One warp per output j (kSwiGlu: per output j < n/2, the pair of rows j and n/2 + j).

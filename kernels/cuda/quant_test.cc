@@ -64,13 +64,33 @@ struct GemvCase {
 
 class GemvTest : public ::testing::TestWithParam<GemvCase> {};
 
+// A random GGUF matrix of c's type and shape (`seed`), repacked for the GEMV (`r`; `ok`:
+// the repack succeeded) and on the device: `w` is what QuantGemv, QuantGemm and the folded
+// GEMVs read.
+struct DeviceGemvMatrix {
+  DeviceGemvMatrix(const GemvCase& c, uint32_t seed)
+      : bytes(testing::RandomGgufMatrix(c.type, c.n, c.k, seed)),
+        ok(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(), RowBytes(c.type, c.k),
+                         c.n, c.k, &r)),
+        qs(r.qs),
+        d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
+        m(r.m.empty() ? std::vector<uint16_t>(1) : r.m),
+        w{static_cast<WeightType>(c.type), qs.get(), r.d.empty() ? nullptr : d.get(),
+          r.m.empty() ? nullptr : m.get(), c.n, c.k} {}
+  const std::vector<uint8_t> bytes;
+  RepackedMatrix r;  // before ok: RepackForGemv fills it
+  const bool ok;
+  DeviceArray<uint8_t> qs;
+  DeviceArray<uint16_t> d, m;
+  const GemvWeights w;
+};
+
 TEST_P(GemvTest, MatchesReference) {
   WEFT_SKIP_WITHOUT_CUDA();
   const GemvCase c = GetParam();
-  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(c.type, c.n, c.k, 31);
-  RepackedMatrix r;
-  ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(),
-                            RowBytes(c.type, c.k), c.n, c.k, &r));
+  const DeviceGemvMatrix mat(c, 31);
+  ASSERT_TRUE(mat.ok);
+  const GemvWeights& w = mat.w;
   std::mt19937 rng(4);
   std::normal_distribution<float> val(0.0f, 1.0f);
   std::vector<uint16_t> xb(c.m * c.k);
@@ -80,13 +100,9 @@ TEST_P(GemvTest, MatchesReference) {
     x[i] = Bf16ToFp32(xb[i]);
   }
   std::vector<float> want(c.m * c.n);
-  GemvReference(r, x.data(), c.k, c.m, want.data(), c.n);
+  GemvReference(mat.r, x.data(), c.k, c.m, want.data(), c.n);
 
-  DeviceArray<uint8_t> qs(r.qs);
-  DeviceArray<uint16_t> d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
-      m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
-  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), r.d.empty() ? nullptr : d.get(),
-                r.m.empty() ? nullptr : m.get(), c.n, c.k};
+  DeviceArray<uint16_t> dx(xb);
   std::vector<float> init(c.m * c.n, 0.5f);
   DeviceArray<float> y(init);
   WEFT_EXPECT_CUDA_OK(QuantGemv(w, dx.get(), c.k, c.m, y.get(), c.n, false, nullptr));
@@ -115,19 +131,14 @@ TEST_P(GemvTest, SwiGluFusedMatchesGemvThenSwiGlu) {
   GemvCase c = GetParam();
   c.n += c.n % 2;  // [gate; up]: an even number of rows
   const int64_t ffn = c.n / 2;
-  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(c.type, c.n, c.k, 37);
-  RepackedMatrix r;
-  ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(),
-                            RowBytes(c.type, c.k), c.n, c.k, &r));
+  const DeviceGemvMatrix mat(c, 37);
+  ASSERT_TRUE(mat.ok);
+  const GemvWeights& w = mat.w;
   std::mt19937 rng(5);
   std::normal_distribution<float> val(0.0f, 1.0f);
   std::vector<uint16_t> xb(c.m * c.k);
   for (uint16_t& b : xb) b = Fp32ToBf16(val(rng));
-  DeviceArray<uint8_t> qs(r.qs);
-  DeviceArray<uint16_t> d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
-      m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
-  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), r.d.empty() ? nullptr : d.get(),
-                r.m.empty() ? nullptr : m.get(), c.n, c.k};
+  DeviceArray<uint16_t> dx(xb);
   DeviceArray<float> gu(c.m * c.n);
   DeviceArray<uint16_t> want(c.m * ffn), got(c.m * ffn);
   WEFT_EXPECT_CUDA_OK(QuantGemv(w, dx.get(), c.k, c.m, gu.get(), c.n, false, nullptr));
@@ -146,22 +157,16 @@ TEST_P(GemvTest, NormFoldedMatchesRmsNormThenGemv) {
   GemvCase c = GetParam();
   c.n += c.n % 2;
   const int64_t ffn = c.n / 2, ldx = c.k + 16;
-  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(c.type, c.n, c.k, 39);
-  RepackedMatrix r;
-  ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(),
-                            RowBytes(c.type, c.k), c.n, c.k, &r));
+  const DeviceGemvMatrix mat(c, 39);
+  ASSERT_TRUE(mat.ok);
+  const GemvWeights& w = mat.w;
   std::mt19937 rng(7);
   std::normal_distribution<float> val(0.0f, 2.0f);
   std::uniform_real_distribution<float> wv(0.5f, 1.5f);
   std::vector<float> x(c.m * ldx), nw(c.k);
   for (float& v : x) v = val(rng);
   for (float& v : nw) v = wv(rng);
-  DeviceArray<uint8_t> qs(r.qs);
-  DeviceArray<uint16_t> d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
-      m(r.m.empty() ? std::vector<uint16_t>(1) : r.m);
   DeviceArray<float> dxf(x), dnw(nw);
-  GemvWeights w{static_cast<WeightType>(c.type), qs.get(), r.d.empty() ? nullptr : d.get(),
-                r.m.empty() ? nullptr : m.get(), c.n, c.k};
   const GemvNorm norm{dxf.get(), ldx, dnw.get(), 1e-5f};
   if (!GemvNormFits(c.k, c.m)) {
     DeviceArray<float> y(c.m * c.n);
@@ -202,10 +207,9 @@ TEST_P(QuantGemmTest, MatchesReferenceSplitAndUnsplit) {
   WEFT_SKIP_WITHOUT_CUDA();
   const QuantGemmCase c = GetParam();
   const int64_t ldx = c.k + 8, ldy = c.n + 3;
-  const std::vector<uint8_t> bytes = testing::RandomGgufMatrix(c.type, c.n, c.k, 41);
-  RepackedMatrix r;
-  ASSERT_TRUE(RepackForGemv(static_cast<WeightType>(c.type), bytes.data(),
-                            RowBytes(c.type, c.k), c.n, c.k, &r));
+  const DeviceGemvMatrix mat(c, 41);
+  ASSERT_TRUE(mat.ok);
+  const GemvWeights& w = mat.w;
   std::mt19937 rng(6);
   std::normal_distribution<float> val(0.0f, 1.0f);
   std::vector<uint16_t> xb(c.m * ldx, 0);
@@ -216,16 +220,11 @@ TEST_P(QuantGemmTest, MatchesReferenceSplitAndUnsplit) {
   for (float& v : y0) v = val(rng);
   int sms = 0;
   WEFT_EXPECT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  DeviceArray<uint8_t> qs(r.qs);
-  DeviceArray<uint16_t> d(r.d.empty() ? std::vector<uint16_t>(1) : r.d),
-      m(r.m.empty() ? std::vector<uint16_t>(1) : r.m), dx(xb);
+  DeviceArray<uint16_t> dx(xb);
   DeviceArray<float> partials(static_cast<size_t>(QuantGemmMaxScratchFloats(sms)));
-  const GemvWeights w{static_cast<WeightType>(c.type), qs.get(),
-                      r.d.empty() ? nullptr : d.get(), r.m.empty() ? nullptr : m.get(), c.n,
-                      c.k};
   for (const bool accumulate : {false, true}) {
     const testing::QuantGemmExpected e = testing::QuantGemmReference(
-        c.type, bytes.data(), c.n, c.k, xb.data(), ldx, c.m, y0.data(), ldy, accumulate);
+        c.type, mat.bytes.data(), c.n, c.k, xb.data(), ldx, c.m, y0.data(), ldy, accumulate);
     for (const int32_t num_sms : {sms, 0}) {
       SCOPED_TRACE(::testing::Message() << "accumulate " << accumulate << " sms " << num_sms);
       const QuantGemmScratch scratch{num_sms, partials.get()};

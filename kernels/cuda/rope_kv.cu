@@ -67,27 +67,23 @@ __global__ void __launch_bounds__(kThreads) RopeKvKernel(RopeKvArgs a, PagedKvVi
   }
   const int64_t slot_id = a.slot_mapping[t];
   if (slot_id < 0) return;  // padding: q only
-  const int64_t block = slot_id / kv.block_size;
-  const int32_t slot = static_cast<int32_t>(slot_id % kv.block_size);
   const int groups_per_head = hd / kKvInt8Group;
   const float* k_src = row + int64_t{a.num_heads} * hd;
   const float* v_src = k_src + int64_t{kv.num_kv_heads} * hd;
   for (int gi = threadIdx.x; gi < kv.num_kv_heads * groups_per_head; gi += blockDim.x) {
     const int h = gi / groups_per_head, g = gi % groups_per_head;
-    const int64_t kv_row = int64_t{h} * kv.block_size + slot;
-    const int64_t dst = block * kv.block_stride + kv_row * hd + g * kKvInt8Group;
-    const int64_t scale = block * kv.scale_block_stride + kv_row * groups_per_head + g;
+    const KvGroupAt at = KvGroupIndex(kv, slot_id, h, g);
     float x[8];
     const float* kh = k_src + int64_t{h} * hd;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       x[e] = Rotated(kh, g * kKvInt8Group + e, a.rot_dim, half, neox, cos_s, sin_s);
     }
-    StoreGroup(static_cast<KvT*>(kv.k) + dst, kv.k_scale + scale, x);
+    StoreGroup(static_cast<KvT*>(kv.k) + at.data, kv.k_scale + at.scale, x);
     const float* vh = v_src + int64_t{h} * hd + g * kKvInt8Group;
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[e] = vh[e];
-    StoreGroup(static_cast<KvT*>(kv.v) + dst, kv.v_scale + scale, x);
+    StoreGroup(static_cast<KvT*>(kv.v) + at.data, kv.v_scale + at.scale, x);
   }
 }
 

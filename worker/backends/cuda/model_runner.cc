@@ -199,11 +199,13 @@ bool ModelRunner::FoldsRopeKv(int32_t layer, int32_t tokens) const {
          config_.rope_pairing == RopePairing::kAdjacent && config_.head_dim % 8 == 0;
 }
 
-absl::Status ModelRunner::NormedGemv(const float* norm_weight, const DeviceLinear& w,
+kc::GemvNorm ModelRunner::ResidualNorm(const float* weight) const {
+  return kc::GemvNorm{x_.as<float>(), config_.hidden_size, weight, config_.rms_norm_eps};
+}
+
+absl::Status ModelRunner::NormedGemv(const kc::GemvNorm& norm, const DeviceLinear& w,
                                      int32_t tokens, float* y, int64_t ldy,
                                      cudaStream_t stream) {
-  const kc::GemvNorm norm{x_.as<float>(), config_.hidden_size, norm_weight,
-                          config_.rms_norm_eps};
   for (const GemvPart& part : w.gemv_parts) {
     WEFT_CUDA_RETURN_IF_ERROR(
         kc::QuantGemvNormed(part.weights, norm, tokens, y + part.row0, ldy, false, stream));
@@ -344,7 +346,7 @@ absl::Status ModelRunner::RopeAndKv(const StepArgs& s, int32_t layer, cudaStream
 }
 
 absl::Status ModelRunner::GateUpAct(const DeviceLinear& w, FfnActivation activation,
-                                    int32_t tokens, const float* norm_weight,
+                                    int32_t tokens, const kc::GemvNorm* norm,
                                     cudaStream_t stream) {
   const bool silu = activation == FfnActivation::kSilu;
   // The fused kernel reads gate and up as one matrix (one type) with SwiGLU; a mixed pair
@@ -352,11 +354,9 @@ absl::Status ModelRunner::GateUpAct(const DeviceLinear& w, FfnActivation activat
   if (silu && options_.fused && w.has_gemv && w.gemv_parts.size() == 1 &&
       tokens <= options_.gemv_max_rows) {
     auto* act = static_cast<uint16_t*>(act_.get());
-    if (norm_weight != nullptr) {
-      const kc::GemvNorm norm{x_.as<float>(), config_.hidden_size, norm_weight,
-                              config_.rms_norm_eps};
+    if (norm != nullptr) {
       WEFT_CUDA_RETURN_IF_ERROR(
-          kc::QuantGemvNormedSwiGlu(w.gemv, norm, tokens, act, ffn_, stream));
+          kc::QuantGemvNormedSwiGlu(w.gemv, *norm, tokens, act, ffn_, stream));
     } else {
       WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemvSwiGlu(
           w.gemv, static_cast<const uint16_t*>(h_.get()), config_.hidden_size, tokens, act,
@@ -364,8 +364,8 @@ absl::Status ModelRunner::GateUpAct(const DeviceLinear& w, FfnActivation activat
     }
     return absl::OkStatus();
   }
-  if (norm_weight != nullptr) {
-    WEFT_RETURN_IF_ERROR(NormedGemv(norm_weight, w, tokens, gu_.as<float>(), 2 * ffn_, stream));
+  if (norm != nullptr) {
+    WEFT_RETURN_IF_ERROR(NormedGemv(*norm, w, tokens, gu_.as<float>(), 2 * ffn_, stream));
   } else {
     WEFT_RETURN_IF_ERROR(
         Linear(w, h_.get(), config_.hidden_size, tokens, gu_.as<float>(), 2 * ffn_, false));
@@ -410,11 +410,10 @@ absl::Status ModelRunner::Enqueue(const StepArgs& s, NcclCommunicator* comm, cud
 absl::Status ModelRunner::BeforeAttention(const StepArgs& s, int32_t l, cudaStream_t stream) {
   const DeviceLayer& w = weights_->layers()[l];
   const int32_t T = s.shape.tokens;
+  const bool fold_norm = FoldsNorm(w.qkv, T);
+  if (!fold_norm) WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
+  const kc::GemvNorm norm = ResidualNorm(w.attn_norm.as<float>());
   if (FoldsRopeKv(l, T)) {
-    const bool fold_norm = FoldsNorm(w.qkv, T);
-    if (!fold_norm) WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
-    const kc::GemvNorm norm{x_.as<float>(), config_.hidden_size, w.attn_norm.as<float>(),
-                            config_.rms_norm_eps};
     kc::RopeKvArgs a;
     a.num_heads = shard_.num_heads();
     a.num_tokens = T;
@@ -429,11 +428,9 @@ absl::Status ModelRunner::BeforeAttention(const StepArgs& s, int32_t l, cudaStre
         stream));
     return absl::OkStatus();
   }
-  if (FoldsNorm(w.qkv, T)) {
-    WEFT_RETURN_IF_ERROR(
-        NormedGemv(w.attn_norm.as<float>(), w.qkv, T, qkv_.as<float>(), qkv_width_, stream));
+  if (fold_norm) {
+    WEFT_RETURN_IF_ERROR(NormedGemv(norm, w.qkv, T, qkv_.as<float>(), qkv_width_, stream));
   } else {
-    WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
     WEFT_RETURN_IF_ERROR(
         Linear(w.qkv, h_.get(), config_.hidden_size, T, qkv_.as<float>(), qkv_width_, false));
   }
@@ -447,10 +444,11 @@ absl::Status ModelRunner::AfterAttention(const StepArgs& s, int32_t l, NcclCommu
   const int32_t T = s.shape.tokens;
   WEFT_RETURN_IF_ERROR(
       Project(w.o, attn_.get(), q_width_, T, w.post_attn_norm.as<float>(), comm, stream));
-  const bool fold = FoldsNorm(w.gate_up, T);
-  if (!fold) WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
+  const bool fold_norm = FoldsNorm(w.gate_up, T);
+  if (!fold_norm) WEFT_RETURN_IF_ERROR(Norm(w.ffn_norm.as<float>(), T, nullptr, stream));
+  const kc::GemvNorm norm = ResidualNorm(w.ffn_norm.as<float>());
   WEFT_RETURN_IF_ERROR(GateUpAct(w.gate_up, config_.layers[l].activation, T,
-                                 fold ? w.ffn_norm.as<float>() : nullptr, stream));
+                                 fold_norm ? &norm : nullptr, stream));
   return Project(w.down, act_.get(), ffn_, T, w.post_ffn_norm.as<float>(), comm, stream);
 }
 

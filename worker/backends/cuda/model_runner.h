@@ -67,6 +67,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "kernels/cuda/paged_attention.h"
+#include "kernels/cuda/quant.h"
 #include "worker/backends/cuda/device_buffer.h"
 #include "worker/backends/cuda/device_kv_cache.h"
 #include "worker/backends/cuda/device_weights.h"
@@ -175,17 +176,19 @@ class ModelRunner {
   absl::Status RopeAndKv(const StepArgs& step, int32_t layer, cudaStream_t stream);
   // act = act(h Wgate) * h Wup: the fused SwiGLU GEMV when it applies, else GEMM + the
   // layer's activation kernel.
-  // norm_weight set: h is RMSNorm(x) with it, folded into the GEMV (FoldsNorm holds).
+  // norm set: the GEMV reads RMSNorm(x) with it instead of h (FoldsNorm holds).
   absl::Status GateUpAct(const DeviceLinear& w, FfnActivation activation, int32_t tokens,
-                         const float* norm_weight, cudaStream_t stream);
+                         const kernels::cuda::GemvNorm* norm, cudaStream_t stream);
   // Whether the RMSNorm of x before `w` folds into w's GEMV for a step of `tokens` rows
   // (RunnerOptions::norm_gemv's conditions).
   bool FoldsNorm(const DeviceLinear& w, int32_t tokens) const;
   // Whether layer l's RoPE + KV write folds into its QKV GEMV for a step of `tokens` rows.
   bool FoldsRopeKv(int32_t layer, int32_t tokens) const;
-  // y = RMSNorm(x, norm_weight) W^T through the normed GEMV, one launch per GEMV part.
-  absl::Status NormedGemv(const float* norm_weight, const DeviceLinear& w, int32_t tokens,
-                          float* y, int64_t ldy, cudaStream_t stream);
+  // The residual stream x RMS-normalized with `weight`, as a normed GEMV's input.
+  kernels::cuda::GemvNorm ResidualNorm(const float* weight) const;
+  // y = RMSNorm(x) W^T through the normed GEMV, one launch per GEMV part.
+  absl::Status NormedGemv(const kernels::cuda::GemvNorm& norm, const DeviceLinear& w,
+                          int32_t tokens, float* y, int64_t ldy, cudaStream_t stream);
   // Bias, QK norm (where the layer has them) on the QKV GEMM output.
   absl::Status QkvExtras(int32_t layer, int32_t tokens, cudaStream_t stream);
   // out-projection of a layer: x += in W^T (TP or a post-norm: proj = in W^T,
