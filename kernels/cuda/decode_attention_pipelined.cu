@@ -81,8 +81,7 @@ __global__ void __launch_bounds__(Cfg<KvT, kHeadDim, kGroup>::kThreads)
   using C = Cfg<KvT, kHeadDim, kGroup>;
   WEFT_DYNAMIC_SMEM(uint8_t, smem);
   __shared__ int is_last;
-  PdlWait();  // launch.h
-  PdlLaunchDependents();
+  PdlBegin();  // launch.h
 
   const int h = blockIdx.x, item = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x;

@@ -143,12 +143,12 @@ __device__ __forceinline__ float RmsFactor(float sum, int64_t dim, float eps) {
 }
 
 // RmsNorm's block size (elementwise.cu). A kernel that folds the norm into its prologue
-// (quant.cu's normed GEMV) sums a row with RmsNormRowFactor on a block of this size, so
-// that its factor has RmsNorm's bits.
+// (quant.cu's normed GEMV) calls RmsNormRowFactor on a block of this size too, so that its
+// factor has RmsNorm's bits (the sum order depends on the block size).
 inline constexpr int kRmsNormThreads = 256;
 
-// RmsFactor of row x[0 .. dim): every thread of a kRmsNormThreads block takes the columns
-// c = threadIdx.x + i * blockDim.x in order, then BlockSum; RmsNormKernel's arithmetic.
+// RmsFactor of row x[0 .. dim), the one computation of RmsNormKernel and the normed GEMV:
+// every thread takes the columns c = threadIdx.x + i * blockDim.x in order, then BlockSum.
 // Every thread gets the result; contains __syncthreads().
 __device__ __forceinline__ float RmsNormRowFactor(const float* x, int64_t dim, float eps,
                                                   float* scratch) {
@@ -159,20 +159,34 @@ __device__ __forceinline__ float RmsNormRowFactor(const float* x, int64_t dim, f
   return RmsFactor(BlockSum(ss, scratch), dim, eps);
 }
 
-// Programmatic dependent launch (launch.h): PdlWait() returns once the grid before this one
-// in the stream has completed and its memory is visible (at once when this kernel was not
-// launched with the attribute); PdlLaunchDependents() lets the next grid's CTAs start once
-// every CTA of this one has called it or exited. sm_90+; no-ops elsewhere and in the host
-// emulation (which runs one grid at a time).
-__device__ __forceinline__ void PdlWait() {
+// Programmatic dependent launch (launch.h). PdlBegin(), called by every thread before its
+// first access to memory an earlier kernel wrote or may still read: waits until the grid
+// before this one in the stream has completed and its memory is visible (at once when this
+// kernel was not launched with the attribute), then lets the next grid's CTAs start once
+// every CTA of this one has passed here or exited — so at most one grid waits ahead.
+// sm_90+; a no-op elsewhere and in the host emulation (which runs one grid at a time).
+__device__ __forceinline__ void PdlBegin() {
 #if !defined(WEFT_CUDA_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void PdlLaunchDependents() {
-#if !defined(WEFT_CUDA_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+
+// RoPE's arithmetic, one definition for every kernel that rotates (ApplyRope, the fused
+// RoPE + KV write, the QKV GEMV's epilogue), so that they agree bit for bit: the angle
+// pos * inv_freq in double, its cos and sin rounded to float; a pair (x0, x1) becomes
+// (x0 c - x1 s, x0 s + x1 c), each rounded once per operation.
+__device__ __forceinline__ void RopeCosSin(int32_t pos, double inv_freq, float* c, float* s) {
+  double sd, cd;
+  sincos(static_cast<double>(pos) * inv_freq, &sd, &cd);
+  *c = static_cast<float>(cd);
+  *s = static_cast<float>(sd);
+}
+__device__ __forceinline__ float RopeFirst(float x0, float x1, float c, float s) {
+  return __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+}
+__device__ __forceinline__ float RopeSecond(float x0, float x1, float c, float s) {
+  return __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
 }
 
 // Launch helper: blocks needed for n items of `per_block`.

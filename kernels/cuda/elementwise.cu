@@ -15,35 +15,25 @@ constexpr int kEltThreads = 256;
 
 __global__ void __launch_bounds__(kNormThreads) RmsNormKernel(RmsNormArgs a) {
   __shared__ float scratch[32];
-  PdlWait();  // launch.h
-  PdlLaunchDependents();
+  PdlBegin();  // launch.h
   const int64_t i = blockIdx.x;
   const int64_t r = a.rows != nullptr ? a.rows[i] : i;
   float* x = a.x + r * a.x_stride;
   const float* delta = a.delta != nullptr ? a.delta + i * a.delta_stride : nullptr;
-  float inv_d = 1.0f;
-  if (delta != nullptr && a.delta_weight != nullptr) {  // post-norm of the delta row
-    float dss = 0.0f;
+  if (delta != nullptr) {
+    // Post-norm of the delta row first, if any; then x += delta, each thread its own
+    // columns (the ones RmsNormRowFactor below gives it back).
+    const float inv_d =
+        a.delta_weight != nullptr ? RmsNormRowFactor(delta, a.dim, a.eps, scratch) : 1.0f;
     for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
-      dss = __fadd_rn(dss, __fmul_rn(delta[c], delta[c]));
-    }
-    inv_d = RmsFactor(BlockSum(dss, scratch), a.dim, a.eps);
-    __syncthreads();  // scratch is reused below
-  }
-  float ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
-    float v = x[c];
-    if (delta != nullptr) {
       const float dv = a.delta_weight != nullptr
                            ? __fmul_rn(__fmul_rn(delta[c], inv_d), a.delta_weight[c])
                            : delta[c];
-      v = __fadd_rn(v, dv);
-      x[c] = v;
+      x[c] = __fadd_rn(x[c], dv);
     }
-    ss = __fadd_rn(ss, __fmul_rn(v, v));
   }
-  const float sum = BlockSum(ss, scratch);
-  const float inv = RmsFactor(sum, a.dim, a.eps);
+  // The factor every normed GEMV computes the same way (device_utils.cuh).
+  const float inv = RmsNormRowFactor(x, a.dim, a.eps, scratch);
   for (int64_t c = threadIdx.x; c < a.dim; c += blockDim.x) {
     // Each thread reads back only the values it stored itself.
     StoreAct(a.out, i * a.out_stride + c, __fmul_rn(__fmul_rn(x[c], inv), a.weight[c]),
@@ -59,12 +49,8 @@ __global__ void __launch_bounds__(kRopeThreads)
   __shared__ float sin_s[kMaxRopeHalf];
   const int64_t t = blockIdx.x;
   const int32_t half = rot_dim / 2;
-  const double pos = static_cast<double>(positions[t]);
   for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
-    double s, c;
-    sincos(pos * inv_freq[i], &s, &c);
-    cos_s[i] = static_cast<float>(c);
-    sin_s[i] = static_cast<float>(s);
+    RopeCosSin(positions[t], inv_freq[i], &cos_s[i], &sin_s[i]);
   }
   __syncthreads();
   // Distance between the two members of a pair, and between consecutive pairs.
@@ -80,8 +66,8 @@ __global__ void __launch_bounds__(kRopeThreads)
     const float x0 = p[0];
     const float x1 = p[mate];
     const float c = cos_s[i], s = sin_s[i];
-    p[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-    p[mate] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    p[0] = RopeFirst(x0, x1, c, s);
+    p[mate] = RopeSecond(x0, x1, c, s);
   }
 }
 
@@ -154,8 +140,7 @@ __global__ void __launch_bounds__(kEltThreads)
     EmbeddingKernel(const T* __restrict__ table, int64_t vocab, int64_t dim,
                     const int32_t* __restrict__ ids, float* out, int64_t out_stride,
                     float scale) {
-  PdlWait();  // launch.h
-  PdlLaunchDependents();
+  PdlBegin();  // launch.h
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   const bool valid = id >= 0 && id < vocab;

@@ -85,8 +85,10 @@ TEST(EmulatedDecodeGroupedTest, Int8DequantizationInHalf2IsTheFp32RoutesBits) {
       if ((sb & 0x7c00) == 0x7c00) continue;  // inf / NaN
       const uint16_t bits16 = static_cast<uint16_t>(sb);
       const float sc = HalfBitsToFloat(bits16);
-      const uint4 want{PackPair<__half>(x[0] * sc, x[1] * sc), PackPair<__half>(x[2] * sc, x[3] * sc),
-                       PackPair<__half>(x[4] * sc, x[5] * sc), PackPair<__half>(x[6] * sc, x[7] * sc)};
+      const uint4 want{PackPair<__half>(x[0] * sc, x[1] * sc),
+                       PackPair<__half>(x[2] * sc, x[3] * sc),
+                       PackPair<__half>(x[4] * sc, x[5] * sc),
+                       PackPair<__half>(x[6] * sc, x[7] * sc)};
       const uint4 got = Int8x8ScaledToHalf(raw, bits16);
       ASSERT_TRUE(got.x == want.x && got.y == want.y && got.z == want.z && got.w == want.w)
           << "bytes from " << 8 * chunk << " scale bits " << std::hex << sb << ": " << got.x

@@ -183,8 +183,8 @@ void RunGemvSwiGlu(GgmlType type, int64_t n, int64_t k, int32_t m) {
                                  ActDtype::kBf16, ffn);
   });
   EmulateLaunch(dim3(grid_half), dim3(kGemvWarps * 32), 0, [&] {
-    GemvKernel<kType, true, false>(w, x.data(), k, GemvNorm{}, m, nullptr, 0, false, got.data(), ffn,
-                                   RopeKvArgs{}, PagedKvView{});
+    GemvKernel<kType, true, false>(w, x.data(), k, GemvNorm{}, m, nullptr, 0, false,
+                                   got.data(), ffn, RopeKvArgs{}, PagedKvView{});
   });
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(__bfloat16_as_ushort(got[i]), __bfloat16_as_ushort(want[i])) << i;

@@ -12,9 +12,10 @@
 
 namespace weft::kernels::cuda {
 
-// Where group g (dims 8 g .. 8 g + 7, kKvInt8Group = 8) of KV head h of the token at slot_id (>= 0: block
-// slot_id / block_size, row slot_id % block_size) lives in the pool: its first element
-// (in elements of kv.dtype from kv.k / kv.v) and its int8 scale (from kv.k_scale / v_scale).
+// Where group g (dims 8 g .. 8 g + 7, kKvInt8Group = 8) of KV head h of the token at
+// slot_id (>= 0: block slot_id / block_size, row slot_id % block_size) lives in the pool:
+// its first element (in elements of kv.dtype from kv.k / kv.v) and its int8 scale (from
+// kv.k_scale / kv.v_scale).
 struct KvGroupAt {
   int64_t data;
   int64_t scale;

@@ -1,5 +1,5 @@
 // LaunchKernel: a kernel launch on `stream` that carries the programmatic-dependent-launch
-// attribute when this thread asks for it (launch.h). Only for kernels that call PdlWait()
+// attribute when this thread asks for it (launch.h). Only for kernels that call PdlBegin()
 // before their first access to memory an earlier kernel wrote or may still read
 // (device_utils.cuh). Included only by .cu files, outside the host emulation build.
 #ifndef WEFT_KERNELS_CUDA_LAUNCH_CUH_

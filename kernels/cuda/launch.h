@@ -1,12 +1,13 @@
 // Programmatic dependent launch (PDL, compute capability 9.0+): whether the decode-path
-// kernels of this directory are launched with cudaLaunchAttributeProgrammaticStreamSerialization,
-// so that a kernel's CTAs may start (launch, prologue, loads of constant weights) while the
-// kernel before it in the stream still runs. Each such kernel calls PdlWait()
-// (device_utils.cuh: griddepcontrol.wait, which returns once the previous grid has completed
-// and its writes are visible) before it touches anything a previous kernel wrote or reads,
-// then PdlLaunchDependents() (so at most one grid waits ahead). A kernel launched without
-// the attribute runs both as no-ops; kernels that do not call them are never launched with
-// it. Inside a stream capture the attribute becomes a programmatic edge of the graph.
+// kernels of this directory are launched with the attribute
+// cudaLaunchAttributeProgrammaticStreamSerialization, so that a kernel's CTAs may start
+// (launch, prologue, loads of constant weights) while the kernel before it in the stream
+// still runs. Each such kernel calls PdlBegin() (device_utils.cuh: griddepcontrol.wait,
+// which returns once the previous grid has completed and its writes are visible, then
+// griddepcontrol.launch_dependents, so at most one grid waits ahead) before it touches
+// anything a previous kernel wrote or reads. A kernel launched without the attribute
+// passes PdlBegin at once; kernels that do not call it are never launched with it. Inside
+// a stream capture the attribute becomes a programmatic edge of the graph.
 // The choice is per host thread and scoped (the CUDA backend sets it around each forward
 // pass it queues), so two backends in one process may differ; it is read at launch time,
 // and a captured graph keeps what its capture saw.

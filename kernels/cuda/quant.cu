@@ -153,13 +153,10 @@ __device__ __forceinline__ void RopeKvEpilogue(const float* acc, int32_t m, floa
     if (!is_q && !is_k) {
       // v: stored as computed
     } else if (d < rope.rot_dim) {
-      // RopeKvKernel: sincos(pos * inv_freq[i]) in double, rounded to float; then
-      // x0 c - x1 s and x0 s + x1 c.
-      double sd, cd;
-      sincos(static_cast<double>(rope.positions[r]) * rope.inv_freq[d >> 1], &sd, &cd);
-      const float c = static_cast<float>(cd), s = static_cast<float>(sd);
-      r0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-      r1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+      float c, s;
+      RopeCosSin(rope.positions[r], rope.inv_freq[d >> 1], &c, &s);
+      r0 = RopeFirst(x0, x1, c, s);
+      r1 = RopeSecond(x0, x1, c, s);
     }
     rot[r][2 * p] = r0;
     rot[r][2 * p + 1] = r1;
@@ -203,7 +200,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const int lane = threadIdx.x & 31;
   const int64_t blocks = w.k / kQK;
   const bool active = j < outputs;
-  // The weights are constant: the lane's first block is loaded before PdlWait, so that
+  // The weights are constant: the lane's first block is loaded before PdlBegin, so that
   // under programmatic launch its latency overlaps the previous kernel.
   float q[kQK], d = 0.0f, dh = 0.0f, mn = 0.0f;
   float qu[kSwiGlu ? kQK : 1], du = 0.0f, duh = 0.0f, mnu = 0.0f;
@@ -211,8 +208,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     LoadGemvBlock<kType>(w, j, lane, q, &d, &dh, &mn);
     if constexpr (kSwiGlu) LoadGemvBlock<kType>(w, outputs + j, lane, qu, &du, &duh, &mnu);
   }
-  PdlWait();
-  PdlLaunchDependents();
+  PdlBegin();
   if constexpr (kNorm) {
     static_assert(kGemvWarps * 32 == kRmsNormThreads, "the norm's sum needs RmsNorm's block");
     WEFT_DYNAMIC_SMEM(__nv_bfloat16, xs);

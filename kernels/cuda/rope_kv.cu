@@ -31,25 +31,19 @@ __device__ __forceinline__ float Rotated(const float* x, int d, int rot_dim, int
   const int mate = neox ? half : 1;
   const float x0 = x[first], x1 = x[first + mate];
   const float c = cos_s[i], s = sin_s[i];
-  return second ? __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c))
-                : __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  return second ? RopeSecond(x0, x1, c, s) : RopeFirst(x0, x1, c, s);
 }
 
 template <typename KvT>
 __global__ void __launch_bounds__(kThreads) RopeKvKernel(RopeKvArgs a, PagedKvView kv) {
   __shared__ float cos_s[kMaxHalf];
   __shared__ float sin_s[kMaxHalf];
-  PdlWait();  // launch.h
-  PdlLaunchDependents();
+  PdlBegin();  // launch.h
   const int64_t t = blockIdx.x;
   const int half = a.rot_dim / 2;
   const int hd = kv.head_dim;
-  const double pos = static_cast<double>(a.positions[t]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    double s, c;
-    sincos(pos * a.inv_freq[i], &s, &c);
-    cos_s[i] = static_cast<float>(c);
-    sin_s[i] = static_cast<float>(s);
+    RopeCosSin(a.positions[t], a.inv_freq[i], &cos_s[i], &sin_s[i]);
   }
   __syncthreads();
   const bool neox = a.style != RopeStyle::kNormal;
@@ -62,8 +56,8 @@ __global__ void __launch_bounds__(kThreads) RopeKvKernel(RopeKvArgs a, PagedKvVi
     float* p = row + int64_t{head} * hd + i * step;
     const float x0 = p[0], x1 = p[mate];
     const float c = cos_s[i], s = sin_s[i];
-    p[0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-    p[mate] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    p[0] = RopeFirst(x0, x1, c, s);
+    p[mate] = RopeSecond(x0, x1, c, s);
   }
   const int64_t slot_id = a.slot_mapping[t];
   if (slot_id < 0) return;  // padding: q only

@@ -70,6 +70,17 @@ absl::Status CudaBackendOptions::Validate() const {
 
 namespace {
 
+// The boolean option WEFT_CUDA_KERNELS names `key` (=0|1), or null.
+bool* BoolKey(absl::string_view key, CudaBackendOptions* o) {
+  if (key == "fused") return &o->fused_kernels;
+  if (key == "norm_gemv") return &o->norm_gemv;
+  if (key == "rope_gemv") return &o->rope_gemv;
+  if (key == "pdl") return &o->programmatic_launch;
+  if (key == "tc_prefill") return &o->tensor_core_prefill;
+  if (key == "mixed_graphs") return &o->graph_mixed_steps;
+  return nullptr;
+}
+
 // WEFT_CUDA_KERNELS (cuda_backend.h): comma-separated key=value overrides.
 absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o) {
   for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
@@ -79,18 +90,9 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
       o->decode_kernel = value == "pipelined"  ? kc::DecodeKernel::kPipelined
                          : value == "grouped" ? kc::DecodeKernel::kGrouped
                                               : kc::DecodeKernel::kSplitV1;
-    } else if (key == "fused" && (value == "0" || value == "1")) {
-      o->fused_kernels = value == "1";
-    } else if (key == "norm_gemv" && (value == "0" || value == "1")) {
-      o->norm_gemv = value == "1";
-    } else if (key == "rope_gemv" && (value == "0" || value == "1")) {
-      o->rope_gemv = value == "1";
-    } else if (key == "pdl" && (value == "0" || value == "1")) {
-      o->programmatic_launch = value == "1";
-    } else if (key == "tc_prefill" && (value == "0" || value == "1")) {
-      o->tensor_core_prefill = value == "1";
-    } else if (key == "mixed_graphs" && (value == "0" || value == "1")) {
-      o->graph_mixed_steps = value == "1";
+    } else if (bool* flag = BoolKey(key, o);
+               flag != nullptr && (value == "0" || value == "1")) {
+      *flag = value == "1";
     } else if (int32_t rows = 0; key == "qgemm" && absl::SimpleAtoi(value, &rows) &&
                                  ValidateQuantGemmMaxRows(rows).ok()) {
       o->quant_gemm_max_rows = rows;
@@ -98,9 +100,7 @@ absl::Status ApplyKernelOverrides(absl::string_view spec, CudaBackendOptions* o)
       return absl::InvalidArgumentError(absl::StrCat(
           "WEFT_CUDA_KERNELS: '", item,
           "' is not decode=pipelined|split_v1|grouped, fused=0|1, norm_gemv=0|1, "
-          "rope_gemv=0|1, pdl=0|1, "
-          "tc_prefill=0|1, "
-          "mixed_graphs=0|1 or qgemm=<rows 0..",
+          "rope_gemv=0|1, pdl=0|1, tc_prefill=0|1, mixed_graphs=0|1 or qgemm=<rows 0..",
           kMaxQuantGemmMaxRows, ">"));
     }
   }

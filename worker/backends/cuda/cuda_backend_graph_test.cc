@@ -81,7 +81,8 @@ TEST(CudaBackendGraphTest, KernelLaunchesPerDecodeStep) {
     EXPECT_EQ(p->gpu->graph_captures(), 1);
     EXPECT_EQ(p->gpu->last_graph_nodes(), fused ? 1 + 8 * layers + 2 : 1 + 11 * layers + 2)
         << (fused ? "fused" : "separate") << " kernels";
-  }  CudaBackendOptions o;
+  }
+  CudaBackendOptions o;
   o.graph_mixed_steps = false;
   o.norm_gemv = true;
   std::unique_ptr<Pair> p = MakePair(spec, o);
@@ -135,7 +136,8 @@ TEST(CudaBackendGraphTest, KernelOverridesFromTheEnvironment) {
   auto g = CudaBackend::Create(**file, o);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_NE((*g)->kernels().find("decode=grouped;fused"), std::string::npos) << (*g)->kernels();
-  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x", "norm_gemv=2", "rope_gemv=", "pdl=yes"}) {
+  for (const char* bad : {"decode=fast", "qgemm=257", "qgemm=-1", "qgemm=x", "norm_gemv=2",
+                          "rope_gemv=", "pdl=yes"}) {
     setenv("WEFT_CUDA_KERNELS", bad, 1);
     EXPECT_EQ(CudaBackend::Create(**file, o).status().code(), absl::StatusCode::kInvalidArgument)
         << bad;
@@ -168,8 +170,9 @@ TEST(CudaBackendOptionsTest, DefaultDecodeKernelIsGroupedForGroupedQueryAttentio
 }
 
 // The fused kernels, the norms folded into the GEMVs and programmatic dependent launch
-// compute the same bits as the kernels they replace (same decode kernel); the pipelined and the grouped decode kernels (group 2: CUDA cores, fp32) each
-// agree with split_v1 to fp32 rounding.
+// compute the same bits as the kernels they replace (same decode kernel); the pipelined
+// and the grouped decode kernels (group 2: CUDA cores, fp32) each agree with split_v1 to
+// fp32 rounding.
 TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
   SKIP_WITHOUT_CUDA();
   for (const auto& [kv, kernel] :
@@ -209,7 +212,7 @@ TEST(CudaBackendGraphTest, FusedAndSeparateKernelsAgree) {
     EXPECT_EQ(RunDecodes(folded->gpu.get(), 5), a)
         << "norms and RoPE + KV folded into the GEMVs vs not, KV " << KvDtypeName(kv);
     // Programmatic dependent launch changes when CTAs start, never what they compute: a
-    // kernel reading before its PdlWait would show here as a race (not on every run).
+    // kernel reading before its PdlBegin would show here as a race (not on every run).
     EXPECT_EQ(RunDecodes(pdl->gpu.get(), 5), a) << "with vs without PDL, KV " << KvDtypeName(kv);
     ASSERT_EQ(a.size(), c.size());
     double scale = 1e-3, worst = 0;

@@ -191,6 +191,21 @@ bool ModelRunner::FoldsNorm(const DeviceLinear& w, int32_t tokens) const {
          tokens <= options_.gemv_max_rows && kc::GemvNormFits(config_.hidden_size, tokens);
 }
 
+kc::RopeKvArgs ModelRunner::RopeArgs(const StepArgs& s, int32_t layer) const {
+  kc::RopeKvArgs a;
+  a.qkv = qkv_.as<float>();
+  a.stride = qkv_width_;
+  a.num_heads = shard_.num_heads();
+  a.num_tokens = s.shape.tokens;
+  a.positions = At<int32_t>(s, s.layout.positions);
+  a.slot_mapping = At<int64_t>(s, s.layout.slots);
+  a.inv_freq = inv_freq_[layer_rope_[layer]].as<double>();
+  a.rot_dim = config_.rope_dim;
+  a.style = config_.rope_pairing == RopePairing::kAdjacent ? kernels::RopeStyle::kNormal
+                                                           : kernels::RopeStyle::kNeox;
+  return a;
+}
+
 bool ModelRunner::FoldsRopeKv(int32_t layer, int32_t tokens) const {
   const DeviceLayer& w = weights_->layers()[layer];
   return options_.rope_gemv && options_.fused && w.qkv.has_gemv &&
@@ -315,33 +330,19 @@ absl::Status ModelRunner::Attention(const StepArgs& s, int32_t layer, cudaStream
 }
 
 absl::Status ModelRunner::RopeAndKv(const StepArgs& s, int32_t layer, cudaStream_t stream) {
-  float* qkv = qkv_.as<float>();
-  const int32_t T = s.shape.tokens;
-  const double* inv_freq = inv_freq_[layer_rope_[layer]].as<double>();
-  const kernels::RopeStyle style = config_.rope_pairing == RopePairing::kAdjacent
-                                       ? kernels::RopeStyle::kNormal
-                                       : kernels::RopeStyle::kNeox;
+  const kc::RopeKvArgs a = RopeArgs(s, layer);
   if (options_.fused) {
-    kc::RopeKvArgs a;
-    a.qkv = qkv;
-    a.stride = qkv_width_;
-    a.num_heads = shard_.num_heads();
-    a.num_tokens = T;
-    a.positions = At<int32_t>(s, s.layout.positions);
-    a.slot_mapping = At<int64_t>(s, s.layout.slots);
-    a.inv_freq = inv_freq;
-    a.rot_dim = config_.rope_dim;
-    a.style = style;
     WEFT_CUDA_RETURN_IF_ERROR(kc::RopeAndWritePagedKv(a, kv_->Layer(layer), stream));
     return absl::OkStatus();
   }
+  float* qkv = a.qkv;
   WEFT_CUDA_RETURN_IF_ERROR(kc::ApplyRope(
-      style, At<int32_t>(s, s.layout.positions), inv_freq,
-      config_.rope_dim, config_.head_dim, T, {qkv, qkv_width_, shard_.num_heads()},
-      {qkv + q_width_, qkv_width_, shard_.num_kv_heads()}, stream));
+      a.style, a.positions, a.inv_freq, a.rot_dim, config_.head_dim, a.num_tokens,
+      {qkv, qkv_width_, a.num_heads}, {qkv + q_width_, qkv_width_, shard_.num_kv_heads()},
+      stream));
   WEFT_CUDA_RETURN_IF_ERROR(kc::WritePagedKv(kv_->Layer(layer), qkv + q_width_,
                                              qkv + q_width_ + kv_width_, qkv_width_,
-                                             At<int64_t>(s, s.layout.slots), T, stream));
+                                             a.slot_mapping, a.num_tokens, stream));
   return absl::OkStatus();
 }
 
@@ -414,18 +415,10 @@ absl::Status ModelRunner::BeforeAttention(const StepArgs& s, int32_t l, cudaStre
   if (!fold_norm) WEFT_RETURN_IF_ERROR(Norm(w.attn_norm.as<float>(), T, nullptr, stream));
   const kc::GemvNorm norm = ResidualNorm(w.attn_norm.as<float>());
   if (FoldsRopeKv(l, T)) {
-    kc::RopeKvArgs a;
-    a.num_heads = shard_.num_heads();
-    a.num_tokens = T;
-    a.positions = At<int32_t>(s, s.layout.positions);
-    a.slot_mapping = At<int64_t>(s, s.layout.slots);
-    a.inv_freq = inv_freq_[layer_rope_[l]].as<double>();
-    a.rot_dim = config_.rope_dim;
-    a.style = kernels::RopeStyle::kNormal;
     WEFT_CUDA_RETURN_IF_ERROR(kc::QuantGemvRopeKv(
         w.qkv.gemv, static_cast<const uint16_t*>(h_.get()), config_.hidden_size,
-        fold_norm ? &norm : nullptr, T, qkv_.as<float>(), qkv_width_, a, kv_->Layer(l),
-        stream));
+        fold_norm ? &norm : nullptr, T, qkv_.as<float>(), qkv_width_, RopeArgs(s, l),
+        kv_->Layer(l), stream));
     return absl::OkStatus();
   }
   if (fold_norm) {

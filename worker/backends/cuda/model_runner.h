@@ -182,6 +182,8 @@ class ModelRunner {
   // Whether the RMSNorm of x before `w` folds into w's GEMV for a step of `tokens` rows
   // (RunnerOptions::norm_gemv's conditions).
   bool FoldsNorm(const DeviceLinear& w, int32_t tokens) const;
+  // Layer l's RoPE + KV write for this step's tokens over the QKV buffer.
+  kernels::cuda::RopeKvArgs RopeArgs(const StepArgs& step, int32_t layer) const;
   // Whether layer l's RoPE + KV write folds into its QKV GEMV for a step of `tokens` rows.
   bool FoldsRopeKv(int32_t layer, int32_t tokens) const;
   // The residual stream x RMS-normalized with `weight`, as a normed GEMV's input.
